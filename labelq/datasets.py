@@ -1,0 +1,173 @@
+"""Long-format crowd label files (``task,worker,label``) as dense numpy arrays.
+
+The shared data sets (``labels.csv``, ``truth.csv``, optional ``task_types.csv``) and any
+file given to ``labelq aggregate`` are read here, once, into :class:`LabelData`:
+external ids are mapped to dense indices ``0..n-1`` in order of first appearance, label
+values to class indices in sorted order (numerically when every value is a number, so
+``0,1`` and ``1,2`` both map to classes 0 and 1; the *second* class is the "+1" class of
+the binary papers).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .errors import FileFormatError, InputError
+
+__all__ = ["LabelData", "read_labels", "load_dataset", "shared_datasets_dir", "sort_classes"]
+
+
+def sort_classes(values: set[str] | list[str]) -> list[str]:
+    vals = list(set(values))
+    try:
+        return sorted(vals, key=float)
+    except ValueError:
+        return sorted(vals)
+
+
+@dataclass
+class LabelData:
+    tasks: list[str]
+    workers: list[str]
+    classes: list[str]
+    task: np.ndarray  # int64 (n_labels,)
+    worker: np.ndarray  # int64 (n_labels,)
+    label: np.ndarray  # int64 (n_labels,) class index
+    truth: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    category: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    categories: list[str] = field(default_factory=list)
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        if self.truth.size == 0:
+            self.truth = np.full(self.n_tasks, -1, dtype=np.int64)
+        if self.category.size == 0:
+            self.category = np.zeros(self.n_tasks, dtype=np.int64)
+            self.categories = self.categories or ["default"]
+
+    @property
+    def n_tasks(self) -> int:
+        return len(self.tasks)
+
+    @property
+    def n_workers(self) -> int:
+        return len(self.workers)
+
+    @property
+    def n_classes(self) -> int:
+        return len(self.classes)
+
+    @property
+    def n_labels(self) -> int:
+        return int(self.task.size)
+
+    def accuracy(self, predicted: np.ndarray) -> float:
+        """Share of tasks with a known truth whose predicted class index equals it."""
+        known = self.truth >= 0
+        return float(np.mean(predicted[known] == self.truth[known])) if known.any() else float("nan")
+
+
+def _rows(path: Path, required: tuple[str, ...]):
+    """Yield (line_number, row dict) of a CSV file, checking header and column count."""
+    try:
+        fh = open(path, newline="", encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"{path}: cannot open: {exc.strerror}", path=str(path)) from exc
+    with fh:
+        reader = csv.reader(fh)
+        try:
+            header = next(reader)
+        except StopIteration:
+            raise FileFormatError(str(path), 1, None, "file is empty") from None
+        except UnicodeDecodeError as exc:
+            raise FileFormatError(str(path), 1, None, f"not UTF-8 text ({exc.reason})") from exc
+        header = [h.strip().lstrip("\ufeff") for h in header]
+        for name in required:
+            if name not in header:
+                raise FileFormatError(str(path), 1, name, f"missing column; header is {header}")
+        line = 1
+        try:
+            for row in reader:
+                line = reader.line_num
+                if not row or all(not c.strip() for c in row):
+                    continue
+                if len(row) != len(header):
+                    raise FileFormatError(
+                        str(path), line, None,
+                        f"expected {len(header)} columns, found {len(row)}")
+                yield line, dict(zip(header, (c.strip() for c in row)))
+        except UnicodeDecodeError as exc:
+            raise FileFormatError(str(path), line + 1, None,
+                                  f"not UTF-8 text ({exc.reason})") from exc
+
+
+def read_labels(path: str | os.PathLike[str], truth: str | os.PathLike[str] | None = None,
+                categories: str | os.PathLike[str] | None = None) -> LabelData:
+    """Read a ``task,worker,label`` CSV (plus optional ``task,truth`` and ``task,type``)."""
+    path = Path(path)
+    task_ix: dict[str, int] = {}
+    worker_ix: dict[str, int] = {}
+    t_list: list[int] = []
+    w_list: list[int] = []
+    raw_labels: list[str] = []
+    for line, row in _rows(path, ("task", "worker", "label")):
+        for col in ("task", "worker", "label"):
+            if not row[col]:
+                raise FileFormatError(str(path), line, col, "empty value")
+        t_list.append(task_ix.setdefault(row["task"], len(task_ix)))
+        w_list.append(worker_ix.setdefault(row["worker"], len(worker_ix)))
+        raw_labels.append(row["label"])
+    if not raw_labels:
+        raise FileFormatError(str(path), 1, None, "no labels in file")
+    truth_rows: list[tuple[int, str, str]] = []
+    if truth is not None:
+        truth_rows = [(ln, r["task"], r["truth"]) for ln, r in _rows(Path(truth), ("task", "truth"))]
+    classes = sort_classes(set(raw_labels) | {v for _, _, v in truth_rows})
+    class_ix = {c: k for k, c in enumerate(classes)}
+    data = LabelData(
+        tasks=list(task_ix), workers=list(worker_ix), classes=classes,
+        task=np.asarray(t_list, dtype=np.int64), worker=np.asarray(w_list, dtype=np.int64),
+        label=np.asarray([class_ix[v] for v in raw_labels], dtype=np.int64),
+        name=path.parent.name,
+    )
+    for _, task, value in truth_rows:
+        if task in task_ix:
+            data.truth[task_ix[task]] = class_ix[value]
+    if categories is not None:
+        cat_ix: dict[str, int] = {}
+        for line, row in _rows(Path(categories), ("task", "type")):
+            if row["task"] in task_ix:
+                data.category[task_ix[row["task"]]] = cat_ix.setdefault(row["type"], len(cat_ix))
+        data.categories = list(cat_ix) or ["default"]
+    return data
+
+
+def load_dataset(directory: str | os.PathLike[str]) -> LabelData:
+    """Load a shared-format data set folder: labels.csv, truth.csv, optional task_types.csv."""
+    d = Path(directory)
+    if not (d / "labels.csv").exists():
+        raise InputError(f"{d}: no labels.csv (expected a data set folder)", path=str(d))
+    truth = d / "truth.csv"
+    types = d / "task_types.csv"
+    data = read_labels(d / "labels.csv", truth if truth.exists() else None,
+                       types if types.exists() else None)
+    data.name = d.name
+    return data
+
+
+def shared_datasets_dir() -> Path | None:
+    """Where the shared data sets live: ``$LABELQ_SHARED/datasets`` or ``../shared/datasets``
+    next to the repository; ``None`` when absent."""
+    env = os.environ.get("LABELQ_SHARED")
+    candidates = [Path(env) / "datasets"] if env else []
+    here = Path(__file__).resolve().parent.parent
+    candidates += [here.parent / "shared" / "datasets", Path.cwd().parent / "shared" / "datasets"]
+    for c in candidates:
+        if c.is_dir():
+            return c
+    return None

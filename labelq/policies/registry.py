@@ -1,0 +1,69 @@
+"""Registry: build a policy from its spec (``PolicySpec`` or the command-line text).
+
+A policy module registers its class with ``@register``; ``labelq.policies`` imports every
+policy module so the registry is complete. ``build("cvar:alpha=0.2")`` validates the
+parameters through the class's frozen ``Params`` dataclass.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, TypeVar
+
+from ..errors import PolicyError
+from .base import Policy
+from .spec import PolicySpec
+
+__all__ = ["register", "build", "names", "get_class"]
+
+_REGISTRY: dict[str, type[Policy]] = {}
+_ALIASES: dict[str, str] = {}
+
+P = TypeVar("P", bound=type[Policy])
+
+
+def register(cls: P, *, aliases: tuple[str, ...] = ()) -> P:
+    """Class decorator (also callable with aliases: ``register(cls, aliases=(...))``)."""
+    if not cls.name:
+        raise PolicyError(f"{cls.__name__} has no name")
+    if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
+        raise PolicyError(f"policy name {cls.name!r} registered twice")
+    _REGISTRY[cls.name] = cls
+    for alias in aliases:
+        _ALIASES[alias] = cls.name
+    return cls
+
+
+def names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def get_class(name: str) -> type[Policy]:
+    key = _ALIASES.get(name, name)
+    try:
+        return _REGISTRY[key]
+    except KeyError:
+        raise PolicyError(
+            f"unknown policy {name!r}; known: {', '.join(names())}", policy=name
+        ) from None
+
+
+def build(spec: PolicySpec | str | dict[str, Any]) -> Policy:
+    if isinstance(spec, str):
+        spec = PolicySpec.parse(spec)
+    elif isinstance(spec, dict):
+        spec = PolicySpec.from_json(spec)
+    cls = get_class(spec.name)
+    fields = {f.name for f in dataclasses.fields(cls.Params)}
+    unknown = sorted(set(spec.params) - fields)
+    if unknown:
+        raise PolicyError(
+            f"policy {spec.name!r} has no parameter {', '.join(map(repr, unknown))}; "
+            f"it takes: {', '.join(sorted(fields)) or 'none'}",
+            policy=spec.name,
+        )
+    try:
+        params = cls.Params(**spec.params)
+    except (TypeError, ValueError) as exc:
+        raise PolicyError(f"policy {spec.name!r}: {exc}", policy=spec.name) from exc
+    return cls(params)

@@ -1,0 +1,78 @@
+"""One settings object, read from ``LABELQ_*`` environment variables at the edges.
+
+=========================  =====================================  ==========================
+variable                   meaning                                default
+=========================  =====================================  ==========================
+LABELQ_DATABASE_URL        SQLAlchemy URL of the durable record   sqlite:///./labelq.db
+LABELQ_REDIS_URL           Redis URL of the hot state and broker  redis://localhost:6379/0
+LABELQ_LEASE_SECONDS       how long an issued assignment lives    600
+LABELQ_INBOX_SIZE          ready assignments kept per annotator   5
+=========================  =====================================  ==========================
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import urlparse
+
+from .errors import ConfigError
+
+__all__ = ["Settings", "load_settings"]
+
+_DB_SCHEMES = ("sqlite", "postgresql", "postgresql+psycopg", "postgresql+psycopg2")
+_REDIS_SCHEMES = ("redis", "rediss", "unix")
+
+
+@dataclass(frozen=True)
+class Settings:
+    database_url: str = "sqlite:///./labelq.db"
+    redis_url: str = "redis://localhost:6379/0"
+    lease_seconds: int = 600
+    inbox_size: int = 5
+
+    @property
+    def sqlalchemy_url(self) -> str:
+        """The database URL with the psycopg 3 driver made explicit for PostgreSQL."""
+        if self.database_url.startswith("postgresql://"):
+            return "postgresql+psycopg://" + self.database_url[len("postgresql://"):]
+        if self.database_url.startswith("postgres://"):
+            return "postgresql+psycopg://" + self.database_url[len("postgres://"):]
+        return self.database_url
+
+
+def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a whole number, got {raw!r}", variable=name) from None
+    if value <= 0:
+        raise ConfigError(f"{name} must be positive, got {value}", variable=name)
+    return value
+
+
+def _url(env: Mapping[str, str], name: str, default: str, schemes: tuple[str, ...]) -> str:
+    raw = env.get(name) or default
+    scheme = urlparse(raw).scheme
+    if raw.startswith("postgres://"):
+        scheme = "postgresql"
+    if scheme not in schemes:
+        raise ConfigError(
+            f"{name} must be a URL with scheme {', '.join(schemes)}; got {raw!r}", variable=name
+        )
+    return raw
+
+
+def load_settings(env: Mapping[str, str] | None = None) -> Settings:
+    """Read and validate the settings; raise :class:`ConfigError` naming the bad variable."""
+    env = os.environ if env is None else env
+    return Settings(
+        database_url=_url(env, "LABELQ_DATABASE_URL", Settings.database_url, _DB_SCHEMES),
+        redis_url=_url(env, "LABELQ_REDIS_URL", Settings.redis_url, _REDIS_SCHEMES),
+        lease_seconds=_positive_int(env, "LABELQ_LEASE_SECONDS", Settings.lease_seconds),
+        inbox_size=_positive_int(env, "LABELQ_INBOX_SIZE", Settings.inbox_size),
+    )
