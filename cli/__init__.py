@@ -1,0 +1,1 @@
+"""The ``labelq`` command line (Click)."""

@@ -1,0 +1,53 @@
+"""Entry point of the ``labelq`` command.
+
+Exit codes: 0 success; 1 unexpected labelq error; 2 bad configuration (LABELQ_* variable)
+or usage; 3 bad input file or argument; 4 not found; 5 conflict; 6 forbidden; 7 budget
+exhausted; 8 invalid policy spec; 9 Redis or database unavailable. (See labelq/errors.py.)
+
+Command modules live beside this file; each exposes ``commands``, a list of Click commands
+or groups, and is listed in ``COMMAND_MODULES``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from labelq import __version__
+from labelq.errors import LabelqError
+
+COMMAND_MODULES = [
+    # one line per module; each module defines `commands = [...]`
+]
+
+
+class LabelqGroup(click.Group):
+    """Turns labelq errors into one clear line on stderr and a documented exit code."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except LabelqError as exc:
+            click.secho(f"Error: {exc}", fg="red", err=True)
+            ctx.exit(exc.exit_code)
+
+
+@click.group(cls=LabelqGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="labelq")
+def cli() -> None:
+    """labelq: run an in-house annotation workforce with budget-aware assignment."""
+
+
+for _name in COMMAND_MODULES:
+    for _cmd in importlib.import_module(f"cli.{_name}").commands:
+        cli.add_command(_cmd)
+
+
+def main() -> None:  # console-script entry point
+    sys.exit(cli.main(prog_name="labelq", standalone_mode=True))
+
+
+if __name__ == "__main__":
+    main()

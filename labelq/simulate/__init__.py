@@ -1,0 +1,1 @@
+"""The simulator: worker models, synthetic task sets, replay of real data, experiment runner."""

@@ -1,0 +1,146 @@
+"""Simulated annotators as confusion tensors.
+
+Every worker model is one array ``conf[w, s, y, z]``: the probability that worker ``w``
+answers class ``z`` on a task of category ``s`` whose true class is ``y``. One-coin,
+per-category accuracy, spammer–hammer, malicious and full confusion-matrix workers are all
+special cases, so one vectorised sampler serves them all (:meth:`WorkerPool.answer`).
+
+Binary models follow the papers: accuracy ``p`` means "answers the truth with probability p,
+the other class otherwise"; with C > 2 classes a wrong answer is uniform over the others.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import InputError
+
+__all__ = ["WorkerPool", "accuracy_tensor", "make_pool", "WORKER_MODELS"]
+
+
+def accuracy_tensor(p: np.ndarray, n_classes: int) -> np.ndarray:
+    """Confusion tensor (W, S, C, C) from accuracies ``p`` of shape (W, S)."""
+    p = np.asarray(p, dtype=float)
+    if p.ndim != 2:
+        raise ValueError(f"accuracies must be (workers, categories), got shape {p.shape}")
+    if np.any((p < 0) | (p > 1)):
+        raise ValueError("accuracies must lie in [0, 1]")
+    eye = np.eye(n_classes)
+    off = (1.0 - eye) / max(n_classes - 1, 1)
+    return p[:, :, None, None] * eye + (1.0 - p)[:, :, None, None] * off
+
+
+@dataclass
+class WorkerPool:
+    """A set of simulated workers. ``conf`` has shape (W, S, C, C), rows sum to one."""
+
+    conf: np.ndarray
+
+    def __post_init__(self) -> None:
+        self.conf = np.asarray(self.conf, dtype=float)
+        if self.conf.ndim != 4 or self.conf.shape[2] != self.conf.shape[3]:
+            raise ValueError(f"conf must be (W, S, C, C), got shape {self.conf.shape}")
+        if not np.allclose(self.conf.sum(axis=3), 1.0):
+            raise ValueError("each conf[w, s, y, :] must sum to 1")
+        self._cdf = np.cumsum(self.conf, axis=3)
+
+    @property
+    def n_workers(self) -> int:
+        return self.conf.shape[0]
+
+    @property
+    def n_categories(self) -> int:
+        return self.conf.shape[1]
+
+    @property
+    def n_classes(self) -> int:
+        return self.conf.shape[2]
+
+    def accuracy(self) -> np.ndarray:
+        """(W, S) probability of a correct answer, averaged over true classes."""
+        return np.diagonal(self.conf, axis1=2, axis2=3).mean(axis=2)
+
+    def answer(self, workers: np.ndarray | int, categories: np.ndarray | int,
+               truths: np.ndarray | int, rng: np.random.Generator) -> np.ndarray:
+        """Sample answers (class indices), vectorised over equally shaped index arrays."""
+        w, s, y = np.broadcast_arrays(np.asarray(workers), np.asarray(categories),
+                                      np.asarray(truths))
+        cdf = self._cdf[w, s, y]  # (..., C)
+        u = rng.random(w.shape)[..., None]
+        return np.minimum((u >= cdf).sum(axis=-1), self.n_classes - 1).astype(np.int64)
+
+
+def _spammer_hammer(n_workers, n_categories, n_classes, rng, hammer=0.95, spammer=None,
+                    share=None):
+    """BBTA's model: each worker is a hammer (accuracy ``hammer``) on one category and a
+    spammer (random answers) on the others. With ``share`` given instead, a share of
+    workers are hammers on every category and the rest spammers (Karger/Ho et al.)."""
+    spam = 1.0 / n_classes if spammer is None else spammer
+    if share is not None:
+        is_hammer = rng.random(n_workers) < share
+        p = np.where(is_hammer, hammer, spam)[:, None].repeat(n_categories, axis=1)
+    else:
+        p = np.full((n_workers, n_categories), spam)
+        p[np.arange(n_workers), np.arange(n_workers) % n_categories] = hammer
+    return p
+
+
+def _one_coin(n_workers, n_categories, n_classes, rng, good=0.9, other=0.6, p=None,
+              beta=None):
+    """Per-category one-coin: ``good`` on one category, ``other`` elsewhere (BBTA's model).
+    ``p=x`` gives every worker accuracy x; ``beta=(a, b)`` draws accuracies from Beta(a, b)
+    (Opt-KG's workers, Beta(4, 1))."""
+    if beta is not None:
+        acc = rng.beta(beta[0], beta[1], size=n_workers)
+        return acc[:, None].repeat(n_categories, axis=1)
+    if p is not None:
+        return np.full((n_workers, n_categories), float(p))
+    acc = np.full((n_workers, n_categories), other)
+    acc[np.arange(n_workers), np.arange(n_workers) % n_categories] = good
+    return acc
+
+
+def _malicious(n_workers, n_categories, n_classes, rng, good=0.9, bad=0.3, other=0.6):
+    """BBTA's malicious model: ``good`` on one category, ``bad`` (< chance) on another,
+    ``other`` elsewhere."""
+    acc = np.full((n_workers, n_categories), other)
+    idx = np.arange(n_workers)
+    acc[idx, idx % n_categories] = good
+    if n_categories > 1:
+        acc[idx, (idx + 1) % n_categories] = bad
+    return acc
+
+
+def _uniform_acc(n_workers, n_categories, n_classes, rng, low=0.5, high=1.0):
+    """Accuracy ~ U(low, high), the same on every category (B-KUBE's workers)."""
+    acc = rng.uniform(low, high, size=n_workers)
+    return acc[:, None].repeat(n_categories, axis=1)
+
+
+WORKER_MODELS = {
+    "spammer-hammer": _spammer_hammer,
+    "one-coin": _one_coin,
+    "malicious": _malicious,
+    "uniform-accuracy": _uniform_acc,
+}
+
+
+def make_pool(model: str, n_workers: int, n_categories: int, n_classes: int,
+              rng: np.random.Generator, **params) -> WorkerPool:
+    """Build a named worker model (``spammer-hammer``, ``one-coin``, ``malicious``,
+    ``uniform-accuracy``, or ``confusion`` with Dirichlet-drawn confusion matrices)."""
+    if model == "confusion":
+        diag = float(params.get("strength", 4.0))
+        alpha = np.ones((n_classes, n_classes)) + (diag - 1.0) * np.eye(n_classes)
+        conf = np.stack([rng.dirichlet(alpha[y], size=(n_workers, n_categories))
+                         for y in range(n_classes)], axis=2)
+        return WorkerPool(conf)
+    try:
+        factory = WORKER_MODELS[model]
+    except KeyError:
+        known = ", ".join(sorted([*WORKER_MODELS, "confusion"]))
+        raise InputError(f"unknown worker model {model!r}; known: {known}") from None
+    acc = factory(n_workers, n_categories, n_classes, rng, **params)
+    return WorkerPool(accuracy_tensor(acc, n_classes))
