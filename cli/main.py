@@ -5,22 +5,25 @@ or usage; 3 bad input file or argument; 4 not found; 5 conflict; 6 forbidden; 7 
 exhausted; 8 invalid policy spec; 9 Redis or database unavailable. (See labelq/errors.py.)
 
 Command modules live beside this file; each exposes ``commands``, a list of Click commands
-or groups, and is listed in ``COMMAND_MODULES``.
+or groups, and is picked up automatically (modules starting with ``_`` are helpers).
 """
 
 from __future__ import annotations
 
 import importlib
+import pkgutil
 import sys
+from pathlib import Path
 
 import click
 
 from labelq import __version__
 from labelq.errors import LabelqError
 
-COMMAND_MODULES = [
-    # one line per module; each module defines `commands = [...]`
-]
+COMMAND_MODULES = sorted(
+    m.name for m in pkgutil.iter_modules([str(Path(__file__).parent)])
+    if not m.name.startswith("_") and m.name != "main"
+)
 
 
 class LabelqGroup(click.Group):
