@@ -107,6 +107,9 @@ class Policy:
 
     name: ClassVar[str] = ""
     mode: ClassVar[str] = "pull"
+    # True when decisions depend on ``problem.budget`` (the total budget): the simulator then
+    # runs the policy once per budget instead of once to the largest budget.
+    budget_aware: ClassVar[bool] = False
 
     @dataclass(frozen=True)
     class Params:

@@ -1,0 +1,99 @@
+"""What a simulated labelling run asks questions of: an :class:`Environment`.
+
+An environment fixes the tasks (truth, category, and optionally a per-task class
+distribution ``theta``), the workers (cost, capacity) and which (task, worker) pairs can be
+asked at all (``available``). It answers one question at a time with :meth:`answer`.
+
+Two kinds exist:
+
+* synthetic (:mod:`labelq.simulate.synthetic`): answers are drawn from a
+  :class:`~labelq.simulate.workers.WorkerPool`. With ``theta`` set (the Opt-KG setting) a
+  label is drawn in two steps: a latent class ``y' ~ Categorical(theta_i)`` (for two classes,
+  +1 with probability θ_i), then the worker's answer through its confusion matrix for ``y'``.
+  For a one-coin worker of accuracy ρ this gives P(+1) = θρ + (1−θ)(1−ρ), the paper's model.
+  Without ``theta`` the worker answers about the true class directly.
+* replay (:mod:`labelq.simulate.replay`): answers are the recorded labels of a real data
+  set; only recorded pairs are available and each is used once (the runner never asks a
+  pair twice).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..policies.base import Problem
+from .workers import WorkerPool
+
+__all__ = ["Environment"]
+
+
+@dataclass
+class Environment:
+    truth: np.ndarray  # int (n_tasks,), -1 where unknown
+    n_workers: int
+    n_classes: int
+    task_category: np.ndarray  # int (n_tasks,)
+    n_categories: int = 1
+    worker_cost: np.ndarray | None = None  # float (n_workers,)
+    worker_capacity: np.ndarray | None = None  # int (n_workers,), -1 = unlimited
+    is_gold: np.ndarray | None = None  # bool (n_tasks,): truth revealed to the policy
+    pool: WorkerPool | None = None  # synthetic answers
+    theta: np.ndarray | None = None  # float (n_tasks, n_classes), optional latent labels
+    recorded: np.ndarray | None = None  # int (n_tasks, n_workers), -1 = not recorded
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        self.truth = np.asarray(self.truth, dtype=np.int64)
+        n = self.truth.size
+        self.task_category = np.asarray(self.task_category, dtype=np.int64)
+        if self.worker_cost is None:
+            self.worker_cost = np.ones(self.n_workers)
+        if self.worker_capacity is None:
+            self.worker_capacity = np.full(self.n_workers, -1, dtype=np.int64)
+        if self.is_gold is None:
+            self.is_gold = np.zeros(n, dtype=bool)
+        if (self.pool is None) == (self.recorded is None):
+            raise ValueError("an environment needs exactly one of pool (synthetic) or "
+                             "recorded (replay)")
+        if self.recorded is not None and self.recorded.shape != (n, self.n_workers):
+            raise ValueError(f"recorded must be (tasks, workers) = {(n, self.n_workers)}, "
+                             f"got {self.recorded.shape}")
+
+    @property
+    def n_tasks(self) -> int:
+        return int(self.truth.size)
+
+    @property
+    def available(self) -> np.ndarray:
+        """bool (n_tasks, n_workers): pairs that may be asked at all."""
+        if self.recorded is not None:
+            return self.recorded >= 0
+        return np.ones((self.n_tasks, self.n_workers), dtype=bool)
+
+    def problem(self, budget: float = float("inf"),
+                max_labels_per_task: int | None = None) -> Problem:
+        """The :class:`Problem` a policy sees (no truth, except for gold tasks)."""
+        gold_answer = np.where(self.is_gold, self.truth, -1)
+        return Problem(
+            n_tasks=self.n_tasks, n_workers=self.n_workers, n_classes=self.n_classes,
+            task_category=self.task_category.copy(), n_categories=self.n_categories,
+            worker_cost=self.worker_cost.copy(), worker_capacity=self.worker_capacity.copy(),
+            budget=budget, max_labels_per_task=max_labels_per_task,
+            is_gold=self.is_gold.copy(), gold_answer=gold_answer)
+
+    def answer(self, task: int, worker: int, rng: np.random.Generator) -> int:
+        """The class index worker ``worker`` answers on task ``task``."""
+        if self.recorded is not None:
+            label = int(self.recorded[task, worker])
+            if label < 0:
+                raise ValueError(f"pair (task {task}, worker {worker}) has no recorded label")
+            return label
+        assert self.pool is not None
+        if self.theta is not None:
+            latent = int(min(np.searchsorted(np.cumsum(self.theta[task]), rng.random(),
+                                             side="right"), self.n_classes - 1))
+        else:
+            latent = int(self.truth[task])
+        return int(self.pool.answer(worker, self.task_category[task], latent, rng))

@@ -1,0 +1,213 @@
+"""Many runs of several policies over budgets: seeds, parallelism, mean ± standard error.
+
+A run r draws its environment from ``SeedSequence(seed, spawn_key=(r, 0))`` (a new synthetic
+task set per run; a replay is the same data every run) and each policy its own generator
+from ``SeedSequence(seed, spawn_key=(r, 1, crc32(spec)))``, so a policy's numbers do not
+depend on which other policies are run beside it, and every run is reproducible from the
+seed alone — whatever ``jobs`` is.
+
+Policies whose behaviour does not depend on the total budget (``budget_aware = False``, the
+default) run once per run to the largest budget, recording every checkpoint on the way;
+budget-aware ones run once per budget.
+
+Budgets are given per task: the budget of a run is ``budget_per_task × n_tasks`` in cost
+units (labels, when every worker costs 1).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import zlib
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ..errors import InputError
+from ..policies import build
+from .environment import Environment
+from .runner import Checkpoint, run_policy
+
+__all__ = ["EnvSource", "Experiment", "PointSummary", "run_experiment", "load_aggregator"]
+
+
+@lru_cache(maxsize=8)
+def _load_replay(directory: str) -> Environment:
+    from ..datasets import load_dataset
+    from .replay import replay_environment
+    return replay_environment(load_dataset(directory))
+
+
+@dataclass(frozen=True)
+class EnvSource:
+    """Where environments come from: ``kind`` "data" (a data set folder) or "synthetic"
+    (a spec string). Picklable, so worker processes rebuild environments themselves."""
+
+    kind: str
+    value: str
+
+    def build(self, rng: np.random.Generator) -> Environment:
+        if self.kind == "data":
+            return _load_replay(self.value)
+        if self.kind == "synthetic":
+            from .synthetic import make_synthetic
+            return make_synthetic(self.value, rng)
+        raise InputError(f"unknown environment kind {self.kind!r}")
+
+    def n_tasks(self) -> int:
+        if self.kind == "data":
+            return _load_replay(self.value).n_tasks
+        from .synthetic import SyntheticSpec
+        return SyntheticSpec.parse(self.value).tasks
+
+    def describe(self) -> str:
+        return f"--data {self.value}" if self.kind == "data" else f"--synthetic {self.value}"
+
+
+def load_aggregator(method: str) -> Callable[..., np.ndarray]:
+    """An aggregator ``f(task, worker, label, n_tasks, n_classes)`` from
+    ``labelq.aggregation.aggregate`` (built separately); :class:`InputError` if absent."""
+    try:
+        from ..aggregation import aggregate  # type: ignore[attr-defined]
+    except ImportError as exc:
+        raise InputError(f"--aggregate {method}: labelq.aggregation is not available "
+                         f"({exc})") from exc
+
+    def run(task, worker, label, n_tasks, n_classes):
+        if task.size == 0:
+            return np.full((n_tasks, n_classes), 1.0 / n_classes)
+        out = aggregate(task, worker, label, method, n_tasks, n_classes)
+        for attr in ("proba", "probas", "probas_", "labels", "labels_"):
+            if hasattr(out, attr):
+                out = getattr(out, attr)
+                break
+        if isinstance(out, tuple):
+            out = out[0]
+        return np.asarray(out)
+
+    return run
+
+
+@dataclass(frozen=True)
+class _Unit:
+    source: EnvSource
+    spec: str
+    run: int
+    seed: int
+    budgets: tuple[float, ...]
+    aggregate: str | None
+    max_labels_per_task: int | None
+
+
+def _run_unit(unit: _Unit) -> tuple[_Unit, list[Checkpoint]]:
+    env_rng = np.random.default_rng(np.random.SeedSequence(unit.seed, spawn_key=(unit.run, 0)))
+    env = unit.source.build(env_rng)
+    key = zlib.crc32(unit.spec.encode())
+    rng = np.random.default_rng(np.random.SeedSequence(unit.seed, spawn_key=(unit.run, 1, key)))
+    agg = load_aggregator(unit.aggregate) if unit.aggregate else None
+    policy = build(unit.spec)
+    return unit, run_policy(policy, env, unit.budgets, rng,
+                            max_labels_per_task=unit.max_labels_per_task, aggregate=agg)
+
+
+@dataclass
+class PointSummary:
+    budget_per_task: float
+    labels: float
+    accuracy: list[float] = field(default_factory=list)
+    accuracy_aggregate: list[float] = field(default_factory=list)
+    spent: list[float] = field(default_factory=list)
+    tasks_completed: list[float] = field(default_factory=list)
+
+    @staticmethod
+    def _mean_se(values: list[float]) -> tuple[float, float]:
+        a = np.asarray(values, dtype=float)
+        if a.size == 0:
+            return float("nan"), float("nan")
+        se = float(a.std(ddof=1) / np.sqrt(a.size)) if a.size > 1 else 0.0
+        return float(a.mean()), se
+
+    def to_dict(self) -> dict[str, Any]:
+        mean, se = self._mean_se(self.accuracy)
+        out: dict[str, Any] = {
+            "budget_per_task": _num(self.budget_per_task), "labels": _num(self.labels),
+            "accuracy_mean": mean, "accuracy_se": se, "runs": len(self.accuracy),
+            "spent_mean": float(np.mean(self.spent)),
+            "tasks_completed_mean": float(np.mean(self.tasks_completed)),
+        }
+        if self.accuracy_aggregate:
+            m, s = self._mean_se(self.accuracy_aggregate)
+            out["aggregate_accuracy_mean"], out["aggregate_accuracy_se"] = m, s
+        return out
+
+
+def _num(x: float) -> int | float:
+    return int(x) if float(x).is_integer() else float(x)
+
+
+@dataclass
+class Experiment:
+    source: EnvSource
+    specs: list[str]
+    budgets_per_task: list[float]
+    n_tasks: int
+    points: dict[str, list[PointSummary]]
+    aggregate: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"policies": [{"spec": s, "points": [p.to_dict() for p in self.points[s]]}
+                             for s in self.specs]}
+
+
+def run_experiment(source: EnvSource, specs: Sequence[str], budgets_per_task: Sequence[float],
+                   *, runs: int = 20, seed: int = 0, jobs: int = 1,
+                   aggregate: str | None = None, max_labels_per_task: int | None = None,
+                   progress: Callable[[int, int], None] | None = None) -> Experiment:
+    """Run every policy ``runs`` times; ``progress(done, total)`` is called per finished unit."""
+    if runs < 1:
+        raise InputError(f"runs must be >= 1, got {runs}")
+    specs = list(dict.fromkeys(specs))
+    per_task = sorted(set(float(b) for b in budgets_per_task))
+    if not per_task or per_task[0] < 0:
+        raise InputError("budgets per task must be non-negative numbers")
+    for s in specs:
+        build(s)  # validate early, in this process
+    if aggregate:
+        load_aggregator(aggregate)
+    n_tasks = source.n_tasks()
+    budgets = tuple(b * n_tasks for b in per_task)
+    units: list[_Unit] = []
+    for s in specs:
+        budget_aware = bool(getattr(build(s), "budget_aware", False))
+        groups = [(b,) for b in budgets] if budget_aware else [budgets]
+        for r in range(runs):
+            units += [_Unit(source, s, r, seed, g, aggregate, max_labels_per_task) for g in groups]
+    points = {s: [PointSummary(bpt, b) for bpt, b in zip(per_task, budgets)] for s in specs}
+    index = {b: k for k, b in enumerate(budgets)}
+    results: list[tuple[_Unit, list[Checkpoint]]] = []
+    done = 0
+    if jobs > 1:
+        ctx = multiprocessing.get_context("spawn")
+        with ctx.Pool(min(jobs, len(units))) as pool:
+            for res in pool.imap_unordered(_run_unit, units):
+                results.append(res)
+                done += 1
+                if progress:
+                    progress(done, len(units))
+    else:
+        for u in units:
+            results.append(_run_unit(u))
+            done += 1
+            if progress:
+                progress(done, len(units))
+    results.sort(key=lambda r: (specs.index(r[0].spec), r[0].run, r[0].budgets))
+    for unit, cps in results:
+        for cp in cps:
+            pt = points[unit.spec][index[cp.budget]]
+            pt.accuracy.append(cp.accuracy)
+            pt.spent.append(cp.spent)
+            pt.tasks_completed.append(cp.tasks_completed)
+            if cp.accuracy_aggregate is not None:
+                pt.accuracy_aggregate.append(cp.accuracy_aggregate)
+    return Experiment(source, specs, per_task, n_tasks, points, aggregate)

@@ -1,0 +1,175 @@
+"""Run one policy against one environment up to a budget, recording checkpoints.
+
+The loop (one label per step):
+
+1. The runner keeps the eligibility mask ``mask[i, j]`` (task i, worker j). A pair is
+   removed when it is unavailable (replay: j did not label i in the data), when j already
+   labelled i, when task i reached the label cap (gold tasks are exempt), when worker j's
+   capacity is used up, or when j's cost exceeds the budget left.
+2. Push-mode policies choose a pair with ``select_pair(state, mask, rng)``. For pull-mode
+   policies a worker *arrives*: uniformly at random among the workers with eligible work,
+   and chooses with ``select_task(state, worker, all_tasks, mask[:, worker], rng)``. A worker
+   for whom the policy returns ``None`` is skipped until the next label is given.
+3. A choice outside the mask raises :class:`~labelq.errors.PolicyError`, so no policy can
+   exceed the budget, a capacity or the cap, or ask an unavailable or repeated pair.
+4. The environment answers, the policy's ``update`` sees the observation, the budget is
+   charged the worker's cost.
+
+Checkpoints: for each budget b (ascending, in cost units) the runner records the state
+*before the first label that would take the spend past b* (with unit costs: after exactly
+b labels), or at the end when the run stops early (nothing eligible). A run to the largest
+budget therefore yields every smaller budget too, exactly so for unit costs and for policies
+that do not look at ``problem.budget`` (``Policy.budget_aware`` False); with unequal costs
+the smaller checkpoints are the prefix of the run whose spend fits. Each checkpoint holds:
+
+* ``accuracy`` — argmax of ``policy.predict_proba`` against the truth, over tasks with a
+  known truth that are not gold; a tie among k classes counts 1/k when the truth is among
+  them (the expectation of a random tie break, as in the data sets' ``stats.json``);
+* ``accuracy_aggregate`` — the same for a named aggregator over the labels collected so far
+  (when one was asked for), else ``None``;
+* ``spent``, ``labels`` and ``tasks_completed`` — the tasks with at least one label.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ..errors import PolicyError
+from ..policies.base import Observation, Policy
+from .environment import Environment
+
+__all__ = ["Checkpoint", "run_policy", "expected_accuracy"]
+
+_EPS = 1e-9
+
+# (task, worker, label, n_tasks, n_classes) -> (n_tasks,) class indices or (n_tasks, C) probas
+Aggregator = Callable[[np.ndarray, np.ndarray, np.ndarray, int, int], np.ndarray]
+
+
+@dataclass
+class Checkpoint:
+    budget: float
+    spent: float
+    labels: int
+    tasks_completed: int
+    accuracy: float
+    accuracy_aggregate: float | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def expected_accuracy(scores: np.ndarray, truth: np.ndarray, tol: float = 1e-12) -> float:
+    """Accuracy of argmax(scores) against ``truth`` (entries < 0 ignored), ties counted as
+    the expectation of a uniform random tie break. ``scores`` may be (n, C) or class
+    indices (n,)."""
+    known = truth >= 0
+    if not known.any():
+        return float("nan")
+    scores = np.asarray(scores)
+    t = truth[known]
+    if scores.ndim == 1:
+        return float(np.mean(scores[known] == t))
+    s = scores[known]
+    top = s >= s.max(axis=1, keepdims=True) - tol
+    return float(np.mean(top[np.arange(t.size), t] / top.sum(axis=1)))
+
+
+def run_policy(policy: Policy, env: Environment, budgets: Sequence[float],
+               rng: np.random.Generator, *, max_labels_per_task: int | None = None,
+               aggregate: Aggregator | None = None) -> list[Checkpoint]:
+    """Run ``policy`` on ``env`` until the largest of ``budgets`` (cost units) is spent or
+    nothing is eligible; return one :class:`Checkpoint` per budget, in ascending order."""
+    budgets = sorted(float(b) for b in budgets)
+    if not budgets or budgets[0] < 0:
+        raise ValueError("budgets must be a non-empty list of non-negative numbers")
+    total = budgets[-1]
+    T, W = env.n_tasks, env.n_workers
+    cost = env.worker_cost.astype(float)
+    capacity = env.worker_capacity
+    gold = env.is_gold
+    eval_truth = np.where(gold, -1, env.truth)
+    state = policy.init_state(env.problem(budget=total, max_labels_per_task=max_labels_per_task))
+    push = policy.mode == "push"
+    all_tasks = np.arange(T)
+
+    mask = env.available.copy()
+    mask[:, cost > total + _EPS] = False
+    mask[:, capacity == 0] = False
+    eligible_per_worker = mask.sum(axis=0)
+    per_task = np.zeros(T, dtype=np.int64)
+    per_worker = np.zeros(W, dtype=np.int64)
+    log_t: list[int] = []
+    log_w: list[int] = []
+    log_l: list[int] = []
+    spent = 0.0
+    checkpoints: list[Checkpoint] = []
+
+    def record(budget: float) -> None:
+        proba = policy.predict_proba(state)
+        acc_agg = None
+        if aggregate is not None:
+            pred = aggregate(np.asarray(log_t, dtype=np.int64), np.asarray(log_w, dtype=np.int64),
+                             np.asarray(log_l, dtype=np.int64), T, env.n_classes)
+            acc_agg = expected_accuracy(pred, eval_truth)
+        checkpoints.append(Checkpoint(budget=budget, spent=spent, labels=len(log_t),
+                                      tasks_completed=int(np.count_nonzero(per_task)),
+                                      accuracy=expected_accuracy(proba, eval_truth),
+                                      accuracy_aggregate=acc_agg))
+
+    def drop_task(i: int) -> None:
+        eligible_per_worker[:] -= mask[i]
+        mask[i] = False
+
+    def drop_worker(j: int) -> None:
+        mask[:, j] = False
+        eligible_per_worker[j] = 0
+
+    refused = np.zeros(W, dtype=bool)  # pull mode: workers the policy gave nothing to
+    while len(checkpoints) < len(budgets):
+        if push:
+            choice = policy.select_pair(state, mask, rng) if eligible_per_worker.any() else None
+            if choice is None:
+                break
+            i, j = int(choice[0]), int(choice[1])
+        else:
+            arrivals = np.flatnonzero((eligible_per_worker > 0) & ~refused)
+            if arrivals.size == 0:
+                break
+            j = int(arrivals[rng.integers(arrivals.size)])
+            task = policy.select_task(state, j, all_tasks, mask[:, j].copy(), rng)
+            if task is None:
+                refused[j] = True
+                continue
+            i = int(task)
+        if not (0 <= i < T and 0 <= j < W and mask[i, j]):
+            raise PolicyError(f"policy {policy.name!r} chose (task {i}, worker {j}), which "
+                              f"is not eligible", policy=policy.name)
+        c = cost[j]
+        while len(checkpoints) < len(budgets) and spent + c > budgets[len(checkpoints)] + _EPS:
+            record(budgets[len(checkpoints)])
+        label = env.answer(i, j, rng)
+        is_gold = bool(gold[i])
+        policy.update(state, Observation(task=i, worker=j, label=label, gold=is_gold,
+                                         truth=int(env.truth[i]) if is_gold else -1))
+        spent += c
+        log_t.append(i)
+        log_w.append(j)
+        log_l.append(label)
+        per_task[i] += 1
+        per_worker[j] += 1
+        refused[:] = False
+        mask[i, j] = False
+        eligible_per_worker[j] -= 1
+        if max_labels_per_task is not None and not is_gold and per_task[i] >= max_labels_per_task:
+            drop_task(i)
+        if capacity[j] >= 0 and per_worker[j] >= capacity[j]:
+            drop_worker(j)
+        for jj in np.flatnonzero((cost > total - spent + _EPS) & (eligible_per_worker > 0)):
+            drop_worker(int(jj))
+    while len(checkpoints) < len(budgets):
+        record(budgets[len(checkpoints)])
+    return checkpoints
