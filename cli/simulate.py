@@ -1,0 +1,91 @@
+"""``labelq simulate``: run policies on a synthetic task set or a replayed data set."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from labelq.errors import InputError
+
+__all__ = ["commands", "parse_budgets"]
+
+
+def parse_budgets(text: str) -> list[float]:
+    """``1,2,4,8`` or ``1..10`` (integer steps) or a mix: ``0.5,1..4``."""
+    out: list[float] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        try:
+            if ".." in part:
+                lo, hi = (int(x) for x in part.split(".."))
+                if hi < lo:
+                    raise ValueError
+                out += [float(x) for x in range(lo, hi + 1)]
+            else:
+                out.append(float(part))
+        except ValueError:
+            raise InputError(f"--budget-per-task: expected numbers like 1,2,4 or a range "
+                             f"like 1..10, got {part!r}") from None
+    if not out or min(out) < 0:
+        raise InputError(f"--budget-per-task: need non-negative budgets, got {text!r}")
+    return sorted(set(out))
+
+
+@click.command("simulate")
+@click.option("--data", "data_dir", type=click.Path(exists=True, file_okay=False),
+              help="Replay a data set folder (labels.csv, truth.csv[, task_types.csv]).")
+@click.option("--synthetic", "synthetic_spec", metavar="SPEC",
+              help='Synthetic task set, e.g. "tasks=500,categories=4,workers=40,'
+                   'model=spammer-hammer,classes=2" (see docs/simulator.md).')
+@click.option("--policy", "policies", multiple=True, required=True, metavar="SPEC",
+              help='Policy spec, e.g. "optkg" or "cvar:alpha=0.2"; repeat for several.')
+@click.option("--budget-per-task", "budgets", default="1..10", show_default=True,
+              help="Budgets in labels (cost units) per task: 1,2,4,8 or 1..10.")
+@click.option("--runs", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Worker processes.")
+@click.option("--cap", "max_labels", type=click.IntRange(min=1), default=None,
+              help="At most this many labels per task (gold tasks exempt).")
+@click.option("--aggregate", default=None, metavar="METHOD",
+              help="Also score a labelq.aggregation method (e.g. ds) on the collected labels.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None)
+@click.option("--plot", "plot_out", type=click.Path(dir_okay=False), default=None)
+@click.option("--markdown", is_flag=True, help="Print the table as Markdown.")
+def simulate(data_dir, synthetic_spec, policies, budgets, runs, seed, jobs, max_labels,
+             aggregate, json_out, plot_out, markdown):
+    """Accuracy against budget for each policy (mean ± standard error over runs)."""
+    from labelq.simulate.experiment import EnvSource, run_experiment
+    from labelq.simulate.report import format_table, write_json, write_plot
+    from labelq.simulate.synthetic import SyntheticSpec
+
+    if (data_dir is None) == (synthetic_spec is None):
+        raise click.UsageError("give exactly one of --data DIR or --synthetic SPEC")
+    if synthetic_spec is not None:
+        SyntheticSpec.parse(synthetic_spec)
+        source = EnvSource("synthetic", synthetic_spec)
+    else:
+        source = EnvSource("data", str(data_dir))
+    per_task = parse_budgets(budgets)
+    err = click.get_text_stream("stderr")
+    with click.progressbar(length=1, label="simulating", file=err) as bar:
+        def progress(done: int, total: int) -> None:
+            bar.length = total
+            bar.update(done - bar.pos)
+        exp = run_experiment(source, policies, per_task, runs=runs, seed=seed, jobs=jobs,
+                             aggregate=aggregate, max_labels_per_task=max_labels,
+                             progress=progress)
+    click.echo(f"{source.describe()}: {exp.n_tasks} tasks, {runs} runs, seed {seed}")
+    click.echo(format_table(exp, markdown=markdown))
+    if json_out:
+        write_json(exp, json_out)
+        click.echo(f"wrote {json_out}", err=True)
+    if plot_out:
+        write_plot(exp, plot_out)
+        click.echo(f"wrote {plot_out}", err=True)
+    sys.stdout.flush()
+
+
+commands = [simulate]
