@@ -1,0 +1,74 @@
+"""Helpers shared by the command modules: settings, database, output formats."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any, Sequence
+
+import click
+
+from labelq.db import get_engine, init_schema
+from labelq.settings import load_settings
+
+OUTPUT_OPTION = click.option(
+    "--output", "-o", type=click.Choice(["table", "json", "csv"]), default="table",
+    show_default=True, envvar="LABELQ_OUTPUT", help="How to print the data.")
+DB_OPTION = click.option(
+    "--database-url", envvar="LABELQ_DATABASE_URL", default=None,
+    help="SQLAlchemy URL of the durable record [env: LABELQ_DATABASE_URL].")
+
+
+def engine(database_url: str | None = None):
+    """The engine for the configured database, with the schema created (idempotent)."""
+    env = {"LABELQ_DATABASE_URL": database_url} if database_url else None
+    settings = load_settings(env) if env else load_settings()
+    eng = get_engine(settings)
+    init_schema(eng)
+    return eng
+
+
+def emit(rows: Sequence[dict[str, Any]], fmt: str, columns: Sequence[str] | None = None) -> None:
+    """Print rows as an aligned table, a JSON array or CSV."""
+    columns = list(columns or (rows[0].keys() if rows else []))
+    if fmt == "json":
+        click.echo(json.dumps(list(rows), indent=2, default=str))
+        return
+    if fmt == "csv":
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+        click.echo(buf.getvalue(), nl=False)
+        return
+    if not rows:
+        click.echo("(none)")
+        return
+    cells = [[_cell(r.get(c)) for c in columns] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
+    click.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip())
+    click.echo("  ".join("-" * w for w in widths))
+    for row in cells:
+        click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
+
+
+def emit_record(record: dict[str, Any], fmt: str) -> None:
+    if fmt == "table":
+        width = max(len(k) for k in record)
+        for k, v in record.items():
+            click.echo(f"{k.ljust(width)}  {_cell(v)}")
+    else:
+        emit([record], fmt)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (list, tuple)):
+        return ",".join(map(str, value))
+    if isinstance(value, dict):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)

@@ -1,0 +1,35 @@
+"""``labelq status NAME``."""
+
+from __future__ import annotations
+
+import click
+
+from labelq.db import session_scope
+from labelq.projects import get_project
+from labelq.reporting import project_status
+
+from ._common import DB_OPTION, OUTPUT_OPTION, emit, emit_record, engine
+
+
+@click.command()
+@click.argument("name")
+@DB_OPTION
+@OUTPUT_OPTION
+def status(name, database_url, output):
+    """Progress of project NAME: tasks by state, labels, budget, per-worker counts."""
+    with session_scope(engine(database_url)) as s:
+        st = project_status(s, get_project(s, name))
+    if output == "json":
+        import json
+        click.echo(json.dumps(st, indent=2, default=str))
+        return
+    summary = {"project": st["project"], **{f"tasks {k}": v for k, v in st["tasks"].items()},
+               "labels": st["labels"], "budget": st["budget"], "spent": st["spent"],
+               "left": st["left"]}
+    emit_record(summary, output)
+    if output == "table":
+        click.echo("")
+    emit(st["workers"], output)
+
+
+commands = [status]

@@ -1,0 +1,73 @@
+"""``labelq workers enroll|list|pause|resume``."""
+
+from __future__ import annotations
+
+import click
+from sqlalchemy import func
+from sqlmodel import select
+
+from labelq.db import session_scope
+from labelq.models import Label, Project
+from labelq.projects import enroll_worker, get_project, list_workers, set_worker_status
+
+from ._common import DB_OPTION, OUTPUT_OPTION, emit, emit_record, engine
+
+
+@click.group()
+def workers():
+    """Enroll and manage annotators."""
+
+
+@workers.command("enroll")
+@click.argument("name")
+@click.argument("handle")
+@click.option("--cost", type=float, required=True, help="Cost per label.")
+@click.option("--capacity", type=int, default=None, help="Most labels this worker can give.")
+@click.option("--categories", default="", help="Comma-separated task categories (empty: any).")
+@DB_OPTION
+@OUTPUT_OPTION
+def enroll(name, handle, cost, capacity, categories, database_url, output):
+    """Enroll annotator HANDLE in project NAME; prints the worker's token once."""
+    with session_scope(engine(database_url)) as s:
+        w, token = enroll_worker(s, get_project(s, name), handle, cost=cost, capacity=capacity,
+                                 categories=categories.split(",") if categories else [])
+        emit_record({"handle": w.handle, "project": name, "cost": w.cost,
+                     "capacity": w.capacity, "categories": w.categories, "token": token}, output)
+    if output == "table":
+        click.echo("(the token is shown only now; hand it to the annotator)", err=True)
+
+
+@workers.command("list")
+@click.option("--project", "name", default=None, help="Only this project's workers.")
+@DB_OPTION
+@OUTPUT_OPTION
+def list_(name, database_url, output):
+    """List annotators with their label counts."""
+    with session_scope(engine(database_url)) as s:
+        proj = get_project(s, name) if name else None
+        counts = dict(s.exec(select(Label.worker_id, func.count()).group_by(Label.worker_id)).all())
+        names = dict(s.exec(select(Project.id, Project.name)).all())
+        rows = [{"handle": w.handle, "project": names.get(w.project_id), "status": w.status,
+                 "cost": w.cost, "capacity": w.capacity, "categories": w.categories,
+                 "labels": counts.get(w.id, 0)} for w in list_workers(s, proj)]
+    emit(rows, output)
+
+
+def _status_command(status: str, verb: str):
+    @click.command(verb)
+    @click.argument("handle")
+    @DB_OPTION
+    def cmd(handle, database_url):
+        with session_scope(engine(database_url)) as s:
+            set_worker_status(s, handle, status)
+        click.echo(f"{handle}: {status}")
+
+    cmd.__doc__ = f"Set annotator HANDLE {status}."
+    cmd.help = cmd.__doc__
+    return cmd
+
+
+workers.add_command(_status_command("paused", "pause"))
+workers.add_command(_status_command("active", "resume"))
+
+commands = [workers]

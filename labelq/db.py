@@ -1,0 +1,62 @@
+"""Engine and sessions for the durable record."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from functools import lru_cache
+from typing import Iterator
+
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import OperationalError
+from sqlmodel import Session, SQLModel, create_engine
+
+from . import models  # noqa: F401 - registers the tables on SQLModel.metadata
+from .errors import ServiceUnavailable
+from .settings import Settings, load_settings
+
+__all__ = ["get_engine", "init_schema", "session_scope", "engine_for"]
+
+
+def _sqlite_pragmas(dbapi_conn, _record) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.close()
+
+
+@lru_cache(maxsize=16)
+def engine_for(url: str) -> Engine:
+    if url.startswith("sqlite"):
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        event.listen(engine, "connect", _sqlite_pragmas)
+    else:
+        engine = create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10)
+    return engine
+
+
+def get_engine(settings: Settings | None = None) -> Engine:
+    settings = settings or load_settings()
+    return engine_for(settings.sqlalchemy_url)
+
+
+def init_schema(engine: Engine) -> None:
+    """Create every table that does not exist yet (safe to repeat)."""
+    try:
+        SQLModel.metadata.create_all(engine)
+    except OperationalError as exc:
+        raise ServiceUnavailable(f"database unavailable: {exc.orig}") from exc
+
+
+@contextmanager
+def session_scope(engine: Engine) -> Iterator[Session]:
+    """A session committed on success and rolled back on any error."""
+    with Session(engine, expire_on_commit=False) as session:
+        try:
+            yield session
+            session.commit()
+        except Exception:
+            session.rollback()
+            raise

@@ -1,0 +1,186 @@
+"""Loading tasks and gold questions from CSV or JSONL, all or nothing.
+
+A file is parsed and validated completely before anything is written; the rows are then
+inserted in one transaction. Any malformed row — missing or duplicate id, a gold answer not
+in the label set, broken JSON, bad encoding, a wrong column count — raises
+:class:`~labelq.errors.FileFormatError` naming the file, the line and the field, and the
+database stays exactly as it was. Rows whose id is already in the project are skipped, so
+loading the same file twice does not duplicate tasks.
+
+Columns / keys: ``id`` (required), ``category`` (optional), ``answer`` (gold only; required
+there); every other column or key becomes the task's JSON payload.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+from sqlalchemy import func, insert
+from sqlmodel import Session, select
+
+from .errors import FileFormatError, InputError
+from .models import Project, Task, utcnow
+
+__all__ = ["ParsedRow", "parse_task_file", "load_tasks", "LoadResult"]
+
+RESERVED = ("id", "category", "answer")
+CHUNK = 20_000
+
+
+@dataclass(frozen=True)
+class ParsedRow:
+    line: int
+    external_id: str
+    category: str
+    payload: dict
+    answer: str | None
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    inserted: int
+    skipped_existing: int
+    rows: int
+
+
+def _decode(path: Path) -> str:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror}", path=str(path)) from exc
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise FileFormatError(str(path), line, None,
+                              f"bad encoding: byte {raw[exc.start]:#04x} is not UTF-8") from exc
+
+
+def _csv_rows(path: Path, text: str) -> Iterator[tuple[int, dict]]:
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = next(reader)
+    except StopIteration:
+        raise FileFormatError(str(path), 1, None, "file is empty") from None
+    except csv.Error as exc:
+        raise FileFormatError(str(path), 1, None, f"unreadable CSV header: {exc}") from exc
+    header = [h.strip() for h in header]
+    if "id" not in header:
+        raise FileFormatError(str(path), 1, "id", f"missing column; header is {header}")
+    if len(set(header)) != len(header):
+        raise FileFormatError(str(path), 1, None, f"duplicate column name in header {header}")
+    width = len(header)
+    line = 1
+    try:
+        for row in reader:
+            line = reader.line_num
+            if not row:
+                continue
+            if len(row) != width:
+                raise FileFormatError(str(path), line, None,
+                                      f"expected {width} columns, found {len(row)}")
+            yield line, dict(zip(header, row))
+    except csv.Error as exc:
+        raise FileFormatError(str(path), line + 1, None, f"malformed CSV: {exc}") from exc
+
+
+def _jsonl_rows(path: Path, text: str) -> Iterator[tuple[int, dict]]:
+    for line, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise FileFormatError(str(path), line, None,
+                                  f"broken JSON: {exc.msg} at column {exc.colno}") from exc
+        if not isinstance(obj, dict):
+            raise FileFormatError(str(path), line, None,
+                                  f"expected a JSON object, got {type(obj).__name__}")
+        yield line, obj
+
+
+def detect_format(path: Path, fmt: str | None) -> str:
+    if fmt:
+        if fmt not in ("csv", "jsonl"):
+            raise InputError(f"unknown file format {fmt!r}; use csv or jsonl")
+        return fmt
+    suffix = path.suffix.lower()
+    if suffix in (".csv", ".tsv"):
+        return "csv"
+    if suffix in (".jsonl", ".ndjson", ".json"):
+        return "jsonl"
+    raise InputError(f"{path}: cannot tell the format from the extension {suffix!r}; "
+                     "pass --format csv or --format jsonl", path=str(path))
+
+
+def _text(value, path: Path, line: int, field: str, required: bool) -> str:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        if required:
+            raise FileFormatError(str(path), line, field, "missing value")
+        return ""
+    if isinstance(value, (dict, list)):
+        raise FileFormatError(str(path), line, field, "must be a string or number")
+    return str(value).strip()
+
+
+def parse_task_file(path: str | Path, *, gold: bool = False, label_set: list[str] | None = None,
+                    fmt: str | None = None) -> list[ParsedRow]:
+    """Parse and validate a whole task or gold file; raise on the first bad row."""
+    path = Path(path)
+    kind = detect_format(path, fmt)
+    text = _decode(path)
+    rows_iter = _csv_rows(path, text) if kind == "csv" else _jsonl_rows(path, text)
+    seen: dict[str, int] = {}
+    allowed = set(label_set or [])
+    out: list[ParsedRow] = []
+    for line, row in rows_iter:
+        ext = _text(row.get("id"), path, line, "id", required=True)
+        if len(ext) > 500:
+            raise FileFormatError(str(path), line, "id", "longer than 500 characters")
+        if ext in seen:
+            raise FileFormatError(str(path), line, "id",
+                                  f"duplicate id {ext!r} (first on line {seen[ext]})")
+        seen[ext] = line
+        category = _text(row.get("category"), path, line, "category", required=False)
+        answer = None
+        if gold:
+            answer = _text(row.get("answer"), path, line, "answer", required=True)
+            if allowed and answer not in allowed:
+                raise FileFormatError(str(path), line, "answer",
+                                      f"{answer!r} is not in the label set {sorted(allowed)}")
+        payload = {k: v for k, v in row.items() if k not in RESERVED}
+        out.append(ParsedRow(line, ext, category, payload, answer))
+    if not out:
+        raise FileFormatError(str(path), 1, None, "no rows to load")
+    return out
+
+
+def load_tasks(session: Session, project: Project, path: str | Path, *, gold: bool = False,
+               fmt: str | None = None,
+               progress: Callable[[int, int], None] | None = None) -> LoadResult:
+    """Validate ``path`` fully, then insert its new rows into ``project`` in the caller's
+    transaction (commit or roll back is the caller's). ``progress(written, total)`` is
+    called as rows are written."""
+    rows = parse_task_file(path, gold=gold, label_set=project.labels, fmt=fmt)
+    existing = set(session.exec(select(Task.external_id).where(Task.project_id == project.id)))
+    new = [r for r in rows if r.external_id not in existing]
+    seq0 = session.exec(select(func.coalesce(func.max(Task.seq) + 1, 0))
+                        .where(Task.project_id == project.id)).one()
+    now = utcnow()
+    table = Task.__table__
+    conn = session.connection()
+    for start in range(0, len(new), CHUNK):
+        chunk = new[start:start + CHUNK]
+        conn.execute(insert(table), [
+            {"project_id": project.id, "seq": seq0 + start + k, "external_id": r.external_id,
+             "category": r.category, "payload": r.payload, "is_gold": gold,
+             "gold_answer": r.answer, "created": now}
+            for k, r in enumerate(chunk)])
+        if progress:
+            progress(start + len(chunk), len(new))
+    return LoadResult(inserted=len(new), skipped_existing=len(rows) - len(new), rows=len(rows))

@@ -1,0 +1,104 @@
+"""The durable record (SQLModel): the source of truth from which all hot state is rebuilt.
+
+Tables: Project, Task, Worker, Assignment, Label. Works on SQLite and PostgreSQL.
+
+Every task and worker carries ``seq``, a dense index ``0..n-1`` within its project, which
+is the index the policies' numpy state uses (``labelq.policies.base``). Labels are unique
+per assignment, so a redelivered submission can never count twice.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any, Optional
+
+from sqlalchemy import JSON, Column, Index, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+__all__ = ["Project", "Task", "Worker", "Assignment", "Label", "utcnow",
+           "WORKER_STATUSES", "ASSIGNMENT_STATES"]
+
+WORKER_STATUSES = ("active", "paused", "removed")
+ASSIGNMENT_STATES = ("issued", "submitted", "declined", "expired")
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Project(SQLModel, table=True):
+    id: Optional[int] = Field(default=None, primary_key=True)
+    name: str = Field(index=True, unique=True, max_length=200)
+    labels: list[str] = Field(sa_column=Column(JSON, nullable=False))
+    policy: dict[str, Any] = Field(default_factory=lambda: {"name": "uniform", "params": {}},
+                                   sa_column=Column(JSON, nullable=False))
+    budget: Optional[float] = None
+    max_labels: Optional[int] = None
+    aggregation: str = "ds"
+    gold_schedule: Optional[str] = None
+    quality: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    created: datetime = Field(default_factory=utcnow)
+
+    @property
+    def is_binary(self) -> bool:
+        return len(self.labels) == 2
+
+
+class Task(SQLModel, table=True):
+    __table_args__ = (
+        UniqueConstraint("project_id", "external_id", name="uq_task_external"),
+        UniqueConstraint("project_id", "seq", name="uq_task_seq"),
+        Index("ix_task_project_gold", "project_id", "is_gold"),
+    )
+    id: Optional[int] = Field(default=None, primary_key=True)
+    project_id: int = Field(foreign_key="project.id")
+    seq: int
+    external_id: str = Field(max_length=500)
+    category: str = Field(default="", max_length=200)
+    payload: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    is_gold: bool = False
+    gold_answer: Optional[str] = None
+    created: datetime = Field(default_factory=utcnow)
+
+
+class Worker(SQLModel, table=True):
+    __table_args__ = (UniqueConstraint("project_id", "seq", name="uq_worker_seq"),)
+    id: Optional[int] = Field(default=None, primary_key=True)
+    project_id: int = Field(foreign_key="project.id", index=True)
+    seq: int
+    handle: str = Field(index=True, unique=True, max_length=200)
+    cost: float = 1.0
+    capacity: Optional[int] = None
+    status: str = Field(default="active", max_length=16)
+    token_hash: str = Field(index=True, max_length=128)
+    categories: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    created: datetime = Field(default_factory=utcnow)
+
+
+class Assignment(SQLModel, table=True):
+    __table_args__ = (Index("ix_assignment_worker_state", "worker_id", "state"),)
+    id: str = Field(primary_key=True, max_length=40)
+    project_id: int = Field(foreign_key="project.id", index=True)
+    task_id: int = Field(foreign_key="task.id", index=True)
+    worker_id: int = Field(foreign_key="worker.id")
+    is_gold: bool = False
+    issued: datetime = Field(default_factory=utcnow)
+    expires: datetime
+    state: str = Field(default="issued", max_length=16)
+
+
+class Label(SQLModel, table=True):
+    __table_args__ = (Index("ix_label_project_task", "project_id", "task_id"),)
+    id: Optional[int] = Field(default=None, primary_key=True)
+    assignment_id: str = Field(foreign_key="assignment.id", unique=True, max_length=40)
+    project_id: int = Field(foreign_key="project.id")
+    task_id: int = Field(foreign_key="task.id")
+    worker_id: int = Field(foreign_key="worker.id", index=True)
+    value: str = Field(max_length=200)
+    is_gold: bool = False
+    received: datetime = Field(default_factory=utcnow)
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"), sort_keys=True)

@@ -1,0 +1,125 @@
+"""Operator operations on projects and workers, over the durable record.
+
+Used by the CLI and (later) the HTTP API; every function takes an open ``Session`` and
+raises :mod:`labelq.errors` exceptions with context.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from typing import Any
+
+from sqlalchemy import func
+from sqlmodel import Session, select
+
+from .errors import AlreadyExists, InputError, NotFound
+from .models import Project, Worker
+from .policies import PolicySpec, build
+
+__all__ = ["create_project", "get_project", "list_projects", "enroll_worker", "get_worker",
+           "list_workers", "set_worker_status", "hash_token", "worker_by_token",
+           "parse_label_set"]
+
+
+def parse_label_set(text: str | list[str]) -> list[str]:
+    labels = [s.strip() for s in text.split(",")] if isinstance(text, str) else list(text)
+    if len(labels) < 2:
+        raise InputError(f"a label set needs at least two labels, got {labels!r}")
+    if any(not s for s in labels):
+        raise InputError(f"empty label in label set {labels!r}")
+    if len(set(labels)) != len(labels):
+        raise InputError(f"duplicate label in label set {labels!r}")
+    return labels
+
+
+def create_project(session: Session, name: str, labels: str | list[str], *,
+                   policy: str | dict[str, Any] = "uniform", budget: float | None = None,
+                   max_labels: int | None = None, aggregation: str = "ds",
+                   gold_schedule: str | None = None,
+                   quality: dict[str, Any] | None = None) -> Project:
+    name = name.strip()
+    if not name:
+        raise InputError("project name must not be empty")
+    label_set = parse_label_set(labels)
+    spec = PolicySpec.parse(policy) if isinstance(policy, str) else PolicySpec.from_json(policy)
+    build(spec)  # validates name and parameters; raises PolicyError
+    if budget is not None and budget <= 0:
+        raise InputError(f"budget must be positive, got {budget}")
+    if max_labels is not None and max_labels < 1:
+        raise InputError(f"max labels per task must be at least 1, got {max_labels}")
+    if session.exec(select(Project).where(Project.name == name)).first():
+        raise AlreadyExists(f"project {name!r} already exists", project=name)
+    project = Project(name=name, labels=label_set, policy=spec.to_json(), budget=budget,
+                      max_labels=max_labels, aggregation=aggregation,
+                      gold_schedule=gold_schedule, quality=quality or {})
+    session.add(project)
+    session.flush()
+    return project
+
+
+def get_project(session: Session, name: str) -> Project:
+    project = session.exec(select(Project).where(Project.name == name)).first()
+    if project is None:
+        raise NotFound(f"no project named {name!r}", project=name)
+    return project
+
+
+def list_projects(session: Session) -> list[Project]:
+    return list(session.exec(select(Project).order_by(Project.id)))
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def enroll_worker(session: Session, project: Project, handle: str, *, cost: float = 1.0,
+                  capacity: int | None = None,
+                  categories: list[str] | None = None) -> tuple[Worker, str]:
+    """Enroll an annotator; returns the worker and its token (shown once, stored hashed)."""
+    handle = handle.strip()
+    if not handle:
+        raise InputError("worker handle must not be empty")
+    if cost < 0:
+        raise InputError(f"cost per label must be non-negative, got {cost}")
+    if capacity is not None and capacity < 1:
+        raise InputError(f"capacity must be at least 1 label, got {capacity}")
+    if session.exec(select(Worker).where(Worker.handle == handle)).first():
+        raise AlreadyExists(f"worker handle {handle!r} is taken", worker=handle)
+    seq = session.exec(select(func.coalesce(func.max(Worker.seq) + 1, 0))
+                       .where(Worker.project_id == project.id)).one()
+    token = secrets.token_urlsafe(24)
+    worker = Worker(project_id=project.id, seq=seq, handle=handle, cost=cost,
+                    capacity=capacity, token_hash=hash_token(token),
+                    categories=[c.strip() for c in categories or [] if c.strip()])
+    session.add(worker)
+    session.flush()
+    return worker, token
+
+
+def get_worker(session: Session, handle: str) -> Worker:
+    worker = session.exec(select(Worker).where(Worker.handle == handle)).first()
+    if worker is None:
+        raise NotFound(f"no worker with handle {handle!r}", worker=handle)
+    return worker
+
+
+def worker_by_token(session: Session, token: str) -> Worker | None:
+    return session.exec(select(Worker).where(Worker.token_hash == hash_token(token))).first()
+
+
+def list_workers(session: Session, project: Project | None = None) -> list[Worker]:
+    q = select(Worker).order_by(Worker.project_id, Worker.seq)
+    if project is not None:
+        q = q.where(Worker.project_id == project.id)
+    return list(session.exec(q))
+
+
+def set_worker_status(session: Session, handle: str, status: str) -> Worker:
+    if status not in ("active", "paused", "removed"):
+        raise InputError(f"unknown worker status {status!r}; use active, paused or removed")
+    worker = get_worker(session, handle)
+    worker.status = status
+    session.add(worker)
+    session.flush()
+    return worker

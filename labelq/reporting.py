@@ -1,0 +1,78 @@
+"""Project status and raw-label export, computed from the durable record."""
+
+from __future__ import annotations
+
+import csv
+import json
+from typing import IO, Any, Iterator
+
+from sqlalchemy import case, func
+from sqlmodel import Session, select
+
+from .models import Label, Project, Task, Worker
+
+__all__ = ["project_status", "iter_raw_labels", "write_raw_labels", "RAW_COLUMNS"]
+
+RAW_COLUMNS = ["task", "worker", "label", "received", "is_gold", "category"]
+
+
+def project_status(session: Session, project: Project) -> dict[str, Any]:
+    """Tasks by state, labels, budget spent and left, per-worker counts."""
+    per_task = (select(Task.id, Task.is_gold, func.count(Label.id).label("n"))
+                .join(Label, Label.task_id == Task.id, isouter=True)
+                .where(Task.project_id == project.id)
+                .group_by(Task.id, Task.is_gold).subquery())
+    cap = project.max_labels
+    state = case((per_task.c.is_gold, "gold"), (per_task.c.n == 0, "unlabeled"),
+                 *([(per_task.c.n >= cap, "complete")] if cap else []),
+                 else_="in_progress")
+    by_state = dict(session.exec(select(state, func.count()).group_by(state)).all())
+    workers = session.exec(
+        select(Worker.handle, Worker.status, Worker.cost, Worker.capacity,
+               func.count(Label.id), func.coalesce(func.sum(case((Label.is_gold, 1), else_=0)), 0))
+        .join(Label, Label.worker_id == Worker.id, isouter=True)
+        .where(Worker.project_id == project.id)
+        .group_by(Worker.id, Worker.handle, Worker.status, Worker.cost, Worker.capacity)
+        .order_by(Worker.seq)).all()
+    spent = float(sum(cost * n for _, _, cost, _, n, _ in workers))
+    labels = int(sum(n for *_, n, _g in workers))
+    return {
+        "project": project.name,
+        "policy": project.policy,
+        "tasks": {k: int(by_state.get(k, 0))
+                  for k in ("unlabeled", "in_progress", "complete", "gold")},
+        "labels": labels,
+        "budget": project.budget,
+        "spent": spent,
+        "left": None if project.budget is None else project.budget - spent,
+        "workers": [{"handle": h, "status": st, "cost": c, "capacity": cap_,
+                     "labels": n, "gold_answered": int(g)}
+                    for h, st, c, cap_, n, g in workers],
+    }
+
+
+def iter_raw_labels(session: Session, project: Project, batch: int = 5000
+                    ) -> Iterator[dict[str, Any]]:
+    q = (select(Task.external_id, Worker.handle, Label.value, Label.received, Label.is_gold,
+                Task.category)
+         .join(Task, Task.id == Label.task_id).join(Worker, Worker.id == Label.worker_id)
+         .where(Label.project_id == project.id).order_by(Label.id)
+         .execution_options(yield_per=batch))
+    for ext, handle, value, received, gold, cat in session.exec(q):
+        yield {"task": ext, "worker": handle, "label": value,
+               "received": received.isoformat(), "is_gold": bool(gold), "category": cat}
+
+
+def write_raw_labels(rows: Iterator[dict[str, Any]], out: IO[str], fmt: str) -> int:
+    n = 0
+    if fmt == "csv":
+        writer = csv.DictWriter(out, fieldnames=RAW_COLUMNS)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow(row)
+            n += 1
+    else:
+        for row in rows:
+            out.write(json.dumps(row) + "\n")
+            n += 1
+    return n
