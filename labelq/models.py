@@ -98,6 +98,9 @@ class Label(SQLModel, table=True):
     value: str = Field(max_length=200)
     is_gold: bool = False
     received: datetime = Field(default_factory=utcnow)
+    # Order in which the hot posterior applied this label (set by the applier; NULL until
+    # applied). Rebuilding the posterior folds the labels in this order.
+    applied_seq: Optional[int] = Field(default=None, index=True)
 
 
 def dumps(obj: Any) -> str:
