@@ -69,7 +69,7 @@ def simulate(data_dir, synthetic_spec, policies, budgets, runs, seed, jobs, max_
     else:
         source = EnvSource("data", str(data_dir))
     per_task = parse_budgets(budgets)
-    err = click.get_text_stream("stderr")
+    err = sys.stderr
     with click.progressbar(length=1, label="simulating", file=err) as bar:
         def progress(done: int, total: int) -> None:
             bar.length = total

@@ -1,0 +1,71 @@
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from cli.main import cli
+from cli.simulate import parse_budgets
+from labelq.errors import InputError
+from labelq.simulate.experiment import EnvSource, run_experiment
+
+SPEC = "tasks=30,workers=6,model=one-coin,p=0.8,theta=uniform"
+
+
+def test_parse_budgets():
+    assert parse_budgets("1..4") == [1, 2, 3, 4]
+    assert parse_budgets("8,1,2,4") == [1, 2, 4, 8]
+    assert parse_budgets("0.5,2..3") == [0.5, 2, 3]
+    for bad in ("", "a", "3..1", "-1"):
+        with pytest.raises(InputError, match="--budget-per-task"):
+            parse_budgets(bad)
+
+
+def test_json_shape_table_and_plot(tmp_path):
+    out, png = tmp_path / "r.json", tmp_path / "r.png"
+    result = CliRunner().invoke(cli, [
+        "simulate", "--synthetic", SPEC, "--policy", "uniform", "--budget-per-task", "1,2,4",
+        "--runs", "3", "--json", str(out), "--plot", str(png)])
+    assert result.exit_code == 0, result.output
+    assert "uniform" in result.output and "±" in result.output
+    data = json.loads(out.read_text())
+    assert list(data) == ["policies"]
+    [pol] = data["policies"]
+    assert pol["spec"] == "uniform"
+    assert [p["budget_per_task"] for p in pol["points"]] == [1, 2, 4]
+    for p in pol["points"]:
+        assert set(p) == {"budget_per_task", "labels", "accuracy_mean", "accuracy_se", "runs",
+                          "spent_mean", "tasks_completed_mean"}
+        assert p["runs"] == 3 and p["labels"] == 30 * p["budget_per_task"]
+        assert p["spent_mean"] == p["labels"] and 0 <= p["accuracy_mean"] <= 1
+    assert pol["points"][0]["tasks_completed_mean"] == 30
+    assert png.stat().st_size > 1000 and png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_jobs_do_not_change_the_numbers():
+    src = EnvSource("synthetic", SPEC)
+    a = run_experiment(src, ["uniform"], [1, 3], runs=4, seed=9, jobs=1).to_dict()
+    b = run_experiment(src, ["uniform"], [1, 3], runs=4, seed=9, jobs=2).to_dict()
+    assert a == b
+
+
+@pytest.mark.parametrize("args, code, message", [
+    (["--policy", "uniform"], 2, "exactly one of --data DIR or --synthetic SPEC"),
+    (["--synthetic", "tasks=0", "--policy", "uniform"], 3, "tasks must be an integer >= 1"),
+    (["--synthetic", SPEC, "--policy", "nope"], 8, "unknown policy 'nope'"),
+    (["--synthetic", SPEC, "--policy", "uniform", "--budget-per-task", "x"], 3,
+     "--budget-per-task"),
+])
+def test_errors(args, code, message):
+    result = CliRunner().invoke(cli, ["simulate", *args])
+    assert result.exit_code == code, result.output
+    assert message in result.output
+
+
+def test_replay_from_the_cli(shared_datasets, tmp_path):
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(cli, [
+        "simulate", "--data", str(shared_datasets / "temp"), "--policy", "uniform",
+        "--budget-per-task", "10", "--runs", "2", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    [point] = json.loads(out.read_text())["policies"][0]["points"]
+    assert point["spent_mean"] == 4620 and point["accuracy_se"] == 0.0

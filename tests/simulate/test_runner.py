@@ -1,0 +1,108 @@
+import numpy as np
+import pytest
+
+from labelq.datasets import load_dataset
+from labelq.errors import PolicyError
+from labelq.policies import build
+from labelq.simulate.replay import replay_environment
+from labelq.simulate.runner import expected_accuracy, run_policy
+from labelq.simulate.synthetic import make_synthetic
+
+from ._policies import Cheater, RandomPull, RandomPush
+
+
+def _env(spec="tasks=60,workers=8,model=one-coin,p=0.8", seed=0):
+    return make_synthetic(spec, np.random.default_rng(seed))
+
+
+def _logged(policy):
+    """Wrap ``policy.update`` to keep every observation it receives."""
+    log = []
+    orig_update = policy.update
+    policy.update = lambda s, o: (log.append(o), orig_update(s, o))[1]
+    return policy, log
+
+
+@pytest.mark.parametrize("policy_cls", [RandomPull, RandomPush])
+def test_budget_capacity_and_cap_are_never_exceeded(policy_cls):
+    env = _env("tasks=50,workers=10,model=one-coin,p=0.8,cost=0.5:2,capacity=30,gold=0.1")
+    policy, log = _logged(policy_cls())
+    cap = 3
+    checkpoints = run_policy(policy, env, [40, 100, 400], np.random.default_rng(1),
+                             max_labels_per_task=cap)
+    t = np.array([o.task for o in log])
+    w = np.array([o.worker for o in log])
+    assert len(set(zip(t, w))) == len(t), "a pair was asked twice"
+    assert np.bincount(w, minlength=10).max() <= 30, "capacity exceeded"
+    assert np.bincount(t, minlength=50)[~env.is_gold].max() <= cap, "label cap exceeded"
+    assert env.worker_cost[w].sum() <= 400 + 1e-9
+    assert [cp.budget for cp in checkpoints] == [40, 100, 400]
+    for cp in checkpoints:
+        assert cp.spent <= cp.budget + 1e-9
+        assert cp.spent == pytest.approx(env.worker_cost[w[:cp.labels]].sum())
+    assert all(a.labels <= b.labels for a, b in zip(checkpoints, checkpoints[1:]))
+
+
+def test_gold_tasks_are_exempt_from_the_cap_and_carry_their_truth():
+    env = _env("tasks=10,workers=12,model=one-coin,p=0.9,gold=0.3")
+    policy, seen_obs = _logged(RandomPush())
+    run_policy(policy, env, [1000], np.random.default_rng(0), max_labels_per_task=2)
+    per_task = np.bincount([o.task for o in seen_obs], minlength=10)
+    assert per_task[env.is_gold].min() == 12  # every worker on every gold task
+    assert per_task[~env.is_gold].max() == 2
+    for o in seen_obs:
+        assert o.gold == bool(env.is_gold[o.task])
+        assert o.truth == (env.truth[o.task] if o.gold else -1)
+
+
+@pytest.mark.parametrize("policy_cls", [RandomPull, RandomPush])
+def test_replay_asks_only_recorded_pairs_each_once(policy_cls, shared_datasets):
+    data = load_dataset(shared_datasets / "bluebirds")
+    env = replay_environment(data)
+    recorded = {(int(t), int(w)): int(l) for t, w, l in zip(data.task, data.worker, data.label)}
+    policy, log = _logged(policy_cls())
+    budgets = [data.n_tasks * 10, data.n_labels + 500]  # more than the data holds
+    cps = run_policy(policy, env, budgets, np.random.default_rng(5))
+    pairs = [(o.task, o.worker) for o in log]
+    assert len(set(pairs)) == len(pairs) == data.n_labels  # all used, none twice
+    assert all(recorded[(o.task, o.worker)] == o.label for o in log)
+    assert cps[-1].labels == data.n_labels and cps[-1].spent == data.n_labels
+    assert cps[-1].tasks_completed == data.n_tasks
+    # with every label used, the majority vote is the data set's one
+    assert cps[-1].accuracy == pytest.approx(0.759, abs=0.002)
+
+
+def test_runs_are_deterministic_for_a_seed():
+    env = _env("tasks=40,workers=6,model=one-coin,p=0.7,theta=uniform")
+    a = run_policy(RandomPull(), env, [20, 80, 160], np.random.default_rng(42))
+    b = run_policy(RandomPull(), env, [20, 80, 160], np.random.default_rng(42))
+    c = run_policy(RandomPull(), env, [20, 80, 160], np.random.default_rng(43))
+    assert [x.to_dict() for x in a] == [x.to_dict() for x in b]
+    assert [x.to_dict() for x in a] != [x.to_dict() for x in c]
+
+
+def test_unit_costs_checkpoint_after_exactly_b_labels_and_count_completed_tasks():
+    env = _env("tasks=30,workers=5,model=one-coin,p=1")
+    cps = run_policy(build("uniform"), env, [10, 30, 60], np.random.default_rng(0))
+    assert [cp.labels for cp in cps] == [10, 30, 60]
+    assert [cp.tasks_completed for cp in cps] == [10, 30, 30]
+    assert cps[-1].accuracy == 1.0  # perfect workers, two labels per task agree
+
+
+def test_policy_choosing_an_ineligible_pair_is_stopped():
+    env = _env()
+    with pytest.raises(PolicyError, match="not eligible"):
+        run_policy(Cheater(), env, [10], np.random.default_rng(0))
+
+
+def test_run_stops_when_nothing_is_eligible():
+    env = _env("tasks=5,workers=2,model=one-coin,p=0.9")
+    cps = run_policy(RandomPull(), env, [3, 100], np.random.default_rng(0))
+    assert cps[0].labels == 3 and cps[1].labels == 10 and cps[1].spent == 10
+
+
+def test_expected_accuracy_counts_ties_as_random_break():
+    proba = np.array([[0.5, 0.5], [0.9, 0.1], [0.2, 0.8], [1 / 3, 1 / 3]])
+    truth = np.array([1, 0, 0, -1])
+    assert expected_accuracy(proba, truth) == pytest.approx((0.5 + 1 + 0) / 3)
+    assert expected_accuracy(np.array([1, 0, 1]), np.array([1, 1, -1])) == 0.5
