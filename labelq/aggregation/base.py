@@ -1,0 +1,165 @@
+"""The aggregator contract and the array helpers every algorithm shares.
+
+Data contract (stated once, here)
+---------------------------------
+Every aggregator's ``fit(task, worker, label, *, n_tasks=None, n_workers=None,
+n_classes=None, ...)`` takes three equally long integer arrays, one entry per label given:
+
+* ``task[l]``   -- dense task index ``0..n_tasks-1`` of label ``l``;
+* ``worker[l]`` -- dense worker index ``0..n_workers-1`` of the worker who gave it;
+* ``label[l]``  -- class index ``0..n_classes-1`` the worker answered.
+
+The ``n_*`` sizes default to ``max + 1`` of the arrays; pass them when some tasks have no
+label (such tasks get uniform probabilities) or a class was never answered. A worker may
+label the same task several times: every label counts (Dawid & Skene's 1979 data does this).
+``fit_data(LabelData)`` is the same call fed from :class:`labelq.datasets.LabelData`
+(categories and, if asked, gold are taken from it).
+
+After ``fit`` every aggregator exposes
+
+* ``labels_``     -- int (n_tasks,), the chosen class index per task;
+* ``probas_``     -- float (n_tasks, n_classes), rows sum to 1; uniform for unlabelled tasks;
+* ``confidence_`` -- float (n_tasks,), ``probas_[i, labels_[i]]``. A single label never reads
+  as certain (every algorithm smooths or has a prior), so it is strictly below 1.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import InputError
+
+__all__ = ["BaseAggregator", "LabelArrays", "check_labels", "check_gold", "count_matrix",
+           "argmax_first"]
+
+
+class LabelArrays:
+    """Validated label arrays plus their sizes (built by :func:`check_labels`)."""
+
+    __slots__ = ("task", "worker", "label", "n_tasks", "n_workers", "n_classes")
+
+    def __init__(self, task, worker, label, n_tasks, n_workers, n_classes):
+        self.task, self.worker, self.label = task, worker, label
+        self.n_tasks, self.n_workers, self.n_classes = n_tasks, n_workers, n_classes
+
+
+def _as_index(name: str, values: Any, size: int | None) -> tuple[np.ndarray, int]:
+    arr = np.asarray(values)
+    if arr.ndim != 1:
+        raise InputError(f"{name} must be a 1-D array, got shape {arr.shape}", field=name)
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        if not np.issubdtype(arr.dtype, np.floating) or not np.all(arr == np.round(arr)):
+            raise InputError(f"{name} must hold integer indices, got dtype {arr.dtype}",
+                             field=name)
+    arr = arr.astype(np.int64, copy=False)
+    top = int(arr.max()) + 1 if arr.size else 0
+    if arr.size and arr.min() < 0:
+        bad = int(np.argmin(arr))
+        raise InputError(f"{name}[{bad}] = {arr[bad]} is negative", field=name, index=bad)
+    if size is None:
+        size = top
+    elif top > size:
+        bad = int(np.argmax(arr))
+        raise InputError(f"{name}[{bad}] = {arr[bad]} is out of range for n={size}",
+                         field=name, index=bad)
+    return arr, int(size)
+
+
+def check_labels(task, worker, label, n_tasks=None, n_workers=None,
+                 n_classes=None) -> LabelArrays:
+    """Validate the three label arrays (see the module docstring) and infer sizes."""
+    t, n_t = _as_index("task", task, n_tasks)
+    w, n_w = _as_index("worker", worker, n_workers)
+    y, n_k = _as_index("label", label, n_classes)
+    if not (t.size == w.size == y.size):
+        raise InputError(f"task, worker and label must have equal length, got "
+                         f"{t.size}, {w.size}, {y.size}")
+    if n_k < 1:
+        raise InputError("no classes: pass n_classes or at least one label", field="label")
+    return LabelArrays(t, w, y, n_t, n_w, n_k)
+
+
+def count_matrix(rows: np.ndarray, cols: np.ndarray, n_rows: int, n_cols: int,
+                 weights: np.ndarray | None = None) -> sp.csr_matrix:
+    """Sparse (n_rows, n_cols) matrix of summed ``weights`` (default 1) at (rows, cols).
+
+    Duplicate pairs are summed, so a worker who labels a task twice counts twice.
+    """
+    data = np.ones(rows.size) if weights is None else np.asarray(weights, dtype=float)
+    m = sp.csr_matrix((data, (rows, cols)), shape=(n_rows, n_cols))
+    m.sum_duplicates()
+    return m
+
+
+def argmax_first(scores: np.ndarray) -> np.ndarray:
+    """Row-wise argmax; ties go to the lowest class index (numpy's rule)."""
+    return np.argmax(scores, axis=1).astype(np.int64)
+
+
+def check_gold(gold, n_tasks: int, n_classes: int) -> np.ndarray:
+    """An int (n_tasks,) array of class index or -1 (unknown); ``None`` means no gold."""
+    if gold is None:
+        return np.full(n_tasks, -1, dtype=np.int64)
+    g = np.asarray(gold).astype(np.int64)
+    if g.shape != (n_tasks,):
+        raise InputError(f"gold must have shape ({n_tasks},), got {g.shape}", field="gold")
+    if g.size and (g.min() < -1 or g.max() >= n_classes):
+        bad = int(np.argmax((g < -1) | (g >= n_classes)))
+        raise InputError(f"gold[{bad}] = {g[bad]} is not -1 or a class index < {n_classes}",
+                         field="gold", index=bad)
+    return g
+
+
+class BaseAggregator:
+    """Base of every aggregator: ``fit`` (abstract), ``fit_data``, ``fit_predict``,
+    ``fit_predict_proba`` and the ``labels_`` / ``probas_`` / ``confidence_`` results.
+
+    Subclasses implement ``_fit(d: LabelArrays, **extra)`` which must set ``probas_`` (and
+    may set ``labels_``; by default it is the row argmax of ``probas_``, ties to the lowest
+    class index).
+    """
+
+    #: keyword arguments of ``fit`` that ``fit_data`` fills from a LabelData
+    uses_categories = False
+    uses_gold = False
+
+    labels_: np.ndarray
+    probas_: np.ndarray
+    confidence_: np.ndarray
+
+    def fit(self, task, worker, label, *, n_tasks=None, n_workers=None, n_classes=None,
+            **extra):
+        """Fit on label arrays (see the module docstring); returns ``self``."""
+        d = check_labels(task, worker, label, n_tasks, n_workers, n_classes)
+        self.labels_ = None  # type: ignore[assignment]
+        self._fit(d, **extra)
+        if self.labels_ is None:
+            self.labels_ = argmax_first(self.probas_)
+        self.confidence_ = self.probas_[np.arange(d.n_tasks), self.labels_]
+        return self
+
+    def _fit(self, d: LabelArrays, **extra) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def fit_data(self, data, *, use_gold: bool = False, **extra):
+        """Fit on a :class:`labelq.datasets.LabelData`; its task categories are passed to
+        category-aware methods, and its truth as clamped ``gold`` when ``use_gold``."""
+        if self.uses_categories and "categories" not in extra:
+            extra["categories"] = data.category
+        if use_gold and self.uses_gold:
+            extra["gold"] = data.truth
+        return self.fit(data.task, data.worker, data.label, n_tasks=data.n_tasks,
+                        n_workers=data.n_workers, n_classes=data.n_classes, **extra)
+
+    def fit_predict(self, task, worker, label, **kw) -> np.ndarray:
+        return self.fit(task, worker, label, **kw).labels_
+
+    def fit_predict_proba(self, task, worker, label, **kw) -> np.ndarray:
+        return self.fit(task, worker, label, **kw).probas_
+
+    def __repr__(self) -> str:
+        params = {k: v for k, v in vars(self).items() if not k.endswith("_")}
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in params.items())})"

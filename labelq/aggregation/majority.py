@@ -1,0 +1,129 @@
+"""Majority vote and weighted majority vote."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InputError
+from .base import BaseAggregator, LabelArrays, count_matrix
+
+__all__ = ["MajorityVote", "WeightedMajorityVote", "vote_probas"]
+
+
+def vote_probas(scores: np.ndarray, smoothing: float) -> np.ndarray:
+    """Laplace-smoothed vote shares ``(s_ik + a) / (sum_k s_ik + K a)``; uniform on empty rows."""
+    n_classes = scores.shape[1]
+    num = scores + smoothing
+    den = num.sum(axis=1, keepdims=True)
+    empty = den[:, 0] <= 0
+    den[empty] = 1.0
+    out = num / den
+    out[empty] = 1.0 / n_classes
+    return out
+
+
+def _pick(scores: np.ndarray, tie_break: str, rng) -> np.ndarray:
+    if tie_break == "first":
+        return np.argmax(scores, axis=1).astype(np.int64)
+    # random: add a tiny random key that only matters between exactly equal scores
+    gen = np.random.default_rng(rng)
+    top = scores.max(axis=1, keepdims=True)
+    keys = np.where(scores == top, gen.random(scores.shape), -1.0)
+    return np.argmax(keys, axis=1).astype(np.int64)
+
+
+class MajorityVote(BaseAggregator):
+    r"""Majority vote: the class answered most often.
+
+    .. math:: \hat y_i = \arg\max_k \sum_{l: t_l = i} [y_l = k], \qquad
+              p_{ik} = \frac{n_{ik} + a}{n_i + K a}
+
+    ``smoothing`` ``a`` (default 1, Laplace) keeps a single label from reading as certain
+    (one label of two classes gives confidence 2/3); it never changes the chosen class.
+
+    Ties: ``tie_break="first"`` (default) picks the lowest class index, deterministic;
+    ``"random"`` picks uniformly among the tied classes with ``rng`` (a seed or Generator).
+    Tasks without labels get class 0 and uniform probabilities.
+    """
+
+    def __init__(self, smoothing: float = 1.0, tie_break: str = "first", rng=None):
+        if smoothing < 0:
+            raise InputError(f"smoothing must be >= 0, got {smoothing}", field="smoothing")
+        if tie_break not in ("first", "random"):
+            raise InputError(f"tie_break must be 'first' or 'random', got {tie_break!r}",
+                             field="tie_break")
+        self.smoothing, self.tie_break, self.rng = smoothing, tie_break, rng
+
+    def _scores(self, d: LabelArrays, **extra) -> np.ndarray:
+        return count_matrix(d.task, d.label, d.n_tasks, d.n_classes).toarray()
+
+    def _fit(self, d: LabelArrays, **extra) -> None:
+        scores = self._scores(d, **extra)
+        self.scores_ = scores
+        self.probas_ = vote_probas(scores, self.smoothing)
+        self.labels_ = _pick(scores, self.tie_break, self.rng)
+
+
+class WeightedMajorityVote(MajorityVote):
+    r"""Weighted majority vote (e.g. BBTA's aggregation, Zhang, Ma & Sugiyama 2015, eq. 1).
+
+    .. math:: s_{ik} = \sum_{l: t_l = i} w_{j_l, c_i}\,[y_l = k], \qquad
+              \hat y_i = \arg\max_k s_{ik}, \qquad p_{ik} = \frac{s_{ik} + a}{\sum_k s_{ik} + K a}
+
+    ``weights`` (passed to ``fit``; non-negative) is either per worker, shape (n_workers,),
+    or per (worker, category), shape (n_workers, n_categories) together with
+    ``categories`` (int (n_tasks,)) -- BBTA's context-dependent weights plug in directly.
+    Without weights, each worker gets the log-odds of its smoothed agreement ``p_j`` with the
+    plain majority vote, ``w_j = max(0, log((K-1) p_j / (1 - p_j)))`` (one step of iterative
+    weighted voting; a worker at or below chance gets weight 0). The smoothing ``a`` is in
+    units of the mean positive weight, so it has the same strength as in :class:`MajorityVote`.
+    Ties as in :class:`MajorityVote`.
+    """
+
+    uses_categories = True
+
+    def _scores(self, d: LabelArrays, weights=None, categories=None) -> np.ndarray:
+        if weights is None:
+            weights = agreement_weights(d)
+        w = np.asarray(weights, dtype=float)
+        if np.any(~np.isfinite(w)) or np.any(w < 0):
+            raise InputError("weights must be finite and >= 0", field="weights")
+        if w.ndim == 1:
+            if w.shape[0] < d.n_workers:
+                raise InputError(f"weights has {w.shape[0]} entries, need n_workers="
+                                 f"{d.n_workers}", field="weights")
+            per_label = w[d.worker]
+        elif w.ndim == 2:
+            if categories is None:
+                raise InputError("per-(worker, category) weights need categories=",
+                                 field="categories")
+            cat = np.asarray(categories, dtype=np.int64)
+            if cat.shape != (d.n_tasks,):
+                raise InputError(f"categories must have shape ({d.n_tasks},), got {cat.shape}",
+                                 field="categories")
+            if w.shape[0] < d.n_workers or (cat.size and cat.max() >= w.shape[1]):
+                raise InputError(f"weights shape {w.shape} does not cover n_workers="
+                                 f"{d.n_workers} and the categories", field="weights")
+            per_label = w[d.worker, cat[d.task]]
+        else:
+            raise InputError(f"weights must be 1-D or 2-D, got shape {w.shape}", field="weights")
+        pos = w[w > 0]
+        self.weight_unit_ = float(pos.mean()) if pos.size else 1.0
+        return count_matrix(d.task, d.label, d.n_tasks, d.n_classes, per_label).toarray()
+
+    def _fit(self, d: LabelArrays, weights=None, categories=None) -> None:
+        scores = self._scores(d, weights=weights, categories=categories)
+        self.scores_ = scores
+        self.probas_ = vote_probas(scores, self.smoothing * self.weight_unit_)
+        self.labels_ = _pick(scores, self.tie_break, self.rng)
+
+
+def agreement_weights(d: LabelArrays) -> np.ndarray:
+    """Per-worker log-odds weight of agreeing with the plain majority vote (see WMV)."""
+    mv = np.argmax(count_matrix(d.task, d.label, d.n_tasks, d.n_classes).toarray(), axis=1)
+    agree = np.bincount(d.worker, weights=(d.label == mv[d.task]).astype(float),
+                        minlength=d.n_workers)
+    total = np.bincount(d.worker, minlength=d.n_workers)
+    p = (agree + 1.0) / (total + 2.0)  # Beta(1,1) smoothing: no worker is certain
+    k = d.n_classes
+    return np.maximum(0.0, np.log((k - 1) * p / (1.0 - p))) if k > 1 else np.ones(d.n_workers)

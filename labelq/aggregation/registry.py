@@ -1,0 +1,60 @@
+"""Aggregators by name, and the one-call :func:`aggregate` used by the CLI and exports."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InputError
+from .base import BaseAggregator
+from .category_ds import CategoryDawidSkene
+from .dawid_skene import DawidSkene, OneCoinDawidSkene
+from .glad import GLAD
+from .kos import KOS
+from .majority import MajorityVote, WeightedMajorityVote
+
+__all__ = ["AGGREGATORS", "get_aggregator", "aggregate"]
+
+AGGREGATORS: dict[str, type[BaseAggregator]] = {
+    "mv": MajorityVote,
+    "wmv": WeightedMajorityVote,
+    "ds": DawidSkene,
+    "onecoin": OneCoinDawidSkene,
+    "glad": GLAD,
+    "kos": KOS,
+    "ds-category": CategoryDawidSkene,
+}
+
+
+def get_aggregator(name: str, **params) -> BaseAggregator:
+    """Build the aggregator registered as ``name`` with constructor ``params``."""
+    try:
+        cls = AGGREGATORS[name]
+    except KeyError:
+        raise InputError(f"unknown aggregation method {name!r}; choose from "
+                         f"{', '.join(AGGREGATORS)}", field="method") from None
+    try:
+        return cls(**params)
+    except TypeError as exc:
+        raise InputError(f"bad parameters for {name!r}: {exc}", field="method") from exc
+
+
+def aggregate(task, worker, label, method: str = "ds", n_tasks: int | None = None,
+              n_classes: int | None = None, categories=None, gold=None, *,
+              n_workers: int | None = None, weights=None, **params) -> BaseAggregator:
+    """Fit ``method`` on label arrays and return the fitted aggregator (the result).
+
+    ``categories`` (int per task) is used by ``ds-category`` and by ``wmv`` with
+    per-(worker, category) ``weights``; ``gold`` (class index or -1 per task) is clamped by
+    the EM methods (``ds``, ``onecoin``, ``ds-category``, ``glad``) and ignored by the
+    voting ones. Read ``labels_``, ``probas_`` and ``confidence_`` from the result.
+    """
+    agg = get_aggregator(method, **params)
+    kw: dict = {"n_tasks": n_tasks, "n_workers": n_workers, "n_classes": n_classes}
+    if agg.uses_gold and gold is not None:
+        kw["gold"] = np.asarray(gold)
+    if isinstance(agg, CategoryDawidSkene) and categories is not None:
+        kw["categories"] = categories
+    if isinstance(agg, WeightedMajorityVote):
+        kw["weights"] = weights
+        kw["categories"] = categories
+    return agg.fit(task, worker, label, **kw)
