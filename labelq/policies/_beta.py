@@ -1,0 +1,150 @@
+"""Beta-posterior math of Opt-KG (Chen, Lin & Zhou, ICML 2013, Sections 2-4 and appendix).
+
+Binary labels: class index 1 is the paper's "+1", class index 0 is "-1". A task's state is
+Beta(a, b) over theta = P(label +1); ``a`` counts (pseudo-)labels of class 1, ``b`` of class 0.
+
+* ``prob_positive(a, b)`` -> (I, 1 - I) with I(a, b) = P(theta >= 0.5 | Beta(a, b)). Both come
+  from their own ``betainc`` call: I = betainc(b, a, 0.5), 1 - I = betainc(a, b, 0.5), so
+  neither loses its digits to a ``1 - x`` cancellation.
+* ``label_rewards(a, b)`` -> (R1, R2), the paper's eqs. (9)-(10): the change of the expected
+  accuracy h(I) = max(I, 1 - I) when the next label is +1 (R1) or -1 (R2). Closed form with
+  inc = 0.5^(a+b) / B(a, b) (identity I(a+1, b) = I(a, b) + inc/a, I(a, b+1) = I(a, b) - inc/b):
+  a >= b+1: R1 = inc/a, R2 = -inc/b; b >= a+1: R1 = -inc/a, R2 = inc/b; a = b: inc/a, inc/b.
+  ``inc`` is computed in log space, exp((a+b) ln 0.5 - betaln(a, b)), so confident states
+  (a=5000, b=4000: R1 = 2.5e-27) keep a meaningful, non-zero reward where the direct
+  difference of h values is exactly 0.0. Non-integer states with 0 < |a - b| < 1 (after
+  moment matching) fall back to differences of min(I, 1 - I).
+* ``kg_reward(a, b)`` -> p1 R1 + p2 R2 in closed form: exactly 0 for |a - b| >= 1, 2 inc/(a+b)
+  for a = b, so the deterministic-KG ties of the paper's Proposition 3.1 are exact.
+* ``worker_update(a, b, c, d, z)`` and ``worker_rewards(a, b, c, d)``: the one-coin model of
+  Section 4 (worker reliability rho ~ Beta(c, d)), see those functions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import betainc, betaln
+
+__all__ = ["prob_positive", "label_rewards", "kg_reward", "worker_update", "worker_gold_update",
+           "worker_rewards", "predictive_positive"]
+
+LN_HALF = float(np.log(0.5))
+
+
+def _arrays(*xs):
+    return np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in xs))
+
+
+def prob_positive(a, b) -> tuple[np.ndarray, np.ndarray]:
+    """(I, 1 - I) with I = P(theta >= 0.5 | Beta(a, b)); each from its own betainc call."""
+    a, b = _arrays(a, b)
+    return betainc(b, a, 0.5), betainc(a, b, 0.5)
+
+
+def _inc(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    # 0.5^(a+b) / B(a, b) in log space: both factors under/overflow alone for large a+b.
+    return np.exp((a + b) * LN_HALF - betaln(a, b))
+
+
+def _min_tail(a, b) -> np.ndarray:
+    """min(I, 1 - I) = 1 - h(I), the posterior error of the Bayes decision."""
+    i, j = prob_positive(a, b)
+    return np.minimum(i, j)
+
+
+def label_rewards(a, b) -> tuple[np.ndarray, np.ndarray]:
+    """(R1, R2): reward of a +1 label and of a -1 label for tasks in state Beta(a, b)."""
+    a, b = _arrays(a, b)
+    inc = _inc(a, b)
+    r1 = np.where(a >= b, inc / a, -inc / a)
+    r2 = np.where(b >= a, inc / b, -inc / b)
+    frac = (np.abs(a - b) < 1.0) & (a != b)
+    if frac.any():
+        fa, fb, finc = a[frac], b[frac], inc[frac]
+        i, j = prob_positive(fa, fb)
+        lo = np.minimum(i, j)
+        r1 = r1.copy()
+        r2 = r2.copy()
+        r1[frac] = lo - np.minimum(i + finc / fa, j - finc / fa)
+        r2[frac] = lo - np.minimum(i - finc / fb, j + finc / fb)
+    return r1, r2
+
+
+def kg_reward(a, b) -> np.ndarray:
+    """Knowledge-gradient reward (a R1 + b R2) / (a + b), exact zeros where |a - b| >= 1."""
+    a, b = _arrays(a, b)
+    out = np.where(a == b, 2.0 * _inc(a, b) / (a + b), 0.0)
+    frac = (np.abs(a - b) < 1.0) & (a != b)
+    if frac.any():
+        r1, r2 = label_rewards(a[frac], b[frac])
+        fa, fb = a[frac], b[frac]
+        out = out.copy()
+        out[frac] = (fa * r1 + fb * r2) / (fa + fb)
+    return out
+
+
+# --- one-coin workers (Section 4 and the appendix) --------------------------------------
+
+def predictive_positive(a, b, c, d) -> np.ndarray:
+    """P(Z = +1) = (ac + bd) / ((a+b)(c+d)) for a task Beta(a, b) and worker Beta(c, d)."""
+    a, b, c, d = _arrays(a, b, c, d)
+    return (a * c + b * d) / ((a + b) * (c + d))
+
+
+def _match_mixture(x, y, u, v) -> tuple[np.ndarray, np.ndarray]:
+    """Beta(x', y') with the first two moments of u Beta(x+1, y) + v Beta(x, y+1), u + v = 1.
+
+    The exact one-coin marginal posteriors are such two-component mixtures, so the paper's
+    moments E, E2 (ALGORITHMS.md 1.2) are theirs. The variance is assembled from positive
+    terms (within-component variances + u v / (T+1)^2 spread) instead of E2 - E^2, which is
+    0.0 in float64 for a worker with a very large c + d; 1 - E is also formed directly.
+    """
+    t = x + y
+    m = (x + u) / (t + 1.0)
+    mc = (y + v) / (t + 1.0)
+    var = ((u * (x + 1.0) * y + v * x * (y + 1.0)) / ((t + 1.0) ** 2 * (t + 2.0))
+           + u * v / (t + 1.0) ** 2)
+    s = m * mc / var - 1.0
+    return m * s, mc * s
+
+
+def worker_update(a, b, c, d, z) -> tuple[np.ndarray, ...]:
+    """Moment-matched posterior (a~, b~, c~, d~) after worker Beta(c, d) labels task Beta(a, b).
+
+    ``z`` is +1 (class 1) or -1 (class 0). Both factors use the pre-update a, b, c, d.
+    Label +1, n = ac + bd: theta ~ (ac/n) Beta(a+1, b) + (bd/n) Beta(a, b+1),
+    rho ~ (ac/n) Beta(c+1, d) + (bd/n) Beta(c, d+1).
+    Label -1, n = ad + bc: theta ~ (ad/n) Beta(a+1, b) + (bc/n) Beta(a, b+1),
+    rho ~ (bc/n) Beta(c+1, d) + (ad/n) Beta(c, d+1).
+    """
+    a, b, c, d, z = _arrays(a, b, c, d, z)
+    pos = z > 0
+    ac, bd, ad, bc = a * c, b * d, a * d, b * c
+    n = np.where(pos, ac + bd, ad + bc)
+    # weight of the "theta went up" component and of the "rho went up" component
+    u_task = np.where(pos, ac, ad) / n
+    v_task = np.where(pos, bd, bc) / n
+    u_work = np.where(pos, ac, bc) / n
+    v_work = np.where(pos, bd, ad) / n
+    a2, b2 = _match_mixture(a, b, u_task, v_task)
+    c2, d2 = _match_mixture(c, d, u_work, v_work)
+    return a2, b2, c2, d2
+
+
+def worker_gold_update(c, d, correct) -> tuple[np.ndarray, np.ndarray]:
+    """Exact conjugate update of a worker's Beta(c, d) on a gold question with known answer."""
+    c, d, correct = _arrays(c, d, correct)
+    ok = correct > 0
+    return np.where(ok, c + 1.0, c), np.where(ok, d, d + 1.0)
+
+
+def worker_rewards(a, b, c, d) -> tuple[np.ndarray, np.ndarray]:
+    """(R_{+1}, R_{-1}) = h(I(a~(z), b~(z))) - h(I(a, b)) for the moment-matched task update.
+
+    Formed as differences of min(I, 1 - I) (each from its own betainc), never as 1 - x.
+    """
+    a, b, c, d = _arrays(a, b, c, d)
+    lo = _min_tail(a, b)
+    ap, bp, _, _ = worker_update(a, b, c, d, 1.0)
+    am, bm, _, _ = worker_update(a, b, c, d, -1.0)
+    return lo - _min_tail(ap, bp), lo - _min_tail(am, bm)

@@ -1,0 +1,151 @@
+"""``optkg-workers``: Opt-KG with one-coin worker reliability (Chen, Lin & Zhou 2013, Section 4).
+
+Binary only; **class index 1 is the paper's +1**. Task i: theta_i ~ Beta(a_i, b_i) (prior
+Beta(prior, prior)); worker j: rho_j ~ Beta(c_j, d_j) (prior Beta(c0, d0), default Beta(4, 1):
+workers believed 80% reliable). A label of worker j on task i is +1 with probability
+theta_i rho_j + (1 - theta_i)(1 - rho_j). After a label the joint posterior is replaced by a
+product of Betas matching the first two moments of the exact marginals (the paper's
+variational + moment-matching step; formulas in ``_beta.worker_update``). The worker's
+concentration c + d is capped at ``max_strength`` (mean kept): a worker that has answered
+very often stays able to learn, and c + d never grows into the range where moment matching
+loses its variance to rounding.
+
+Rewards: R_z(i, j) = h(I(a~_i(z), b~_i(z))) - h(I(a_i, b_i)) for z = +-1, R+ = max(R_+1, R_-1).
+
+* push (``select_pair``): argmax over eligible (i, j) of R+(a_i, b_i, c_j, d_j) (vectorised over
+  the mask; lowest task, then lowest worker on ties);
+* pull (``select_task`` for the asking worker j): argmax_i R+(a_i, b_i, c_j, d_j) = ``score``;
+* ``priority``: worker-independent, R+ under the prior-mean worker Beta(c0, d0); the live
+  index orders tasks by it and the asking worker's ``score`` picks among the top candidates.
+
+Gold observations (``obs.gold`` with ``obs.truth >= 0``) update only the worker, exactly
+(conjugate: c + 1 if the label equals the truth, else d + 1); the gold task's posterior is
+left alone, since its answer is known. A gold observation without a truth counts as a plain
+label. Declines change nothing. ``update`` returns the tasks whose ``priority`` changed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import PolicyError
+from . import _beta
+from .base import Observation, Policy, Problem
+from .optkg import _positive_number
+from .registry import register
+
+__all__ = ["WorkerKGState", "OptKGWorkers"]
+
+
+@dataclass
+class WorkerKGState:
+    """Task posteriors Beta(a_i, b_i) (a: class 1 / "+1") and worker posteriors Beta(c_j, d_j)."""
+
+    a: np.ndarray  # float (n_tasks,)
+    b: np.ndarray  # float (n_tasks,)
+    c: np.ndarray  # float (n_workers,)
+    d: np.ndarray  # float (n_workers,)
+
+
+@register
+class OptKGWorkers(Policy):
+    name = "optkg-workers"
+    mode = "push"
+
+    @dataclass(frozen=True)
+    class Params:
+        """``prior``: task Beta(prior, prior); ``c0``, ``d0``: worker reliability prior
+        Beta(c0, d0); ``max_strength``: cap on a worker's c + d (> c0 + d0)."""
+
+        prior: float = 1.0
+        c0: float = 4.0
+        d0: float = 1.0
+        max_strength: float = 1e6
+
+        def __post_init__(self) -> None:
+            for name in ("prior", "c0", "d0", "max_strength"):
+                object.__setattr__(self, name, _positive_number(name, getattr(self, name)))
+            if not self.max_strength > self.c0 + self.d0:
+                raise ValueError(f"max_strength must be > c0 + d0 = {self.c0 + self.d0}, "
+                                 f"got {self.max_strength}")
+
+    # --- state ---------------------------------------------------------------------
+    def init_state(self, problem: Problem) -> WorkerKGState:
+        if problem.n_classes != 2:
+            raise PolicyError(f"optkg-workers is binary (one-coin Beta model); the problem has "
+                              f"{problem.n_classes} classes — use optkg for multi-class",
+                              policy=self.name)
+        p = self.params
+        return WorkerKGState(np.full(problem.n_tasks, p.prior), np.full(problem.n_tasks, p.prior),
+                             np.full(problem.n_workers, p.c0), np.full(problem.n_workers, p.d0))
+
+    def state_from_dict(self, data: dict[str, Any]) -> WorkerKGState:
+        return WorkerKGState(*(np.asarray(data[k], dtype=float).reshape(-1) for k in "abcd"))
+
+    # --- decisions -------------------------------------------------------------------
+    @staticmethod
+    def rewards(a, b, c, d) -> np.ndarray:
+        """R+(a, b, c, d) = max over the two labels of the moment-matched reward."""
+        a = np.asarray(a, dtype=float)
+        if a.size == 0:
+            return np.empty(np.broadcast_shapes(a.shape, np.shape(b), np.shape(c), np.shape(d)))
+        r_pos, r_neg = _beta.worker_rewards(a, b, c, d)
+        return np.maximum(r_pos, r_neg)
+
+    def priority(self, state: WorkerKGState, tasks: np.ndarray) -> np.ndarray:
+        tasks = np.asarray(tasks, dtype=np.int64)
+        return self.rewards(state.a[tasks], state.b[tasks], self.params.c0, self.params.d0)
+
+    def score(self, state: WorkerKGState, tasks: np.ndarray, worker: int) -> np.ndarray:
+        tasks = np.asarray(tasks, dtype=np.int64)
+        return self.rewards(state.a[tasks], state.b[tasks], state.c[worker], state.d[worker])
+
+    def select_pair(self, state: WorkerKGState, mask: np.ndarray,
+                    rng: np.random.Generator) -> tuple[int, int] | None:
+        tasks, workers = np.nonzero(mask)  # row-major: lowest task, then lowest worker first
+        if len(tasks) == 0:
+            return None
+        values = self.rewards(state.a[tasks], state.b[tasks], state.c[workers], state.d[workers])
+        best = int(np.argmax(values))
+        return int(tasks[best]), int(workers[best])
+
+    # --- learning --------------------------------------------------------------------
+    def _cap(self, state: WorkerKGState, worker: int) -> None:
+        total = state.c[worker] + state.d[worker]
+        if total > self.params.max_strength:
+            scale = self.params.max_strength / total
+            state.c[worker] *= scale
+            state.d[worker] *= scale
+
+    def update(self, state: WorkerKGState, obs: Observation) -> np.ndarray:
+        if obs.declined or obs.label < 0:
+            return np.empty(0, dtype=np.int64)
+        if obs.label > 1:
+            raise PolicyError(f"label {obs.label} out of range for 2 classes", policy=self.name)
+        i, j = obs.task, obs.worker
+        if obs.gold and obs.truth >= 0:
+            c, d = _beta.worker_gold_update(state.c[j], state.d[j], obs.label == obs.truth)
+            state.c[j], state.d[j] = float(c), float(d)
+            self._cap(state, j)
+            return np.empty(0, dtype=np.int64)
+        z = 1.0 if obs.label == 1 else -1.0
+        a, b, c, d = _beta.worker_update(state.a[i], state.b[i], state.c[j], state.d[j], z)
+        if not all(math.isfinite(float(v)) and float(v) > 0 for v in (a, b, c, d)):
+            raise PolicyError(f"moment matching failed for task {i}, worker {j}",
+                              policy=self.name)
+        state.a[i], state.b[i], state.c[j], state.d[j] = float(a), float(b), float(c), float(d)
+        self._cap(state, j)
+        return np.array([i], dtype=np.int64)
+
+    def predict_proba(self, state: WorkerKGState) -> np.ndarray:
+        """[P(theta < 0.5), P(theta >= 0.5)] per task, each from its own betainc."""
+        i, j = _beta.prob_positive(state.a, state.b)
+        return np.stack([j, i], axis=1)
+
+    def predict(self, state: WorkerKGState) -> np.ndarray:
+        """Positive set {a >= b} (ties to class 1), as in the paper."""
+        return (state.a >= state.b).astype(np.int64)
