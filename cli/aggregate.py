@@ -1,0 +1,103 @@
+"""``labelq aggregate``: aggregate any ``task,worker,label`` CSV into one label per task."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+
+import click
+import numpy as np
+
+from labelq.aggregation import AGGREGATORS, aggregate, krippendorff_alpha
+from labelq.datasets import _rows, read_labels
+from labelq.errors import FileFormatError, InputError
+
+
+def _read_weights(path: str, workers: list[str]) -> np.ndarray:
+    """``worker,weight`` CSV -> per-worker weights (workers not listed get weight 0)."""
+    index = {w: j for j, w in enumerate(workers)}
+    weights = np.zeros(len(workers))
+    for line, row in _rows(Path(path), ("worker", "weight")):
+        try:
+            value = float(row["weight"])
+        except ValueError:
+            raise FileFormatError(path, line, "weight", f"not a number: {row['weight']!r}") from None
+        if not np.isfinite(value) or value < 0:
+            raise FileFormatError(path, line, "weight", f"must be finite and >= 0, got {value}")
+        if row["worker"] in index:
+            weights[index[row["worker"]]] = value
+    return weights
+
+
+@click.command("aggregate")
+@click.argument("labels", type=click.Path(dir_okay=False))
+@click.option("--method", "-m", type=click.Choice(list(AGGREGATORS)), default="ds",
+              show_default=True, help="aggregation algorithm")
+@click.option("--categories", type=click.Path(dir_okay=False),
+              help="task,type CSV (used by ds-category)")
+@click.option("--truth", type=click.Path(dir_okay=False),
+              help="task,truth CSV: report accuracy against it")
+@click.option("--weights", type=click.Path(dir_okay=False),
+              help="worker,weight CSV for wmv (default: agreement with majority vote)")
+@click.option("--gold/--no-gold", default=False,
+              help="clamp the --truth answers as gold in EM methods (accuracy is then not "
+                   "an out-of-sample number)")
+@click.option("--out", "-o", type=click.Path(dir_okay=False),
+              help="write the per-task CSV here (default: stdout)")
+@click.option("--json", "as_json", is_flag=True, help="print a JSON summary")
+def aggregate_cmd(labels, method, categories, truth, weights, gold, out, as_json):
+    """Aggregate LABELS.csv (columns task,worker,label) into one label per task.
+
+    Writes task, label (original value), confidence, p_<class> per class and n_labels as
+    CSV to --out or stdout. With --json, a summary is printed instead of the CSV on stdout
+    (the CSV still goes to --out if given). With --truth, accuracy is reported.
+    """
+    if weights and method != "wmv":
+        raise InputError("--weights is only used with --method wmv", field="weights")
+    if gold and not truth:
+        raise InputError("--gold needs --truth", field="gold")
+    data = read_labels(labels, truth=truth, categories=categories)
+    w = _read_weights(weights, data.workers) if weights else None
+    result = aggregate(data.task, data.worker, data.label, method, data.n_tasks,
+                       data.n_classes, categories=data.category,
+                       gold=data.truth if gold else None, n_workers=data.n_workers, weights=w)
+    n_labels = np.bincount(data.task, minlength=data.n_tasks)
+    if out or not as_json:
+        fh = open(out, "w", newline="", encoding="utf-8") if out else sys.stdout
+        try:
+            writer = csv.writer(fh)
+            writer.writerow(["task", "label", "confidence", *(f"p_{c}" for c in data.classes),
+                             "n_labels"])
+            for i, name in enumerate(data.tasks):
+                writer.writerow([name, data.classes[result.labels_[i]],
+                                 f"{result.confidence_[i]:.6f}",
+                                 *(f"{p:.6f}" for p in result.probas_[i]), int(n_labels[i])])
+        finally:
+            if out:
+                fh.close()
+    known = data.truth >= 0
+    accuracy = data.accuracy(result.labels_) if known.any() else None
+    if as_json:
+        summary = {
+            "method": method, "file": str(labels), "n_tasks": data.n_tasks,
+            "n_workers": data.n_workers, "n_labels": data.n_labels, "classes": data.classes,
+            "class_counts": {c: int(v) for c, v in zip(
+                data.classes, np.bincount(result.labels_, minlength=data.n_classes))},
+            "mean_confidence": float(result.confidence_.mean()) if data.n_tasks else None,
+            "krippendorff_alpha": _nan_to_none(krippendorff_alpha(data.task, data.label,
+                                                                  data.n_tasks, data.n_classes)),
+            "n_truth": int(known.sum()), "accuracy": accuracy, "out": out,
+        }
+        click.echo(json.dumps(summary, indent=2))
+    elif accuracy is not None:
+        click.echo(f"accuracy: {accuracy:.4f} on {int(known.sum())} tasks with truth",
+                   err=not out)
+
+
+def _nan_to_none(x: float):
+    return None if x != x else x
+
+
+commands = [aggregate_cmd]
