@@ -1,0 +1,63 @@
+"""Which workers to pause: a quality rule on gold accuracy.
+
+Rule. Pause worker w when it has answered at least ``min_gold`` gold questions and the Beta
+posterior of its gold accuracy (see :mod:`labelq.gold.scoring`) puts more than
+``confidence`` probability below ``threshold``:
+
+    pause(w)  ⇔  n_w ≥ min_gold  and  P(a_w < threshold | gold answers) > confidence
+
+Why the posterior probability rather than the posterior mean: a mean rule pauses on noise.
+With threshold 0.7 and 10 gold answers under Beta(1, 1), the mean (c + 1)/12 is below 0.7
+for c ≤ 7 correct, so a worker of true accuracy 0.75 would be paused with probability
+P(Binomial(10, 0.75) ≤ 7) ≈ 0.47. The posterior rule pauses at c ≤ 4 (P(a < 0.7) ≈ 0.98;
+at 5 of 10 it is ≈ 0.92), which happens to that worker with probability ≈ 0.02, while a
+worker of accuracy 0.5 is caught at n = 10 with probability ≈ 0.38 and surely as gold
+accumulates. The rule is equivalent to "the upper one-sided (confidence) credible bound is
+below the threshold", so a worker close to the threshold needs more gold answers before
+being paused than one far below it.
+
+``per_category=False`` (default) pools a worker's gold over categories; ``True`` pauses a
+worker whose accuracy in *any* category qualifies (each category then needs ``min_gold``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .scoring import GoldScores
+
+__all__ = ["QualityRule"]
+
+
+@dataclass(frozen=True)
+class QualityRule:
+    threshold: float = 0.7
+    min_gold: int = 10
+    confidence: float = 0.95
+    per_category: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.threshold, bool) or not isinstance(self.threshold, (int, float)) \
+                or not 0 < self.threshold < 1:
+            raise ValueError(f"threshold must be in (0, 1), got {self.threshold!r}")
+        if isinstance(self.min_gold, bool) or not isinstance(self.min_gold, int) \
+                or self.min_gold < 1:
+            raise ValueError(f"min_gold must be an integer >= 1, got {self.min_gold!r}")
+        if isinstance(self.confidence, bool) or not isinstance(self.confidence, (int, float)) \
+                or not math.isfinite(self.confidence) or not 0.5 <= self.confidence < 1:
+            raise ValueError(f"confidence must be in [0.5, 1), got {self.confidence!r}")
+
+    def pause_mask(self, scores: GoldScores) -> np.ndarray:
+        """bool (n_workers,): True for workers to pause."""
+        pooled = not self.per_category
+        total = scores.total.sum(axis=1) if pooled else scores.total
+        flag = (total >= self.min_gold) & (scores.prob_below(self.threshold, pooled)
+                                          > self.confidence)
+        return flag if pooled else flag.any(axis=1)
+
+    def workers_to_pause(self, scores: GoldScores) -> np.ndarray:
+        """Indices of the workers to pause, ascending."""
+        return np.flatnonzero(self.pause_mask(scores))

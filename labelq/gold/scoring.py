@@ -1,0 +1,102 @@
+"""Per-worker, per-category accuracy on gold questions, as a Beta posterior.
+
+Model. Worker w answers gold questions of category k correctly with unknown probability
+a_{w,k}; with prior a ~ Beta(α₀, β₀) (default Beta(1, 1), uniform) and ``correct`` right
+answers out of ``total``, the posterior is Beta(α₀ + correct, β₀ + total − correct):
+
+* mean (α₀ + c) / (α₀ + β₀ + n);
+* equal-tailed credible interval from the Beta quantiles;
+* P(a < θ | data), the Beta CDF at θ — what :mod:`labelq.gold.quality` decides on.
+
+``pooled=True`` sums a worker's counts over categories first (the prior counts once).
+Everything is vectorised over (workers, categories); :meth:`GoldScores.record` takes arrays.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+__all__ = ["BetaPrior", "GoldScores"]
+
+
+@dataclass(frozen=True)
+class BetaPrior:
+    a: float = 1.0
+    b: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in ("a", "b"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not math.isfinite(value) or value <= 0:
+                raise ValueError(f"prior {name} must be a finite number > 0, got {value!r}")
+
+
+@dataclass
+class GoldScores:
+    """Gold counts: ``correct[w, k]`` right answers out of ``total[w, k]``."""
+
+    correct: np.ndarray  # float (n_workers, n_categories)
+    total: np.ndarray  # float (n_workers, n_categories)
+    prior: BetaPrior = BetaPrior()
+
+    def __post_init__(self) -> None:
+        self.correct = np.asarray(self.correct, dtype=float)
+        self.total = np.asarray(self.total, dtype=float)
+        if self.correct.shape != self.total.shape or self.correct.ndim != 2:
+            raise ValueError(f"correct and total must be 2-d of one shape, got "
+                             f"{self.correct.shape} and {self.total.shape}")
+        if (self.correct < 0).any() or (self.correct > self.total).any():
+            raise ValueError("need 0 <= correct <= total everywhere")
+
+    @classmethod
+    def zeros(cls, n_workers: int, n_categories: int = 1,
+              prior: BetaPrior = BetaPrior()) -> GoldScores:
+        shape = (n_workers, n_categories)
+        return cls(np.zeros(shape), np.zeros(shape), prior)
+
+    def record(self, workers: Any, categories: Any, correct: Any) -> None:
+        """Add gold answers in place (arrays or scalars; repeated pairs all count)."""
+        w, k, c = np.broadcast_arrays(np.asarray(workers, dtype=np.int64),
+                                      np.asarray(categories, dtype=np.int64),
+                                      np.asarray(correct, dtype=bool))
+        np.add.at(self.total, (w, k), 1.0)
+        np.add.at(self.correct, (w, k), c.astype(float))
+
+    def posterior(self, pooled: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """Beta parameters (α, β) of the posterior, (W, K) or (W,) when pooled."""
+        c, n = (self.correct.sum(axis=1), self.total.sum(axis=1)) if pooled \
+            else (self.correct, self.total)
+        return self.prior.a + c, self.prior.b + n - c
+
+    def mean(self, pooled: bool = False) -> np.ndarray:
+        a, b = self.posterior(pooled)
+        return a / (a + b)
+
+    def credible_interval(self, level: float = 0.95,
+                          pooled: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """Equal-tailed interval holding ``level`` of the posterior mass."""
+        if not 0 < level < 1:
+            raise ValueError(f"level must be in (0, 1), got {level!r}")
+        a, b = self.posterior(pooled)
+        tail = (1 - level) / 2
+        return stats.beta.ppf(tail, a, b), stats.beta.ppf(1 - tail, a, b)
+
+    def prob_below(self, threshold: float, pooled: bool = False) -> np.ndarray:
+        """Posterior probability that the accuracy is below ``threshold``."""
+        a, b = self.posterior(pooled)
+        return stats.beta.cdf(threshold, a, b)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"correct": self.correct.tolist(), "total": self.total.tolist(),
+                "prior": {"a": self.prior.a, "b": self.prior.b}}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GoldScores:
+        return cls(np.asarray(data["correct"], float), np.asarray(data["total"], float),
+                   BetaPrior(**data.get("prior", {})))
