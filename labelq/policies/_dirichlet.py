@@ -8,8 +8,9 @@ G_c ~ Gamma(alpha_c, 1), theta_k is the largest iff G_k is, so
     I_k(alpha) = integral_0^inf gamma.pdf(x; alpha_k) * prod_{c != k} gammainc(alpha_c, x) dx.
 
 The integrand is at most gamma.pdf(x; alpha_k), so the integral is taken over the mass of
-Gamma(alpha_k) itself: composite Gauss-Legendre on panels cut at tail quantiles
-(1e-40 ... 0.5 ... 1 - 1e-40) of Gamma(alpha_k); the product is summed in log space.
+Gamma(alpha_k) itself: composite Gauss-Legendre in ln x on panels cut at tail quantiles
+(1e-40 ... 0.5 ... 1 - 1e-40) of Gamma(alpha_k), finer in the upper tail where a losing
+class's small I_k lives; the product is summed in log space.
 The neglected tails weigh at most 2e-40, so rewards stay meaningful down to ~1e-35.
 
 Rewards: with the loss L(alpha) = 1 - h(I(alpha)) = sum_{k != argmax} I_k (each small I_k
@@ -25,21 +26,24 @@ from scipy.special import gammainc, gammaincinv, gammainccinv, gammaln
 __all__ = ["prob_largest", "label_rewards"]
 
 _LOWER = np.array([1e-40, 1e-20, 1e-10, 1e-5, 1e-3, 0.02, 0.1, 0.25, 0.5])
-_UPPER = np.array([0.25, 0.1, 0.02, 1e-3, 1e-5, 1e-10, 1e-20, 1e-40])
+_UPPER = np.array([0.25, 0.1, 0.02, 1e-3, 1e-5, 1e-7, 1e-10, 1e-13, 1e-16, 1e-20, 1e-25, 1e-30,
+                   1e-40])
 _NODES, _WEIGHTS = np.polynomial.legendre.leggauss(12)
 
 
 def _panels(alpha_k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Quadrature points x (m, P) and weights w (m, P) covering Gamma(alpha_k)'s mass."""
+    """Points t = ln x (m, P) and weights w (m, P) covering Gamma(alpha_k)'s mass."""
     ak = alpha_k[:, None]
     edges = np.concatenate([gammaincinv(ak, _LOWER[None, :]),
-                            gammainccinv(ak, _UPPER[None, :])], axis=1)  # (m, 17)
+                            gammainccinv(ak, _UPPER[None, :])], axis=1)  # (m, 22)
+    # in t = ln x the integrand x * pdf(x) has no singularity at 0 for alpha_k < 1
+    edges = np.log(edges)
     left, right = edges[:, :-1, None], edges[:, 1:, None]
     half = (right - left) / 2.0
-    x = left + half * (_NODES[None, None, :] + 1.0)
+    t = left + half * (_NODES[None, None, :] + 1.0)
     w = half * _WEIGHTS[None, None, :]
     m = len(alpha_k)
-    return x.reshape(m, -1), w.reshape(m, -1)
+    return t.reshape(m, -1), w.reshape(m, -1)
 
 
 def prob_largest(alpha) -> np.ndarray:
@@ -49,9 +53,10 @@ def prob_largest(alpha) -> np.ndarray:
     out = np.empty((n, C))
     for k in range(C):
         ak = alpha[:, k]
-        x, w = _panels(ak)  # (n, P)
+        t, w = _panels(ak)  # (n, P)
+        x = np.exp(t)
         with np.errstate(divide="ignore"):
-            logf = (ak[:, None] - 1.0) * np.log(x) - x - gammaln(ak)[:, None]
+            logf = ak[:, None] * t - x - gammaln(ak)[:, None]  # ln(x * pdf(x))
             for c in range(C):
                 if c != k:
                     logf = logf + np.log(gammainc(alpha[:, c][:, None], x))

@@ -70,7 +70,24 @@ def reward_matrix(alpha: np.ndarray) -> np.ndarray:
     if C == 2:
         r1, r2 = _beta.label_rewards(alpha[:, 1], alpha[:, 0])
         return np.stack([r2, r1], axis=1)
-    return _dirichlet.label_rewards(alpha)
+    return _dirichlet_rewards_cached(alpha)
+
+
+_DIRICHLET_CACHE: dict[bytes, np.ndarray] = {}
+_DIRICHLET_CACHE_SIZE = 200_000
+
+
+def _dirichlet_rewards_cached(alpha: np.ndarray) -> np.ndarray:
+    """Dirichlet rewards memoised by state (a pure function; quadrature costs ~1 ms a row)."""
+    keys = [row.tobytes() for row in alpha]
+    known = {key: _DIRICHLET_CACHE[key] for key in keys if key in _DIRICHLET_CACHE}
+    missing = [k for k, key in enumerate(keys) if key not in known]
+    if missing:
+        if len(_DIRICHLET_CACHE) + len(missing) > _DIRICHLET_CACHE_SIZE:
+            _DIRICHLET_CACHE.clear()
+        for k, row in zip(missing, _dirichlet.label_rewards(alpha[missing])):
+            known[keys[k]] = _DIRICHLET_CACHE[keys[k]] = row
+    return np.stack([known[key] for key in keys])
 
 
 class _KnowledgeGradient(Policy):
