@@ -1,0 +1,159 @@
+"""The applier: folds newly recorded labels into the hot posterior, one applier a project.
+
+``apply_pending(engine, redis, project_id)`` is what the Celery task ``apply_labels`` calls.
+
+Race-freedom. Only the holder of ``apply_lock`` (a token lock, :mod:`.lock`) assigns
+``applied_seq``; everyone else returns at once. Lost wake-ups are impossible: a submitter
+commits its label *then* sets ``apply_wanted`` and enqueues; the holder deletes
+``apply_wanted`` *before* each SELECT of unapplied labels, and after releasing the lock looks
+at ``apply_wanted`` again and re-acquires if it is set. So every committed label is either
+seen by a running SELECT or leaves the flag set for a later one. A holder that stalls past
+the lock TTL loses the lock: ``extend`` fails before its commit and it rolls back; and the
+UPDATE only touches ``applied_seq IS NULL`` rows, so two appliers can never both apply one
+label.
+
+Idempotence. The fold is stored in SQL (``applied_seq``) in the same transaction that marks
+the labels; the in-memory state is updated only after the commit succeeds (else the cache is
+dropped and rebuilt from SQL). A redelivered message finds nothing unapplied. A crash after
+the commit but before the Redis writes leaves a snapshot behind SQL; the next holder
+replays the missing labels from SQL (:mod:`.hotstate`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from sqlalchemy import bindparam, update
+
+from ..db import session_scope
+from ..models import Label
+from ..policies.base import Observation
+from .hotstate import Hot, StateCache, write_snapshot
+from .keys import Keys
+from .lock import RedisLock
+from .problem import label_rows, to_observation
+from .quality import apply_quality_rule
+
+__all__ = ["apply_pending", "ApplyReport", "CACHE", "push_priorities"]
+
+log = logging.getLogger(__name__)
+CACHE = StateCache()  # the applier's per-process cache
+_last_snapshot: dict[int, float] = {}
+
+
+class LockLost(Exception):
+    pass
+
+
+@dataclass
+class ApplyReport:
+    applied: int = 0
+    declines: int = 0
+    paused: list[str] = field(default_factory=list)
+    busy: bool = False  # another applier held the lock
+
+
+def push_priorities(redis, hot: Hot, tasks, pipeline=None) -> None:
+    """ZADD XX the current priorities of ``tasks`` (non-gold) to ``pending``/``parked``:
+    XX only updates members, so a closed task never comes back."""
+    tasks = np.asarray(sorted({int(t) for t in tasks}), dtype=np.int64)
+    if tasks.size == 0:
+        return
+    tasks = tasks[~hot.view.is_gold[tasks]]
+    if tasks.size == 0:
+        return
+    pri = hot.policy.priority(hot.state, tasks)
+    mapping = {int(t): float(p) for t, p in zip(tasks, pri)}
+    k = Keys(hot.project.id)
+    pipe = pipeline or redis.pipeline(transaction=False)
+    pipe.zadd(k.pending, mapping, xx=True)
+    pipe.zadd(k.parked, mapping, xx=True)
+    if pipeline is None:
+        pipe.execute()
+
+
+def _apply_batch(engine, redis, project_id: int, lock: RedisLock, cache: StateCache,
+                 batch: int, report: ApplyReport) -> int:
+    hot = cache.get(engine, redis, project_id)
+    k = Keys(project_id)
+    with hot.lock:
+        try:
+            with session_scope(engine) as session:
+                rows = label_rows(session, project_id, unapplied=True, limit=batch)
+                if not rows and not redis.llen(k.declines):
+                    return 0
+                idx = {v: i for i, v in enumerate(hot.project.labels)}
+                touched: set[int] = set()
+                gold_workers: set[int] = set()
+                seq = hot.seq
+                marks = []
+                for row in rows:
+                    seq += 1
+                    obs = to_observation(row, idx)
+                    touched.update(int(t) for t in hot.policy.update(hot.state, obs))
+                    marks.append({"lid": row[0], "seq": seq})
+                    if obs.gold:
+                        gold_workers.add(obs.worker)
+                if marks:
+                    t = Label.__table__
+                    res = session.connection().execute(
+                        update(t).where(t.c.id == bindparam("lid"), t.c.applied_seq.is_(None))
+                        .values(applied_seq=bindparam("seq")), marks)
+                    if res.rowcount not in (-1, len(marks)):
+                        raise LockLost(f"{len(marks) - res.rowcount} labels applied elsewhere")
+                report.paused += apply_quality_rule(session, hot.project, sorted(gold_workers))
+                if not lock.extend():
+                    raise LockLost("apply lock expired during the batch")
+            hot.seq = seq
+        except BaseException:
+            cache.drop(project_id)  # the state may hold updates SQL did not keep
+            raise
+        # declines: applied to the hot state only (see the module docstring of hotstate)
+        raw = redis.lpop(k.declines, 1000) or []
+        for item in raw:
+            task, worker = map(int, item.split(b":"))
+            touched.update(int(t) for t in hot.policy.update(
+                hot.state, Observation(task=task, worker=worker, label=-1, declined=True)))
+        report.declines += len(raw)
+        pipe = redis.pipeline(transaction=False)
+        push_priorities(redis, hot, touched, pipeline=pipe)
+        pipe.execute()
+    return len(rows) + len(raw)
+
+
+def apply_pending(engine, redis, project_id: int, *, cache: StateCache | None = None,
+                  batch: int = 2000, lock_ttl_ms: int = 60_000,
+                  snapshot_every_s: float = 2.0) -> ApplyReport:
+    """Apply every unapplied label of the project (see the module docstring)."""
+    cache = cache or CACHE
+    k = Keys(project_id)
+    report = ApplyReport()
+    while True:
+        lock = RedisLock(redis, k.apply_lock, lock_ttl_ms)
+        if not lock.acquire():
+            report.busy = True
+            return report
+        try:
+            while True:
+                redis.delete(k.apply_wanted)
+                n = _apply_batch(engine, redis, project_id, lock, cache, batch, report)
+                report.applied += n
+                if n < batch and not redis.exists(k.apply_wanted):
+                    break
+            hot = cache.peek(project_id)
+            now = time.monotonic()
+            if hot is not None and report.applied and \
+                    now - _last_snapshot.get(project_id, 0.0) >= snapshot_every_s:
+                with hot.lock:
+                    write_snapshot(redis, hot)
+                _last_snapshot[project_id] = now
+        except LockLost as exc:
+            log.warning("applier for project %s stopped: %s", project_id, exc)
+            return report
+        finally:
+            lock.release()
+        if not redis.exists(k.apply_wanted):
+            return report

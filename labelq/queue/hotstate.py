@@ -1,0 +1,177 @@
+"""The policy state of a project, kept hot: in-process cache, Redis snapshot, SQL fold.
+
+The state at applied sequence ``s`` is, by definition, the fold of ``policy.update`` over the
+project's labels with ``applied_seq <= s`` in that order, starting from ``init_state``. Any
+holder can therefore catch up from whatever base it has — its own cache, the Redis snapshot
+(``state`` + ``state_seq``), or nothing — by replaying from SQL the labels applied after the
+base. A snapshot is only ever a shortcut; SQL decides.
+
+A :class:`StateCache` is per process and thread-safe; both the applier (Celery) and the
+service (deciding the next task) use one. The cache is dropped when the project's shape
+changes (tasks loaded, workers enrolled), and the fold restarts from SQL.
+
+Declines are applied by the applier from the ``declines`` list and are not replayed from SQL
+(see docs/architecture.md): only policies that learn from declines notice the difference.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlmodel import Session
+
+from ..db import session_scope
+from ..models import Project
+from ..policies import build
+from ..policies.base import Policy
+from .keys import Keys
+from .problem import (ProjectView, count_workers, label_rows, load_view, max_applied,
+                      to_observation)
+
+__all__ = ["Hot", "StateCache", "encode_snapshot", "decode_snapshot", "write_snapshot",
+           "fold_from_sql"]
+
+
+@dataclass
+class Hot:
+    """One project's cached view, policy and state at applied sequence ``seq``."""
+
+    view: ProjectView
+    policy: Policy
+    state: Any
+    seq: int
+    checked: float = 0.0  # monotonic time of the last catch-up with SQL
+    lock: threading.RLock = field(default_factory=threading.RLock)
+
+    @property
+    def project(self) -> Project:
+        return self.view.project
+
+
+def encode_snapshot(hot: Hot) -> bytes:
+    data = {"dims": list(hot.view.dims), "seq": hot.seq,
+            "policy": hot.project.policy, "state": hot.policy.state_to_dict(hot.state)}
+    return zlib.compress(json.dumps(data, separators=(",", ":"), default=_default).encode(), 1)
+
+
+def _default(obj):
+    import numpy as np
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, np.generic):
+        return obj.item()
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def decode_snapshot(blob: bytes) -> dict:
+    return json.loads(zlib.decompress(blob))
+
+
+def write_snapshot(redis, hot: Hot, pipeline=None) -> None:
+    k = Keys(hot.project.id)
+    pipe = pipeline or redis.pipeline(transaction=True)
+    pipe.set(k.state, encode_snapshot(hot))
+    pipe.set(k.state_seq, hot.seq)
+    if pipeline is None:
+        pipe.execute()
+
+
+def _replay(session: Session, hot: Hot, upto: int | None = None) -> int:
+    """Fold the labels applied after ``hot.seq`` into the state; returns how many."""
+    idx = {v: i for i, v in enumerate(hot.project.labels)}
+    n = 0
+    while True:
+        rows = label_rows(session, hot.project.id, applied_after=hot.seq, limit=20000)
+        if not rows:
+            return n
+        for row in rows:
+            if upto is not None and row[1] > upto:
+                return n
+            hot.policy.update(hot.state, to_observation(row, idx))
+            hot.seq = int(row[1])
+            n += 1
+
+
+def fold_from_sql(session: Session, project: Project) -> Hot:
+    """A fresh fold of every applied label (the reference the tests compare against)."""
+    view = load_view(session, project)
+    policy = build(project.policy)
+    hot = Hot(view, policy, policy.init_state(view.problem()), 0)
+    _replay(session, hot)
+    return hot
+
+
+class StateCache:
+    """Per-process cache of :class:`Hot` by project id.
+
+    ``get(engine, redis, project_id, max_age=s)`` returns the cached state if it caught up
+    with SQL less than ``s`` seconds ago, else catches up first (replaying newly applied
+    labels). The caller must hold ``hot.lock`` while reading or updating ``hot.state``.
+    """
+
+    def __init__(self) -> None:
+        self._items: dict[int, Hot] = {}
+        self._lock = threading.Lock()
+
+    def drop(self, project_id: int) -> None:
+        with self._lock:
+            self._items.pop(int(project_id), None)
+
+    def peek(self, project_id: int) -> Hot | None:
+        return self._items.get(int(project_id))
+
+    def get(self, engine, redis, project_id: int, *, max_age: float = 0.0) -> Hot:
+        hot = self._items.get(int(project_id))
+        if hot is not None and time.monotonic() - hot.checked < max_age:
+            return hot
+        with session_scope(engine) as session:
+            if hot is not None:
+                with hot.lock:
+                    if count_workers(session, project_id) == hot.view.n_workers and \
+                            _n_tasks(redis, session, project_id) == hot.view.n_tasks:
+                        _replay(session, hot)
+                        hot.checked = time.monotonic()
+                        return hot
+            hot = self._load(session, redis, project_id)
+            hot.checked = time.monotonic()
+        with self._lock:
+            self._items[int(project_id)] = hot
+        return hot
+
+    def _load(self, session: Session, redis, project_id: int) -> Hot:
+        project = session.get(Project, project_id)
+        if project is None:
+            from ..errors import NotFound
+            raise NotFound(f"no project with id {project_id}", project_id=project_id)
+        session.expunge(project)
+        view = load_view(session, project)
+        policy = build(project.policy)
+        hot = None
+        blob = redis.get(Keys(project_id).state) if redis is not None else None
+        if blob:
+            snap = decode_snapshot(blob)
+            if tuple(snap["dims"]) == view.dims and snap["policy"] == project.policy and \
+                    snap["seq"] <= max_applied(session, project_id):
+                hot = Hot(view, policy, policy.state_from_dict(snap["state"]), int(snap["seq"]))
+        if hot is None:
+            hot = Hot(view, policy, policy.init_state(view.problem()), 0)
+        _replay(session, hot)
+        return hot
+
+
+def _n_tasks(redis, session: Session, project_id: int) -> int:
+    """Task count as recorded by the last rebuild (cheap), else counted in SQL."""
+    if redis is not None:
+        raw = redis.hget(Keys(project_id).meta, "n_tasks")
+        if raw is not None:
+            return int(raw)
+    from sqlalchemy import func
+    from sqlmodel import select
+    from ..models import Task
+    return int(session.exec(select(func.count()).select_from(Task)
+                            .where(Task.project_id == project_id)).one())

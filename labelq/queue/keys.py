@@ -1,0 +1,84 @@
+"""The one place Redis key names are made. Every key of a project starts ``lq:{project_id}:``.
+
+=========================  ======  =====  ====================================================
+key (after the prefix)     type    TTL    meaning
+=========================  ======  =====  ====================================================
+``meta``                   HASH    none   built=1, n_tasks, n_workers (set by a rebuild)
+``pending``                ZSET    none   open non-gold task seq -> policy priority (higher =
+                                          ask sooner); a task leaves it when labels + live
+                                          leases reach the cap, and comes back on release
+``parked``                 ZSET    none   task seq -> priority of tasks at the cap only
+                                          because of live leases (return on release)
+``gold``                   SET     none   gold task seqs (exempt from the cap)
+``inbox:{w}``              LIST    none   assignment ids issued ahead of time to worker w
+``lease:{a}``              HASH    lease  task, worker, gold, cost, expires (ms), submitting
+                                          (1 once the label is being written to SQL)
+``leases``                 ZSET    none   assignment id -> expiry in ms (for the reaper)
+``nlabels``                HASH    none   task seq -> labels recorded (SQL) and counted
+``reserved``               HASH    none   task seq -> live leases
+``seen:{w}``               SET     none   task seqs ever issued to worker w
+``wcount``                 HASH    none   worker seq -> labels + live leases (capacity)
+``nissued``                HASH    none   worker seq -> assignments ever issued (gold plan)
+``spent``                  STRING  none   cost of the recorded labels (float)
+``reserved_cost``          STRING  none   cost of the live leases (float)
+``state``                  STRING  none   zlib JSON snapshot of the policy state
+``state_seq``              STRING  none   last ``Label.applied_seq`` folded into ``state``
+``apply_lock``             STRING  PX     the applier's lock (token), one applier a project
+``apply_wanted``           STRING  none   set when labels await the applier (wake-up flag)
+``declines``               LIST    none   "task:worker" declines awaiting the applier
+``active``                 ZSET    none   worker seq -> last request (ms), for inbox refills
+=========================  ======  =====  ====================================================
+
+``lease:{a}`` expires in Redis one grace period after the lease itself, so a key is never
+left behind; the reaper normally removes it first.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Keys", "GLOBAL_PROJECTS"]
+
+GLOBAL_PROJECTS = "lq:projects"  # SET of project ids with hot state (for the beat)
+
+
+class Keys:
+    """Key names of one project: ``Keys(7).pending == "lq:7:pending"``."""
+
+    __slots__ = ("project_id", "prefix")
+
+    def __init__(self, project_id: int) -> None:
+        self.project_id = int(project_id)
+        self.prefix = f"lq:{self.project_id}:"
+
+    def _k(self, name: str) -> str:
+        return self.prefix + name
+
+    meta = property(lambda self: self._k("meta"))
+    pending = property(lambda self: self._k("pending"))
+    parked = property(lambda self: self._k("parked"))
+    gold = property(lambda self: self._k("gold"))
+    leases = property(lambda self: self._k("leases"))
+    nlabels = property(lambda self: self._k("nlabels"))
+    reserved = property(lambda self: self._k("reserved"))
+    wcount = property(lambda self: self._k("wcount"))
+    nissued = property(lambda self: self._k("nissued"))
+    spent = property(lambda self: self._k("spent"))
+    reserved_cost = property(lambda self: self._k("reserved_cost"))
+    state = property(lambda self: self._k("state"))
+    state_seq = property(lambda self: self._k("state_seq"))
+    apply_lock = property(lambda self: self._k("apply_lock"))
+    apply_wanted = property(lambda self: self._k("apply_wanted"))
+    declines = property(lambda self: self._k("declines"))
+    active = property(lambda self: self._k("active"))
+
+    def inbox(self, worker: int) -> str:
+        return self._k(f"inbox:{int(worker)}")
+
+    def lease(self, assignment_id: str) -> str:
+        return self._k(f"lease:{assignment_id}")
+
+    def seen(self, worker: int) -> str:
+        return self._k(f"seen:{int(worker)}")
+
+    def pattern(self) -> str:
+        """Glob matching every key of the project (for a rebuild's cleanup)."""
+        return self.prefix + "*"

@@ -1,0 +1,43 @@
+"""A Redis lock with a token: ``SET key token NX PX ttl``; extend and release check the
+token in Lua, so a holder whose lock already expired can never delete or extend the lock of
+the next holder (the race a plain GET-then-DEL would have)."""
+
+from __future__ import annotations
+
+import secrets
+
+__all__ = ["RedisLock"]
+
+_RELEASE = """
+-- keys: the lock
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+_EXTEND = """
+-- keys: the lock
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"""
+
+
+class RedisLock:
+    def __init__(self, redis, key: str, ttl_ms: int = 30_000) -> None:
+        self.redis, self.key, self.ttl_ms = redis, key, int(ttl_ms)
+        self.token = secrets.token_hex(16)
+        self._release = redis.register_script(_RELEASE)
+        self._extend = redis.register_script(_EXTEND)
+        self.held = False
+
+    def acquire(self) -> bool:
+        self.held = bool(self.redis.set(self.key, self.token, nx=True, px=self.ttl_ms))
+        return self.held
+
+    def extend(self) -> bool:
+        """Push the expiry out again; False means the lock was lost (stop writing)."""
+        self.held = bool(int(self._extend(keys=[self.key], args=[self.token, self.ttl_ms])))
+        return self.held
+
+    def release(self) -> None:
+        if self.held:
+            self._release(keys=[self.key], args=[self.token])
+            self.held = False

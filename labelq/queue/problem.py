@@ -1,0 +1,111 @@
+"""From the durable record to the policy contract: ``Problem`` and ``Observation``s.
+
+A :class:`ProjectView` holds the fixed facts of one project in dense-index arrays (task
+category and gold answer by task seq, worker cost and capacity by worker seq). Labels become
+observations through one SQL join, so the hot path never keeps id maps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+from sqlalchemy import func
+from sqlmodel import Session, select
+
+from ..models import Label, Project, Task, Worker
+from ..policies.base import Observation, Problem
+
+__all__ = ["ProjectView", "load_view", "label_rows", "to_observation", "count_workers"]
+
+
+@dataclass
+class ProjectView:
+    project: Project
+    categories: list[str]
+    task_category: np.ndarray  # int (n_tasks,)
+    is_gold: np.ndarray  # bool (n_tasks,)
+    gold_answer: np.ndarray  # int (n_tasks,), -1 where not gold
+    worker_cost: np.ndarray
+    worker_capacity: np.ndarray  # -1 = unlimited
+
+    @property
+    def n_tasks(self) -> int:
+        return int(self.task_category.size)
+
+    @property
+    def n_workers(self) -> int:
+        return int(self.worker_cost.size)
+
+    @property
+    def dims(self) -> tuple[int, int]:
+        return (self.n_tasks, self.n_workers)
+
+    def problem(self) -> Problem:
+        p = self.project
+        return Problem(
+            n_tasks=self.n_tasks, n_workers=self.n_workers, n_classes=len(p.labels),
+            task_category=self.task_category.copy(), n_categories=max(len(self.categories), 1),
+            worker_cost=self.worker_cost.copy(), worker_capacity=self.worker_capacity.copy(),
+            budget=float("inf") if p.budget is None else float(p.budget),
+            max_labels_per_task=p.max_labels, is_gold=self.is_gold.copy(),
+            gold_answer=self.gold_answer.copy())
+
+
+def count_workers(session: Session, project_id: int) -> int:
+    return int(session.exec(select(func.count()).select_from(Worker)
+                            .where(Worker.project_id == project_id)).one())
+
+
+def load_view(session: Session, project: Project) -> ProjectView:
+    rows = session.exec(select(Task.seq, Task.category, Task.is_gold, Task.gold_answer)
+                        .where(Task.project_id == project.id).order_by(Task.seq)).all()
+    cats = sorted({r[1] for r in rows})
+    cat_index = {c: i for i, c in enumerate(cats)}
+    label_index = {v: i for i, v in enumerate(project.labels)}
+    n = len(rows)
+    task_category = np.fromiter((cat_index[r[1]] for r in rows), dtype=np.int64, count=n)
+    is_gold = np.fromiter((bool(r[2]) for r in rows), dtype=bool, count=n)
+    gold_answer = np.fromiter((label_index.get(r[3], -1) if r[2] else -1 for r in rows),
+                              dtype=np.int64, count=n)
+    workers = session.exec(select(Worker.cost, Worker.capacity)
+                           .where(Worker.project_id == project.id).order_by(Worker.seq)).all()
+    cost = np.array([w[0] for w in workers], dtype=float)
+    capacity = np.array([-1 if w[1] is None else w[1] for w in workers], dtype=np.int64)
+    return ProjectView(project, cats, task_category, is_gold, gold_answer, cost, capacity)
+
+
+def label_rows(session: Session, project_id: int, *, applied_after: int | None = None,
+               unapplied: bool = False, limit: int | None = None) -> list[tuple]:
+    """(label id, applied_seq, task seq, worker seq, value, is_gold, gold_answer) rows:
+    applied labels after ``applied_after`` in applied order, or unapplied ones by id."""
+    q = (select(Label.id, Label.applied_seq, Task.seq, Worker.seq, Label.value, Label.is_gold,
+                Task.gold_answer)
+         .join(Task, Task.id == Label.task_id).join(Worker, Worker.id == Label.worker_id)
+         .where(Label.project_id == project_id))
+    if unapplied:
+        q = q.where(Label.applied_seq.is_(None)).order_by(Label.id)
+    else:
+        q = q.where(Label.applied_seq > (applied_after or 0)).order_by(Label.applied_seq)
+    if limit:
+        q = q.limit(limit)
+    return list(session.exec(q).all())
+
+
+def to_observation(row: tuple, label_index: dict[str, int]) -> Observation:
+    _id, _seq, task, worker, value, is_gold, answer = row
+    return Observation(task=int(task), worker=int(worker), label=label_index[value],
+                       gold=bool(is_gold),
+                       truth=label_index.get(answer, -1) if is_gold else -1)
+
+
+def max_applied(session: Session, project_id: int) -> int:
+    return int(session.exec(select(func.coalesce(func.max(Label.applied_seq), 0))
+                            .where(Label.project_id == project_id)).one())
+
+
+def iter_observations(rows, labels: list[str]) -> Iterator[Observation]:
+    idx = {v: i for i, v in enumerate(labels)}
+    for row in rows:
+        yield to_observation(row, idx)

@@ -1,0 +1,174 @@
+"""Rebuild a project's whole hot state from SQL, and keep it in step with new tasks.
+
+``rebuild_project`` is ``labelq rebuild NAME``: after a Redis flush (or to repair counters
+exactly) it drops every ``lq:{id}:`` key and recomputes them from the record:
+
+* the policy state: a fresh fold of the applied labels in ``applied_seq`` order (unapplied
+  labels are left to the applier, which is woken);
+* ``pending``: the non-gold tasks below the cap, with their priorities; ``gold``;
+* ``nlabels``, ``wcount``, ``spent`` and ``seen`` from the labels and declined assignments.
+
+Live leases are not in SQL (an assignment row is written when it is submitted or declined),
+so they are gone after a rebuild: their holders get ``NotFound`` on submit and ask again.
+Run it with the annotators' traffic stopped; it takes the apply lock so no applier runs
+during it.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from sqlalchemy import func
+from sqlmodel import select
+
+from ..db import session_scope
+from ..models import Assignment, Label, Project, Task, Worker
+from .hotstate import StateCache, fold_from_sql, write_snapshot
+from .keys import GLOBAL_PROJECTS, Keys
+from .lock import RedisLock
+
+__all__ = ["rebuild_project", "ensure_hot", "add_new_tasks", "delete_hot"]
+
+CHUNK = 10_000
+
+
+def delete_hot(redis, project_id: int) -> int:
+    n = 0
+    batch = []
+    for key in redis.scan_iter(match=Keys(project_id).pattern(), count=1000):
+        if key.endswith(b":apply_lock"):
+            continue
+        batch.append(key)
+        if len(batch) >= 1000:
+            n += redis.unlink(*batch)
+            batch = []
+    if batch:
+        n += redis.unlink(*batch)
+    return n
+
+
+def _zadd_chunks(pipe, key, tasks: np.ndarray, pri: np.ndarray) -> None:
+    for i in range(0, tasks.size, CHUNK):
+        pipe.zadd(key, {int(t): float(p) for t, p in zip(tasks[i:i + CHUNK], pri[i:i + CHUNK])})
+
+
+def rebuild_project(engine, redis, project_id: int, *, cache: StateCache | None = None,
+                    wait_s: float = 60.0) -> dict:
+    k = Keys(project_id)
+    lock = RedisLock(redis, k.apply_lock, ttl_ms=300_000)
+    deadline = time.monotonic() + wait_s
+    while not lock.acquire():
+        if time.monotonic() > deadline:
+            from ..errors import Conflict
+            raise Conflict("the applier holds the lock; try again", project_id=project_id)
+        time.sleep(0.05)
+    try:
+        with session_scope(engine) as session:
+            project = session.get(Project, project_id)
+            hot = fold_from_sql(session, project)
+            pid = project.id
+            per_task = session.exec(
+                select(Task.seq, func.count()).join(Label, Label.task_id == Task.id)
+                .where(Label.project_id == pid).group_by(Task.seq)).all()
+            per_worker = session.exec(
+                select(Worker.seq, func.count(), Worker.cost).join(Label, Label.worker_id == Worker.id)
+                .where(Label.project_id == pid).group_by(Worker.seq, Worker.cost)).all()
+            seen_rows = session.exec(
+                select(Worker.seq, Task.seq).join(Label, Label.worker_id == Worker.id)
+                .join(Task, Task.id == Label.task_id).where(Label.project_id == pid)).all()
+            declined = session.exec(
+                select(Worker.seq, Task.seq).join(Assignment, Assignment.worker_id == Worker.id)
+                .join(Task, Task.id == Assignment.task_id)
+                .where(Assignment.project_id == pid, Assignment.state == "declined")).all()
+        delete_hot(redis, pid)
+        view = hot.view
+        nlabels = np.zeros(view.n_tasks, dtype=np.int64)
+        for seq, n in per_task:
+            nlabels[seq] = n
+        open_ = ~view.is_gold
+        if project.max_labels is not None:
+            open_ &= nlabels < project.max_labels
+        tasks = np.flatnonzero(open_)
+        pri = hot.policy.priority(hot.state, tasks) if tasks.size else np.empty(0)
+        pipe = redis.pipeline(transaction=False)
+        _zadd_chunks(pipe, k.pending, tasks, pri)
+        gold = np.flatnonzero(view.is_gold)
+        for i in range(0, gold.size, CHUNK):
+            pipe.sadd(k.gold, *map(int, gold[i:i + CHUNK]))
+        if per_task:
+            pipe.hset(k.nlabels, mapping={int(s): int(n) for s, n in per_task})
+        if per_worker:
+            pipe.hset(k.wcount, mapping={int(s): int(n) for s, n, _c in per_worker})
+        spent = sum(float(n) * float(c) for _s, n, c in per_worker)
+        pipe.set(k.spent, repr(spent))
+        pipe.set(k.reserved_cost, "0")
+        seen: dict[int, list[int]] = {}
+        issued: dict[int, int] = {}
+        for w, t in list(seen_rows) + list(declined):
+            seen.setdefault(int(w), []).append(int(t))
+            issued[int(w)] = issued.get(int(w), 0) + 1
+        for w, ts in seen.items():
+            for i in range(0, len(ts), CHUNK):
+                pipe.sadd(k.seen(w), *ts[i:i + CHUNK])
+        if issued:
+            pipe.hset(k.nissued, mapping=issued)
+        pipe.execute()
+        write_snapshot(redis, hot)
+        redis.hset(k.meta, mapping={"built": 1, "n_tasks": view.n_tasks,
+                                    "n_workers": view.n_workers})
+        redis.sadd(GLOBAL_PROJECTS, pid)
+        redis.set(k.apply_wanted, 1)
+        if cache is not None:
+            cache.drop(pid)
+        return {"project_id": pid, "tasks": view.n_tasks, "pending": int(tasks.size),
+                "gold": int(gold.size), "labels": int(nlabels.sum()), "state_seq": hot.seq}
+    finally:
+        lock.release()
+
+
+def ensure_hot(engine, redis, project_id: int, cache: StateCache | None = None) -> bool:
+    """Rebuild when the project has no hot state (first use, or after a flush). True if
+    a rebuild ran."""
+    if redis.hexists(Keys(project_id).meta, "built"):
+        return False
+    gate = RedisLock(redis, Keys(project_id).prefix + "rebuild_gate", ttl_ms=600_000)
+    if gate.acquire():
+        try:
+            if not redis.hexists(Keys(project_id).meta, "built"):
+                rebuild_project(engine, redis, project_id, cache=cache)
+                return True
+            return False
+        finally:
+            gate.release()
+    deadline = time.monotonic() + 600
+    while not redis.hexists(Keys(project_id).meta, "built") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return False
+
+
+def add_new_tasks(engine, redis, project_id: int, cache: StateCache) -> int:
+    """Put tasks loaded since the last rebuild into ``pending``/``gold`` (ZADD NX)."""
+    k = Keys(project_id)
+    known = int(redis.hget(k.meta, "n_tasks") or 0)
+    with session_scope(engine) as session:
+        n = int(session.exec(select(func.count()).select_from(Task)
+                             .where(Task.project_id == project_id)).one())
+    if n <= known:
+        return 0
+    redis.hset(k.meta, "n_tasks", n)
+    hot = cache.get(engine, redis, project_id)
+    with hot.lock:
+        new = np.arange(known, hot.view.n_tasks)
+        gold = new[hot.view.is_gold[new]]
+        rest = new[~hot.view.is_gold[new]]
+        pipe = redis.pipeline(transaction=False)
+        if rest.size:
+            pri = hot.policy.priority(hot.state, rest)
+            for i in range(0, rest.size, CHUNK):
+                pipe.zadd(k.pending, {int(t): float(p) for t, p in
+                                      zip(rest[i:i + CHUNK], pri[i:i + CHUNK])}, nx=True)
+        if gold.size:
+            pipe.sadd(k.gold, *map(int, gold))
+        pipe.execute()
+    return int(new.size)
