@@ -44,8 +44,8 @@ MODEL_PARAMS = {"spammer-hammer": {"hammer": 1.0}, "one-coin": {"good": 0.9, "ot
                 "malicious": {"good": 0.9, "bad": 0.3, "other": 0.6}}
 DEFAULT_METHODS = ["bbta:explore=1", "bbta:explore=0", "optkg-multi", "optkg", "random",
                    "crowdsense", "iethresh"]
-SWEEPS = {"iethresh": [0.99, 0.95, 0.9, 0.85, 0.8, 0.7],
-          "crowdsense": [0.002, 0.005, 0.01, 0.02, 0.04, 0.08]}
+SWEEPS = {"iethresh": [0.99, 0.95, 0.9],
+          "crowdsense": [0.01, 0.05, 0.1, 0.2]}
 
 
 @dataclass
@@ -231,12 +231,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budgets", default="1,2,3,5,10,15",
                     help="labels per task at which accuracy is reported")
     ap.add_argument("--methods", default=",".join(DEFAULT_METHODS),
-                    help="policy specs separated by ';' or ','")
+                    help="policy specs separated by ','")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     budgets = [float(x) for x in args.budgets.split(",")]
-    methods = [m for m in args.methods.replace(";", ",").split(",") if m and "=" not in m
-               or m.startswith("bbta")]
+    methods = [m for m in args.methods.split(",") if m]
     t0 = time.time()
     res = compare(args.dataset, args.model, args.runs, budgets, methods, args.seed,
                   progress=lambda r: print(f"run {r + 1}/{args.runs} "

@@ -116,8 +116,8 @@ class BBTAState:
     """BBTA's state, all dense arrays.
 
     ``labels[i, j]`` class index or -1; ``category[i]``; ``loss[s, j]`` the adaptive phase's
-    importance-weighted cumulative loss (the exploration losses are recomputed from the
-    labels of ``explore`` tasks); ``steps[s]`` = t_s; ``weights[s, j]`` the current weights
+    importance-weighted cumulative loss; ``explore_loss[s, j]`` the disagreements with the
+    majority vote on the exploration tasks of s (L_s = explore_loss + loss); ``steps[s]`` = t_s; ``weights[s, j]`` the current weights
     scaled so that the best worker has weight 1; ``confidence[i]`` the cached |ybar_i|;
     ``explore[i]`` marks pure-exploration tasks.
     """
@@ -125,6 +125,7 @@ class BBTAState:
     labels: np.ndarray
     category: np.ndarray
     loss: np.ndarray
+    explore_loss: np.ndarray
     steps: np.ndarray
     weights: np.ndarray
     confidence: np.ndarray
@@ -152,7 +153,8 @@ class BBTA(Policy):
         return BBTAState(
             labels=np.full((n, k), -1, dtype=np.int64),
             category=np.asarray(problem.task_category, dtype=np.int64).copy(),
-            loss=np.zeros((s, k)), steps=np.zeros(s, dtype=np.int64),
+            loss=np.zeros((s, k)), explore_loss=np.zeros((s, k)),
+            steps=np.zeros(s, dtype=np.int64),
             weights=np.ones((s, k)), confidence=np.zeros(n),
             explore=np.zeros(n, dtype=bool), n_classes=int(problem.n_classes))
 
@@ -162,6 +164,7 @@ class BBTA(Policy):
                 len(data["labels"]), -1),
             category=np.asarray(data["category"], dtype=np.int64),
             loss=np.asarray(data["loss"], dtype=float),
+            explore_loss=np.asarray(data["explore_loss"], dtype=float),
             steps=np.asarray(data["steps"], dtype=np.int64),
             weights=np.asarray(data["weights"], dtype=float),
             confidence=np.asarray(data["confidence"], dtype=float),
@@ -171,8 +174,14 @@ class BBTA(Policy):
     # --- the model -------------------------------------------------------------------
     def cumulative_loss(self, state: BBTAState, s: int) -> np.ndarray:
         """L_s: disagreements with the majority vote on exploration tasks + adaptive loss."""
+        return state.explore_loss[s] + state.loss[s]
+
+    @staticmethod
+    def _explore_loss(state: BBTAState, s: int) -> np.ndarray:
+        """Each worker's disagreements with the plain majority vote on s's exploration tasks
+        (expected loss under a uniform tie break)."""
         tasks = np.flatnonzero(state.explore & (state.category == s))
-        total = state.loss[s].copy()
+        total = np.zeros(state.labels.shape[1])
         if tasks.size:
             lab = state.labels[tasks]
             scores = vote_scores(lab, 1.0, state.n_classes)
@@ -204,10 +213,11 @@ class BBTA(Policy):
         """Current per-category worker weights, normalised to sum to one per category."""
         return state.weights / state.weights.sum(axis=1, keepdims=True)
 
-    def _exploring(self, state: BBTAState, s: int) -> bool:
-        """Context s may still take new exploration tasks (none of its adaptive steps ran)."""
-        n_explore = int(np.count_nonzero(state.explore & (state.category == s)))
-        return n_explore < self.params.explore and state.steps[s] == 0
+    def _exploring(self, state: BBTAState) -> np.ndarray:
+        """bool (S,): context s may still take new exploration tasks (fewer than N' so far
+        and none of its adaptive steps ran)."""
+        n_explore = np.bincount(state.category[state.explore], minlength=state.steps.size)
+        return (n_explore < self.params.explore) & (state.steps == 0)
 
     # --- decisions -------------------------------------------------------------------
     def priority(self, state: BBTAState, tasks: np.ndarray) -> np.ndarray:
@@ -225,11 +235,10 @@ class BBTA(Policy):
             i = int(busy[0])
             return i, int(np.flatnonzero(mask[i])[0])
         # 2. pure exploration: a random fresh task of a context that needs one
-        if self.params.explore > 0:
+        need = self._exploring(state) if self.params.explore > 0 else np.zeros(0, bool)
+        if need.any():
             fresh = open_rows & ~state.explore & ~(state.labels >= 0).any(axis=1)
-            for s in range(state.loss.shape[0]):
-                if not self._exploring(state, s):
-                    continue
+            for s in np.flatnonzero(need):
                 pool = np.flatnonzero(fresh & (state.category == s))
                 if pool.size:
                     i = int(pool[rng.integers(pool.size)])
@@ -251,19 +260,20 @@ class BBTA(Policy):
         row = state.labels[i]
         n_workers = row.size
         context = np.flatnonzero(state.category == s)
-        if state.explore[i] or (self._exploring(state, s) and not (row >= 0).any()):
+        if state.explore[i] or (self._exploring(state)[s] and not (row >= 0).any()):
             # pure exploration: plain majority vote, losses recomputed from the labels
             state.explore[i] = True
             row[j] = obs.label
+            state.explore_loss[s] = self._explore_loss(state, s)
             eta = self._eta(state.steps[s], n_workers)
             state.weights[s] = self._exp_weights(eta, self.cumulative_loss(state, s))
             self._rescore(state, context)
             return context
-        state.steps[s] += 1
-        eta = self._eta(state.steps[s], n_workers)
         open_ = row < 0
         if not open_[j]:  # a repeated label: keep the first, learn nothing
             return np.empty(0, dtype=np.int64)
+        state.steps[s] += 1
+        eta = self._eta(state.steps[s], n_workers)
         loss_s = self.cumulative_loss(state, s)
         w = self._exp_weights(eta, loss_s)
         p_j = w[j] / w[open_].sum()

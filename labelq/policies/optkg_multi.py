@@ -1,0 +1,149 @@
+"""``optkg-multi``: one Opt-KG (with worker reliability) per category, budget shared in
+proportion to the categories' task counts — the "OptKG (Multi.)" baseline of Zhang, Ma &
+Sugiyama (2015), Section 5.1.
+
+Each category s runs its own instance of Chen, Lin & Zhou's Opt-KG with one-coin workers
+(``optkg-workers``; the moment-matching math is ``labelq.policies._beta``): task posteriors
+Beta(a_i, b_i) (prior Beta(1, 1)), and *per category* worker posteriors Beta(c_sj, d_sj)
+(prior Beta(4, 1), as in both papers), so a worker's reliability is learnt separately on
+each category. Class index 1 is the paper's +1. Binary only.
+
+Budget split: the paper gives category s the sub-budget T * N_s / N. We do not know T in
+advance (any prefix of a run is a budget), so each step goes to the category, among those
+with an eligible pair, that has spent the least relative to its share (spent_s / N_s,
+lowest index on ties); after any number of steps T every category has spent about
+T * N_s / N. Within the category the pair is argmax R+(a_i, b_i, c_sj, d_sj) over eligible
+pairs (lowest task, then lowest worker, on ties). R+ is cached per pair; a label on (i, j)
+refreshes row i and the category's column j, which are the only entries that change.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import PolicyError
+from . import _beta
+from .base import Observation, Policy, Problem
+from .registry import register
+
+__all__ = ["OptKGMulti", "MultiKGState"]
+
+
+def _rewards(a, b, c, d) -> np.ndarray:
+    """R+ = max over the two labels of the moment-matched reward (``_beta.worker_rewards``)."""
+    r_pos, r_neg = _beta.worker_rewards(a, b, c, d)
+    return np.maximum(r_pos, r_neg)
+
+
+@dataclass
+class MultiKGState:
+    """Tasks Beta(a, b); workers Beta(c[s], d[s]) per category; ``spent[s]`` labels;
+    ``reward[i, j]`` cached R+ of pair (i, j) under task i's category."""
+
+    a: np.ndarray
+    b: np.ndarray
+    c: np.ndarray
+    d: np.ndarray
+    category: np.ndarray
+    spent: np.ndarray
+    reward: np.ndarray
+
+
+@register
+class OptKGMulti(Policy):
+    name = "optkg-multi"
+    mode = "push"
+
+    @dataclass(frozen=True)
+    class Params:
+        """``c0``, ``d0``: worker prior Beta(c0, d0); ``max_strength``: cap on c + d."""
+
+        c0: float = 4.0
+        d0: float = 1.0
+        max_strength: float = 1e6
+
+        def __post_init__(self) -> None:
+            for name in ("c0", "d0", "max_strength"):
+                v = getattr(self, name)
+                if isinstance(v, bool) or not isinstance(v, (int, float)) \
+                        or not (math.isfinite(v) and v > 0):
+                    raise ValueError(f"{name} must be a number > 0, got {v!r}")
+            if not self.max_strength > self.c0 + self.d0:
+                raise ValueError(f"max_strength must be > c0 + d0 = {self.c0 + self.d0}, "
+                                 f"got {self.max_strength}")
+
+    def init_state(self, problem: Problem) -> MultiKGState:
+        if problem.n_classes != 2:
+            raise PolicyError(f"optkg-multi is binary (one-coin Beta model); the problem has "
+                              f"{problem.n_classes} classes", policy=self.name)
+        n, k, s = problem.n_tasks, problem.n_workers, max(problem.n_categories, 1)
+        p = self.params
+        r0 = float(_rewards(1.0, 1.0, p.c0, p.d0)) if n and k else 0.0
+        return MultiKGState(np.ones(n), np.ones(n), np.full((s, k), p.c0), np.full((s, k), p.d0),
+                            np.asarray(problem.task_category, dtype=np.int64).copy(),
+                            np.zeros(s), np.full((n, k), r0))
+
+    def state_from_dict(self, data: dict[str, Any]) -> MultiKGState:
+        n = len(data["a"])
+        return MultiKGState(
+            np.asarray(data["a"], dtype=float), np.asarray(data["b"], dtype=float),
+            np.asarray(data["c"], dtype=float), np.asarray(data["d"], dtype=float),
+            np.asarray(data["category"], dtype=np.int64),
+            np.asarray(data["spent"], dtype=float),
+            np.asarray(data["reward"], dtype=float).reshape(n, -1))
+
+    # --- decisions -------------------------------------------------------------------
+    def priority(self, state: MultiKGState, tasks: np.ndarray) -> np.ndarray:
+        """Best R+ of the task over all workers."""
+        tasks = np.asarray(tasks, dtype=np.int64)
+        return state.reward[tasks].max(axis=1) if state.reward.shape[1] else np.zeros(len(tasks))
+
+    def score(self, state: MultiKGState, tasks: np.ndarray, worker: int) -> np.ndarray:
+        return state.reward[np.asarray(tasks, dtype=np.int64), worker]
+
+    def select_pair(self, state: MultiKGState, mask: np.ndarray,
+                    rng: np.random.Generator) -> tuple[int, int] | None:
+        open_rows = mask.any(axis=1)
+        if not open_rows.any():
+            return None
+        n_s = np.bincount(state.category, minlength=state.spent.size).astype(float)
+        has = np.bincount(state.category[open_rows], minlength=state.spent.size) > 0
+        ratio = np.where(has, state.spent / np.maximum(n_s, 1.0), np.inf)
+        s = int(np.argmin(ratio))
+        rows = np.flatnonzero((state.category == s) & open_rows)
+        values = np.where(mask[rows], state.reward[rows], -np.inf)
+        flat = int(np.argmax(values))  # row-major: lowest task, then lowest worker
+        return int(rows[flat // values.shape[1]]), int(flat % values.shape[1])
+
+    # --- learning --------------------------------------------------------------------
+    def update(self, state: MultiKGState, obs: Observation) -> np.ndarray:
+        if obs.declined or obs.label < 0:
+            return np.empty(0, dtype=np.int64)
+        if obs.label > 1:
+            raise PolicyError(f"label {obs.label} out of range for 2 classes", policy=self.name)
+        i, j = obs.task, obs.worker
+        s = int(state.category[i])
+        z = 1.0 if obs.label == 1 else -1.0
+        a, b, c, d = (float(v) for v in _beta.worker_update(
+            state.a[i], state.b[i], state.c[s, j], state.d[s, j], z))
+        if not all(math.isfinite(v) and v > 0 for v in (a, b, c, d)):
+            raise PolicyError(f"moment matching failed for task {i}, worker {j}",
+                              policy=self.name)
+        total = c + d
+        if total > self.params.max_strength:  # keep the mean, cap the concentration
+            c, d = c * self.params.max_strength / total, d * self.params.max_strength / total
+        state.a[i], state.b[i], state.c[s, j], state.d[s, j] = a, b, c, d
+        state.spent[s] += 1
+        tasks = np.flatnonzero(state.category == s)
+        state.reward[tasks, j] = _rewards(state.a[tasks], state.b[tasks], c, d)
+        state.reward[i] = _rewards(a, b, state.c[s], state.d[s])
+        return tasks
+
+    def predict_proba(self, state: MultiKGState) -> np.ndarray:
+        """[P(theta < 0.5), P(theta >= 0.5)] per task, each from its own betainc."""
+        pos, neg = _beta.prob_positive(state.a, state.b)
+        return np.stack([neg, pos], axis=1)
