@@ -1,0 +1,95 @@
+"""Injection schedules: decisions, the GR epoch structure, and the spec parser's errors."""
+
+import numpy as np
+import pytest
+
+from labelq.errors import PolicyError
+from labelq.gold.recommend import epoch_end
+from labelq.gold.schedules import (Epochs, FixedRate, NoGold, OnboardingDecay, PerCategory,
+                                   WorkerHistory, schedule_from_spec)
+
+
+def run(schedule, n, rng):
+    """Kinds given to a worker who answers every task."""
+    done = gold = 0
+    kinds = []
+    for _ in range(n):
+        g = schedule.should_inject(WorkerHistory(done, gold), rng)
+        kinds.append(g)
+        done += 1
+        gold += g
+    return np.array(kinds)
+
+
+def test_fixed_rate_extremes_and_frequency():
+    rng = np.random.default_rng(0)
+    assert not run(FixedRate(0.0), 200, rng).any()
+    assert run(FixedRate(1.0), 200, rng).all()
+    share = run(FixedRate(0.1), 20000, rng).mean()
+    assert abs(share - 0.1) < 0.01
+    assert not run(NoGold(), 100, rng).any()
+
+
+def test_onboarding_block_then_decay_to_floor():
+    s = OnboardingDecay(n=5, rate=0.4, half_life=100, floor=0.05)
+    kinds = run(s, 5, np.random.default_rng(1))
+    assert kinds.all()
+    assert s.rate_at(5) == pytest.approx(0.4)
+    assert s.rate_at(105) == pytest.approx(0.2)
+    assert s.rate_at(10_000) == pytest.approx(0.05)
+    late = run(s, 3000, np.random.default_rng(2))[1000:]
+    assert abs(late.mean() - 0.05) < 0.02
+
+
+def test_epochs_one_gold_at_each_epoch_start():
+    s = Epochs(alpha=0.1, gamma=2)
+    kinds = run(s, 1000, np.random.default_rng(0))
+    gold_at = np.flatnonzero(kinds)
+    # epoch r starts at r - 1 + τ(r - 1): r - 1 earlier golds and τ(r - 1) non-gold tasks
+    r = np.arange(1, gold_at.size + 1)
+    assert np.array_equal(gold_at, r - 1 + epoch_end(r - 1, 0.1, 2))
+    assert gold_at.size == pytest.approx(np.sqrt(1000 / 0.1), rel=0.1)
+
+
+def test_per_category_owes_s_of_each_category():
+    s = PerCategory(s=2)
+    h = WorkerHistory(n_done=3, n_gold_done=3, gold_by_category=(2, 1, 0))
+    assert s.should_inject(h, np.random.default_rng(0))
+    assert s.gold_categories(h).tolist() == [False, True, True]
+    full = WorkerHistory(n_done=9, n_gold_done=6, gold_by_category=(2, 2, 2))
+    assert s.next_kind(full, np.random.default_rng(0)) == "task"
+    with pytest.raises(ValueError, match="gold_by_category"):
+        s.should_inject(WorkerHistory(), np.random.default_rng(0))
+
+
+def test_history_validation():
+    with pytest.raises(ValueError, match="cannot exceed"):
+        WorkerHistory(n_done=1, n_gold_done=2)
+    with pytest.raises(ValueError, match="n_done must be an integer >= 0, got -1"):
+        WorkerHistory(n_done=-1)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("fixed:rate=0.25", FixedRate(0.25)),
+    ("none", NoGold()),
+    ("onboarding:n=3,rate=0.5", OnboardingDecay(n=3, rate=0.5)),
+    ("epochs:alpha=0.2,gamma=2", Epochs(0.2, 2)),
+    (" per-category : s=4 ", PerCategory(4)),
+])
+def test_spec_parses(text, expected):
+    assert schedule_from_spec(text) == expected
+
+
+@pytest.mark.parametrize("text, message", [
+    ("weekly:rate=1", "unknown gold schedule 'weekly'"),
+    ("fixed:ratio=0.1", "gold schedule 'fixed' has no parameter 'ratio'; it takes: rate"),
+    ("fixed:rate=1.5", "rate must be in [0, 1], got 1.5"),
+    ("fixed:rate", "expected key=value, got 'rate'"),
+    ("epochs:gamma=0.5", "gamma must be in [1, 20], got 0.5"),
+    ("onboarding:rate=0.1,floor=0.2", "floor (0.2) must not exceed rate (0.1)"),
+    ("per-category:s=1.5", "s must be an integer >= 0, got 1.5"),
+])
+def test_spec_errors_are_precise(text, message):
+    with pytest.raises(PolicyError) as info:
+        schedule_from_spec(text)
+    assert message in str(info.value)
