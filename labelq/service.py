@@ -41,13 +41,12 @@ from .projects import get_worker
 from .queue.goldplan import gold_due
 from .queue.hotstate import Hot, StateCache
 from .queue.keys import Keys
+from .queue.reaper import SUBMIT_GRACE_MS
 from .queue.rebuild import ensure_hot
 from .queue.scripts import Scripts
 from .settings import Settings, load_settings
 
-__all__ = ["Service", "Issued", "SUBMIT_GRACE_MS"]
-
-SUBMIT_GRACE_MS = 60_000  # a lease mid-submission is left alone this long by the reaper
+__all__ = ["Service", "Issued"]
 
 
 @dataclass(frozen=True)

@@ -125,7 +125,7 @@ def _apply_batch(engine, redis, project_id: int, lock: RedisLock, cache: StateCa
 
 
 def apply_pending(engine, redis, project_id: int, *, cache: StateCache | None = None,
-                  batch: int = 2000, lock_ttl_ms: int = 60_000,
+                  batch: int = 2000, lock_ttl_ms: int = 10_000,
                   snapshot_every_s: float = 2.0) -> ApplyReport:
     """Apply every unapplied label of the project (see the module docstring)."""
     cache = cache or CACHE

@@ -1,0 +1,119 @@
+"""Live pipeline commands: ``worker``, ``rebuild``, ``next``, ``submit``, ``decline``."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import click
+
+from labelq.errors import ServiceUnavailable
+
+from ._common import DB_OPTION, OUTPUT_OPTION, emit_record, engine
+
+REDIS_OPTION = click.option("--redis-url", envvar="LABELQ_REDIS_URL", default=None,
+                            help="Redis URL of the hot state and broker [env: LABELQ_REDIS_URL].")
+
+
+def redis_client(url: str | None = None):
+    import redis
+    from labelq.settings import load_settings
+
+    url = url or load_settings().redis_url
+    client = redis.Redis.from_url(url)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        raise ServiceUnavailable(f"Redis at {url} does not answer: {exc}") from exc
+    return client
+
+
+def service(database_url=None, redis_url=None):
+    from labelq.service import Service
+    from labelq.settings import load_settings
+    from workers.tasks import notify
+
+    env = dict(os.environ)
+    if database_url:
+        env["LABELQ_DATABASE_URL"] = database_url
+    if redis_url:
+        env["LABELQ_REDIS_URL"] = redis_url
+    return Service(engine(database_url), redis_client(redis_url), settings=load_settings(env),
+                   notify=notify)
+
+
+@click.command("worker")
+@click.option("--concurrency", "-c", type=int, default=1, show_default=True,
+              help="Celery worker processes.")
+@click.option("--beat/--no-beat", default=True, show_default=True,
+              help="Also run the periodic upkeep (lease expiry, new tasks).")
+@click.option("--loglevel", default="info", show_default=True)
+def worker_cmd(concurrency: int, beat: bool, loglevel: str) -> None:
+    """Run a Celery worker applying labels to the posterior (celery -A workers.main worker)."""
+    args = [sys.executable, "-m", "celery", "-A", "workers.main", "worker",
+            "-c", str(concurrency), "--loglevel", loglevel, "-Q", "labelq"]
+    if beat:
+        args.append("--beat")
+    raise SystemExit(subprocess.call(args))
+
+
+@click.command("rebuild")
+@click.argument("name")
+@DB_OPTION
+@REDIS_OPTION
+@OUTPUT_OPTION
+def rebuild_cmd(name: str, database_url, redis_url, output: str) -> None:
+    """Reconstruct all Redis state of project NAME from SQL (after a flush)."""
+    from labelq.db import session_scope
+    from labelq.projects import get_project
+    from labelq.queue.rebuild import rebuild_project
+
+    eng = engine(database_url)
+    with session_scope(eng) as session:
+        pid = get_project(session, name).id
+    r = redis_client(redis_url)
+    emit_record(rebuild_project(eng, r, pid), output)
+    from workers.tasks import notify
+    notify(pid)
+
+
+@click.command("next")
+@click.argument("handle")
+@DB_OPTION
+@REDIS_OPTION
+@OUTPUT_OPTION
+def next_cmd(handle: str, database_url, redis_url, output: str) -> None:
+    """Issue the next assignment to worker HANDLE."""
+    issued = service(database_url, redis_url).next_assignment(handle)
+    if issued is None:
+        click.echo("no task available for this worker now", err=True)
+        raise SystemExit(0)
+    emit_record(issued.to_dict(), output)
+
+
+@click.command("submit")
+@click.argument("handle")
+@click.argument("assignment")
+@click.argument("label")
+@DB_OPTION
+@REDIS_OPTION
+@OUTPUT_OPTION
+def submit_cmd(handle: str, assignment: str, label: str, database_url, redis_url,
+               output: str) -> None:
+    """Record LABEL for ASSIGNMENT issued to worker HANDLE (durable before it answers)."""
+    emit_record(service(database_url, redis_url).submit(handle, assignment, label), output)
+
+
+@click.command("decline")
+@click.argument("handle")
+@click.argument("assignment")
+@DB_OPTION
+@REDIS_OPTION
+@OUTPUT_OPTION
+def decline_cmd(handle: str, assignment: str, database_url, redis_url, output: str) -> None:
+    """Give ASSIGNMENT back; the task returns to the pool."""
+    emit_record(service(database_url, redis_url).decline(handle, assignment), output)
+
+
+commands = [worker_cmd, rebuild_cmd, next_cmd, submit_cmd, decline_cmd]

@@ -1,0 +1,44 @@
+"""Celery app factory. ``celery -A workers.main worker --beat`` runs a worker (with beat).
+
+Delivery settings make a SIGKILLed worker lose nothing: ``task_acks_late`` (a message is
+acknowledged after the task ran), ``task_reject_on_worker_lost`` (a message whose worker
+process died goes back to the queue), ``worker_prefetch_multiplier=1`` (a worker holds one
+message at a time). The broker is ``LABELQ_REDIS_URL``; its keys never start with ``lq:``.
+Correctness does not rest on redelivery anyway: the applier works from SQL (unapplied
+labels), and the beat wakes it every few seconds.
+"""
+
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+
+from labelq.settings import load_settings
+
+__all__ = ["create_app", "app"]
+
+BEAT_SECONDS = float(os.environ.get("LABELQ_BEAT_SECONDS", "5"))
+
+
+def create_app(redis_url: str | None = None) -> Celery:
+    url = redis_url or load_settings().redis_url
+    celery = Celery("labelq", broker=url, include=["workers.tasks"])
+    celery.conf.update(
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_ignore_result=True,
+        task_default_queue="labelq",
+        broker_connection_retry_on_startup=True,
+        # an unacknowledged message of a vanished worker is redelivered after this long
+        broker_transport_options={"visibility_timeout": int(
+            os.environ.get("LABELQ_VISIBILITY_TIMEOUT", "300"))},
+        worker_hijack_root_logger=False,
+        beat_schedule={"labelq-maintain": {"task": "labelq.maintain",
+                                           "schedule": BEAT_SECONDS}},
+    )
+    return celery
+
+
+app = create_app()

@@ -1,0 +1,61 @@
+"""Thin Celery tasks: take ids, call a pure ``labelq`` function, are idempotent.
+
+* ``labelq.apply_labels(project_id)`` → :func:`labelq.queue.applier.apply_pending`. A
+  redelivered or duplicate message finds nothing unapplied and does nothing.
+* ``labelq.maintain()`` (beat) → expire leases, take in new tasks, wake the applier of
+  every project with unapplied labels or pending declines.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from labelq.db import get_engine
+from labelq.queue.applier import apply_pending
+from labelq.queue.keys import GLOBAL_PROJECTS, Keys
+from labelq.queue.reaper import expire_leases
+from labelq.queue.rebuild import add_new_tasks
+from labelq.settings import load_settings
+
+from .main import app
+
+__all__ = ["apply_labels", "maintain", "notify"]
+
+
+@lru_cache(maxsize=1)
+def _engine():
+    return get_engine(load_settings())
+
+
+@lru_cache(maxsize=1)
+def _redis():
+    import redis
+    return redis.Redis.from_url(load_settings().redis_url)
+
+
+@app.task(name="labelq.apply_labels", bind=True, max_retries=None)
+def apply_labels(self, project_id: int) -> int:
+    report = apply_pending(_engine(), _redis(), int(project_id))
+    if report.busy and _redis().exists(Keys(project_id).apply_wanted):
+        # another applier holds the lock; it will see the flag, but if it died, the lock
+        # expires and this retry takes over
+        raise self.retry(countdown=1)
+    return report.applied
+
+
+@app.task(name="labelq.maintain")
+def maintain() -> dict:
+    from labelq.queue.applier import CACHE
+    out = {}
+    r = _redis()
+    for raw in r.smembers(GLOBAL_PROJECTS):
+        pid = int(raw)
+        out[pid] = expire_leases(_engine(), r, pid)
+        add_new_tasks(_engine(), r, pid, CACHE)
+        apply_labels.delay(pid)
+    return out
+
+
+def notify(project_id: int) -> None:
+    """The service's wake-up hook: enqueue ``apply_labels``."""
+    apply_labels.delay(int(project_id))
