@@ -1,0 +1,108 @@
+"""optkg-workers: one-coin reliability, push/pull decisions, gold, caps."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from labelq.errors import PolicyError
+from labelq.policies import Observation, Problem, build
+from labelq.policies import _beta
+
+
+@pytest.fixture
+def policy():
+    return build("optkg-workers")
+
+
+def test_prior_and_priority_under_prior_mean_worker(policy):
+    state = policy.init_state(Problem(n_tasks=3, n_workers=2))
+    assert state.c.tolist() == [4.0, 4.0] and state.d.tolist() == [1.0, 1.0]
+    np.testing.assert_allclose(policy.priority(state, np.arange(3)), 0.142102489517, atol=1e-11)
+    custom = build("optkg-workers:c0=9,d0=1")
+    assert custom.init_state(Problem(n_tasks=1, n_workers=1)).c[0] == 9.0
+
+
+def test_multiclass_is_refused(policy):
+    with pytest.raises(PolicyError, match="binary"):
+        policy.init_state(Problem(n_tasks=3, n_workers=2, n_classes=3))
+
+
+def test_pull_uses_the_asking_workers_reliability(policy):
+    state = policy.init_state(Problem(n_tasks=3, n_workers=2))
+    state.a[:] = [1.0, 6.0, 3.0]
+    state.b[:] = [1.0, 2.0, 3.5]
+    state.c[:] = [40.0, 2.0]
+    state.d[:] = [1.0, 2.0]
+    tasks = np.arange(3)
+    for worker in (0, 1):
+        expected = np.maximum(*_beta.worker_rewards(state.a, state.b, state.c[worker],
+                                                    state.d[worker]))
+        np.testing.assert_allclose(policy.score(state, tasks, worker), expected)
+        choice = policy.select_task(state, worker, tasks, np.ones(3, bool), None)
+        assert choice == int(np.argmax(expected))
+
+
+def test_push_is_argmax_over_eligible_pairs(policy):
+    rng = np.random.default_rng(0)
+    state = policy.init_state(Problem(n_tasks=6, n_workers=4))
+    state.a[:] = rng.uniform(1, 6, 6)
+    state.b[:] = rng.uniform(1, 6, 6)
+    state.c[:] = rng.uniform(1, 10, 4)
+    state.d[:] = rng.uniform(0.5, 5, 4)
+    mask = rng.random((6, 4)) < 0.5
+    full = np.maximum(*_beta.worker_rewards(state.a[:, None], state.b[:, None],
+                                            state.c[None, :], state.d[None, :]))
+    full[~mask] = -np.inf
+    assert policy.select_pair(state, mask, rng) == np.unravel_index(np.argmax(full), full.shape)
+    assert policy.select_pair(state, np.zeros((6, 4), bool), rng) is None
+
+
+def test_update_moment_matches_and_reports_the_task(policy):
+    state = policy.init_state(Problem(n_tasks=2, n_workers=1))
+    state.a[1] = 2.0
+    assert list(policy.update(state, Observation(task=1, worker=0, label=1))) == [1]
+    np.testing.assert_allclose([state.a[1], state.b[1], state.c[0], state.d[0]],
+                               [2.4931506849, 0.9589041096, 4.3278688525, 0.9836065574], rtol=1e-9)
+    before = policy.state_to_dict(state)
+    assert len(policy.update(state, Observation(task=0, worker=0, label=-1, declined=True))) == 0
+    assert policy.state_to_dict(state) == before
+
+
+def test_gold_updates_only_the_worker_exactly(policy):
+    state = policy.init_state(Problem(n_tasks=2, n_workers=2))
+    touched = policy.update(state, Observation(task=0, worker=1, label=1, gold=True, truth=1))
+    assert len(touched) == 0
+    assert (state.a[0], state.b[0]) == (1.0, 1.0)
+    assert (state.c[1], state.d[1]) == (5.0, 1.0)
+    policy.update(state, Observation(task=0, worker=1, label=0, gold=True, truth=1))
+    assert (state.c[1], state.d[1]) == (5.0, 2.0)
+
+
+def test_worker_strength_is_capped(policy):
+    capped = build("optkg-workers:max_strength=20")
+    state = capped.init_state(Problem(n_tasks=1, n_workers=1))
+    for _ in range(40):
+        capped.update(state, Observation(task=0, worker=0, label=1, gold=True, truth=1))
+    assert state.c[0] + state.d[0] == pytest.approx(20.0)
+    assert state.c[0] / (state.c[0] + state.d[0]) > 0.95
+    for _ in range(30):  # still learns after reaching the cap
+        capped.update(state, Observation(task=0, worker=0, label=0, gold=True, truth=1))
+    assert state.c[0] / (state.c[0] + state.d[0]) < 0.5
+
+
+def test_learns_reliable_and_adversarial_workers(policy):
+    rng = np.random.default_rng(3)
+    n, truth = 60, rng.integers(0, 2, 60)
+    state = policy.init_state(Problem(n_tasks=n, n_workers=2))
+    accuracy = [0.95, 0.3]
+    for _ in range(6):
+        for i in range(n):
+            for j in range(2):
+                label = truth[i] if rng.random() < accuracy[j] else 1 - truth[i]
+                policy.update(state, Observation(task=i, worker=j, label=int(label)))
+    rho = state.c / (state.c + state.d)
+    assert rho[0] > 0.85 and rho[1] < 0.5
+    assert np.mean(policy.predict(state) == truth) > 0.9
+    proba = policy.predict_proba(state)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
