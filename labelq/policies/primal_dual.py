@@ -19,7 +19,8 @@ Online algorithm, one worker decision at a time (pull mode):
 2. *Sample phase.* The first ``n_sample = round(W γ/(1+γ))`` workers to finish their gold are
    the paper's γm extra workers (W = (1+γ)m workers in all). They only answer gold. When the
    last of them finishes, the sampled LP (their q̂, right-hand side γ'C_ε with
-   γ' = n_sample/(W − n_sample)) is solved with HiGHS (:mod:`labelq.policies._lp`) for x̂.
+   γ' = n_sample/(W − n_sample)) is solved with HiGHS (:mod:`labelq.policies._lp`) for x̂,
+   grouping the interchangeable tasks of a category (an exact reformulation).
 3. *Main phase.* Every later worker, after her gold, gets the primal approximation with x̂
    and her own q̂: the eligible non-gold task with the largest v ≥ 0 at each request, until
    she has M_j non-gold labels or no task with v ≥ 0 is eligible (then ``None``: move on).
@@ -254,17 +255,28 @@ class PrimalDual(Policy):
         return np.arange(state.x.size)  # every priority changed
 
     def solve(self, state: PrimalDualState) -> None:
-        """Solve the sampled LP over the sample workers' q̂ and store x̂ (paper §5.1)."""
+        """Solve the sampled LP over the sample workers' q̂ and store x̂ (paper §5.1).
+
+        Solved over categories (tasks of a category are interchangeable before any non-gold
+        label; see :mod:`labelq.policies._lp`), without the perturbation, which only breaks
+        ties in the primal approximation (the paper's footnote 3: its effect is negligible).
+        """
         sample = np.flatnonzero(state.role == SAMPLE)
         tasks = np.flatnonzero(~state.is_gold)
-        q = np.stack([self.q_hat(state, int(j), tasks) for j in sample], axis=1) \
-            if sample.size else np.zeros((tasks.size, 0))
+        cats = state.task_category[tasks]
+        sizes = np.bincount(cats, minlength=state.gold_needed.size)
+        present = np.flatnonzero(sizes > 0)
+        q = np.zeros((present.size, sample.size))
+        for col, j in enumerate(sample):
+            q[:, col] = (2.0 * self.p_hat(state, int(j))[present] - 1.0) ** 2
         cap = np.array([self._remaining(state, int(j)) for j in sample], dtype=float)
         n_main = max(state.role.size - state.n_sample, 1)
         cover = state.n_sample / n_main * self.params.c_eps
-        x, _ = solve_sampled_lp(q, cap, cover, self.params.penalty)
+        x, _ = solve_sampled_lp(q, cap, cover, self.params.penalty, sizes=sizes[present])
+        weight = np.zeros(sizes.size)
+        weight[present] = x
         state.x = np.zeros(state.x.size)
-        state.x[tasks] = x
+        state.x[tasks] = weight[cats]
         state.solved = True
 
     def predict_proba(self, state: PrimalDualState) -> np.ndarray:

@@ -229,3 +229,20 @@ def test_without_gold_tasks_it_still_assigns():
     policy.update(state, Observation(task, 0, 1))
     nxt = policy.select_task(state, 1, np.arange(5), np.ones(5, dtype=bool), rng)
     assert nxt != task  # least evidence first before task weights exist
+
+
+def test_grouped_lp_matches_the_per_task_lp():
+    """Tasks of a category are interchangeable: solving over groups gives the same duals."""
+    rng = np.random.default_rng(0)
+    q_cat = rng.choice([0.0, 0.04, 0.16, 0.36], size=(3, 12))  # 3 categories x 12 workers
+    sizes = np.array([5, 3, 4])
+    cat = np.repeat(np.arange(3), sizes)
+    cap = rng.integers(2, 6, size=12)
+    for cover in (0.3, 0.8, 5.0):  # the last is infeasible for some category
+        x_task, u_task = solve_sampled_lp(q_cat[cat], cap, cover, 40.0)
+        x_grp, u_grp = solve_sampled_lp(q_cat, cap, cover, 40.0, sizes=sizes)
+        # the total slack (λ x uncovered units) is part of the unique optimum
+        assert u_task.sum() == pytest.approx((u_grp * sizes).sum(), abs=1e-6)
+        if cover < 1:  # feasible: the duals agree task by task
+            np.testing.assert_allclose(x_grp[cat], x_task, rtol=1e-6, atol=1e-6)
+            assert u_task.sum() == pytest.approx(0.0, abs=1e-9)
