@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from labelq.db import session_scope
@@ -23,7 +25,7 @@ class _Progress:
     def __call__(self, written: int, total: int) -> None:
         if self.bar is None:
             self.bar = click.progressbar(length=total, label=self.label,
-                                         file=click.get_text_stream("stderr"))
+                                         file=sys.stderr)
             self.bar.__enter__()
         self.bar.update(written - self.done)
         self.done = written

@@ -104,6 +104,56 @@ def _jsonl_rows(path: Path, text: str) -> Iterator[tuple[int, dict]]:
         yield line, obj
 
 
+def _bulk_writer(conn, columns: tuple[str, ...]) -> Callable[[list[tuple]], None]:
+    """A function inserting row tuples into ``task`` as fast as the driver allows.
+
+    The SQLAlchemy types' bind processors are applied once per column kind (JSON via
+    ``json.dumps``, the timestamp once for the whole load), then rows go to the DBAPI
+    directly: ``executemany`` on SQLite, ``COPY`` on PostgreSQL (psycopg 3). Per-row
+    statement compilation was 2/3 of the load time before.
+    """
+    table = Task.__table__
+    dialect = conn.dialect
+    ts_proc = table.c.created.type.bind_processor(dialect)
+    json_proc = table.c.payload.type.bind_processor(dialect) or json.dumps
+    i_payload, i_created = columns.index("payload"), columns.index("created")
+    dbapi = conn.connection.driver_connection
+    ts_cache: dict = {}
+
+    def prepare(row: tuple) -> list:
+        out = list(row)
+        out[i_payload] = json_proc(row[i_payload])
+        ts = row[i_created]
+        if ts not in ts_cache:
+            ts_cache[ts] = ts_proc(ts) if ts_proc else ts
+        out[i_created] = ts_cache[ts]
+        return out
+
+    if dialect.name == "sqlite":
+        sql = (f"INSERT INTO task ({', '.join(columns)}) "
+               f"VALUES ({', '.join('?' for _ in columns)})")
+
+        def write(rows: list[tuple]) -> None:
+            cur = dbapi.cursor()
+            try:
+                cur.executemany(sql, [prepare(r) for r in rows])
+            finally:
+                cur.close()
+        return write
+    if dialect.name == "postgresql" and dialect.driver == "psycopg":
+        sql = f"COPY task ({', '.join(columns)}) FROM STDIN"
+
+        def write(rows: list[tuple]) -> None:
+            with dbapi.cursor() as cur, cur.copy(sql) as copy:
+                for r in rows:
+                    copy.write_row(prepare(r))
+        return write
+
+    def write(rows: list[tuple]) -> None:  # any other database: portable executemany
+        conn.execute(insert(table), [dict(zip(columns, r)) for r in rows])
+    return write
+
+
 def detect_format(path: Path, fmt: str | None) -> str:
     if fmt:
         if fmt not in ("csv", "jsonl"):
@@ -171,16 +221,15 @@ def load_tasks(session: Session, project: Project, path: str | Path, *, gold: bo
     new = [r for r in rows if r.external_id not in existing]
     seq0 = session.exec(select(func.coalesce(func.max(Task.seq) + 1, 0))
                         .where(Task.project_id == project.id)).one()
-    now = utcnow()
-    table = Task.__table__
+    columns = ("project_id", "seq", "external_id", "category", "payload", "is_gold",
+               "gold_answer", "created")
     conn = session.connection()
+    writer = _bulk_writer(conn, columns)
+    created = utcnow()
     for start in range(0, len(new), CHUNK):
         chunk = new[start:start + CHUNK]
-        conn.execute(insert(table), [
-            {"project_id": project.id, "seq": seq0 + start + k, "external_id": r.external_id,
-             "category": r.category, "payload": r.payload, "is_gold": gold,
-             "gold_answer": r.answer, "created": now}
-            for k, r in enumerate(chunk)])
+        writer([(project.id, seq0 + start + k, r.external_id, r.category, r.payload, gold,
+                 r.answer, created) for k, r in enumerate(chunk)])
         if progress:
             progress(start + len(chunk), len(new))
     return LoadResult(inserted=len(new), skipped_existing=len(rows) - len(new), rows=len(rows))

@@ -1,0 +1,98 @@
+"""The operator CLI end to end through Click, on a SQLite file and on PostgreSQL."""
+
+import csv
+import io
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from cli.main import cli
+
+
+@pytest.fixture
+def run(db_url):
+    runner = CliRunner()
+
+    def invoke(*args, ok=True):
+        result = runner.invoke(cli, [str(a) for a in args], env={"LABELQ_DATABASE_URL": db_url},
+                               catch_exceptions=False)
+        if ok:
+            assert result.exit_code == 0, result.output
+        return result
+
+    return invoke
+
+
+def test_operator_flow(run, tmp_path):
+    run("init")
+    run("init")
+    run("project", "create", "demo", "--labels", "0,1", "--budget", "50", "--max-labels", "3")
+    tasks = tmp_path / "tasks.csv"
+    tasks.write_text("id,category,text\na,x,hello\nb,y,world\nc,x,again\n")
+    out = run("tasks", "load", "demo", tasks).output
+    assert "loaded 3 tasks" in out
+    assert "3 already present" in run("tasks", "load", "demo", tasks).output
+    gold = tmp_path / "gold.jsonl"
+    gold.write_text('{"id": "g1", "answer": "1", "text": "sure"}\n')
+    assert "loaded 1 gold" in run("gold", "load", "demo", gold).output
+    enrolled = json.loads(run("workers", "enroll", "demo", "alice", "--cost", "0.5",
+                              "--capacity", "20", "--output", "json").output)
+    assert enrolled[0]["token"] and len(enrolled[0]["token"]) >= 24
+    run("workers", "pause", "alice")
+    listed = list(csv.DictReader(io.StringIO(run("workers", "list", "-o", "csv").output)))
+    assert listed[0]["handle"] == "alice" and listed[0]["status"] == "paused"
+    run("workers", "resume", "alice")
+    status = json.loads(run("status", "demo", "-o", "json").output)
+    assert status["tasks"] == {"unlabeled": 3, "in_progress": 0, "complete": 0, "gold": 1}
+    assert status["budget"] == 50 and status["spent"] == 0 and status["left"] == 50
+    assert status["workers"][0]["status"] == "active"
+    shown = json.loads(run("project", "show", "demo", "-o", "json").output)[0]
+    assert shown["max_labels"] == 3 and shown["policy"] == "uniform"
+    out_file = tmp_path / "labels.csv"
+    run("export", "demo", "--format", "csv", "--out", out_file)
+    assert out_file.read_text().splitlines()[0] == "task,worker,label,received,is_gold,category"
+
+
+@pytest.mark.parametrize("args,code,needle", [
+    (["project", "show", "nope"], 4, "no project named 'nope'"),
+    (["project", "create", "x", "--labels", "0,1", "--policy", "optimal:magic=1"], 8,
+     "unknown policy"),
+    (["project", "create", "x", "--labels", "0"], 3, "at least two labels"),
+    (["workers", "pause", "ghost"], 4, "no worker with handle 'ghost'"),
+])
+def test_errors_have_exit_codes_and_messages(run, args, code, needle):
+    run("init")
+    result = run(*args, ok=False)
+    assert result.exit_code == code, result.output
+    assert needle in result.output
+
+
+def test_bad_row_reports_file_line_field_and_exit_3(run, tmp_path):
+    run("project", "create", "demo", "--labels", "0,1")
+    bad = tmp_path / "bad.csv"
+    bad.write_text("id,text\na,1\n,2\n")
+    result = run("tasks", "load", "demo", bad, ok=False)
+    assert result.exit_code == 3
+    assert f"{bad}, line 3, field 'id': missing value" in result.output
+    status = json.loads(run("status", "demo", "-o", "json").output)
+    assert status["tasks"]["unlabeled"] == 0
+
+
+def test_bad_setting_exit_2(tmp_path):
+    result = CliRunner().invoke(cli, ["init"], env={"LABELQ_DATABASE_URL": "oracle://x"})
+    assert result.exit_code == 2
+    assert "LABELQ_DATABASE_URL" in result.output
+
+
+def test_every_command_has_help():
+    runner = CliRunner()
+
+    def walk(cmd, path):
+        res = runner.invoke(cli, [*path, "--help"])
+        assert res.exit_code == 0, (path, res.output)
+        assert "Usage:" in res.output
+        for name, sub in getattr(cmd, "commands", {}).items():
+            walk(sub, [*path, name])
+
+    walk(cli, [])

@@ -1,0 +1,147 @@
+"""Loading is all or nothing, names file/line/field, and is idempotent (SQLite and PostgreSQL)."""
+
+import json
+
+import pytest
+from sqlalchemy import func
+from sqlmodel import select
+
+from labelq.db import engine_for, init_schema, session_scope
+from labelq.errors import FileFormatError, InputError
+from labelq.loading import load_tasks
+from labelq.models import Task
+from labelq.projects import create_project, get_project
+
+
+@pytest.fixture
+def eng(db_url):
+    engine = engine_for(db_url)
+    init_schema(engine)
+    with session_scope(engine) as s:
+        create_project(s, "p", "0,1")
+    return engine
+
+
+def load(eng, path, **kw):
+    with session_scope(eng) as s:
+        return load_tasks(s, get_project(s, "p"), path, **kw)
+
+
+def count(eng):
+    with session_scope(eng) as s:
+        return s.exec(select(func.count()).select_from(Task)).one()
+
+
+def write_csv(path, n, bad_line=None, bad=""):
+    lines = ["id,category,text"]
+    for i in range(2, n + 2):  # file line numbers: header is line 1
+        lines.append(bad if i == bad_line else f"t{i},c{i % 3},text {i}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_loads_csv_with_payload_and_category(eng, tmp_path):
+    r = load(eng, write_csv(tmp_path / "t.csv", 10))
+    assert (r.inserted, r.skipped_existing) == (10, 0)
+    with session_scope(eng) as s:
+        t = s.exec(select(Task).where(Task.external_id == "t5")).one()
+        assert t.category == "c2" and t.payload == {"text": "text 5"} and not t.is_gold
+        assert sorted(s.exec(select(Task.seq))) == list(range(10))
+
+
+@pytest.mark.parametrize("bad,field,needle", [
+    (",c1,x", "id", "missing value"),
+    ("t7,c1,x", "id", "duplicate id 't7' (first on line 7)"),
+    ("t9999,c1", None, "expected 3 columns, found 2"),
+])
+def test_malformed_row_5000_names_line_and_writes_nothing(eng, tmp_path, bad, field, needle):
+    path = write_csv(tmp_path / "t.csv", 6000, bad_line=5000, bad=bad)
+    with pytest.raises(FileFormatError) as exc:
+        load(eng, path)
+    assert exc.value.line == 5000
+    assert exc.value.field == field
+    assert f"line 5000" in str(exc.value) and needle in str(exc.value)
+    assert str(path) in str(exc.value)
+    assert count(eng) == 0
+
+
+def test_bad_encoding_names_line(eng, tmp_path):
+    path = write_csv(tmp_path / "t.csv", 20)
+    raw = path.read_bytes().replace(b"text 12", b"text \xff12")
+    path.write_bytes(raw)
+    with pytest.raises(FileFormatError) as exc:
+        load(eng, path)
+    assert exc.value.line == 12 and "encoding" in str(exc.value)
+    assert count(eng) == 0
+
+
+def test_jsonl_broken_json_names_line(eng, tmp_path):
+    path = tmp_path / "t.jsonl"
+    rows = [json.dumps({"id": f"j{i}", "category": "a", "url": f"http://x/{i}.png"})
+            for i in range(30)]
+    rows[16] = '{"id": "j16", "category": '
+    path.write_text("\n".join(rows) + "\n")
+    with pytest.raises(FileFormatError) as exc:
+        load(eng, path)
+    assert exc.value.line == 17 and "broken JSON" in str(exc.value)
+    assert count(eng) == 0
+
+
+def test_jsonl_loads_payload(eng, tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"id": 1, "category": "a", "text": "x", "meta": {"k": [1, 2]}}\n\n'
+                    '{"id": "2", "text": "y"}\n')
+    assert load(eng, path).inserted == 2
+    with session_scope(eng) as s:
+        t = s.exec(select(Task).where(Task.external_id == "1")).one()
+        assert t.payload == {"text": "x", "meta": {"k": [1, 2]}}
+
+
+def test_loading_twice_does_not_duplicate(eng, tmp_path):
+    path = write_csv(tmp_path / "t.csv", 50)
+    assert load(eng, path).inserted == 50
+    again = load(eng, path)
+    assert (again.inserted, again.skipped_existing) == (0, 50)
+    more = write_csv(tmp_path / "more.csv", 60)
+    assert load(eng, more).inserted == 10
+    assert count(eng) == 60
+    with session_scope(eng) as s:
+        assert sorted(s.exec(select(Task.seq))) == list(range(60))
+
+
+def test_gold_answer_must_be_in_label_set(eng, tmp_path):
+    path = tmp_path / "g.csv"
+    path.write_text("id,answer,text\ng1,1,a\ng2,0,b\ng3,yes,c\n")
+    with pytest.raises(FileFormatError) as exc:
+        load(eng, path, gold=True)
+    assert (exc.value.line, exc.value.field) == (4, "answer")
+    assert count(eng) == 0
+    path.write_text("id,answer,text\ng1,1,a\ng2,0,b\n")
+    assert load(eng, path, gold=True).inserted == 2
+    with session_scope(eng) as s:
+        g = s.exec(select(Task).where(Task.external_id == "g1")).one()
+        assert g.is_gold and g.gold_answer == "1"
+
+
+def test_gold_needs_answer_column(eng, tmp_path):
+    path = tmp_path / "g.csv"
+    path.write_text("id,text\ng1,a\n")
+    with pytest.raises(FileFormatError) as exc:
+        load(eng, path, gold=True)
+    assert exc.value.field == "answer"
+
+
+def test_unknown_extension_needs_format(eng, tmp_path):
+    path = tmp_path / "t.txt"
+    path.write_text("id\na\n")
+    with pytest.raises(InputError, match="--format"):
+        load(eng, path)
+    assert load(eng, path, fmt="csv").inserted == 1
+
+
+def test_missing_id_column(eng, tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("name,category\na,b\n")
+    with pytest.raises(FileFormatError) as exc:
+        load(eng, path)
+    assert (exc.value.line, exc.value.field) == (1, "id")

@@ -1,0 +1,75 @@
+"""The durable record on SQLite and PostgreSQL: constraints that the pipeline relies on."""
+
+import pytest
+from sqlalchemy.exc import IntegrityError
+
+from labelq.db import engine_for, init_schema, session_scope
+from labelq.errors import AlreadyExists, InputError, NotFound, PolicyError
+from labelq.models import Assignment, Label, Task, utcnow
+from labelq.projects import (create_project, enroll_worker, get_project, get_worker,
+                             hash_token, list_projects, set_worker_status, worker_by_token)
+
+
+@pytest.fixture
+def eng(db_url):
+    engine = engine_for(db_url)
+    init_schema(engine)
+    init_schema(engine)  # safe to repeat
+    return engine
+
+
+def test_project_roundtrip_and_validation(eng):
+    with session_scope(eng) as s:
+        p = create_project(s, "p", "cat,dog,bird", policy="uniform", budget=10, max_labels=3)
+    with session_scope(eng) as s:
+        p = get_project(s, "p")
+        assert p.labels == ["cat", "dog", "bird"] and not p.is_binary
+        assert p.policy == {"name": "uniform", "params": {}}
+        assert [q.name for q in list_projects(s)] == ["p"]
+    with pytest.raises(AlreadyExists), session_scope(eng) as s:
+        create_project(s, "p", "0,1")
+    with pytest.raises(InputError, match="at least two"), session_scope(eng) as s:
+        create_project(s, "q", "0")
+    with pytest.raises(PolicyError, match="unknown policy 'nope'"), session_scope(eng) as s:
+        create_project(s, "q", "0,1", policy="nope")
+    with pytest.raises(NotFound), session_scope(eng) as s:
+        get_project(s, "missing")
+
+
+def test_worker_tokens_are_hashed_and_handles_unique(eng):
+    with session_scope(eng) as s:
+        p = create_project(s, "p", "0,1")
+        w, token = enroll_worker(s, p, "alice", cost=0.2, capacity=5, categories=["a", " b"])
+        w2, _ = enroll_worker(s, p, "bob", cost=1)
+        assert (w.seq, w2.seq) == (0, 1)
+        assert w.token_hash == hash_token(token) and token not in w.token_hash
+    with session_scope(eng) as s:
+        assert worker_by_token(s, token).handle == "alice"
+        assert worker_by_token(s, "wrong") is None
+        assert get_worker(s, "alice").categories == ["a", "b"]
+        set_worker_status(s, "alice", "paused")
+    with session_scope(eng) as s:
+        assert get_worker(s, "alice").status == "paused"
+        with pytest.raises(AlreadyExists):
+            enroll_worker(s, get_project(s, "p"), "alice", cost=1)
+        with pytest.raises(InputError, match="capacity"):
+            enroll_worker(s, get_project(s, "p"), "carol", cost=1, capacity=0)
+
+
+def test_one_label_per_assignment(eng):
+    with session_scope(eng) as s:
+        p = create_project(s, "p", "0,1")
+        w, _ = enroll_worker(s, p, "alice", cost=1)
+        t = Task(project_id=p.id, seq=0, external_id="t0")
+        s.add(t)
+        s.flush()
+        a = Assignment(id="a1", project_id=p.id, task_id=t.id, worker_id=w.id, expires=utcnow())
+        s.add(a)
+        s.flush()
+        s.add(Label(assignment_id="a1", project_id=p.id, task_id=t.id, worker_id=w.id, value="1"))
+        ids = (p.id, t.id, w.id)
+    with pytest.raises(IntegrityError), session_scope(eng) as s:
+        s.add(Label(assignment_id="a1", project_id=ids[0], task_id=ids[1], worker_id=ids[2],
+                    value="0"))
+    with pytest.raises(IntegrityError), session_scope(eng) as s:
+        s.add(Task(project_id=ids[0], seq=1, external_id="t0"))
