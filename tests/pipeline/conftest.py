@@ -1,0 +1,116 @@
+"""Fixtures of the pipeline tests: a project in SQL, a real flushed Redis, a real Celery
+worker subprocess (no eager mode)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from labelq.db import engine_for, init_schema, session_scope
+from labelq.models import Task
+from labelq.projects import create_project, enroll_worker
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def r(redis_url):
+    import redis
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def sqlite_url(tmp_path) -> str:
+    return f"sqlite:///{tmp_path / 'labelq.db'}"
+
+
+def make_project(url: str, *, n_tasks=40, n_gold=0, workers=3, max_labels=None, budget=None,
+                 capacity=None, cost=1.0, policy="uniform", gold_schedule=None,
+                 quality=None, name="p", labels="a,b", categories=("x",)):
+    """Create a project with tasks ``t0..``, gold ``g0..`` (answer = first label) and
+    workers ``w0..``; returns (engine, project id)."""
+    eng = engine_for(url)
+    init_schema(eng)
+    with session_scope(eng) as s:
+        p = create_project(s, name, labels, policy=policy, max_labels=max_labels,
+                           budget=budget, gold_schedule=gold_schedule, quality=quality)
+        first = p.labels[0]
+        for i in range(n_tasks):
+            s.add(Task(project_id=p.id, seq=i, external_id=f"t{i}",
+                       category=categories[i % len(categories)]))
+        for i in range(n_gold):
+            s.add(Task(project_id=p.id, seq=n_tasks + i, external_id=f"g{i}", is_gold=True,
+                       gold_answer=first, category=categories[i % len(categories)]))
+        for j in range(workers):
+            enroll_worker(s, p, f"{name}-w{j}", capacity=capacity, cost=cost)
+        return eng, p.id
+
+
+class CeleryWorker:
+    """A real ``celery -A workers.main worker`` subprocess."""
+
+    def __init__(self, env: dict, concurrency: int = 1, logfile: Path | None = None) -> None:
+        self.env, self.concurrency, self.logfile = env, concurrency, logfile
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 60.0) -> "CeleryWorker":
+        log = open(self.logfile, "ab") if self.logfile else subprocess.DEVNULL
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "workers.main", "worker", "-Q", "labelq",
+             "-c", str(self.concurrency), "--pool", "prefork", "--loglevel", "info",
+             "--without-gossip", "--without-mingle", "--without-heartbeat"],
+            cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.logfile and b"ready." in self.logfile.read_bytes():
+                return self
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"celery worker exited: {self.logfile.read_text()[-2000:]}")
+            time.sleep(0.1)
+        raise RuntimeError("celery worker did not get ready")
+
+    def kill9(self) -> None:
+        """SIGKILL the whole process group (main process and its pool children)."""
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.kill9()
+
+
+@pytest.fixture
+def celery_env(redis_url, tmp_path):
+    def make(database_url: str) -> dict:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LABELQ_")}
+        env.update(LABELQ_REDIS_URL=redis_url, LABELQ_DATABASE_URL=database_url,
+                   PYTHONPATH=str(ROOT), LABELQ_VISIBILITY_TIMEOUT="5")
+        return env
+    return make
+
+
+@pytest.fixture
+def celery_worker(tmp_path):
+    started: list[CeleryWorker] = []
+
+    def start(env: dict, concurrency: int = 1) -> CeleryWorker:
+        w = CeleryWorker(env, concurrency, tmp_path / f"celery{len(started)}.log").start()
+        started.append(w)
+        return w
+    yield start
+    for w in started:
+        w.stop()

@@ -1,0 +1,119 @@
+"""Service operations against a real Redis and SQL: the errors the API will map, and the
+durable-before-OK submit."""
+
+from __future__ import annotations
+
+import pytest
+from sqlmodel import select
+
+from labelq.db import session_scope
+from labelq.errors import (BudgetExhausted, DuplicateSubmission, Forbidden, InputError,
+                           LeaseExpired, NotFound)
+from labelq.models import Assignment, Label
+from labelq.projects import set_worker_status
+from labelq.queue.keys import Keys
+from labelq.service import Service
+from labelq.settings import Settings
+
+from .conftest import make_project
+
+
+@pytest.fixture
+def svc(r, sqlite_url):
+    eng, pid = make_project(sqlite_url, n_tasks=6, workers=3, max_labels=2)
+    return Service(eng, r, settings=Settings(database_url=sqlite_url)), pid
+
+
+def test_submit_is_durable_and_idempotent(svc):
+    s, pid = svc
+    # Given an issued assignment
+    a = s.next_assignment("p-w0")
+    # When it is submitted twice with the same value
+    first = s.submit("p-w0", a.assignment_id, "a")
+    again = s.submit("p-w0", a.assignment_id, "a")
+    # Then one label is recorded, the retry is an idempotent OK, and a different value is a
+    # duplicate submission
+    assert first["duplicate"] is False and again["duplicate"] is True
+    with pytest.raises(DuplicateSubmission):
+        s.submit("p-w0", a.assignment_id, "b")
+    with session_scope(s.engine) as ses:
+        assert len(ses.exec(select(Label)).all()) == 1
+        assert ses.get(Assignment, a.assignment_id).state == "submitted"
+    assert int(s.redis.hget(Keys(pid).nlabels, a.task_seq)) == 1
+
+
+def test_errors(svc):
+    s, pid = svc
+    with pytest.raises(NotFound):
+        s.next_assignment("nobody")
+    a = s.next_assignment("p-w0")
+    with pytest.raises(Forbidden):
+        s.submit("p-w1", a.assignment_id, "a")
+    with pytest.raises(InputError):
+        s.submit("p-w0", a.assignment_id, "zebra")
+    with pytest.raises(NotFound):
+        s.submit("p-w0", "f" * 32, "a")
+    with session_scope(s.engine) as ses:
+        set_worker_status(ses, "p-w2", "paused")
+    with pytest.raises(Forbidden):
+        s.next_assignment("p-w2")
+
+
+def test_expired_lease(r, sqlite_url):
+    eng, pid = make_project(sqlite_url, n_tasks=3, workers=1)
+    s = Service(eng, r, settings=Settings(database_url=sqlite_url, lease_seconds=1))
+    a = s.next_assignment("p-w0")
+    r.hset(Keys(pid).lease(a.assignment_id), "expires", 1)  # as if time passed
+    with pytest.raises(LeaseExpired):
+        s.submit("p-w0", a.assignment_id, "a")
+    # the task went back to the pool at once
+    assert r.zscore(Keys(pid).pending, a.task_seq) is not None
+    assert int(r.hget(Keys(pid).wcount, 0)) == 0
+
+
+def test_decline_returns_the_task_to_others_not_to_the_decliner(svc):
+    s, pid = svc
+    seen = set()
+    a = s.next_assignment("p-w0")
+    s.decline("p-w0", a.assignment_id)
+    assert r_lease_gone(s, pid, a.assignment_id)
+    for _ in range(5):
+        b = s.next_assignment("p-w0")
+        seen.add(b.task_seq)
+        s.submit("p-w0", b.assignment_id, "a")
+    assert a.task_seq not in seen  # all other 5 tasks, never the declined one
+    assert s.next_assignment("p-w0") is None
+    assert s.redis.lrange(Keys(pid).declines, 0, -1) == [f"{a.task_seq}:0".encode()]
+
+
+def r_lease_gone(s, pid, aid):
+    return not s.redis.exists(Keys(pid).lease(aid))
+
+
+def test_budget_exhausted(r, sqlite_url):
+    eng, pid = make_project(sqlite_url, n_tasks=5, workers=1, budget=2.0)
+    s = Service(eng, r, settings=Settings(database_url=sqlite_url))
+    for _ in range(2):
+        a = s.next_assignment("p-w0")
+        s.submit("p-w0", a.assignment_id, "b")
+    with pytest.raises(BudgetExhausted):
+        s.next_assignment("p-w0")
+
+
+def test_gold_schedule_and_quality_rule_pause_a_bad_worker(r, sqlite_url):
+    from labelq.queue.applier import apply_pending
+    from labelq.queue.hotstate import StateCache
+
+    eng, pid = make_project(sqlite_url, n_tasks=20, n_gold=6, workers=1, gold_schedule="every:2",
+                            quality={"min_accuracy": 0.6, "min_gold": 3})
+    s = Service(eng, r, settings=Settings(database_url=sqlite_url))
+    gold = 0
+    for _ in range(8):  # the worker always answers "b"; gold answers are "a"
+        a = s.next_assignment("p-w0")
+        gold += a.task.startswith("g")
+        s.submit("p-w0", a.assignment_id, "b")
+    assert gold == 4
+    report = apply_pending(eng, r, pid, cache=StateCache())
+    assert report.applied == 8 and report.paused == ["p-w0"]
+    with pytest.raises(Forbidden):
+        s.next_assignment("p-w0")
