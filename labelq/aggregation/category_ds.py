@@ -29,7 +29,8 @@ class CategoryDawidSkene(_EMAggregator):
     ``shrinkage`` :math:`s` is in pseudo-labels per true class: with many labels in a
     category the worker's own per-category rates win, with none the global ones are used.
     ``smoothing``, ``tol``, ``max_iter``, ``gold`` and the initialisation are as in
-    :class:`DawidSkene`; with a single category the model is exactly :class:`DawidSkene`.
+    :class:`DawidSkene`; with a single category the model is exactly :class:`DawidSkene`
+    (no shrinkage step).
     This is the specialisation idea of Kim & Chung's "D-type" model and of the
     context-dependent worker weights of BBTA (Zhang, Ma & Sugiyama 2015), in EM form.
 
@@ -71,10 +72,14 @@ class CategoryDawidSkene(_EMAggregator):
             c = counts.reshape(W, C, K, K)  # (worker, category, answer y, true k)
             tot = c.sum(axis=1)
             glob = (tot + a) / np.maximum(tot.sum(axis=1, keepdims=True) + K * a, 1e-300)
-            pi = (c + s * glob[:, None]) / np.maximum(c.sum(axis=2, keepdims=True) + s, 1e-300)
             rho = self._prior(T, labelled)
-            per_cat = onehot_cat.T @ T  # (category, k) expected class counts
-            rho_c = (per_cat + s * rho) / (per_cat.sum(axis=1, keepdims=True) + s)
+            if C == 1:  # nothing to shrink toward: exactly DawidSkene
+                pi, rho_c = glob[:, None], rho[None]
+            else:
+                pi = (c + s * glob[:, None]) / np.maximum(c.sum(axis=2, keepdims=True) + s,
+                                                          1e-300)
+                per_cat = onehot_cat.T @ T  # (category, k) expected class counts
+                rho_c = (per_cat + s * rho) / (per_cat.sum(axis=1, keepdims=True) + s)
             state.update(glob=glob, rho_c=rho_c)
             return safe_log(pi).reshape(W * C * K, K), safe_log(rho_c)[cat], pi
 
