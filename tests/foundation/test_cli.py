@@ -50,7 +50,7 @@ def test_operator_flow(run, tmp_path):
     shown = json.loads(run("project", "show", "demo", "-o", "json").output)[0]
     assert shown["max_labels"] == 3 and shown["policy"] == "uniform"
     out_file = tmp_path / "labels.csv"
-    run("export", "demo", "--format", "csv", "--out", out_file)
+    run("export", "demo", "--raw", "--format", "csv", "--out", out_file)
     assert out_file.read_text().splitlines()[0] == "task,worker,label,received,is_gold,category"
 
 

@@ -1,0 +1,121 @@
+"""Aggregated export and agreement of a project, from the durable record.
+
+The labels of a project become the aggregation package's dense arrays (task seq, worker seq,
+class index). Gold questions take part in the fit with their answers clamped — they teach
+the model how reliable each worker is — but are never exported as data. ``method="policy"``
+uses the project's own policy posterior (Opt-KG's Beta/Dirichlet, BBTA's weighted vote),
+folded from SQL exactly as the live pipeline folds it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import numpy as np
+from sqlmodel import Session, select
+
+from .aggregation import PosteriorAggregator, aggregate, krippendorff_alpha, fleiss_kappa
+from .aggregation import worker_accuracy
+from .errors import InputError
+from .models import Label, Project, Task, Worker
+from .queue.problem import ProjectView, load_view
+
+__all__ = ["ProjectLabels", "load_project_labels", "aggregate_project", "aggregated_rows",
+           "agreement_report", "METHODS"]
+
+METHODS = ("mv", "wmv", "ds", "onecoin", "glad", "kos", "ds-category", "policy")
+
+
+@dataclass
+class ProjectLabels:
+    view: ProjectView
+    external_ids: list[str]
+    handles: list[str]
+    task: np.ndarray
+    worker: np.ndarray
+    label: np.ndarray
+
+    @property
+    def classes(self) -> list[str]:
+        return list(self.view.project.labels)
+
+
+def load_project_labels(session: Session, project: Project, *,
+                        exclude_paused: bool = False) -> ProjectLabels:
+    """All labels of ``project`` as dense arrays; ``exclude_paused`` drops the labels of
+    workers who are paused or removed now."""
+    view = load_view(session, project)
+    ext = list(session.exec(select(Task.external_id).where(Task.project_id == project.id)
+                            .order_by(Task.seq)))
+    workers = session.exec(select(Worker.handle, Worker.status)
+                           .where(Worker.project_id == project.id).order_by(Worker.seq)).all()
+    q = (select(Task.seq, Worker.seq, Label.value, Worker.status)
+         .join(Task, Task.id == Label.task_id).join(Worker, Worker.id == Label.worker_id)
+         .where(Label.project_id == project.id).order_by(Label.id))
+    rows = session.exec(q).all()
+    if exclude_paused:
+        rows = [r for r in rows if r[3] == "active"]
+    index = {v: i for i, v in enumerate(project.labels)}
+    return ProjectLabels(
+        view, ext, [w[0] for w in workers],
+        np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
+        np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows)),
+        np.fromiter((index[r[2]] for r in rows), dtype=np.int64, count=len(rows)))
+
+
+def aggregate_project(session: Session, project: Project, pl: ProjectLabels, method: str):
+    """Fit ``method`` on the project's labels; the result has ``labels_``, ``probas_``,
+    ``confidence_`` over all tasks (gold included, clamped)."""
+    if method not in METHODS:
+        raise InputError(f"unknown aggregation method {method!r}; choose from "
+                         f"{', '.join(METHODS)}", field="method")
+    if method == "policy":
+        from .queue.hotstate import fold_from_sql
+
+        hot = fold_from_sql(session, project)
+        return PosteriorAggregator(hot.policy.predict_proba(hot.state))
+    v = pl.view
+    return aggregate(pl.task, pl.worker, pl.label, method, n_tasks=v.n_tasks,
+                     n_classes=len(project.labels), n_workers=max(v.n_workers, 1),
+                     categories=v.task_category, gold=v.gold_answer)
+
+
+def aggregated_rows(pl: ProjectLabels, result) -> Iterator[dict[str, Any]]:
+    """One row per non-gold task: id, label, confidence, per-class probabilities, labels."""
+    counts = np.bincount(pl.task, minlength=pl.view.n_tasks)
+    classes = pl.classes
+    for seq in np.flatnonzero(~pl.view.is_gold):
+        row = {"task": pl.external_ids[seq], "label": classes[result.labels_[seq]],
+               "confidence": round(float(result.confidence_[seq]), 6),
+               "n_labels": int(counts[seq])}
+        for k, c in enumerate(classes):
+            row[f"p_{c}"] = round(float(result.probas_[seq, k]), 6)
+        yield row
+
+
+def agreement_report(pl: ProjectLabels, result) -> dict[str, Any]:
+    """Krippendorff's alpha, Fleiss' kappa (non-gold tasks) and a per-worker table of
+    accuracy against gold and against the aggregate."""
+    v = pl.view
+    data = ~v.is_gold[pl.task]
+    n_classes = len(pl.classes)
+    alpha = krippendorff_alpha(pl.task[data], pl.label[data], v.n_tasks, n_classes)
+    kappa = fleiss_kappa(pl.task[data], pl.label[data], v.n_tasks, n_classes)
+    n_w = max(v.n_workers, 1)
+    vs_gold = worker_accuracy(pl.task, pl.worker, pl.label, v.gold_answer, n_w)
+    reference = np.where(v.is_gold, -1, result.labels_)
+    vs_agg = worker_accuracy(pl.task, pl.worker, pl.label, reference, n_w)
+    workers = []
+    for j, handle in enumerate(pl.handles):
+        workers.append({
+            "worker": handle, "labels": int(np.sum(pl.worker == j)),
+            "gold_n": int(vs_gold.n[j]), "gold_accuracy": _num(vs_gold.accuracy[j]),
+            "aggregate_n": int(vs_agg.n[j]), "aggregate_accuracy": _num(vs_agg.accuracy[j])})
+    return {"krippendorff_alpha": _num(alpha), "fleiss_kappa": _num(kappa),
+            "labels": int(pl.task.size), "workers": workers}
+
+
+def _num(x: float) -> float | None:
+    x = float(x)
+    return None if np.isnan(x) else round(x, 6)

@@ -1,0 +1,102 @@
+"""Aggregated export and agreement of a project with labels in the durable record."""
+
+import csv
+import io
+import json
+import uuid
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from cli.main import cli
+from labelq.db import engine_for, init_schema, session_scope
+from labelq.models import Assignment, Label, utcnow
+from labelq.projects import create_project, enroll_worker, get_project, set_worker_status
+from labelq.loading import load_tasks
+
+
+@pytest.fixture
+def project_db(db_url, tmp_path):
+    """Given 30 tasks (truth: even index -> 'pos'), 2 gold questions, three good workers
+    and one adversary who always answers the opposite; task t29 has a single label."""
+    engine = engine_for(db_url)
+    init_schema(engine)
+    tasks = tmp_path / "t.csv"
+    tasks.write_text("id,category\n" + "".join(f"t{i},c{i % 2}\n" for i in range(30)))
+    gold = tmp_path / "g.csv"
+    gold.write_text("id,answer\ng0,pos\ng1,neg\n")
+    rng = np.random.default_rng(1)
+    with session_scope(engine) as s:
+        p = create_project(s, "p", "neg,pos", aggregation="ds")
+        load_tasks(s, p, tasks)
+        load_tasks(s, p, gold, gold=True)
+        ws = [enroll_worker(s, p, h, cost=1)[0] for h in ("a", "b", "c", "evil")]
+        from sqlmodel import select
+        from labelq.models import Task
+        by_ext = {t.external_id: t for t in s.exec(select(Task).where(Task.project_id == p.id))}
+        for ext, t in by_ext.items():
+            truth = t.gold_answer if t.is_gold else ("pos" if int(ext[1:]) % 2 == 0 else "neg")
+            voters = ws[:1] if ext == "t29" else ws
+            for w in voters:
+                if w.handle == "evil":
+                    value = "neg" if truth == "pos" else "pos"
+                else:
+                    value = truth if rng.random() < 0.9 else ("neg" if truth == "pos" else "pos")
+                a = Assignment(id=uuid.uuid4().hex, project_id=p.id, task_id=t.id,
+                               worker_id=w.id, expires=utcnow(), state="submitted",
+                               is_gold=t.is_gold)
+                s.add(a)
+                s.flush()
+                s.add(Label(assignment_id=a.id, project_id=p.id, task_id=t.id, worker_id=w.id,
+                            value=value, is_gold=t.is_gold))
+    return db_url
+
+
+def run(db_url, *args):
+    res = CliRunner().invoke(cli, [str(a) for a in args], env={"LABELQ_DATABASE_URL": db_url},
+                             catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    return res.output
+
+
+@pytest.mark.parametrize("method", ["mv", "ds", "onecoin", "glad", "ds-category"])
+def test_aggregated_export(project_db, method):
+    rows = list(csv.DictReader(io.StringIO(run(project_db, "export", "p", "--method", method))))
+    assert len(rows) == 30 and not any(r["task"].startswith("g") for r in rows)
+    assert set(rows[0]) == {"task", "label", "confidence", "n_labels", "p_neg", "p_pos"}
+    for r in rows:
+        assert abs(float(r["p_neg"]) + float(r["p_pos"]) - 1) < 1e-5
+        assert float(r["confidence"]) == max(float(r["p_neg"]), float(r["p_pos"]))
+    single = next(r for r in rows if r["task"] == "t29")
+    assert single["n_labels"] == "1" and float(single["confidence"]) < 1.0
+    if method != "mv":  # the model learns that 'evil' inverts; votes tie 2:2 at worst
+        correct = sum(r["label"] == ("pos" if int(r["task"][1:]) % 2 == 0 else "neg")
+                      for r in rows)
+        assert correct >= 27
+
+
+def test_exclude_paused_and_raw(project_db, tmp_path):
+    engine = engine_for(project_db)
+    with session_scope(engine) as s:
+        set_worker_status(s, "evil", "paused")
+    raw = run(project_db, "export", "p", "--raw", "--format", "jsonl")
+    assert sum(json.loads(l)["worker"] == "evil" for l in raw.splitlines()) == 31
+    kept = run(project_db, "export", "p", "--raw", "--format", "jsonl", "--exclude-paused")
+    assert not any(json.loads(l)["worker"] == "evil" for l in kept.splitlines())
+    rows = list(csv.DictReader(io.StringIO(run(project_db, "export", "p", "--method", "mv",
+                                               "--exclude-paused"))))
+    correct = sum(r["label"] == ("pos" if int(r["task"][1:]) % 2 == 0 else "neg") for r in rows)
+    assert correct >= 27
+    out = tmp_path / "agg.jsonl"
+    run(project_db, "export", "p", "--format", "jsonl", "--out", out)
+    assert len(out.read_text().splitlines()) == 30
+
+
+def test_agreement_report(project_db):
+    report = json.loads(run(project_db, "agreement", "p", "-o", "json"))
+    workers = {w["worker"]: w for w in report["workers"]}
+    assert workers["evil"]["gold_n"] == 2 and workers["evil"]["gold_accuracy"] == 0.0
+    assert workers["evil"]["aggregate_accuracy"] < 0.2
+    assert workers["a"]["aggregate_accuracy"] > 0.7
+    assert -1.0 <= report["krippendorff_alpha"] < 0.5  # the adversary destroys agreement
