@@ -29,7 +29,8 @@ only when a loss is charged. Two choices of ours, because ``update`` has no rand
 an exact tie in the vote charges the *expected* loss of a uniform tie break (1 - 1/m when the
 label is among m tied classes, 1 otherwise); and in ``update`` p_j is computed over the
 workers who have not labelled the task, which equals the sampling distribution except in a
-replay, where the caller's mask may exclude more workers. With more than two classes the
+replay, where the caller's mask may exclude more workers (p_j is floored at 1e-12 there, so
+the loss stays finite). With more than two classes the
 vote is the paper's categorical extension (argmax of weighted counts) and the confidence is
 the margin between the two best classes (|ybar| for two classes).
 """
@@ -276,7 +277,9 @@ class BBTA(Policy):
         eta = self._eta(state.steps[s], n_workers)
         loss_s = self.cumulative_loss(state, s)
         w = self._exp_weights(eta, loss_s)
-        p_j = w[j] / w[open_].sum()
+        w_open = self._exp_weights(eta, loss_s[open_])
+        # floor: in a replay the caller's mask can force a worker whose weight underflows
+        p_j = max(float(w_open[np.flatnonzero(open_) == j][0] / w_open.sum()), 1e-12)
         row[j] = obs.label
         scores = vote_scores(row[None, :], w, state.n_classes)
         loss = float(expected_zero_one_loss(scores, obs.label)[0])
