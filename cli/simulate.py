@@ -51,11 +51,14 @@ def parse_budgets(text: str) -> list[float]:
               help="At most this many labels per task (gold tasks exempt).")
 @click.option("--aggregate", default=None, metavar="METHOD",
               help="Also score a labelq.aggregation method (e.g. ds) on the collected labels.")
+@click.option("--mode", type=click.Choice(["push", "pull"]), default=None,
+              help="Override every policy's own mode (push: the policy picks the pair; pull: "
+                   "a random worker arrives and the policy picks the task).")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None)
 @click.option("--plot", "plot_out", type=click.Path(dir_okay=False), default=None)
 @click.option("--markdown", is_flag=True, help="Print the table as Markdown.")
 def simulate(data_dir, synthetic_spec, policies, budgets, runs, seed, jobs, max_labels,
-             aggregate, json_out, plot_out, markdown):
+             aggregate, mode, json_out, plot_out, markdown):
     """Accuracy against budget for each policy (mean ± standard error over runs)."""
     from labelq.simulate.experiment import EnvSource, run_experiment
     from labelq.simulate.report import format_table, write_json, write_plot
@@ -76,8 +79,9 @@ def simulate(data_dir, synthetic_spec, policies, budgets, runs, seed, jobs, max_
             bar.update(done - bar.pos)
         exp = run_experiment(source, policies, per_task, runs=runs, seed=seed, jobs=jobs,
                              aggregate=aggregate, max_labels_per_task=max_labels,
-                             progress=progress)
-    click.echo(f"{source.describe()}: {exp.n_tasks} tasks, {runs} runs, seed {seed}")
+                             mode=mode, progress=progress)
+    click.echo(f"{source.describe()}: {exp.n_tasks} tasks, {runs} runs, seed {seed}"
+               + (f", mode {mode}" if mode else ""))
     click.echo(format_table(exp, markdown=markdown))
     if json_out:
         write_json(exp, json_out)

@@ -98,6 +98,7 @@ class _Unit:
     budgets: tuple[float, ...]
     aggregate: str | None
     max_labels_per_task: int | None
+    mode: str | None = None
 
 
 def _run_unit(unit: _Unit) -> tuple[_Unit, list[Checkpoint]]:
@@ -108,7 +109,8 @@ def _run_unit(unit: _Unit) -> tuple[_Unit, list[Checkpoint]]:
     agg = load_aggregator(unit.aggregate) if unit.aggregate else None
     policy = build(unit.spec)
     return unit, run_policy(policy, env, unit.budgets, rng,
-                            max_labels_per_task=unit.max_labels_per_task, aggregate=agg)
+                            max_labels_per_task=unit.max_labels_per_task, aggregate=agg,
+                            mode=unit.mode)
 
 
 @dataclass
@@ -163,8 +165,9 @@ class Experiment:
 def run_experiment(source: EnvSource, specs: Sequence[str], budgets_per_task: Sequence[float],
                    *, runs: int = 20, seed: int = 0, jobs: int = 1,
                    aggregate: str | None = None, max_labels_per_task: int | None = None,
-                   progress: Callable[[int, int], None] | None = None) -> Experiment:
-    """Run every policy ``runs`` times; ``progress(done, total)`` is called per finished unit."""
+                   mode: str | None = None, progress: Callable[[int, int], None] | None = None) -> Experiment:
+    """Run every policy ``runs`` times; ``progress(done, total)`` is called per finished unit.
+    ``mode`` ("push"/"pull") overrides every policy's own mode."""
     if runs < 1:
         raise InputError(f"runs must be >= 1, got {runs}")
     specs = list(dict.fromkeys(specs))
@@ -182,7 +185,7 @@ def run_experiment(source: EnvSource, specs: Sequence[str], budgets_per_task: Se
         budget_aware = bool(getattr(build(s), "budget_aware", False))
         groups = [(b,) for b in budgets] if budget_aware else [budgets]
         for r in range(runs):
-            units += [_Unit(source, s, r, seed, g, aggregate, max_labels_per_task) for g in groups]
+            units += [_Unit(source, s, r, seed, g, aggregate, max_labels_per_task, mode) for g in groups]
     points = {s: [PointSummary(bpt, b) for bpt, b in zip(per_task, budgets)] for s in specs}
     index = {b: k for k, b in enumerate(budgets)}
     results: list[tuple[_Unit, list[Checkpoint]]] = []

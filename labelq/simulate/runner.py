@@ -80,9 +80,11 @@ def expected_accuracy(scores: np.ndarray, truth: np.ndarray, tol: float = 1e-12)
 
 def run_policy(policy: Policy, env: Environment, budgets: Sequence[float],
                rng: np.random.Generator, *, max_labels_per_task: int | None = None,
-               aggregate: Aggregator | None = None) -> list[Checkpoint]:
+               aggregate: Aggregator | None = None, mode: str | None = None) -> list[Checkpoint]:
     """Run ``policy`` on ``env`` until the largest of ``budgets`` (cost units) is spent or
-    nothing is eligible; return one :class:`Checkpoint` per budget, in ascending order."""
+    nothing is eligible; return one :class:`Checkpoint` per budget, in ascending order.
+    ``mode`` ("push" or "pull") overrides the policy's own ``mode`` (every policy implements
+    both decisions)."""
     budgets = sorted(float(b) for b in budgets)
     if not budgets or budgets[0] < 0:
         raise ValueError("budgets must be a non-empty list of non-negative numbers")
@@ -93,7 +95,10 @@ def run_policy(policy: Policy, env: Environment, budgets: Sequence[float],
     gold = env.is_gold
     eval_truth = np.where(gold, -1, env.truth)
     state = policy.init_state(env.problem(budget=total, max_labels_per_task=max_labels_per_task))
-    push = policy.mode == "push"
+    mode = mode or policy.mode
+    if mode not in ("push", "pull"):
+        raise ValueError(f"mode must be 'push' or 'pull', got {mode!r}")
+    push = mode == "push"
     all_tasks = np.arange(T)
 
     mask = env.available.copy()
