@@ -1,0 +1,68 @@
+"""``labelq aggregate`` end to end on small files."""
+
+import csv
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from cli.main import cli
+
+
+@pytest.fixture
+def files(tmp_path):
+    labels = tmp_path / "labels.csv"
+    labels.write_text("task,worker,label\nq1,ann,yes\nq1,bob,yes\nq1,cy,no\n"
+                      "q2,ann,no\nq2,bob,no\nq3,cy,yes\n")
+    truth = tmp_path / "truth.csv"
+    truth.write_text("task,truth\nq1,yes\nq2,yes\n")
+    return labels, truth
+
+
+def test_csv_output_with_original_label_values(files, tmp_path):
+    labels, _ = files
+    out = tmp_path / "agg.csv"
+    r = CliRunner().invoke(cli, ["aggregate", str(labels), "--method", "mv", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    rows = list(csv.DictReader(out.open()))
+    assert [row["task"] for row in rows] == ["q1", "q2", "q3"]
+    assert [row["label"] for row in rows] == ["yes", "no", "yes"]
+    assert [row["n_labels"] for row in rows] == ["3", "2", "1"]
+    q3 = rows[2]
+    assert float(q3["confidence"]) < 1.0  # one label is not certainty
+    assert float(q3["p_no"]) + float(q3["p_yes"]) == pytest.approx(1.0, abs=1e-5)
+
+
+@pytest.mark.parametrize("method", ["mv", "wmv", "ds", "onecoin", "glad", "kos", "ds-category"])
+def test_json_summary_reports_accuracy(files, method):
+    labels, truth = files
+    r = CliRunner().invoke(cli, ["aggregate", str(labels), "-m", method, "--truth", str(truth),
+                                 "--json"])
+    assert r.exit_code == 0, r.output
+    summary = json.loads(r.output)
+    assert summary["method"] == method and summary["n_tasks"] == 3 and summary["n_truth"] == 2
+    assert summary["accuracy"] in (0.0, 0.5, 1.0)
+    assert sum(summary["class_counts"].values()) == 3
+
+
+def test_errors_name_file_line_and_field(files, tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("task,worker,label\nq1,ann,yes\nq2,,no\n")
+    r = CliRunner().invoke(cli, ["aggregate", str(bad)])
+    assert r.exit_code == 3
+    assert f"{bad}, line 3, field 'worker'" in r.output
+    r = CliRunner().invoke(cli, ["aggregate", str(tmp_path / "missing.csv")])
+    assert r.exit_code == 3 and "cannot open" in r.output
+    weights = tmp_path / "w.csv"
+    weights.write_text("worker,weight\nann,2\nbob,x\n")
+    r = CliRunner().invoke(cli, ["aggregate", str(files[0]), "-m", "wmv", "--weights", str(weights)])
+    assert r.exit_code == 3 and "line 3, field 'weight'" in r.output
+
+
+def test_athlete_with_categories(shared_datasets):
+    d = shared_datasets / "athlete"
+    r = CliRunner().invoke(cli, ["aggregate", str(d / "labels.csv"), "-m", "ds-category",
+                                 "--categories", str(d / "task_types.csv"),
+                                 "--truth", str(d / "truth.csv"), "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["accuracy"] >= 0.99
