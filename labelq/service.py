@@ -41,6 +41,7 @@ from .projects import get_worker
 from .queue.goldplan import gold_due
 from .queue.hotstate import Hot, StateCache
 from .queue.keys import Keys
+from .queue.applier import WANTED_TTL_MS
 from .queue.reaper import SUBMIT_GRACE_MS
 from .queue.rebuild import ensure_hot
 from .queue.scripts import Scripts
@@ -86,7 +87,8 @@ class Service:
             return get_worker(session, handle)
 
     def _hot(self, worker: Worker) -> Hot:
-        ensure_hot(self.engine, self.redis, worker.project_id, self.cache)
+        if ensure_hot(self.engine, self.redis, worker.project_id, self.cache):
+            self._wake_applier(worker.project_id)
         hot = self.cache.get(self.engine, self.redis, worker.project_id,
                              max_age=self.state_max_age)
         if worker.seq >= hot.view.n_workers:  # enrolled since the cache was filled
@@ -94,7 +96,8 @@ class Service:
         return hot
 
     def _wake_applier(self, project_id: int) -> None:
-        if self.redis.set(Keys(project_id).apply_wanted, 1, nx=True) and self.notify:
+        if self.redis.set(Keys(project_id).apply_wanted, 1, nx=True, px=WANTED_TTL_MS) and \
+                self.notify:
             self.notify(project_id)
 
     def _issued(self, project_id: int, aid: str, task: int, expires: int) -> Issued:

@@ -6,7 +6,9 @@ Race-freedom. Only the holder of ``apply_lock`` (a token lock, :mod:`.lock`) ass
 ``applied_seq``; everyone else returns at once. Lost wake-ups are impossible: a submitter
 commits its label *then* sets ``apply_wanted`` and enqueues; the holder deletes
 ``apply_wanted`` *before* each SELECT of unapplied labels, and after releasing the lock looks
-at ``apply_wanted`` again and re-acquires if it is set. So every committed label is either
+at ``apply_wanted`` again and re-acquires if it is set. (The flag expires after
+``WANTED_TTL_MS``, far longer than one batch, so a crash cannot leave it set for good; a
+run that finds the lock busy while the flag is set retries, which covers a dead holder.) So every committed label is either
 seen by a running SELECT or leaves the flag set for a later one. A holder that stalls past
 the lock TTL loses the lock: ``extend`` fails before its commit and it rolls back; and the
 UPDATE only touches ``applied_seq IS NULL`` rows, so two appliers can never both apply one
@@ -37,10 +39,13 @@ from .lock import RedisLock
 from .problem import label_rows, to_observation
 from .quality import apply_quality_rule
 
-__all__ = ["apply_pending", "ApplyReport", "CACHE", "push_priorities"]
+__all__ = ["apply_pending", "ApplyReport", "CACHE", "push_priorities", "WANTED_TTL_MS"]
 
 log = logging.getLogger(__name__)
 CACHE = StateCache()  # the applier's per-process cache
+# ``apply_wanted`` expires so a crashed submitter cannot silence wake-ups for long; it must
+# outlive one batch (the holder re-checks it after every batch).
+WANTED_TTL_MS = 30_000
 _last_snapshot: dict[int, float] = {}
 
 

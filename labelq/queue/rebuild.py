@@ -118,7 +118,6 @@ def rebuild_project(engine, redis, project_id: int, *, cache: StateCache | None 
         redis.hset(k.meta, mapping={"built": 1, "n_tasks": view.n_tasks,
                                     "n_workers": view.n_workers})
         redis.sadd(GLOBAL_PROJECTS, pid)
-        redis.set(k.apply_wanted, 1)
         if cache is not None:
             cache.drop(pid)
         return {"project_id": pid, "tasks": view.n_tasks, "pending": int(tasks.size),
@@ -129,7 +128,7 @@ def rebuild_project(engine, redis, project_id: int, *, cache: StateCache | None 
 
 def ensure_hot(engine, redis, project_id: int, cache: StateCache | None = None) -> bool:
     """Rebuild when the project has no hot state (first use, or after a flush). True if
-    a rebuild ran."""
+    a rebuild ran (the caller should then wake the applier: unapplied labels may wait)."""
     if redis.hexists(Keys(project_id).meta, "built"):
         return False
     gate = RedisLock(redis, Keys(project_id).prefix + "rebuild_gate", ttl_ms=600_000)

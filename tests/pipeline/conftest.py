@@ -57,8 +57,9 @@ def make_project(url: str, *, n_tasks=40, n_gold=0, workers=3, max_labels=None, 
 class CeleryWorker:
     """A real ``celery -A workers.main worker`` subprocess."""
 
-    def __init__(self, env: dict, concurrency: int = 1, logfile: Path | None = None) -> None:
-        self.env, self.concurrency, self.logfile = env, concurrency, logfile
+    def __init__(self, env: dict, concurrency: int = 1, logfile: Path | None = None,
+                 beat: bool = True) -> None:
+        self.env, self.concurrency, self.logfile, self.beat = env, concurrency, logfile, beat
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout: float = 60.0) -> "CeleryWorker":
@@ -66,7 +67,8 @@ class CeleryWorker:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "workers.main", "worker", "-Q", "labelq",
              "-c", str(self.concurrency), "--pool", "prefork", "--loglevel", "info",
-             "--without-gossip", "--without-mingle", "--without-heartbeat"],
+             "--without-gossip", "--without-mingle", "--without-heartbeat",
+             *(["--beat", "--schedule", str(self.logfile) + ".beat"] if self.beat else [])],
             cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True)
         deadline = time.monotonic() + timeout
@@ -98,7 +100,8 @@ def celery_env(redis_url, tmp_path):
     def make(database_url: str) -> dict:
         env = {k: v for k, v in os.environ.items() if not k.startswith("LABELQ_")}
         env.update(LABELQ_REDIS_URL=redis_url, LABELQ_DATABASE_URL=database_url,
-                   PYTHONPATH=str(ROOT), LABELQ_VISIBILITY_TIMEOUT="5")
+                   PYTHONPATH=str(ROOT), LABELQ_VISIBILITY_TIMEOUT="5",
+                   LABELQ_BEAT_SECONDS="1")
         return env
     return make
 
