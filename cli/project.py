@@ -5,9 +5,19 @@ from __future__ import annotations
 import click
 
 from labelq.db import session_scope
-from labelq.projects import create_project, get_project, list_projects
+from labelq.projects import create_project, get_project, list_projects, update_project
 
 from ._common import DB_OPTION, OUTPUT_OPTION, emit, emit_record, engine
+
+GOLD_OPTION = click.option(
+    "--gold-schedule", default=None,
+    help="When annotators get gold questions: none, fixed:rate=0.1, "
+         "onboarding:n=5,rate=0.2,half_life=200,floor=0.02, epochs:alpha=0.1,gamma=2, "
+         "per-category:s=3.")
+QUALITY_OPTION = click.option(
+    "--quality", default=None,
+    help="Pause rule on gold accuracy: threshold=0.7,min_gold=10[,confidence=0.95,"
+         "per_category=true].")
 
 
 @click.command()
@@ -26,7 +36,7 @@ def project():
 def _project_row(p) -> dict:
     return {"name": p.name, "labels": p.labels, "policy": _spec_text(p.policy),
             "budget": p.budget, "max_labels": p.max_labels, "aggregation": p.aggregation,
-            "gold_schedule": p.gold_schedule, "created": p.created.isoformat(timespec="seconds")}
+            "gold_schedule": p.gold_schedule, "quality": p.quality or None, "created": p.created.isoformat(timespec="seconds")}
 
 
 def _spec_text(policy: dict) -> str:
@@ -42,13 +52,35 @@ def _spec_text(policy: dict) -> str:
 @click.option("--budget", type=float, default=None, help="Total budget (sum of label costs).")
 @click.option("--max-labels", type=int, default=None, help="Maximum labels per task (gold exempt).")
 @click.option("--aggregation", default="ds", show_default=True, help="Default aggregation method.")
+@GOLD_OPTION
+@QUALITY_OPTION
 @DB_OPTION
 @OUTPUT_OPTION
-def create(name, labels, policy, budget, max_labels, aggregation, database_url, output):
+def create(name, labels, policy, budget, max_labels, aggregation, gold_schedule, quality,
+           database_url, output):
     """Create project NAME."""
     with session_scope(engine(database_url)) as s:
         p = create_project(s, name, labels, policy=policy, budget=budget,
-                           max_labels=max_labels, aggregation=aggregation)
+                           max_labels=max_labels, aggregation=aggregation,
+                           gold_schedule=gold_schedule, quality=quality)
+        emit_record(_project_row(p), output)
+
+
+@project.command("update")
+@click.argument("name")
+@click.option("--budget", type=float, default=None, help="New total budget.")
+@click.option("--max-labels", type=int, default=None, help="New maximum labels per task.")
+@click.option("--aggregation", default=None, help="New default aggregation method.")
+@GOLD_OPTION
+@QUALITY_OPTION
+@DB_OPTION
+@OUTPUT_OPTION
+def update(name, budget, max_labels, aggregation, gold_schedule, quality, database_url, output):
+    """Change settings of project NAME (the policy stays: create a new project to change it)."""
+    with session_scope(engine(database_url)) as s:
+        p = update_project(s, name, budget=budget, max_labels=max_labels,
+                           aggregation=aggregation, gold_schedule=gold_schedule,
+                           quality=quality)
         emit_record(_project_row(p), output)
 
 

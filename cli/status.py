@@ -6,6 +6,7 @@ import click
 
 from labelq.db import session_scope
 from labelq.projects import get_project
+from labelq.goldstats import gold_exhaustion
 from labelq.reporting import project_status
 
 from ._common import DB_OPTION, OUTPUT_OPTION, emit, emit_record, engine
@@ -18,7 +19,13 @@ from ._common import DB_OPTION, OUTPUT_OPTION, emit, emit_record, engine
 def status(name, database_url, output):
     """Progress of project NAME: tasks by state, labels, budget, per-worker counts."""
     with session_scope(engine(database_url)) as s:
-        st = project_status(s, get_project(s, name))
+        project = get_project(s, name)
+        st = project_status(s, project)
+        st["gold_warnings"] = gold_exhaustion(s, project)
+    for w in st["gold_warnings"]:
+        click.secho(f"warning: {w['worker']} has seen {w['gold_seen']} of the "
+                    f"{w['gold_pool']} gold questions; load more gold (labelq gold load)",
+                    fg="yellow", err=True)
     if output == "json":
         import json
         click.echo(json.dumps(st, indent=2, default=str))

@@ -17,7 +17,7 @@ from .errors import AlreadyExists, InputError, NotFound
 from .models import Project, Worker
 from .policies import PolicySpec, build
 
-__all__ = ["create_project", "get_project", "list_projects", "enroll_worker", "get_worker",
+__all__ = ["create_project", "parse_quality", "check_gold_schedule", "update_project", "get_project", "list_projects", "enroll_worker", "get_worker",
            "list_workers", "set_worker_status", "hash_token", "worker_by_token",
            "parse_label_set"]
 
@@ -33,11 +33,45 @@ def parse_label_set(text: str | list[str]) -> list[str]:
     return labels
 
 
+def parse_quality(text: str | dict[str, Any] | None) -> dict[str, Any]:
+    """Validate a quality rule (``threshold=0.7,min_gold=10[,confidence=0.95,per_category=true]``
+    or the same as a dict) with :class:`labelq.gold.quality.QualityRule`; ``{}`` = no rule."""
+    from .gold.quality import QualityRule
+
+    if not text:
+        return {}
+    if isinstance(text, str):
+        spec = PolicySpec.parse("quality:" + text)
+        params = spec.params
+    else:
+        params = dict(text)
+    try:
+        rule = QualityRule(**params)
+    except TypeError as exc:
+        raise InputError(f"quality rule {text!r}: {exc}; it takes threshold, min_gold, "
+                         "confidence, per_category") from exc
+    except ValueError as exc:
+        raise InputError(f"quality rule {text!r}: {exc}") from exc
+    return {"threshold": rule.threshold, "min_gold": rule.min_gold,
+            "confidence": rule.confidence, "per_category": rule.per_category}
+
+
+def check_gold_schedule(text: str | None) -> str | None:
+    """Validate a gold schedule spec (``fixed:rate=0.1``, ``onboarding:...``, ``epochs:...``,
+    ``per-category:s=3``, ``none``) and return it normalised (``None`` for no gold)."""
+    from .gold.schedules import schedule_from_spec
+
+    if text is None or not text.strip() or text.strip() == "none":
+        return None
+    schedule_from_spec(text)
+    return text.strip()
+
+
 def create_project(session: Session, name: str, labels: str | list[str], *,
                    policy: str | dict[str, Any] = "uniform", budget: float | None = None,
                    max_labels: int | None = None, aggregation: str = "ds",
                    gold_schedule: str | None = None,
-                   quality: dict[str, Any] | None = None) -> Project:
+                   quality: str | dict[str, Any] | None = None) -> Project:
     name = name.strip()
     if not name:
         raise InputError("project name must not be empty")
@@ -52,7 +86,31 @@ def create_project(session: Session, name: str, labels: str | list[str], *,
         raise AlreadyExists(f"project {name!r} already exists", project=name)
     project = Project(name=name, labels=label_set, policy=spec.to_json(), budget=budget,
                       max_labels=max_labels, aggregation=aggregation,
-                      gold_schedule=gold_schedule, quality=quality or {})
+                      gold_schedule=check_gold_schedule(gold_schedule),
+                      quality=parse_quality(quality))
+    session.add(project)
+    session.flush()
+    return project
+
+
+def update_project(session: Session, name: str, **changes: Any) -> Project:
+    """Change a project's budget, label cap, aggregation, gold schedule or quality rule.
+    ``None`` leaves a setting as it is."""
+    project = get_project(session, name)
+    if changes.get("budget") is not None:
+        if changes["budget"] <= 0:
+            raise InputError(f"budget must be positive, got {changes['budget']}")
+        project.budget = changes["budget"]
+    if changes.get("max_labels") is not None:
+        if changes["max_labels"] < 1:
+            raise InputError(f"max labels per task must be at least 1, got {changes['max_labels']}")
+        project.max_labels = changes["max_labels"]
+    if changes.get("aggregation") is not None:
+        project.aggregation = changes["aggregation"]
+    if changes.get("gold_schedule") is not None:
+        project.gold_schedule = check_gold_schedule(changes["gold_schedule"])
+    if changes.get("quality") is not None:
+        project.quality = parse_quality(changes["quality"])
     session.add(project)
     session.flush()
     return project

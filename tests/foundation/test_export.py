@@ -100,3 +100,36 @@ def test_agreement_report(project_db):
     assert workers["evil"]["aggregate_accuracy"] < 0.2
     assert workers["a"]["aggregate_accuracy"] > 0.7
     assert -1.0 <= report["krippendorff_alpha"] < 0.5  # the adversary destroys agreement
+
+
+def test_workers_list_shows_gold_accuracy(project_db):
+    rows = {r["handle"]: r for r in json.loads(run(project_db, "workers", "list", "-o", "json"))}
+    assert rows["evil"]["gold"] == 2
+    assert rows["evil"]["gold_accuracy"].startswith("0.25 [")  # Beta(1, 3) mean
+    assert rows["a"]["gold_accuracy"] is not None and rows["a"]["labels"] == 32
+
+
+def test_status_warns_when_gold_pool_nearly_exhausted(project_db):
+    engine = engine_for(project_db)
+    from labelq.projects import update_project
+    with session_scope(engine) as s:
+        update_project(s, "p", gold_schedule="fixed:rate=0.1")
+    res = CliRunner().invoke(cli, ["status", "p", "-o", "json"],
+                             env={"LABELQ_DATABASE_URL": project_db})
+    assert res.exit_code == 0
+    warned = {w["worker"] for w in json.loads(res.stdout)["gold_warnings"]}
+    assert warned == {"a", "b", "c", "evil"}  # each was issued both gold questions
+    assert "has seen 2 of the 2 gold questions" in res.stderr
+
+
+@pytest.mark.parametrize("opt,value,needle", [
+    ("--gold-schedule", "weekly", "unknown gold schedule 'weekly'"),
+    ("--gold-schedule", "fixed:rate=2", "rate"),
+    ("--quality", "threshold=1.5", "threshold must be in (0, 1)"),
+    ("--quality", "limit=3", "it takes threshold, min_gold"),
+])
+def test_project_gold_and_quality_options_are_validated(db_url, opt, value, needle):
+    res = CliRunner().invoke(cli, ["project", "create", "x", "--labels", "0,1", opt, value],
+                             env={"LABELQ_DATABASE_URL": db_url})
+    assert res.exit_code in (3, 8), res.output
+    assert needle in res.output
