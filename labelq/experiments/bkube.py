@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,7 +39,7 @@ from ..policies import Observation, Problem, build
 from ..policies.bkube import completed_tasks
 
 __all__ = ["Instance", "make_instance", "run_policy", "run_grid", "format_table", "main",
-           "DEFAULT_POLICIES", "DEFAULT_BUDGETS"]
+           "format_detail", "DEFAULT_POLICIES", "DEFAULT_BUDGETS"]
 
 DEFAULT_POLICIES = ["bkube", "bounded-eps-first:eps=0.1", "eps-first:eps=0.1",
                     "trailsourcing"]
@@ -83,6 +84,7 @@ def run_policy(spec: str, inst: Instance, budget: float, rng: np.random.Generato
     asked = np.zeros((n_tasks, n_workers), dtype=bool)
     spent = 0.0
     labels = 0
+    acc_sum = 0.0
     while True:
         workers_ok = (used < inst.capacity) & (inst.cost <= budget - spent + 1e-9)
         if not workers_ok.any():
@@ -102,6 +104,7 @@ def run_policy(spec: str, inst: Instance, budget: float, rng: np.random.Generato
         asked[task, worker] = True
         spent += float(inst.cost[worker])
         labels += 1
+        acc_sum += float(inst.p[worker])
         policy.update(state, Observation(task=task, worker=worker, label=label))
     done = np.asarray(state.done, dtype=bool)
     proba = policy.predict_proba(state)
@@ -110,7 +113,8 @@ def run_policy(spec: str, inst: Instance, budget: float, rng: np.random.Generato
     n_done = completed_tasks(state)
     return {"completed": float(n_done),
             "error": float(err[done].mean()) if n_done else float("nan"),
-            "spent": spent, "labels": float(labels)}
+            "spent": spent, "labels": float(labels),
+            "accuracy": acc_sum / labels if labels else float("nan")}
 
 
 def run_grid(n_tasks: int, worker_set: str, budgets: list[float], policies: list[str],
@@ -120,9 +124,11 @@ def run_grid(n_tasks: int, worker_set: str, budgets: list[float], policies: list
     for r in range(runs):
         inst = make_instance(n_tasks, worker_set,
                              np.random.default_rng([seed, n_tasks, ord(worker_set), r]))
-        for bi, budget in enumerate(budgets):
-            for pi, spec in enumerate(policies):
-                rng = np.random.default_rng([seed, n_tasks, ord(worker_set), r, bi, pi, 7])
+        for budget in budgets:
+            for spec in policies:
+                rng = np.random.default_rng([seed, n_tasks, ord(worker_set), r,
+                                             int(round(budget * 100)),
+                                             zlib.crc32(spec.encode())])
                 out = run_policy(spec, inst, budget, rng, repeat=repeat)
                 acc.setdefault((budget, spec), []).append(out)
     result = {}
@@ -135,6 +141,7 @@ def run_grid(n_tasks: int, worker_set: str, budgets: list[float], policies: list
             "n_err": int(np.isfinite(errs).sum()),
             "spent": float(np.mean([o["spent"] for o in rows])),
             "labels": float(np.mean([o["labels"] for o in rows])),
+            "accuracy": float(np.nanmean([o["accuracy"] for o in rows])),
         }
     return result
 
@@ -153,6 +160,17 @@ def format_table(result: dict, budgets: list[float], policies: list[str]) -> str
     return "\n".join(lines)
 
 
+def format_detail(result: dict, budgets: list[float], policies: list[str]) -> str:
+    """Markdown: mean accuracy ``p`` of the workers asked (per label) and labels issued."""
+    head = "| B | " + " | ".join(f"{p} p of labels | {p} labels" for p in policies) + " |"
+    lines = [head, "|---:|" + "---:|---:|" * len(policies)]
+    for b in budgets:
+        cells = [f"{result[(b, p)]['accuracy']:.3f} | {result[(b, p)]['labels']:.1f}"
+                 for p in policies]
+        lines.append(f"| {b:g} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m labelq.experiments.bkube",
                                  description="Rangi & Franceschetti (2018) §6 reproduction")
@@ -164,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-repeat", action="store_true",
                     help="never ask the same (task, worker) pair twice")
+    ap.add_argument("--detail", action="store_true",
+                    help="also print the accuracy of the workers asked and labels issued")
     args = ap.parse_args(argv)
     for n_tasks in args.tasks:
         for wset in args.sets:
@@ -174,6 +194,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"{'no repeats' if args.no_repeat else 'repeats allowed'}, "
                   f"{time.perf_counter() - t0:.0f} s)\n")
             print(format_table(res, args.budgets, args.policies))
+            if args.detail:
+                print()
+                print(format_detail(res, args.budgets, args.policies))
             spent = ", ".join(f"{p}: {np.mean([res[(b, p)]['spent'] for b in args.budgets]):.1f}"
                               for p in args.policies)
             print(f"\nmean budget spent over the budgets — {spent}")

@@ -250,11 +250,26 @@ class SequentialBudgetPolicy(Policy):
         return c / c.sum(axis=1, keepdims=True)
 
 
+@dataclass(frozen=True)
+class BKubeParams(SeqParams):
+    """``bonus``: scale of the confidence radius ``sqrt(2 ln n / pulls)``; 1 is the paper's
+    (other values only to study how much the exploration term costs)."""
+
+    bonus: float = 1.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if isinstance(self.bonus, bool) or not isinstance(self.bonus, (int, float)) \
+                or not math.isfinite(self.bonus) or self.bonus < 0:
+            raise ValueError(f"bonus must be a finite number >= 0, got {self.bonus!r}")
+
+
 @register
 class BKube(SequentialBudgetPolicy):
     """B-KUBE (see the module docstring)."""
 
     name = "bkube"
+    Params = BKubeParams
 
     def _allowed(self, state: SeqState) -> np.ndarray:
         return self.feasible(state)
@@ -263,7 +278,8 @@ class BKube(SequentialBudgetPolicy):
         """``m*`` of Algorithm 2 over the eligible workers (0 elsewhere)."""
         n = int(state.pulls.sum()) + 1
         pulls = np.maximum(state.pulls, 1)
-        w_hat = self.value_estimates(state) + np.sqrt(2.0 * math.log(n) / pulls)
+        radius = np.sqrt(2.0 * math.log(n) / pulls)
+        w_hat = self.value_estimates(state) + self.params.bonus * radius
         units = np.where(eligible, self.units_left(state), 0.0)
         return density_greedy(w_hat, state.cost, units, self.budget_left(state))
 
