@@ -325,6 +325,7 @@ def test_trailsourcing_explores_each_worker_once():
 @pytest.mark.parametrize("text, message", [
     ("bkube:c_stop=0", "c_stop must be a finite number > 0, got 0"),
     ("bkube:max_labels=0", "max_labels must be an integer >= 1, got 0"),
+    ("bkube:bonus=-1", "bonus must be a finite number >= 0, got -1"),
     ("bounded-eps-first:eps=1.2", "eps must be in (0, 1), got 1.2"),
     ("eps-first:eps=0", "eps must be in (0, 1), got 0"),
 ])
