@@ -25,6 +25,7 @@ Command line::
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
 from dataclasses import dataclass
@@ -67,8 +68,10 @@ def _kmeans(x: np.ndarray, k: int) -> np.ndarray:
     return KMeans(n_clusters=k, n_init=10, random_state=0).fit_predict(x).astype(np.int64)
 
 
+@functools.lru_cache(maxsize=8)
 def make_bench(name: str, *, datasets_dir: str | None = None) -> Bench:
-    """Build the named benchmark (fixed task set; see the module docstring)."""
+    """Build the named benchmark (fixed task set; see the module docstring). Cached: treat
+    the returned arrays as read-only."""
     if name == "athlete":
         from ..datasets import load_dataset, shared_datasets_dir
 
