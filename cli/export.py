@@ -1,57 +1,23 @@
-"""``labelq export NAME`` and ``labelq agreement NAME``."""
+"""``labelq export NAME``, ``labelq job ID`` and ``labelq agreement NAME``."""
 
 from __future__ import annotations
 
-import contextlib
-import csv
 import json
-import os
 import sys
-import tempfile
-from typing import IO, Iterator
+import time
 
 import click
 
 from labelq.db import session_scope
 from labelq.exporting import (METHODS, agreement_report, aggregate_project, aggregated_rows,
-                              load_project_labels)
+                              atomic_output, load_project_labels, write_rows)
 from labelq.projects import get_project, list_workers
-from labelq.reporting import iter_raw_labels, write_raw_labels
+from labelq.reporting import RAW_COLUMNS, iter_raw_labels
 
-from ._common import DB_OPTION, OUTPUT_OPTION, emit, engine
+from ._common import DB_OPTION, OUTPUT_OPTION, emit, emit_record, engine
 
-
-@contextlib.contextmanager
-def atomic_output(out: str) -> Iterator[IO[str]]:
-    """Standard output for ``-``; otherwise a temporary file renamed over ``out`` on
-    success, so a failed export never leaves a half-written file."""
-    if out == "-":
-        yield sys.stdout
-        return
-    directory = os.path.dirname(os.path.abspath(out))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".labelq-export-")
-    try:
-        with os.fdopen(fd, "w", newline="", encoding="utf-8") as fh:
-            yield fh
-        os.replace(tmp, out)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
-def write_rows(rows, out: IO[str], fmt: str) -> int:
-    n = 0
-    writer = None
-    for row in rows:
-        if fmt == "csv":
-            if writer is None:
-                writer = csv.DictWriter(out, fieldnames=list(row))
-                writer.writeheader()
-            writer.writerow(row)
-        else:
-            out.write(json.dumps(row) + "\n")
-        n += 1
-    return n
+REDIS_OPTION = click.option("--redis-url", envvar="LABELQ_REDIS_URL", default=None,
+                            help="Redis of the job queue [env: LABELQ_REDIS_URL].")
 
 
 @click.command()
@@ -66,11 +32,21 @@ def write_rows(rows, out: IO[str], fmt: str) -> int:
 @click.option("--raw", is_flag=True, help="Every label with worker, time and gold flag.")
 @click.option("--exclude-paused", is_flag=True,
               help="Leave out the labels of workers who are paused or removed.")
+@click.option("--background", is_flag=True,
+              help="Run as a job in a Celery worker (needs --out); prints the job id. The "
+                   "job goes on if this command exits; follow it with `labelq job ID`.")
+@click.option("--wait", is_flag=True, help="With --background: show progress until done.")
 @DB_OPTION
-def export(name, method, fmt, out, raw, exclude_paused, database_url):
+@REDIS_OPTION
+def export(name, method, fmt, out, raw, exclude_paused, background, wait, database_url,
+           redis_url):
     """Export project NAME: one row per task with the aggregated label, its confidence,
     per-class probabilities and the number of labels (gold questions are left out);
     or, with --raw, every label."""
+    if background:
+        _export_background(name, method, fmt, out, raw, exclude_paused, wait, database_url,
+                           redis_url)
+        return
     with session_scope(engine(database_url)) as s:
         project = get_project(s, name)
         if raw:
@@ -78,17 +54,85 @@ def export(name, method, fmt, out, raw, exclude_paused, database_url):
             if exclude_paused:
                 active = {w.handle for w in list_workers(s, project) if w.status == "active"}
                 rows = (r for r in rows if r["worker"] in active)
-            with atomic_output(out) as fh:
-                n = write_raw_labels(rows, fh, fmt)
-            what = "labels"
+            columns, what = RAW_COLUMNS, "labels"
         else:
             pl = load_project_labels(s, project, exclude_paused=exclude_paused)
-            result = aggregate_project(s, project, pl, method or project.aggregation)
-            with atomic_output(out) as fh:
-                n = write_rows(aggregated_rows(pl, result), fh, fmt)
-            what = "tasks"
+            rows = aggregated_rows(pl, aggregate_project(s, project, pl,
+                                                         method or project.aggregation))
+            columns, what = None, "tasks"
+        with atomic_output(out) as fh:
+            n = write_rows(rows, fh, fmt, columns=columns)
     if out != "-":
         click.echo(f"wrote {n} {what} to {out}", err=True)
+
+
+def _redis(redis_url):
+    from redis import Redis
+
+    from labelq.settings import load_settings
+    env = {"LABELQ_REDIS_URL": redis_url} if redis_url else None
+    return Redis.from_url((load_settings(env) if env else load_settings()).redis_url)
+
+
+def _export_background(name, method, fmt, out, raw, exclude_paused, wait, database_url,
+                       redis_url):
+    from labelq.errors import InputError
+    from labelq.jobs import create_export_job
+
+    if out == "-":
+        raise InputError("--background needs --out FILE (the job writes the file)")
+    with session_scope(engine(database_url)) as s:
+        get_project(s, name)  # fail now on an unknown project
+    redis = _redis(redis_url)
+    job_id = create_export_job(redis, name, out=out, method=method, fmt=fmt, raw=raw,
+                               exclude_paused=exclude_paused)
+    from workers.jobs import export as export_task
+    export_task.apply_async(args=[job_id])
+    click.echo(job_id)
+    click.echo(f"export job {job_id} queued; follow it with `labelq job {job_id}`", err=True)
+    if wait:
+        _follow(redis, job_id)
+
+
+def _follow(redis, job_id: str, timeout: float = 3600) -> dict:
+    from labelq.errors import LabelqError
+    from labelq.jobs import get_job
+
+    deadline = time.monotonic() + timeout
+    with click.progressbar(length=1, label="exporting", file=sys.stderr) as bar:
+        shown = 0
+        while time.monotonic() < deadline:
+            job = get_job(redis, job_id)
+            if job["total"] and bar.length != job["total"]:
+                bar.length = job["total"]
+            if job["done"] > shown:
+                bar.update(job["done"] - shown)
+                shown = job["done"]
+            if job["state"] in ("done", "failed"):
+                break
+            time.sleep(0.5)
+    if job["state"] == "failed":
+        raise LabelqError(f"export job {job_id} failed: {job['error']}")
+    if job["state"] != "done":
+        raise LabelqError(f"export job {job_id} still {job['state']}; is a worker running "
+                          "(`labelq worker`)?")
+    click.echo(f"wrote {job['done']} rows to {job['out']}", err=True)
+    return job
+
+
+@click.command()
+@click.argument("job_id")
+@click.option("--wait", is_flag=True, help="Show progress until the job ends.")
+@REDIS_OPTION
+@OUTPUT_OPTION
+def job(job_id, wait, redis_url, output):
+    """Show the state and progress of export job JOB_ID."""
+    from labelq.jobs import get_job
+
+    redis = _redis(redis_url)
+    if wait:
+        _follow(redis, job_id)
+    emit_record(get_job(redis, job_id), output)
 
 
 @click.command()
@@ -115,4 +159,4 @@ def agreement(name, method, database_url, output):
     emit(report["workers"], output)
 
 
-commands = [export, agreement]
+commands = [export, job, agreement]

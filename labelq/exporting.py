@@ -9,8 +9,14 @@ folded from SQL exactly as the live pipeline folds it.
 
 from __future__ import annotations
 
+import contextlib
+import csv
+import json
+import os
+import sys
+import tempfile
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import IO, Any, Callable, Iterable, Iterator
 
 import numpy as np
 from sqlmodel import Session, select
@@ -22,7 +28,7 @@ from .models import Label, Project, Task, Worker
 from .queue.problem import ProjectView, load_view
 
 __all__ = ["ProjectLabels", "load_project_labels", "aggregate_project", "aggregated_rows",
-           "agreement_report", "METHODS"]
+           "agreement_report", "METHODS", "atomic_output", "write_rows"]
 
 METHODS = ("mv", "wmv", "ds", "onecoin", "glad", "kos", "ds-category", "policy")
 
@@ -119,3 +125,45 @@ def agreement_report(pl: ProjectLabels, result) -> dict[str, Any]:
 def _num(x: float) -> float | None:
     x = float(x)
     return None if np.isnan(x) else round(x, 6)
+
+
+@contextlib.contextmanager
+def atomic_output(out: str) -> Iterator[IO[str]]:
+    """Standard output for ``-``; otherwise a temporary file beside ``out``, renamed over it
+    on success, so a failed or interrupted export never leaves a half-written file."""
+    if out == "-":
+        yield sys.stdout
+        return
+    directory = os.path.dirname(os.path.abspath(out))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".labelq-export-")
+    try:
+        with os.fdopen(fd, "w", newline="", encoding="utf-8") as fh:
+            yield fh
+        os.replace(tmp, out)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def write_rows(rows: Iterable[dict[str, Any]], out: IO[str], fmt: str, *,
+               columns: list[str] | None = None,
+               progress: Callable[[int], None] | None = None, every: int = 5000) -> int:
+    """Write dict rows as CSV (header from ``columns`` or the first row) or JSON lines;
+    ``progress(n)`` every ``every`` rows. Returns the number of rows."""
+    n = 0
+    writer = None
+    for row in rows:
+        if fmt == "csv":
+            if writer is None:
+                writer = csv.DictWriter(out, fieldnames=columns or list(row))
+                writer.writeheader()
+            writer.writerow(row)
+        else:
+            out.write(json.dumps(row) + "\n")
+        n += 1
+        if progress is not None and n % every == 0:
+            progress(n)
+    if fmt == "csv" and writer is None and columns:
+        csv.writer(out).writerow(columns)
+    return n

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import csv
-import json
-from typing import IO, Any, Iterator
+from typing import Any, Iterator
 
 from sqlalchemy import case, func
 from sqlmodel import Session, select
 
 from .models import Label, Project, Task, Worker
 
-__all__ = ["project_status", "iter_raw_labels", "write_raw_labels", "RAW_COLUMNS"]
+__all__ = ["project_status", "iter_raw_labels", "RAW_COLUMNS"]
 
 RAW_COLUMNS = ["task", "worker", "label", "received", "is_gold", "category"]
 
@@ -61,18 +59,3 @@ def iter_raw_labels(session: Session, project: Project, batch: int = 5000
     for ext, handle, value, received, gold, cat in session.exec(q):
         yield {"task": ext, "worker": handle, "label": value,
                "received": received.isoformat(), "is_gold": bool(gold), "category": cat}
-
-
-def write_raw_labels(rows: Iterator[dict[str, Any]], out: IO[str], fmt: str) -> int:
-    n = 0
-    if fmt == "csv":
-        writer = csv.DictWriter(out, fieldnames=RAW_COLUMNS)
-        writer.writeheader()
-        for row in rows:
-            writer.writerow(row)
-            n += 1
-    else:
-        for row in rows:
-            out.write(json.dumps(row) + "\n")
-            n += 1
-    return n

@@ -23,7 +23,7 @@ BEAT_SECONDS = float(os.environ.get("LABELQ_BEAT_SECONDS", "5"))
 
 def create_app(redis_url: str | None = None) -> Celery:
     url = redis_url or load_settings().redis_url
-    celery = Celery("labelq", broker=url, include=["workers.tasks"])
+    celery = Celery("labelq", broker=url, include=["workers.tasks", "workers.jobs"])
     celery.conf.update(
         task_acks_late=True,
         task_reject_on_worker_lost=True,

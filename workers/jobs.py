@@ -1,0 +1,24 @@
+"""Celery tasks for operator jobs (exports). Thin: ids in, a pure labelq function called."""
+
+from __future__ import annotations
+
+from labelq.db import get_engine, init_schema
+from labelq.jobs import run_export_job
+
+from .main import app
+
+
+@app.task(name="labelq.export", bind=True, max_retries=3)
+def export(self, job_id: str) -> str:
+    from redis import Redis
+
+    from labelq.settings import load_settings
+
+    settings = load_settings()
+    engine = get_engine(settings)
+    init_schema(engine)
+    redis = Redis.from_url(settings.redis_url)
+    try:
+        return run_export_job(engine, redis, job_id)["state"]
+    finally:
+        redis.close()
