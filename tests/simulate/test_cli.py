@@ -69,3 +69,21 @@ def test_replay_from_the_cli(shared_datasets, tmp_path):
     assert result.exit_code == 0, result.output
     [point] = json.loads(out.read_text())["policies"][0]["points"]
     assert point["spent_mean"] == 4620 and point["accuracy_se"] == 0.0
+
+
+def test_aggregate_option_adds_a_second_accuracy(tmp_path):
+    pytest.importorskip("labelq.aggregation")
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(cli, [
+        "simulate", "--synthetic", SPEC, "--policy", "uniform", "--budget-per-task", "3",
+        "--runs", "2", "--aggregate", "mv", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "uniform + mv" in result.output
+    [point] = json.loads(out.read_text())["policies"][0]["points"]
+    assert 0 <= point["aggregate_accuracy_mean"] <= 1
+
+
+def test_mode_override_runs_a_push_policy_in_pull_mode():
+    src = EnvSource("synthetic", SPEC)
+    exp = run_experiment(src, ["uniform"], [2], runs=2, seed=0, mode="push")
+    assert exp.to_dict()["policies"][0]["points"][0]["spent_mean"] == 60
