@@ -113,6 +113,9 @@ def render(results: dict, big: dict | None, args) -> str:
         "counterparts: mv=MajorityVote, wmv=Wawa, ds=DawidSkene, onecoin=OneCoinDawidSkene, "
         "glad=GLAD, kos=KOS; ds-category has none.", "",
     ]
+    if args.skip_ck_glad:
+        lines += ["crowd-kit GLAD was not run (`--skip-ck-glad`: it takes minutes per data set); "
+                  "its accuracy and times are in ALGORITHMS.md §6.", ""]
     for name, rows in results.items():
         lines += [f"### {name}", "",
                   "| method | labelq acc | crowd-kit acc | labelq time (s) | crowd-kit time (s) "
