@@ -7,6 +7,9 @@ LABELQ_DATABASE_URL        SQLAlchemy URL of the durable record   sqlite:///./la
 LABELQ_REDIS_URL           Redis URL of the hot state and broker  redis://localhost:6379/0
 LABELQ_LEASE_SECONDS       how long an issued assignment lives    600
 LABELQ_INBOX_SIZE          ready assignments kept per annotator   5
+LABELQ_OPERATOR_TOKEN      bearer token of the HTTP API's         (unset: operator
+                           operator endpoints (status, export,    endpoints answer 503)
+                           enroll); at least 16 characters
 =========================  =====================================  ==========================
 """
 
@@ -14,7 +17,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
 from .errors import ConfigError
@@ -31,6 +34,7 @@ class Settings:
     redis_url: str = "redis://localhost:6379/0"
     lease_seconds: int = 600
     inbox_size: int = 5
+    operator_token: str | None = field(default=None, repr=False)
 
     @property
     def sqlalchemy_url(self) -> str:
@@ -67,6 +71,16 @@ def _url(env: Mapping[str, str], name: str, default: str, schemes: tuple[str, ..
     return raw
 
 
+def _secret(env: Mapping[str, str], name: str, min_length: int) -> str | None:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return None
+    if len(raw) < min_length or raw != raw.strip():
+        raise ConfigError(f"{name} must be at least {min_length} characters without "
+                          f"surrounding spaces (got {len(raw)} characters)", variable=name)
+    return raw
+
+
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     """Read and validate the settings; raise :class:`ConfigError` naming the bad variable."""
     env = os.environ if env is None else env
@@ -75,4 +89,5 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         redis_url=_url(env, "LABELQ_REDIS_URL", Settings.redis_url, _REDIS_SCHEMES),
         lease_seconds=_positive_int(env, "LABELQ_LEASE_SECONDS", Settings.lease_seconds),
         inbox_size=_positive_int(env, "LABELQ_INBOX_SIZE", Settings.inbox_size),
+        operator_token=_secret(env, "LABELQ_OPERATOR_TOKEN", 16),
     )

@@ -1,0 +1,33 @@
+"""The HTTP API of labelq: annotator and operator endpoints and the labeling page.
+
+``create_app(settings)`` builds the FastAPI application (``labelq serve`` runs it with
+uvicorn). The modules:
+
+* :mod:`labelq.api.app` — the app factory and its wiring (engine, Redis, service, Celery).
+* :mod:`labelq.api.auth` — bearer tokens: the annotator's (hashed at rest) and the operator's.
+* :mod:`labelq.api.annotator` / :mod:`labelq.api.operator` — the routes.
+* :mod:`labelq.api.errors` — labelq errors to JSON ``{"code", "message", ...}`` responses.
+* :mod:`labelq.api.limits` — the request body size limit (413).
+* export jobs are :mod:`labelq.jobs` (run by the Celery task ``labelq.export``).
+* :mod:`labelq.api.progress` — an annotator's progress, over SQL and the hot state.
+
+Importing this package does not import FastAPI; ``create_app`` does.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from fastapi import FastAPI
+
+    from ..settings import Settings
+
+__all__ = ["create_app"]
+
+
+def create_app(settings: "Settings | None" = None) -> "FastAPI":
+    """The FastAPI application for ``settings`` (default: the ``LABELQ_*`` environment)."""
+    from .app import create_app as _create_app
+
+    return _create_app(settings)

@@ -1,0 +1,92 @@
+"""Annotator endpoints, under ``/api/v1``; every one needs the annotator's bearer token.
+
+=======  ==================================  =============================================
+method   path                                does
+=======  ==================================  =============================================
+GET      /me                                 who am I: handle, project, label set
+GET      /me/progress                        labels given, gold stats, capacity left
+POST     /assignments/next                   issue my next assignment (or none)
+POST     /assignments/{id}/label             record my label (idempotent on replay)
+POST     /assignments/{id}/decline           give the assignment back
+=======  ==================================  =============================================
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from fastapi import APIRouter, Depends, Path, Request
+
+from ..db import session_scope
+from ..models import Worker
+from .auth import Annotator, current_annotator
+from .errors import ERROR_RESPONSES
+from .progress import worker_progress
+from .schemas import (Assignment, AssignmentId, DeclineOut, MeOut, NextOut, ProgressOut,
+                      SubmitIn, SubmitOut)
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/api/v1", tags=["annotator"], responses=ERROR_RESPONSES)
+_404 = {404: ERROR_RESPONSES[401] | {"description": "No live assignment with this id."}}
+_409 = {409: ERROR_RESPONSES[401] | {"description": "Conflicts with the current state: "
+                                                    "another label already recorded, budget "
+                                                    "exhausted, being submitted."}}
+_410 = {410: ERROR_RESPONSES[401] | {"description": "The lease expired (`lease_expired`)."}}
+
+AssignmentPath = Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$",
+                      description="The assignment id the next call returned.")
+
+
+def _runtime(request: Request):
+    return request.app.state.labelq
+
+
+@router.get("/me", response_model=MeOut, summary="Who am I")
+def me(who: Annotator = Depends(current_annotator)) -> MeOut:
+    w = who.worker
+    return MeOut(handle=w.handle, project=who.project.name, status=w.status,
+                 labels=list(who.project.labels), capacity=w.capacity,
+                 categories=list(w.categories or []))
+
+
+@router.get("/me/progress", response_model=ProgressOut, summary="My progress")
+def progress(request: Request, who: Annotator = Depends(current_annotator)) -> ProgressOut:
+    rt = _runtime(request)
+    with session_scope(rt.engine) as session:
+        worker = session.get(Worker, who.worker.id)
+        return ProgressOut(**worker_progress(session, rt.redis, worker))
+
+
+@router.post("/assignments/next", response_model=NextOut, summary="My next assignment",
+             responses=_409)
+def next_assignment(request: Request, who: Annotator = Depends(current_annotator)) -> NextOut:
+    """Reserve the next task the project's policy picks for me. The lease lasts
+    ``LABELQ_LEASE_SECONDS``; asking again while it is live may return another task."""
+    issued = _runtime(request).service.next_assignment(who.handle)
+    if issued is None:
+        return NextOut(message="no task for you right now (all done, at your capacity, or "
+                               "waiting for other labels); try again later")
+    expires = datetime.fromtimestamp(issued.expires_ms / 1000, tz=timezone.utc)
+    return NextOut(assignment=Assignment(
+        assignment_id=issued.assignment_id, task=issued.task, category=issued.category,
+        payload=issued.payload, labels=list(who.project.labels),
+        expires_ms=issued.expires_ms, expires_at=expires.isoformat()))
+
+
+@router.post("/assignments/{assignment_id}/label", response_model=SubmitOut,
+             summary="Submit my label", responses=_404 | _409 | _410)
+def submit(body: SubmitIn, request: Request, assignment_id: AssignmentId = AssignmentPath,
+           who: Annotator = Depends(current_annotator)) -> SubmitOut:
+    """Record the label; it is durable when this answers 200. Sending the same label again
+    answers 200 with ``duplicate: true``; a different one, 409 ``duplicate_submission``."""
+    out = _runtime(request).service.submit(who.handle, assignment_id, body.label)
+    return SubmitOut(**out)
+
+
+@router.post("/assignments/{assignment_id}/decline", response_model=DeclineOut,
+             summary="Decline an assignment", responses=_404 | _409)
+def decline(request: Request, assignment_id: AssignmentId = AssignmentPath,
+            who: Annotator = Depends(current_annotator)) -> DeclineOut:
+    """Give the assignment back; the task returns to the pool for others."""
+    return DeclineOut(**_runtime(request).service.decline(who.handle, assignment_id))

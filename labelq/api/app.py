@@ -1,0 +1,117 @@
+"""The app factory: ``create_app(settings)`` wires the engine, Redis, the service and the
+Celery client into one FastAPI application.
+
+Routes: the annotator API (:mod:`.annotator`), the operator API (:mod:`.operator`), the
+labeling page ``GET /label``, ``GET /healthz``, and the OpenAPI schema at
+``/openapi.json`` (browsable at ``/docs``). Route handlers are plain ``def``: the service
+does blocking SQL and Redis I/O, so FastAPI runs them in its thread pool; the
+:class:`~labelq.service.Service` and its state cache are thread-safe.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from sqlalchemy import text
+
+from .. import __version__
+from ..db import get_engine, init_schema
+from ..service import Service
+from ..settings import Settings, load_settings
+from . import annotator, operator
+from .errors import install_error_handlers
+from .limits import DEFAULT_MAX_BODY, BodyLimit
+from .schemas import HealthOut
+
+__all__ = ["create_app", "Runtime", "LABEL_PAGE"]
+
+LABEL_PAGE = Path(__file__).with_name("static") / "label.html"
+_PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; script-src 'unsafe-inline'; "
+                               "style-src 'unsafe-inline'; img-src http: https: data:; "
+                               "connect-src 'self'; base-uri 'none'; form-action 'none'; "
+                               "frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
+
+@dataclass
+class Runtime:
+    """What the routes share (``app.state.labelq``)."""
+
+    settings: Settings
+    engine: Any
+    redis: Any
+    service: Service
+    celery: Any
+    export_dir: Path
+
+
+def create_app(settings: Settings | None = None, *, max_body: int = DEFAULT_MAX_BODY,
+               export_dir: str | Path = "exports") -> FastAPI:
+    """The application. Export files are written by the Celery worker into ``export_dir``
+    (relative to the working directory) and served from there: the API and the worker must
+    share that directory (same host, or one volume mounted at the same path)."""
+    import redis as redis_lib
+    from celery import Celery
+
+    settings = settings or load_settings()
+    engine = get_engine(settings)
+    init_schema(engine)
+    redis = redis_lib.Redis.from_url(settings.redis_url, socket_timeout=10,
+                                     health_check_interval=30)
+    # a client of the workers' broker: the tasks are sent by name (workers.main defines them)
+    celery = Celery("labelq-api", broker=settings.redis_url)
+    celery.conf.update(broker_connection_retry_on_startup=True, task_ignore_result=True)
+
+    def notify(project_id: int) -> None:
+        celery.send_task("labelq.apply_labels", args=[int(project_id)], queue="labelq")
+
+    service = Service(engine, redis, settings=settings, notify=notify)
+    app = FastAPI(
+        title="labelq", version=__version__,
+        summary="Annotator and operator API of a labelq annotation workforce.",
+        description="Annotators authenticate with the bearer token their operator gave "
+                    "them; operators with `LABELQ_OPERATOR_TOKEN`. Every error is JSON "
+                    "with a machine-readable `code` and a `message`.")
+    app.state.labelq = Runtime(settings, engine, redis, service, celery,
+                                Path(export_dir).resolve())
+    install_error_handlers(app)
+    app.include_router(annotator.router)
+    app.include_router(operator.router)
+
+    @app.get("/healthz", response_model=HealthOut, tags=["meta"], summary="Health")
+    def healthz(request: Request, response: Response) -> HealthOut:
+        rt = request.app.state.labelq
+        ok_redis = ok_db = True
+        try:
+            rt.redis.ping()
+        except redis_lib.RedisError:
+            ok_redis = False
+        try:
+            with rt.engine.connect() as conn:
+                conn.execute(text("SELECT 1"))
+        except Exception:  # noqa: BLE001 - any failure means "not healthy"
+            ok_db = False
+        if not (ok_redis and ok_db):
+            response.status_code = 503
+        return HealthOut(status="ok" if ok_redis and ok_db else "unavailable",
+                         redis=ok_redis, database=ok_db)
+
+    @app.get("/label", response_class=HTMLResponse, tags=["annotator"],
+             summary="The labeling page")
+    def label_page() -> HTMLResponse:
+        return HTMLResponse(LABEL_PAGE.read_text(encoding="utf-8"), headers=_PAGE_HEADERS)
+
+    @app.get("/", include_in_schema=False)
+    def root() -> RedirectResponse:
+        return RedirectResponse("/label")
+
+    app.add_middleware(BodyLimit, max_bytes=max_body)
+    return app

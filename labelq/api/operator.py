@@ -1,0 +1,130 @@
+"""Operator endpoints, under ``/api/v1``; every one needs ``LABELQ_OPERATOR_TOKEN``.
+
+=======  ==================================  =============================================
+method   path                                does
+=======  ==================================  =============================================
+GET      /projects/{name}/status             tasks by state, labels, budget, workers
+POST     /projects/{name}/workers            enroll an annotator; returns its token once
+POST     /projects/{name}/exports            start an export job (202)
+GET      /exports/{job}                      the job's state and progress
+GET      /exports/{job}/result               the exported file, once the job is done
+=======  ==================================  =============================================
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from pathlib import Path
+
+from fastapi import APIRouter, Depends, Request, Response
+from fastapi import Path as PathParam
+from fastapi.responses import FileResponse
+
+from ..db import session_scope
+from ..errors import Conflict, NotFound
+from ..jobs import create_export_job, get_job
+from ..projects import enroll_worker, get_project
+from ..reporting import project_status
+from .auth import require_operator
+from .errors import ERROR_RESPONSES
+from .schemas import EnrollIn, EnrollOut, ExportIn, JobOut, Name, ProjectStatusOut
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/api/v1", tags=["operator"], responses=ERROR_RESPONSES,
+                   dependencies=[Depends(require_operator)])
+_404 = {404: ERROR_RESPONSES[401] | {"description": "No such project or job."}}
+_409 = {409: ERROR_RESPONSES[401] | {"description": "Handle taken, or job not done yet."}}
+
+EXPORT_TASK = "labelq.export"  # workers/jobs.py
+MEDIA_TYPES = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson"}
+
+ProjectPath = PathParam(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$",
+                   description="The project's name.")
+JobPath = PathParam(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
+
+
+@router.get("/projects/{name}/status", response_model=ProjectStatusOut,
+            summary="Project status", responses=_404)
+def status(request: Request, name: Name = ProjectPath) -> ProjectStatusOut:
+    with session_scope(request.app.state.labelq.engine) as session:
+        return ProjectStatusOut(**project_status(session, get_project(session, name)))
+
+
+@router.post("/projects/{name}/workers", response_model=EnrollOut, status_code=201,
+             summary="Enroll an annotator", responses=_404 | _409)
+def enroll(body: EnrollIn, request: Request, name: Name = ProjectPath) -> EnrollOut:
+    with session_scope(request.app.state.labelq.engine) as session:
+        project = get_project(session, name)
+        worker, token = enroll_worker(session, project, body.handle, cost=body.cost,
+                                      capacity=body.capacity, categories=body.categories)
+        return EnrollOut(handle=worker.handle, project=project.name, cost=worker.cost,
+                         capacity=worker.capacity, categories=list(worker.categories),
+                         token=token)
+
+
+@router.post("/projects/{name}/exports", response_model=JobOut, status_code=202,
+             summary="Start an export job", responses=_404)
+def start_export(request: Request, response: Response, body: ExportIn | None = None,
+                 name: Name = ProjectPath) -> JobOut:
+    """Queue an aggregated (or, with ``raw``, label-level) export of the project. A Celery
+    worker runs it (``labelq.export``); poll ``GET /api/v1/exports/{id}`` and fetch
+    ``.../result`` when its state is ``done``."""
+    body = body or ExportIn()
+    rt = request.app.state.labelq
+    with session_scope(rt.engine) as session:
+        get_project(session, name)  # 404 now rather than a failed job later
+    rt.export_dir.mkdir(parents=True, exist_ok=True)
+    out = rt.export_dir / f"{uuid.uuid4().hex}.{body.format}"
+    job_id = create_export_job(rt.redis, name, out=str(out), method=body.method,
+                               fmt=body.format, raw=body.raw,
+                               exclude_paused=body.exclude_paused)
+    rt.celery.send_task(EXPORT_TASK, args=[job_id], queue="labelq")
+    response.headers["Location"] = f"/api/v1/exports/{job_id}"
+    return _job_out(get_job(rt.redis, job_id))
+
+
+@router.get("/exports/{job_id}", response_model=JobOut, summary="Export job status",
+            responses=_404)
+def job(request: Request, job_id: str = JobPath) -> JobOut:
+    return _job_out(_export_job(request, job_id))
+
+
+@router.get("/exports/{job_id}/result", summary="Export job result", responses=_404 | _409,
+            response_class=FileResponse,
+            response_description="The file: CSV (text/csv) or JSON lines.")
+def job_result(request: Request, job_id: str = JobPath) -> FileResponse:
+    job = _export_job(request, job_id)
+    if job["state"] != "done":
+        raise Conflict(f"export job {job_id!r} is {job['state']}, not done", job=job_id,
+                       state=job["state"])
+    path = Path(job["out"])
+    if not path.is_file():
+        raise NotFound(f"the file of export job {job_id!r} is gone from the server",
+                       job=job_id)
+    fmt = job["format"]
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", job["project"])[:80] or "export"
+    return FileResponse(path, media_type=MEDIA_TYPES.get(fmt, "application/octet-stream"),
+                        filename=f"{stem}-{job_id[:8]}.{fmt}")
+
+
+def _export_job(request: Request, job_id: str) -> dict:
+    job = get_job(request.app.state.labelq.redis, job_id)
+    if job.get("kind") != "export":
+        raise NotFound(f"no export job {job_id!r}", job=job_id)
+    return job
+
+
+def _job_out(job: dict) -> JobOut:
+    done, total = int(job["done"]), int(job["total"])
+    state = job["state"]
+    progress = 1.0 if state == "done" else (round(done / total, 4) if total else 0.0)
+    return JobOut(id=job["id"], project=job["project"], state=state,
+                  method=job.get("method") or None, format=job["format"],
+                  raw=bool(job["raw"]), exclude_paused=bool(job["exclude_paused"]),
+                  done=done, total=total, progress=progress, error=job.get("error") or None,
+                  created=float(job["created"]),
+                  finished=float(job["finished"]) if job.get("finished") else None,
+                  result_url=f"/api/v1/exports/{job['id']}/result" if state == "done"
+                  else None)

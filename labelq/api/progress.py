@@ -1,0 +1,45 @@
+"""An annotator's progress: labels given, gold answered and right, capacity left.
+
+Counts come from SQL (the record); live leases from the hot state in Redis, so that
+``remaining_capacity`` matches what the service will still issue.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import and_, case, func
+from sqlmodel import Session, select
+
+from ..models import Assignment, Label, Task, Worker
+from ..queue.keys import Keys
+
+__all__ = ["worker_progress"]
+
+
+def worker_progress(session: Session, redis: Any, worker: Worker) -> dict[str, Any]:
+    labels, gold, correct = session.exec(
+        select(func.count(Label.id),
+               func.coalesce(func.sum(case((Label.is_gold, 1), else_=0)), 0),
+               func.coalesce(func.sum(case((and_(Label.is_gold,
+                                                 Label.value == Task.gold_answer), 1),
+                                           else_=0)), 0))
+        .join(Task, Task.id == Label.task_id)
+        .where(Label.worker_id == worker.id)).one()
+    declined = session.exec(select(func.count()).select_from(Assignment).where(
+        Assignment.worker_id == worker.id, Assignment.state == "declined")).one()
+    k = Keys(worker.project_id)
+    used = redis.hget(k.wcount, worker.seq)  # labels + live leases, when the state is hot
+    in_use = max(int(used), int(labels)) if used is not None else int(labels)
+    remaining = None if worker.capacity is None else max(worker.capacity - in_use, 0)
+    return {
+        "handle": worker.handle,
+        "status": worker.status,
+        "labels": int(labels),
+        "declined": int(declined),
+        "open_assignments": max(in_use - int(labels), 0),
+        "gold": {"answered": int(gold), "correct": int(correct),
+                 "accuracy": round(int(correct) / int(gold), 4) if gold else None},
+        "capacity": worker.capacity,
+        "remaining_capacity": remaining,
+    }

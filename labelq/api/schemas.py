@@ -1,0 +1,156 @@
+"""Request and response bodies of the API (they make the OpenAPI schema)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..exporting import METHODS
+
+__all__ = ["Name", "AssignmentId", "Assignment", "NextOut", "SubmitIn", "SubmitOut",
+           "DeclineOut", "GoldStats", "ProgressOut", "MeOut", "EnrollIn", "EnrollOut",
+           "ExportIn", "JobOut", "WorkerStatus", "TaskCounts", "ProjectStatusOut", "HealthOut"]
+
+# printable text without control characters (they are refused by PostgreSQL or are noise)
+_TEXT = r"^[^\x00-\x1f\x7f]+$"
+Name = Annotated[str, Field(min_length=1, max_length=200, pattern=_TEXT)]
+AssignmentId = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Assignment(_Out):
+    assignment_id: str = Field(description="Send it back with the label or the decline.")
+    task: str = Field(description="The task's external id.")
+    category: str
+    payload: dict[str, Any] = Field(description="What to label: text, image_url, ...")
+    labels: list[str] = Field(description="The label set; answer with one of these.")
+    expires_ms: int = Field(description="Lease end, milliseconds since the Unix epoch.")
+    expires_at: str = Field(description="Lease end, ISO 8601 UTC.")
+
+
+class NextOut(_Out):
+    assignment: Optional[Assignment] = None
+    message: Optional[str] = Field(None, description="Why there is no assignment, if so.")
+
+
+class SubmitIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    label: Name = Field(description="One of the project's labels.")
+
+
+class SubmitOut(_Out):
+    assignment_id: str
+    label: str
+    duplicate: bool = Field(description="True when this repeats an earlier, identical "
+                                        "submission (nothing new was recorded).")
+
+
+class DeclineOut(_Out):
+    assignment_id: str
+    declined: bool
+
+
+class GoldStats(_Out):
+    answered: int
+    correct: int
+    accuracy: Optional[float]
+
+
+class ProgressOut(_Out):
+    handle: str
+    status: str
+    labels: int
+    declined: int
+    open_assignments: int
+    gold: GoldStats
+    capacity: Optional[int]
+    remaining_capacity: Optional[int]
+
+
+class MeOut(_Out):
+    handle: str
+    project: str
+    status: str
+    labels: list[str]
+    capacity: Optional[int]
+    categories: list[str]
+
+
+class EnrollIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    handle: Name
+    cost: Annotated[float, Field(ge=0, le=1e12, allow_inf_nan=False)] = 1.0
+    capacity: Annotated[Optional[int], Field(ge=1, le=1_000_000_000)] = None
+    categories: Annotated[list[Name], Field(max_length=1000)] = []
+
+
+class EnrollOut(_Out):
+    handle: str
+    project: str
+    cost: float
+    capacity: Optional[int]
+    categories: list[str]
+    token: str = Field(description="Shown only now; stored hashed. Hand it to the annotator.")
+
+
+class ExportIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    method: Optional[Literal[METHODS]] = Field(  # type: ignore[valid-type]
+        None, description="Aggregation method (default: the project's).")
+    format: Literal["csv", "jsonl"] = "csv"
+    raw: bool = Field(False, description="Every label instead of one row per task.")
+    exclude_paused: bool = False
+
+
+class JobOut(_Out):
+    id: str
+    project: str
+    state: Literal["queued", "running", "done", "failed"]
+    method: Optional[str] = Field(description="Aggregation method; null: the project's.")
+    format: str
+    raw: bool
+    exclude_paused: bool
+    done: int = Field(description="Rows written so far.")
+    total: int = Field(description="Rows to write (known once the job is running).")
+    progress: float = Field(description="done / total, 0..1 (1 when done).")
+    error: Optional[str]
+    created: float
+    finished: Optional[float]
+    result_url: Optional[str] = None
+
+
+class WorkerStatus(_Out):
+    handle: str
+    status: str
+    cost: float
+    capacity: Optional[int]
+    labels: int
+    gold_answered: int
+
+
+class TaskCounts(_Out):
+    unlabeled: int
+    in_progress: int
+    complete: int
+    gold: int
+
+
+class ProjectStatusOut(_Out):
+    project: str
+    policy: dict[str, Any]
+    tasks: TaskCounts
+    labels: int
+    budget: Optional[float]
+    spent: float
+    left: Optional[float]
+    workers: list[WorkerStatus]
+
+
+class HealthOut(_Out):
+    status: str
+    redis: bool
+    database: bool
