@@ -19,12 +19,15 @@ def data(shared_datasets, name):
     return _cache[name]
 
 
-@pytest.mark.parametrize("name", NAMES)
-@pytest.mark.parametrize("method", sorted(AGGREGATORS))
+MULTICLASS = {"dog", "web"}  # KOS is binary-only, so it is not paired with these
+PAIRS = [(n, m) for n in NAMES for m in sorted(AGGREGATORS)
+         if not (m == "kos" and n in MULTICLASS)]
+
+
+@pytest.mark.parametrize(("name", "method"), PAIRS)
 def test_every_method_on_every_dataset(shared_datasets, name, method):
     d = data(shared_datasets, name)
-    if method == "kos" and d.n_classes != 2:
-        pytest.skip("KOS is binary-only; this data set has more classes")  # by definition
+    assert method != "kos" or d.n_classes == 2
     res = get_aggregator(method).fit_data(d)
     assert res.probas_.shape == (d.n_tasks, d.n_classes)
     np.testing.assert_allclose(res.probas_.sum(axis=1), 1.0, atol=1e-9)
