@@ -51,7 +51,9 @@ def _spec_text(policy: dict) -> str:
               help="Assignment policy spec: name or name:key=value,...")
 @click.option("--budget", type=float, default=None, help="Total budget (sum of label costs).")
 @click.option("--max-labels", type=int, default=None, help="Maximum labels per task (gold exempt).")
-@click.option("--aggregation", default="ds", show_default=True, help="Default aggregation method.")
+@click.option("--aggregation", default=None,
+              help="Default aggregation method for exports: mv, wmv, ds, onecoin, glad, kos, "
+                   "ds-category, policy (default: policy for bbta, else ds).")
 @GOLD_OPTION
 @QUALITY_OPTION
 @DB_OPTION

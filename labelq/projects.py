@@ -22,6 +22,9 @@ __all__ = ["create_project", "parse_quality", "check_gold_schedule", "update_pro
            "parse_label_set"]
 
 
+POLICY_AGGREGATED = ("bbta",)
+
+
 def parse_label_set(text: str | list[str]) -> list[str]:
     labels = [s.strip() for s in text.split(",")] if isinstance(text, str) else list(text)
     if len(labels) < 2:
@@ -69,7 +72,7 @@ def check_gold_schedule(text: str | None) -> str | None:
 
 def create_project(session: Session, name: str, labels: str | list[str], *,
                    policy: str | dict[str, Any] = "uniform", budget: float | None = None,
-                   max_labels: int | None = None, aggregation: str = "ds",
+                   max_labels: int | None = None, aggregation: str | None = None,
                    gold_schedule: str | None = None,
                    quality: str | dict[str, Any] | None = None) -> Project:
     name = name.strip()
@@ -78,6 +81,13 @@ def create_project(session: Session, name: str, labels: str | list[str], *,
     label_set = parse_label_set(labels)
     spec = PolicySpec.parse(policy) if isinstance(policy, str) else PolicySpec.from_json(policy)
     build(spec)  # validates name and parameters; raises PolicyError
+    if aggregation is None:
+        # a BBTA project's labels are best read with its own learned per-category weights
+        aggregation = "policy" if spec.name in POLICY_AGGREGATED else "ds"
+    from .exporting import METHODS
+    if aggregation not in METHODS:
+        raise InputError(f"unknown aggregation method {aggregation!r}; choose from "
+                         f"{', '.join(METHODS)}", field="aggregation")
     if budget is not None and budget <= 0:
         raise InputError(f"budget must be positive, got {budget}")
     if max_labels is not None and max_labels < 1:
@@ -106,6 +116,10 @@ def update_project(session: Session, name: str, **changes: Any) -> Project:
             raise InputError(f"max labels per task must be at least 1, got {changes['max_labels']}")
         project.max_labels = changes["max_labels"]
     if changes.get("aggregation") is not None:
+        from .exporting import METHODS
+        if changes["aggregation"] not in METHODS:
+            raise InputError(f"unknown aggregation method {changes['aggregation']!r}; choose "
+                             f"from {', '.join(METHODS)}", field="aggregation")
         project.aggregation = changes["aggregation"]
     if changes.get("gold_schedule") is not None:
         project.gold_schedule = check_gold_schedule(changes["gold_schedule"])
