@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
 import numpy as np
+from sqlalchemy import insert
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import select
 
@@ -71,7 +72,8 @@ class Service:
     def __init__(self, engine, redis, *, settings: Settings | None = None,
                  notify: Callable[[int], None] | None = None, cache: StateCache | None = None,
                  rng: np.random.Generator | None = None, top_k: int = 64,
-                 state_max_age: float = 0.5, max_scan: int = 100_000) -> None:
+                 state_max_age: float = 0.5, max_scan: int = 100_000,
+                 worker_max_age: float = 1.0) -> None:
         self.engine, self.redis = engine, redis
         self.settings = settings or load_settings()
         self.notify = notify
@@ -80,11 +82,20 @@ class Service:
         self.top_k, self.state_max_age, self.max_scan = top_k, state_max_age, max_scan
         self._rng = rng or np.random.default_rng()
         self._rng_lock = threading.Lock()
+        self.worker_max_age = worker_max_age
+        self._workers: dict[str, tuple[float, Worker]] = {}
 
     # --- helpers -------------------------------------------------------------------------
     def _worker(self, handle: str) -> Worker:
+        """The worker row, cached for ``worker_max_age`` seconds (a pause takes effect
+        within that long)."""
+        hit = self._workers.get(handle)
+        if hit is not None and time.monotonic() - hit[0] < self.worker_max_age:
+            return hit[1]
         with session_scope(self.engine) as session:
-            return get_worker(session, handle)
+            worker = get_worker(session, handle)
+        self._workers[handle] = (time.monotonic(), worker)
+        return worker
 
     def _hot(self, worker: Worker) -> Hot:
         if ensure_hot(self.engine, self.redis, worker.project_id, self.cache):
@@ -100,10 +111,14 @@ class Service:
                 self.notify:
             self.notify(project_id)
 
-    def _issued(self, project_id: int, aid: str, task: int, expires: int) -> Issued:
+    def _task_row(self, project_id: int, task: int) -> tuple:
         with session_scope(self.engine) as session:
-            row = session.exec(select(Task.external_id, Task.category, Task.payload)
-                               .where(Task.project_id == project_id, Task.seq == task)).one()
+            return tuple(session.exec(
+                select(Task.external_id, Task.category, Task.payload, Task.id)
+                .where(Task.project_id == project_id, Task.seq == task)).one())
+
+    @staticmethod
+    def _issued(aid: str, task: int, row: tuple, expires: int) -> Issued:
         return Issued(aid, row[0], int(task), row[1], dict(row[2] or {}), int(expires))
 
     # --- next ----------------------------------------------------------------------------
@@ -120,7 +135,8 @@ class Service:
             aid = aid.decode()
             task, w, exp = self.redis.hmget(k.lease(aid), "task", "worker", "expires")
             if task is not None and int(w) == worker.seq and int(exp) > now + 5_000:
-                return self._issued(worker.project_id, aid, int(task), int(exp))
+                return self._issued(aid, int(task), self._task_row(worker.project_id,
+                                                                    int(task)), int(exp))
         return self._decide(hot, worker, now)
 
     def _decide(self, hot: Hot, worker: Worker, now: int) -> Issued | None:
@@ -132,9 +148,10 @@ class Service:
             if spent + worker.cost > budget + 1e-9:
                 raise BudgetExhausted(f"project {project.name!r} has no budget left",
                                       project=project.name)
-        n_issued = int(self.redis.hget(k.nissued, worker.seq) or 0)
+        n_issued, n_gold = self.redis.hmget(k.nissued, [worker.seq, f"g{worker.seq}"])
         with self._rng_lock:
-            due = gold_due(project.gold_schedule, n_issued, self._rng)
+            due = gold_due(project.gold_schedule, int(n_issued or 0), int(n_gold or 0),
+                           self._rng)
         if due:
             gold = np.array(sorted(int(t) for t in self.redis.srandmember(k.gold, 64) or []),
                             dtype=np.int64)
@@ -184,13 +201,14 @@ class Service:
                 return False
             aid = uuid.uuid4().hex
             expires = now + lease_ms
+            row = self._task_row(project.id, int(task))
             res = self.scripts.reserve(
-                k, task=int(task), worker=worker.seq, cap=project.max_labels,
+                k, task=int(task), worker=worker.seq, cap=project.max_labels, task_id=row[3],
                 capacity=worker.capacity, cost=worker.cost, budget=project.budget,
                 assignment_id=aid, expires_ms=expires,
                 key_ttl_ms=lease_ms + 2 * SUBMIT_GRACE_MS)
             if res.ok:
-                return self._issued(project.id, aid, int(task), expires)
+                return self._issued(aid, int(task), row, expires)
             if res.reason in ("capacity", "budget"):
                 return None
             mask &= candidates != task  # seen or at the cap since we looked: next choice
@@ -204,11 +222,12 @@ class Service:
         if value not in project.labels:
             raise InputError(f"label {value!r} is not in the label set {project.labels}",
                              label=value)
-        done = self._existing(worker, assignment_id, value)
-        if done is not None:
-            return done
         k = Keys(project.id)
         began = self.scripts.submit_begin(k, assignment_id, worker.seq, now_ms())
+        if began[0] != "ok":
+            done = self._existing(worker, assignment_id, value)  # a retried submission?
+            if done is not None:
+                return done
         if began[0] == "missing":
             raise NotFound(f"no live assignment {assignment_id!r} (never issued, or expired "
                            "and returned to the pool)", assignment=assignment_id)
@@ -219,19 +238,20 @@ class Service:
             self.scripts.release(k, assignment_id, expired_before_ms=now_ms())
             raise LeaseExpired(f"assignment {assignment_id!r} expired",
                                assignment=assignment_id)
-        _, task, is_gold, cost = began
+        _, task, is_gold, cost, task_id = began
+        now = now_ms()
         try:
-            with session_scope(self.engine) as session:
-                task_id = session.exec(select(Task.id).where(
-                    Task.project_id == project.id, Task.seq == task)).one()
-                session.add(Assignment(
+            with self.engine.begin() as conn:
+                if task_id is None:
+                    task_id = conn.execute(select(Task.id).where(
+                        Task.project_id == project.id, Task.seq == task)).scalar_one()
+                conn.execute(insert(Assignment.__table__).values(
                     id=assignment_id, project_id=project.id, task_id=task_id,
                     worker_id=worker.id, is_gold=is_gold, state="submitted",
-                    expires=_utc(now_ms() + self.settings.lease_seconds * 1000)))
-                session.flush()
-                session.add(Label(assignment_id=assignment_id, project_id=project.id,
-                                  task_id=task_id, worker_id=worker.id, value=value,
-                                  is_gold=is_gold))
+                    issued=_utc(now), expires=_utc(now)))
+                conn.execute(insert(Label.__table__).values(
+                    assignment_id=assignment_id, project_id=project.id, task_id=task_id,
+                    worker_id=worker.id, value=value, is_gold=is_gold, received=_utc(now)))
         except IntegrityError:
             done = self._existing(worker, assignment_id, value)
             if done is not None:

@@ -109,7 +109,8 @@ def _apply_batch(engine, redis, project_id: int, lock: RedisLock, cache: StateCa
                         .values(applied_seq=bindparam("seq")), marks)
                     if res.rowcount not in (-1, len(marks)):
                         raise LockLost(f"{len(marks) - res.rowcount} labels applied elsewhere")
-                report.paused += apply_quality_rule(session, hot.project, sorted(gold_workers))
+                report.paused += apply_quality_rule(session, hot.project, sorted(gold_workers),
+                                                     hot.view.categories)
                 if not lock.extend():
                     raise LockLost("apply lock expired during the batch")
             hot.seq = seq

@@ -1,42 +1,34 @@
-"""When a worker's next assignment should be a gold question (the project's gold schedule).
+"""When a worker's next assignment should be a gold question: the project's gold schedule
+(:mod:`labelq.gold.schedules`) asked with the worker's history from the hot counters.
 
-Schedules (``Project.gold_schedule``): ``None``/``"none"`` no gold; ``"every:N"`` the N-th,
-2N-th, ... assignment issued to a worker is gold; ``"rate:P"`` (or just ``"P"``) each
-assignment is gold with probability P. A due gold question that the worker cannot get (all
-seen) falls back to a normal task.
+History: ``n_done`` = assignments issued to the worker (``nissued``), ``n_gold_done`` = gold
+ones among them (``ngold``). Issued rather than answered, so a live lease counts at once and
+two quick requests do not both get the "next gold"; declines count too (a documented
+approximation of the schedules' "answered" history). A due gold question the worker cannot
+get (all seen) falls back to a normal task.
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
-from ..errors import InputError
+from ..gold.schedules import Schedule, WorkerHistory, schedule_from_spec
 
-__all__ = ["parse_schedule", "gold_due"]
-
-
-def parse_schedule(text: str | None) -> tuple[str, float]:
-    if text is None or not str(text).strip() or str(text).strip().lower() == "none":
-        return ("none", 0.0)
-    kind, _, value = str(text).strip().partition(":")
-    if not value:
-        kind, value = "rate", kind
-    try:
-        x = float(value)
-    except ValueError:
-        raise InputError(f"gold schedule {text!r}: expected every:N or rate:P") from None
-    if kind == "every" and x >= 1:
-        return ("every", x)
-    if kind == "rate" and 0 <= x <= 1:
-        return ("rate", x)
-    raise InputError(f"gold schedule {text!r}: expected every:N (N >= 1) or rate:P (0..1)")
+__all__ = ["schedule_for", "gold_due"]
 
 
-def gold_due(schedule: str | None, n_issued: int, rng: np.random.Generator) -> bool:
-    """Is the worker's next assignment (their ``n_issued + 1``-th) a gold question?"""
-    kind, x = parse_schedule(schedule)
-    if kind == "every":
-        return (n_issued + 1) % int(x) == 0
-    if kind == "rate":
-        return bool(rng.random() < x)
-    return False
+@lru_cache(maxsize=256)
+def schedule_for(spec: str | None) -> Schedule | None:
+    if spec is None or not spec.strip() or spec.strip() == "none":
+        return None
+    return schedule_from_spec(spec)
+
+
+def gold_due(spec: str | None, n_issued: int, n_gold: int, rng: np.random.Generator) -> bool:
+    schedule = schedule_for(spec)
+    if schedule is None:
+        return False
+    n_gold = min(n_gold, n_issued)
+    return bool(schedule.should_inject(WorkerHistory(n_issued, n_gold), rng))

@@ -11,14 +11,16 @@ key (after the prefix)     type    TTL    meaning
                                           because of live leases (return on release)
 ``gold``                   SET     none   gold task seqs (exempt from the cap)
 ``inbox:{w}``              LIST    none   assignment ids issued ahead of time to worker w
-``lease:{a}``              HASH    lease  task, worker, gold, cost, expires (ms), submitting
+``lease:{a}``              HASH    lease  task, worker, gold, cost, expires (ms), tid (SQL
+                                          task id), submitting
                                           (1 once the label is being written to SQL)
 ``leases``                 ZSET    none   assignment id -> expiry in ms (for the reaper)
 ``nlabels``                HASH    none   task seq -> labels recorded (SQL) and counted
 ``reserved``               HASH    none   task seq -> live leases
 ``seen:{w}``               SET     none   task seqs ever issued to worker w
 ``wcount``                 HASH    none   worker seq -> labels + live leases (capacity)
-``nissued``                HASH    none   worker seq -> assignments ever issued (gold plan)
+``nissued``                HASH    none   worker seq -> assignments ever issued, and
+                                          "g{seq}" -> gold ones among them (gold schedule)
 ``spent``                  STRING  none   cost of the recorded labels (float)
 ``reserved_cost``          STRING  none   cost of the live leases (float)
 ``state``                  STRING  none   zlib JSON snapshot of the policy state

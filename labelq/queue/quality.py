@@ -1,48 +1,55 @@
-"""Gold scoring and the quality rule, run by the applier after each batch.
+"""Gold scoring and the quality rule, run by the applier after each batch that had gold.
 
-A worker's gold score is Beta(1 + correct, 1 + wrong) over their gold answers in SQL (the
-record, so the score never drifts from what was submitted). The project's ``quality`` JSON
-``{"min_accuracy": 0.7, "min_gold": 5}`` pauses an *active* worker once they answered at
-least ``min_gold`` gold questions and the posterior mean accuracy is below ``min_accuracy``.
-No ``min_accuracy`` means no rule.
+Scores are :class:`labelq.gold.scoring.GoldScores` (Beta posterior per worker and
+category) computed from SQL — the record — for the workers whose gold answers just arrived;
+the project's ``quality`` JSON is a :class:`labelq.gold.quality.QualityRule`. An *active*
+worker the rule flags is paused (status in SQL, which ``next`` reads on every request).
 """
 
 from __future__ import annotations
 
+import numpy as np
 from sqlalchemy import case, func
 from sqlmodel import Session, select
 
+from ..gold.quality import QualityRule
+from ..gold.scoring import GoldScores
 from ..models import Label, Project, Task, Worker
 
 __all__ = ["gold_scores", "apply_quality_rule"]
 
 
-def gold_scores(session: Session, project_id: int,
-                worker_seqs: list[int] | None = None) -> dict[int, tuple[int, int]]:
-    """worker seq -> (gold answered, gold correct)."""
+def gold_scores(session: Session, project_id: int, worker_seqs: list[int],
+                categories: list[str]) -> GoldScores:
+    """Scores of ``worker_seqs`` (rows in that order) over ``categories``."""
     correct = func.sum(case((Label.value == Task.gold_answer, 1), else_=0))
-    q = (select(Worker.seq, func.count(), correct)
+    q = (select(Worker.seq, Task.category, func.count(), correct)
          .join(Label, Label.worker_id == Worker.id).join(Task, Task.id == Label.task_id)
-         .where(Label.project_id == project_id, Label.is_gold.is_(True)).group_by(Worker.seq))
-    if worker_seqs is not None:
-        q = q.where(Worker.seq.in_(worker_seqs))
-    return {int(s): (int(n), int(c or 0)) for s, n, c in session.exec(q).all()}
+         .where(Label.project_id == project_id, Label.is_gold.is_(True),
+                Worker.seq.in_(worker_seqs))
+         .group_by(Worker.seq, Task.category))
+    row_of = {w: i for i, w in enumerate(worker_seqs)}
+    col_of = {c: i for i, c in enumerate(categories)}
+    scores = GoldScores.zeros(len(worker_seqs), max(len(categories), 1))
+    for seq, cat, n, c in session.exec(q).all():
+        scores.total[row_of[int(seq)], col_of.get(cat, 0)] += n
+        scores.correct[row_of[int(seq)], col_of.get(cat, 0)] += int(c or 0)
+    return scores
 
 
-def apply_quality_rule(session: Session, project: Project, worker_seqs: list[int]) -> list[str]:
-    """Pause the active workers among ``worker_seqs`` failing the rule; returns handles."""
-    rule = project.quality or {}
-    min_acc = rule.get("min_accuracy")
-    if min_acc is None or not worker_seqs:
+def apply_quality_rule(session: Session, project: Project, worker_seqs: list[int],
+                       categories: list[str] | None = None) -> list[str]:
+    """Pause the active workers among ``worker_seqs`` the rule flags; returns handles."""
+    if not project.quality or not worker_seqs:
         return []
-    min_gold = int(rule.get("min_gold", 5))
+    rule = QualityRule(**project.quality)
+    scores = gold_scores(session, project.id, worker_seqs, categories or [""])
     paused = []
-    for seq, (n, c) in gold_scores(session, project.id, worker_seqs).items():
-        if n >= min_gold and (1 + c) / (2 + n) < float(min_acc):
-            w = session.exec(select(Worker).where(Worker.project_id == project.id,
-                                                  Worker.seq == seq)).one()
-            if w.status == "active":
-                w.status = "paused"
-                session.add(w)
-                paused.append(w.handle)
+    for i in rule.workers_to_pause(scores):
+        w = session.exec(select(Worker).where(Worker.project_id == project.id,
+                                              Worker.seq == worker_seqs[int(i)])).one()
+        if w.status == "active":
+            w.status = "paused"
+            session.add(w)
+            paused.append(w.handle)
     return paused

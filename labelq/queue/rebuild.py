@@ -104,10 +104,12 @@ def rebuild_project(engine, redis, project_id: int, *, cache: StateCache | None 
         pipe.set(k.spent, repr(spent))
         pipe.set(k.reserved_cost, "0")
         seen: dict[int, list[int]] = {}
-        issued: dict[int, int] = {}
+        issued: dict = {}
         for w, t in list(seen_rows) + list(declined):
             seen.setdefault(int(w), []).append(int(t))
             issued[int(w)] = issued.get(int(w), 0) + 1
+            if view.is_gold[int(t)]:
+                issued[f"g{int(w)}"] = issued.get(f"g{int(w)}", 0) + 1
         for w, ts in seen.items():
             for i in range(0, len(ts), CHUNK):
                 pipe.sadd(k.seen(w), *ts[i:i + CHUNK])

@@ -24,7 +24,7 @@ __all__ = ["RESERVE", "SUBMIT_BEGIN", "SUBMIT_FINISH", "RELEASE", "Scripts", "Re
 RESERVE = """
 -- keys: seen:{w} gold nlabels reserved wcount spent reserved_cost lease:{a} leases pending
 --       parked nissued
--- argv: task worker cap capacity cost budget assignment_id expires_ms key_ttl_ms
+-- argv: task worker cap capacity cost budget assignment_id expires_ms key_ttl_ms task_id
 local task, worker = ARGV[1], ARGV[2]
 local cap, capacity = tonumber(ARGV[3]), tonumber(ARGV[4])
 local cost, budget = tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -45,9 +45,10 @@ redis.call('SADD', KEYS[1], task)
 redis.call('HINCRBY', KEYS[4], task, 1)
 redis.call('HINCRBY', KEYS[5], worker, 1)
 redis.call('HINCRBY', KEYS[12], worker, 1)
+if gold == 1 then redis.call('HINCRBY', KEYS[12], 'g' .. worker, 1) end
 redis.call('INCRBYFLOAT', KEYS[7], ARGV[5])
 redis.call('HSET', KEYS[8], 'task', task, 'worker', worker, 'gold', gold, 'cost', ARGV[5],
-           'expires', ARGV[8])
+           'expires', ARGV[8], 'tid', ARGV[10])
 redis.call('PEXPIRE', KEYS[8], ARGV[9])
 redis.call('ZADD', KEYS[9], ARGV[8], ARGV[7])
 if gold == 0 and cap >= 0 and done + live + 1 >= cap then
@@ -63,12 +64,12 @@ return {1, 'ok'}
 SUBMIT_BEGIN = """
 -- keys: lease:{a}
 -- argv: worker now_ms
-local lease = redis.call('HMGET', KEYS[1], 'task', 'worker', 'gold', 'cost', 'expires')
+local lease = redis.call('HMGET', KEYS[1], 'task', 'worker', 'gold', 'cost', 'expires', 'tid')
 if not lease[1] then return {'missing'} end
 if lease[2] ~= ARGV[1] then return {'forbidden'} end
 if tonumber(lease[5]) < tonumber(ARGV[2]) then return {'expired'} end
 redis.call('HSET', KEYS[1], 'submitting', ARGV[2])
-return {'ok', lease[1], lease[3], lease[4]}
+return {'ok', lease[1], lease[3], lease[4], lease[6] or ''}
 """
 
 SUBMIT_FINISH = """
@@ -137,23 +138,25 @@ class Scripts:
     def reserve(self, k: Keys, *, task: int, worker: int, cap: int | None,
                 capacity: int | None, cost: float, budget: float | None,
                 assignment_id: str, expires_ms: int, key_ttl_ms: int,
-                pipeline=None) -> ReserveResult:
+                task_id: int | None = None, pipeline=None) -> ReserveResult:
         keys = [k.seen(worker), k.gold, k.nlabels, k.reserved, k.wcount, k.spent,
                 k.reserved_cost, k.lease(assignment_id), k.leases, k.pending, k.parked,
                 k.nissued]
         args = [task, worker, -1 if cap is None else cap,
                 -1 if capacity is None else capacity, repr(float(cost)),
                 -1 if budget is None else repr(float(budget)), assignment_id, expires_ms,
-                key_ttl_ms]
+                key_ttl_ms, "" if task_id is None else int(task_id)]
         out = self._reserve(keys=keys, args=args, client=pipeline or self.redis)
         return ReserveResult(bool(int(out[0])), _s(out[1]))
 
     def submit_begin(self, k: Keys, assignment_id: str, worker: int, now_ms: int):
-        """('ok', task, gold, cost) or (reason,) with reason missing/forbidden/expired."""
+        """('ok', task, gold, cost, task_id or None) or (reason,) with reason
+        missing/forbidden/expired."""
         out = self._begin(keys=[k.lease(assignment_id)], args=[worker, now_ms])
         if _s(out[0]) != "ok":
             return (_s(out[0]),)
-        return ("ok", int(out[1]), _s(out[2]) == "1", float(out[3]))
+        tid = _s(out[4]) if len(out) > 4 else ""
+        return ("ok", int(out[1]), _s(out[2]) == "1", float(out[3]), int(tid) if tid else None)
 
     def submit_finish(self, k: Keys, assignment_id: str, cap: int | None,
                       pipeline=None) -> bool:

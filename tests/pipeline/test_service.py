@@ -3,6 +3,7 @@ durable-before-OK submit."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from sqlmodel import select
 
@@ -21,7 +22,7 @@ from .conftest import make_project
 @pytest.fixture
 def svc(r, sqlite_url):
     eng, pid = make_project(sqlite_url, n_tasks=6, workers=3, max_labels=2)
-    return Service(eng, r, settings=Settings(database_url=sqlite_url)), pid
+    return Service(eng, r, settings=Settings(database_url=sqlite_url), worker_max_age=0), pid
 
 
 def test_submit_is_durable_and_idempotent(svc):
@@ -104,16 +105,17 @@ def test_gold_schedule_and_quality_rule_pause_a_bad_worker(r, sqlite_url):
     from labelq.queue.applier import apply_pending
     from labelq.queue.hotstate import StateCache
 
-    eng, pid = make_project(sqlite_url, n_tasks=20, n_gold=6, workers=1, gold_schedule="every:2",
-                            quality={"min_accuracy": 0.6, "min_gold": 3})
-    s = Service(eng, r, settings=Settings(database_url=sqlite_url))
+    eng, pid = make_project(sqlite_url, n_tasks=20, n_gold=6, workers=1, gold_schedule="fixed:rate=0.5",
+                            quality={"threshold": 0.6, "min_gold": 3, "confidence": 0.8})
+    s = Service(eng, r, settings=Settings(database_url=sqlite_url), worker_max_age=0)
+    s._rng = np.random.default_rng(0)
     gold = 0
-    for _ in range(8):  # the worker always answers "b"; gold answers are "a"
+    for _ in range(12):  # the worker always answers "b"; gold answers are "a"
         a = s.next_assignment("p-w0")
         gold += a.task.startswith("g")
         s.submit("p-w0", a.assignment_id, "b")
-    assert gold == 4
+    assert 3 <= gold <= 6  # wrong on every gold: P(a < 0.6) > 0.8 from 3 answers on
     report = apply_pending(eng, r, pid, cache=StateCache())
-    assert report.applied == 8 and report.paused == ["p-w0"]
+    assert report.applied == 12 and report.paused == ["p-w0"]
     with pytest.raises(Forbidden):
         s.next_assignment("p-w0")
