@@ -12,8 +12,15 @@ loses its variance to rounding.
 
 Rewards: R_z(i, j) = h(I(a~_i(z), b~_i(z))) - h(I(a_i, b_i)) for z = +-1, R+ = max(R_+1, R_-1).
 
-* push (``select_pair``): argmax over eligible (i, j) of R+(a_i, b_i, c_j, d_j) (vectorised over
-  the mask; lowest task, then lowest worker on ties);
+* push (``select_pair``): argmax over eligible (i, j) of R+(a_i, b_i, c_j, d_j) (lowest task,
+  then lowest worker on ties). The (n_tasks x n_workers) matrix of R+ is kept in a cache
+  attached to the state object but **not part of the serialised state** (``state_to_dict``
+  writes a, b, c, d only; the cache is derivable from them). Before each decision the cache
+  compares its copies of a, b, c, d with the state and recomputes only the rows of tasks and
+  the columns of workers whose posterior changed — after one label that is one row and one
+  column, O(n_tasks + n_workers) reward evaluations instead of O(n_tasks x n_workers). Any
+  change made to the state by other means (a rebuilt state, a test editing ``state.a``) is
+  detected the same way, so decisions are always those of the full recomputation;
 * pull (``select_task`` for the asking worker j): argmax_i R+(a_i, b_i, c_j, d_j) = ``score``;
 * ``priority``: worker-independent, R+ under the prior-mean worker Beta(c0, d0); the live
   index orders tasks by it and the asking worker's ``score`` picks among the top candidates.
@@ -27,7 +34,7 @@ label. Declines change nothing. ``update`` returns the tasks whose ``priority`` 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -49,6 +56,40 @@ class WorkerKGState:
     b: np.ndarray  # float (n_tasks,)
     c: np.ndarray  # float (n_workers,)
     d: np.ndarray  # float (n_workers,)
+    # push-mode cache of the R+ matrix; derivable, never serialised (see the module docstring)
+    reward_cache: "_RewardCache | None" = field(default=None, repr=False, compare=False)
+
+
+class _RewardCache:
+    """R+[i, j] for every (task, worker), with the a, b, c, d it was computed from."""
+
+    def __init__(self) -> None:
+        self.a = self.b = self.c = self.d = np.empty(0)
+        self.r = np.empty((0, 0))
+        self.cells_computed = 0  # reward evaluations done so far (for tests/benchmarks)
+
+    def refresh(self, state: WorkerKGState) -> np.ndarray:
+        a, b, c, d = state.a, state.b, state.c, state.d
+        T, W = a.size, c.size
+        if self.r.shape != (T, W):
+            rows, cols = np.arange(T), np.arange(W)
+        else:
+            rows = np.flatnonzero((a != self.a) | (b != self.b))
+            cols = np.flatnonzero((c != self.c) | (d != self.d))
+        if rows.size * W + cols.size * T >= T * W // 2:  # cheaper to redo everything
+            self.r = OptKGWorkers.rewards(a[:, None], b[:, None], c[None, :], d[None, :])
+            self.cells_computed += T * W
+        else:
+            if rows.size:
+                self.r[rows] = OptKGWorkers.rewards(a[rows, None], b[rows, None],
+                                                    c[None, :], d[None, :])
+                self.cells_computed += rows.size * W
+            if cols.size:
+                self.r[:, cols] = OptKGWorkers.rewards(a[:, None], b[:, None],
+                                                       c[None, cols], d[None, cols])
+                self.cells_computed += cols.size * T
+        self.a, self.b, self.c, self.d = a.copy(), b.copy(), c.copy(), d.copy()
+        return self.r
 
 
 @register
@@ -83,6 +124,9 @@ class OptKGWorkers(Policy):
         return WorkerKGState(np.full(problem.n_tasks, p.prior), np.full(problem.n_tasks, p.prior),
                              np.full(problem.n_workers, p.c0), np.full(problem.n_workers, p.d0))
 
+    def state_to_dict(self, state: WorkerKGState) -> dict[str, Any]:
+        return {k: getattr(state, k).tolist() for k in "abcd"}  # the reward cache is derivable
+
     def state_from_dict(self, data: dict[str, Any]) -> WorkerKGState:
         return WorkerKGState(*(np.asarray(data[k], dtype=float).reshape(-1) for k in "abcd"))
 
@@ -106,6 +150,19 @@ class OptKGWorkers(Policy):
 
     def select_pair(self, state: WorkerKGState, mask: np.ndarray,
                     rng: np.random.Generator) -> tuple[int, int] | None:
+        mask = np.asarray(mask, dtype=bool)
+        if not mask.any():
+            return None
+        if state.reward_cache is None:
+            state.reward_cache = _RewardCache()
+        r = state.reward_cache.refresh(state)
+        # row-major argmax: lowest task, then lowest worker first among equal values
+        best = int(np.argmax(np.where(mask, r, -np.inf)))
+        return divmod(best, mask.shape[1])
+
+    def select_pair_full(self, state: WorkerKGState, mask: np.ndarray,
+                         rng: np.random.Generator | None = None) -> tuple[int, int] | None:
+        """Reference push decision recomputing R+ over every eligible pair (no cache)."""
         tasks, workers = np.nonzero(mask)  # row-major: lowest task, then lowest worker first
         if len(tasks) == 0:
             return None

@@ -106,3 +106,62 @@ def test_learns_reliable_and_adversarial_workers(policy):
     assert np.mean(policy.predict(state) == truth) > 0.9
     proba = policy.predict_proba(state)
     np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+
+
+def _drive_push(policy, T, W, steps, seed, check):
+    """Run ``steps`` push decisions on a random availability mask with simulated one-coin
+    workers; ``check(state, mask, choice)`` is called before every update."""
+    rng = np.random.default_rng(seed)
+    truth = rng.integers(0, 2, T)
+    accuracy = rng.uniform(0.3, 0.98, W)
+    state = policy.init_state(Problem(n_tasks=T, n_workers=W))
+    mask = rng.random((T, W)) < 0.6
+    choices = []
+    for _ in range(steps):
+        choice = policy.select_pair(state, mask, rng)
+        check(state, mask, choice)
+        if choice is None:
+            break
+        i, j = choice
+        label = truth[i] if rng.random() < accuracy[j] else 1 - truth[i]
+        policy.update(state, Observation(task=i, worker=j, label=int(label)))
+        mask[i, j] = False
+        choices.append(choice)
+    return state, choices
+
+
+def test_push_cache_decisions_equal_the_full_recomputation(policy):
+    T, W = 40, 12
+
+    def same_as_full(state, mask, choice):
+        assert choice == policy.select_pair_full(state, mask)
+
+    state, choices = _drive_push(policy, T, W, 250, seed=11, check=same_as_full)
+    assert len(choices) == 250 and len(set(choices)) == 250
+    # incremental: after the first full matrix, one row and one column per label
+    cells = state.reward_cache.cells_computed
+    assert cells <= T * W + 249 * (T + W), cells
+    assert cells < 250 * T * W / 5
+    # the cache is refreshed lazily, at the next decision; then it equals a fresh matrix
+    fresh = policy.rewards(state.a[:, None], state.b[:, None], state.c[None, :], state.d[None, :])
+    assert not np.array_equal(state.reward_cache.r, fresh)  # stale after the last update
+    np.testing.assert_array_equal(state.reward_cache.refresh(state), fresh)
+
+
+def test_push_cache_follows_edits_and_is_not_serialised(policy):
+    import json
+
+    state, _ = _drive_push(policy, 15, 6, 30, seed=4, check=lambda *_: None)
+    assert state.reward_cache is not None
+    data = policy.state_to_dict(state)
+    assert sorted(data) == ["a", "b", "c", "d"]
+    json.dumps(data)
+    mask = np.ones((15, 6), bool)
+    rebuilt = policy.state_from_dict(data)
+    assert rebuilt.reward_cache is None
+    assert policy.select_pair(rebuilt, mask, None) == policy.select_pair(state, mask, None)
+    # edits made behind the policy's back are picked up (task 7 made maximally uncertain,
+    # worker 2 made very reliable)
+    state.a[7], state.b[7] = 1.0, 1.0
+    state.c[2], state.d[2] = 60.0, 1.0
+    assert policy.select_pair(state, mask, None) == policy.select_pair_full(state, mask) == (7, 2)
