@@ -62,6 +62,7 @@ def _resp(description: str) -> dict[str, Any]:
 
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: _resp("The body could not be read, e.g. not UTF-8 (code `bad_request`)."),
     401: _resp("No or unknown bearer token (code `unauthorized`)."),
     403: _resp("Not yours, or your account is paused (code `forbidden`)."),
     413: _resp("Request body too large (code `payload_too_large`)."),
