@@ -70,10 +70,15 @@ def _margin(scores: np.ndarray, total: float | np.ndarray) -> np.ndarray:
     """Confidence: (best - second best) / total weight; |ybar| for two classes."""
     if scores.shape[1] == 1:
         return np.zeros(scores.shape[0])
-    part = np.sort(scores, axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        m = (part[:, -1] - part[:, -2]) / total
-    return np.nan_to_num(m)
+    if scores.shape[1] == 2:  # max - min, the same float as the sorted difference
+        diff = np.abs(scores[:, 1] - scores[:, 0])
+    else:
+        part = np.sort(scores, axis=1)
+        diff = part[:, -1] - part[:, -2]
+    total = np.broadcast_to(np.asarray(total, dtype=float), diff.shape)
+    out = np.zeros(diff.shape)
+    np.divide(diff, total, out=out, where=total > 0)
+    return np.nan_to_num(out)
 
 
 def _shares(scores: np.ndarray) -> np.ndarray:
@@ -236,7 +241,8 @@ class BBTA(Policy):
             i = int(busy[0])
             return i, int(np.flatnonzero(mask[i])[0])
         # 2. pure exploration: a random fresh task of a context that needs one
-        need = self._exploring(state) if self.params.explore > 0 else np.zeros(0, bool)
+        need = self._exploring(state) if self.params.explore > 0 and \
+            (state.steps == 0).any() else np.zeros(0, bool)
         if need.any():
             fresh = open_rows & ~state.explore & ~(state.labels >= 0).any(axis=1)
             for s in np.flatnonzero(need):
@@ -261,7 +267,8 @@ class BBTA(Policy):
         row = state.labels[i]
         n_workers = row.size
         context = np.flatnonzero(state.category == s)
-        if state.explore[i] or (self._exploring(state)[s] and not (row >= 0).any()):
+        if state.explore[i] or (self.params.explore > 0 and state.steps[s] == 0
+                                and self._exploring(state)[s] and not (row >= 0).any()):
             # pure exploration: plain majority vote, losses recomputed from the labels
             state.explore[i] = True
             row[j] = obs.label
@@ -281,8 +288,9 @@ class BBTA(Policy):
         # floor: in a replay the caller's mask can force a worker whose weight underflows
         p_j = max(float(w_open[np.flatnonzero(open_) == j][0] / w_open.sum()), 1e-12)
         row[j] = obs.label
-        scores = vote_scores(row[None, :], w, state.n_classes)
-        loss = float(expected_zero_one_loss(scores, obs.label)[0])
+        scores = vote_scores(row[None, :], w, state.n_classes)[0]
+        top = scores == scores.max()
+        loss = 1.0 - top[obs.label] / top.sum()  # expected_zero_one_loss of this row
         state.loss[s, j] += loss / p_j
         loss_s[j] += loss / p_j
         state.weights[s] = self._exp_weights(eta, loss_s)

@@ -22,6 +22,7 @@ The estimate is the majority vote.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -92,6 +93,19 @@ def _new_task(state: StreamState, mask: np.ndarray, preferred: np.ndarray,
     return None
 
 
+@functools.lru_cache(maxsize=65536)
+def _t_quantile(q: float, df: float) -> float:
+    return float(student_t.ppf(q, df))
+
+
+def t_quantiles(q: float, df: np.ndarray) -> np.ndarray:
+    """``student_t.ppf(q, df)`` elementwise, each distinct df computed once and memoised
+    (the degrees of freedom are counts, so a run sees few distinct values)."""
+    uniq, inverse = np.unique(df, return_inverse=True)
+    vals = np.array([_t_quantile(float(q), float(u)) for u in uniq])
+    return vals[inverse.reshape(-1)].reshape(np.shape(df))
+
+
 def _best(values: np.ndarray, allowed: np.ndarray) -> int:
     """Index of the largest value where allowed (lowest index on ties)."""
     return int(np.argmax(np.where(allowed, values, -np.inf)))
@@ -139,7 +153,7 @@ class IEThresh(Policy):
         """UI(j) = mean + t_{alpha/2, n-1} sd / sqrt(n) (sample sd, n >= 2)."""
         mean = s1 / n
         var = np.maximum(s2 - n * mean * mean, 0.0) / np.maximum(n - 1.0, 1.0)
-        crit = student_t.ppf(1.0 - self.params.alpha / 2.0, np.maximum(n - 1.0, 1.0))
+        crit = t_quantiles(1.0 - self.params.alpha / 2.0, np.maximum(n - 1.0, 1.0))
         return mean + crit * np.sqrt(var / n)
 
     def worker_set(self, ui: np.ndarray) -> np.ndarray:

@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from scipy.special import betainc
+
 from ..errors import PolicyError
 from . import _beta
 from .base import Observation, Policy, Problem
@@ -39,10 +41,27 @@ def _rewards(a, b, c, d) -> np.ndarray:
     return np.maximum(r_pos, r_neg)
 
 
+def _min_tail(a, b) -> np.ndarray:
+    """min(I, 1 - I) of Beta(a, b) (``_beta._min_tail``): the task's cached term of R+."""
+    return np.minimum(betainc(b, a, 0.5), betainc(a, b, 0.5))
+
+
+def _rewards_fast(a, b, c, d, lo) -> np.ndarray:
+    """``_rewards`` with the task term ``lo = _min_tail(a, b)`` given (cached per task) and
+    without broadcasting overhead; every float operation is the one ``_beta.worker_rewards``
+    performs, so the values are bit-identical (checked in tests/policies/test_bbta.py)."""
+    ac, bd, ad, bc = a * c, b * d, a * d, b * c
+    n_pos, n_neg = ac + bd, ad + bc
+    ap, bp = _beta._match_mixture(a, b, ac / n_pos, bd / n_pos)
+    am, bm = _beta._match_mixture(a, b, ad / n_neg, bc / n_neg)
+    return np.maximum(lo - _min_tail(ap, bp), lo - _min_tail(am, bm))
+
+
 @dataclass
 class MultiKGState:
     """Tasks Beta(a, b); workers Beta(c[s], d[s]) per category; ``spent[s]`` labels;
-    ``reward[i, j]`` cached R+ of pair (i, j) under task i's category."""
+    ``reward[i, j]`` cached R+ of pair (i, j) under task i's category; ``lo[i]`` cached
+    min(I, 1 - I) of task i (a pure function of a[i], b[i]; rebuilt when absent)."""
 
     a: np.ndarray
     b: np.ndarray
@@ -51,6 +70,11 @@ class MultiKGState:
     category: np.ndarray
     spent: np.ndarray
     reward: np.ndarray
+    lo: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.lo is None:
+            self.lo = _min_tail(self.a, self.b)
 
 
 @register
@@ -94,7 +118,8 @@ class OptKGMulti(Policy):
             np.asarray(data["c"], dtype=float), np.asarray(data["d"], dtype=float),
             np.asarray(data["category"], dtype=np.int64),
             np.asarray(data["spent"], dtype=float),
-            np.asarray(data["reward"], dtype=float).reshape(n, -1))
+            np.asarray(data["reward"], dtype=float).reshape(n, -1),
+            np.asarray(data["lo"], dtype=float) if "lo" in data else None)
 
     # --- decisions -------------------------------------------------------------------
     def priority(self, state: MultiKGState, tasks: np.ndarray) -> np.ndarray:
@@ -137,10 +162,12 @@ class OptKGMulti(Policy):
         if total > self.params.max_strength:  # keep the mean, cap the concentration
             c, d = c * self.params.max_strength / total, d * self.params.max_strength / total
         state.a[i], state.b[i], state.c[s, j], state.d[s, j] = a, b, c, d
+        state.lo[i] = _min_tail(a, b)
         state.spent[s] += 1
         tasks = np.flatnonzero(state.category == s)
-        state.reward[tasks, j] = _rewards(state.a[tasks], state.b[tasks], c, d)
-        state.reward[i] = _rewards(a, b, state.c[s], state.d[s])
+        state.reward[tasks, j] = _rewards_fast(state.a[tasks], state.b[tasks], c, d,
+                                               state.lo[tasks])
+        state.reward[i] = _rewards_fast(a, b, state.c[s], state.d[s], state.lo[i])
         return tasks
 
     def predict_proba(self, state: MultiKGState) -> np.ndarray:

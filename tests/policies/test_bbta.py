@@ -246,3 +246,72 @@ def test_random_pair_is_uniform_over_eligible_pairs():
     counts = {p: draws.count(p) for p in set(draws)}
     assert set(counts) == {(0, 0), (1, 0), (1, 1)}
     assert all(abs(c / 3000 - 1 / 3) < 0.03 for c in counts.values())
+
+
+# --- the speed-ups keep every decision (issue 4 follow-up) --------------------------------
+
+def _fingerprint_picks(spec, seed=3):
+    """120 push steps on a 30-task, 6-worker, 3-context problem with fixed answers."""
+    import hashlib
+
+    rng = np.random.default_rng(seed)
+    n, k, s = 30, 6, 3
+    prob = Problem(n_tasks=n, n_workers=k, n_classes=2, task_category=np.arange(n) % s,
+                   n_categories=s)
+    truth = rng.integers(0, 2, n)
+    good = (np.arange(k)[None, :] % s) == (np.arange(n)[:, None] % s)
+    ans = np.where(rng.random((n, k)) < np.where(good, 0.95, 0.55), truth[:, None],
+                   1 - truth[:, None])
+    pol = build(spec)
+    st = pol.init_state(prob)
+    mask = np.ones((n, k), bool)
+    out = []
+    for _ in range(120):
+        pr = pol.select_pair(st, mask, rng)
+        if pr is None:
+            break
+        out.append((int(pr[0]), int(pr[1])))
+        mask[pr] = False
+        pol.update(st, Observation(pr[0], pr[1], int(ans[pr])))
+    return hashlib.sha1(repr(out).encode()).hexdigest()[:16]
+
+
+@pytest.mark.parametrize("spec, digest", [
+    # recorded with the code before the speed-ups (commit a4dc716)
+    ("bbta:explore=1", "513f914c2b6161a8"), ("bbta:explore=0", "398412448b4f8265"),
+    ("optkg-multi", "5a9afebf827f8d1f"), ("iethresh:eps=0.9", "b859657873f4fe05"),
+    ("crowdsense:eps=0.2", "746083e948428b2a"),
+])
+def test_faster_code_makes_the_same_choices_as_before(spec, digest):
+    assert _fingerprint_picks(spec) == digest
+
+
+def test_optkg_multi_cached_rewards_equal_a_full_recomputation():
+    from labelq.policies import _beta
+
+    problem = _problem(n=12, k=4, s=3)
+    answers = np.random.default_rng(2).integers(0, 2, (12, 4))
+    state, _ = _run(build("optkg-multi"), problem, answers, steps=30, seed=1)
+    c, d = state.c[state.category], state.d[state.category]
+    r_pos, r_neg = _beta.worker_rewards(state.a[:, None], state.b[:, None], c, d)
+    assert np.array_equal(state.reward, np.maximum(r_pos, r_neg))  # bit-identical
+    assert np.array_equal(state.lo, np.minimum(*_beta.prob_positive(state.a, state.b)))
+
+
+def test_iethresh_memoised_t_quantiles_equal_scipy():
+    from labelq.policies.iethresh import t_quantiles
+
+    df = np.array([1.0, 3.0, 1.0, 7.5, 40.0, 3.0])
+    assert np.array_equal(t_quantiles(0.975, df), student_t.ppf(0.975, df))
+
+
+def test_margin_two_class_fast_path_equals_sorted_difference():
+    from labelq.policies.bbta import _margin
+
+    sc = np.random.default_rng(0).random((50, 2))
+    sc[3] = 0.0
+    tot = sc.sum(axis=1)
+    part = np.sort(sc, axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ref = np.nan_to_num((part[:, -1] - part[:, -2]) / tot)
+    assert np.array_equal(_margin(sc, tot), ref)
