@@ -35,6 +35,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..errors import PolicyError
+from ..policies.spec import coerce_value as _coerce
 from .recommend import epoch_end
 
 __all__ = ["WorkerHistory", "Schedule", "NoGold", "FixedRate", "OnboardingDecay", "Epochs",
@@ -179,15 +180,6 @@ class PerCategory(Schedule):
 
 SCHEDULES: dict[str, type[Schedule]] = {
     cls.name: cls for cls in (NoGold, FixedRate, OnboardingDecay, Epochs, PerCategory)}
-
-
-def _coerce(text: str) -> int | float | str:
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return text.strip()
 
 
 def schedule_from_spec(text: str) -> Schedule:

@@ -13,10 +13,11 @@ from typing import Any
 
 from ..errors import PolicyError
 
-__all__ = ["PolicySpec"]
+__all__ = ["PolicySpec", "coerce_value"]
 
 
-def _coerce(text: str) -> Any:
+def coerce_value(text: str) -> Any:
+    """A spec value as bool, int, float or stripped text (``"0.5"`` -> 0.5)."""
     lowered = text.strip().lower()
     if lowered in ("true", "yes"):
         return True
@@ -53,7 +54,7 @@ class PolicySpec:
                     raise PolicyError(
                         f"policy spec {text!r}: expected key=value, got {part!r}", spec=text
                     )
-                params[key.strip()] = _coerce(value)
+                params[key.strip()] = coerce_value(value)
         return cls(name, params)
 
     @classmethod
