@@ -1,0 +1,104 @@
+"""``labelq annotate next|submit|decline|progress``: label from a shell through the HTTP API.
+
+The annotator's token comes from ``--token`` or ``LABELQ_TOKEN``; the server from
+``--api-url`` or ``LABELQ_API_URL``. Unlike ``labelq next HANDLE`` (operators, with direct
+database access), these go through ``labelq serve``, which checks the token and that the
+assignment is yours. Errors keep the documented exit codes (4 not found, 5 conflict,
+6 forbidden or bad token, 3 invalid label, 9 server unreachable).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from labelq.errors import (Conflict, Forbidden, InputError, LabelqError, NotFound,
+                           ServiceUnavailable)
+
+from ._common import OUTPUT_OPTION, emit_record
+
+_BY_STATUS = {401: Forbidden, 403: Forbidden, 404: NotFound, 409: Conflict, 410: Conflict,
+              413: InputError, 422: InputError, 503: ServiceUnavailable}
+
+TOKEN_OPTION = click.option("--token", envvar="LABELQ_TOKEN", required=True,
+                            help="Your annotator token [env: LABELQ_TOKEN].")
+API_OPTION = click.option("--api-url", envvar="LABELQ_API_URL",
+                          default="http://127.0.0.1:8000", show_default=True,
+                          help="The labelq server [env: LABELQ_API_URL].")
+
+
+def call(api_url: str, token: str, method: str, path: str,
+         body: dict[str, Any] | None = None) -> dict[str, Any]:
+    import httpx
+
+    url = api_url.rstrip("/") + "/api/v1" + path
+    try:
+        r = httpx.request(method, url, json=body, timeout=30,
+                          headers={"Authorization": f"Bearer {token}"})
+    except httpx.HTTPError as exc:
+        raise ServiceUnavailable(f"the labelq server at {api_url} does not answer: {exc}"
+                                 ) from exc
+    try:
+        data = r.json()
+    except ValueError:
+        data = {"message": r.text[:200]}
+    if r.is_error:
+        cls = _BY_STATUS.get(r.status_code, LabelqError)
+        raise cls(f"{data.get('message', r.reason_phrase)} ({data.get('code', r.status_code)})")
+    return data
+
+
+@click.group("annotate")
+def annotate() -> None:
+    """Label from a shell through the HTTP API, with your token."""
+
+
+@annotate.command("next")
+@TOKEN_OPTION
+@API_OPTION
+@OUTPUT_OPTION
+def next_(token: str, api_url: str, output: str) -> None:
+    """Get your next assignment (its id, the task payload and the label set)."""
+    out = call(api_url, token, "POST", "/assignments/next")
+    if out["assignment"] is None:
+        click.echo(out.get("message") or "no task for you now", err=True)
+        return
+    emit_record(out["assignment"], output)
+
+
+@annotate.command("submit")
+@click.argument("assignment")
+@click.argument("label")
+@TOKEN_OPTION
+@API_OPTION
+@OUTPUT_OPTION
+def submit(assignment: str, label: str, token: str, api_url: str, output: str) -> None:
+    """Answer ASSIGNMENT with LABEL (safe to repeat)."""
+    emit_record(call(api_url, token, "POST", f"/assignments/{assignment}/label",
+                     {"label": label}), output)
+
+
+@annotate.command("decline")
+@click.argument("assignment")
+@TOKEN_OPTION
+@API_OPTION
+@OUTPUT_OPTION
+def decline(assignment: str, token: str, api_url: str, output: str) -> None:
+    """Give ASSIGNMENT back to the pool."""
+    emit_record(call(api_url, token, "POST", f"/assignments/{assignment}/decline"), output)
+
+
+@annotate.command("progress")
+@TOKEN_OPTION
+@API_OPTION
+@OUTPUT_OPTION
+def progress(token: str, api_url: str, output: str) -> None:
+    """Your labels, gold results and remaining capacity."""
+    out = call(api_url, token, "GET", "/me/progress")
+    gold = out.pop("gold")
+    out.update({f"gold_{k}": v for k, v in gold.items()})
+    emit_record(out, output)
+
+
+commands = [annotate]
