@@ -27,7 +27,9 @@ the smaller checkpoints are the prefix of the run whose spend fits. Each checkpo
   them (the expectation of a random tie break, as in the data sets' ``stats.json``);
 * ``accuracy_aggregate`` — the same for a named aggregator over the labels collected so far
   (when one was asked for), else ``None``;
-* ``spent``, ``labels`` and ``tasks_completed`` — the tasks with at least one label.
+* ``spent``, ``labels`` and ``tasks_completed`` — the tasks the policy declares done when
+  its state has a boolean ``done`` array (B-KUBE's moving-on rule), else the tasks with at
+  least one label.
 """
 
 from __future__ import annotations
@@ -78,6 +80,14 @@ def expected_accuracy(scores: np.ndarray, truth: np.ndarray, tol: float = 1e-12)
     return float(np.mean(top[np.arange(t.size), t] / top.sum(axis=1)))
 
 
+def completed(state, per_task: np.ndarray) -> int:
+    """Tasks completed: the policy's own ``state.done`` if it keeps one, else labelled tasks."""
+    done = getattr(state, "done", None)
+    if isinstance(done, np.ndarray) and done.dtype == bool and done.shape == per_task.shape:
+        return int(np.count_nonzero(done))
+    return int(np.count_nonzero(per_task))
+
+
 def run_policy(policy: Policy, env: Environment, budgets: Sequence[float],
                rng: np.random.Generator, *, max_labels_per_task: int | None = None,
                aggregate: Aggregator | None = None, mode: str | None = None) -> list[Checkpoint]:
@@ -121,7 +131,7 @@ def run_policy(policy: Policy, env: Environment, budgets: Sequence[float],
                              np.asarray(log_l, dtype=np.int64), T, env.n_classes)
             acc_agg = expected_accuracy(pred, eval_truth)
         checkpoints.append(Checkpoint(budget=budget, spent=spent, labels=len(log_t),
-                                      tasks_completed=int(np.count_nonzero(per_task)),
+                                      tasks_completed=completed(state, per_task),
                                       accuracy=expected_accuracy(proba, eval_truth),
                                       accuracy_aggregate=acc_agg))
 

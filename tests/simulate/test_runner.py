@@ -106,3 +106,22 @@ def test_expected_accuracy_counts_ties_as_random_break():
     truth = np.array([1, 0, 0, -1])
     assert expected_accuracy(proba, truth) == pytest.approx((0.5 + 1 + 0) / 3)
     assert expected_accuracy(np.array([1, 0, 1]), np.array([1, 1, -1])) == 0.5
+
+
+def test_tasks_completed_follows_the_policys_moving_on_rule():
+    """B-KUBE keeps `state.done` (its moving-on rule); the simulator reports that, not the
+    number of labelled tasks, while label-count policies report labelled tasks."""
+    import numpy as np
+
+    from labelq.policies import build
+    from labelq.simulate.runner import completed
+
+    class S:
+        done = np.array([True, False, False])
+
+    assert completed(S(), np.array([3, 1, 0])) == 1
+    assert completed(object(), np.array([3, 1, 0])) == 2
+    policy = build("bkube")
+    from labelq.policies.base import Problem
+    state = policy.init_state(Problem(n_tasks=5, n_workers=3, budget=10.0))
+    assert completed(state, np.ones(5)) == 0
