@@ -35,7 +35,7 @@ import numpy as np
 from ..policies import Observation, Problem, build, names
 from ..simulate.workers import make_pool
 
-__all__ = ["Bench", "make_bench", "simulate_answers", "run_policy", "run_sweep",
+__all__ = ["Bench", "make_bench", "synthetic_bench", "simulate_answers", "run_policy", "run_sweep",
            "expected_accuracy", "compare", "main", "BENCHMARKS", "DEFAULT_METHODS"]
 
 # name -> (N, S, K, share of the positive class) ; breast-cancer's N and share are the data's
@@ -92,6 +92,12 @@ def make_bench(name: str, *, datasets_dir: str | None = None) -> Bench:
         x, y = load_breast_cancer(return_X_y=True)
         x = (x - x.mean(axis=0)) / x.std(axis=0)
         return Bench(name, y.astype(np.int64), _kmeans(x, s), s, k)
+    return synthetic_bench(name, n, s, k, share)
+
+
+def synthetic_bench(name: str, n: int, s: int, k: int, share: float) -> Bench:
+    """N tasks in S k-means contexts of 8-d Gaussian blobs, K workers, P(class 1) = share
+    (seed 0: the same arguments give the same task set)."""
     from sklearn.datasets import make_blobs
 
     rng = np.random.default_rng(0)
@@ -173,22 +179,28 @@ def _interp(points: list[tuple[float, float]], budgets: list[float]) -> np.ndarr
     return out
 
 
-def compare(dataset: str, model: str, runs: int, budgets: list[float],
-            methods: list[str] | None = None, seed: int = 0, progress=None) -> dict:
-    """Mean and standard error of accuracy per method and budget over ``runs`` runs."""
-    bench = make_bench(dataset)
+def compare(dataset: str | Bench, model: str, runs: int, budgets: list[float],
+            methods: list[str] | None = None, seed: int = 0, progress=None,
+            sweeps: dict[str, list[float]] | None = None) -> dict:
+    """Mean and standard error of accuracy per method and budget over ``runs`` runs.
+
+    ``dataset`` is a benchmark name or a ``Bench``; ``sweeps`` overrides the eps grids of
+    the budget-free methods (default ``SWEEPS``)."""
+    bench = dataset if isinstance(dataset, Bench) else make_bench(dataset)
+    dataset = bench.name
+    grids = {**SWEEPS, **(sweeps or {})}
     known = set(names())
     methods = [m for m in (methods or DEFAULT_METHODS) if m.split(":")[0] in known]
     cap = max(budgets)
-    curves: dict[str, list[np.ndarray]] = {m: [] for m in methods if m not in SWEEPS}
+    curves: dict[str, list[np.ndarray]] = {m: [] for m in methods if m not in grids}
     sweep_pts: dict[str, dict[float, list[tuple[float, float]]]] = {
-        m: {e: [] for e in SWEEPS[m]} for m in methods if m in SWEEPS}
+        m: {e: [] for e in grids[m]} for m in methods if m in grids}
     for r in range(runs):
         answers = simulate_answers(bench, model, np.random.default_rng([seed, r, 1]))
         for k, m in enumerate(methods):
             rng = np.random.default_rng([seed, r, 2, k])
-            if m in SWEEPS:
-                for e in SWEEPS[m]:
+            if m in grids:
+                for e in grids[m]:
                     sweep_pts[m][e].append(run_sweep(m, e, bench, answers, cap, rng))
             else:
                 curves[m].append(run_policy(m, bench, answers, budgets, rng)[0])

@@ -1,5 +1,8 @@
-"""Reduced BBTA reproduction (Zhang, Ma & Sugiyama 2015, Section 5): the paper's orderings
-with fewer runs and a budget of 5 labels per task. Full tables: docs/reproductions/bbta.md."""
+"""Reduced BBTA reproduction (Zhang, Ma & Sugiyama 2015, Section 5): the orderings of the
+full tables in docs/reproductions/bbta.md, checked on the full-size ionosphere-shaped set
+with 3 runs at a budget of 5 labels per task (the sweeps are capped there), and on the
+athlete replay with 3 runs. Seeds are fixed (``compare(seed=0)``), so the numbers are
+deterministic; the margins are the ones the 10-run tables support."""
 
 from __future__ import annotations
 
@@ -28,17 +31,30 @@ def test_answers_follow_the_worker_model():
     assert abs(right[~hammer].mean() - 0.5) < 0.03
 
 
+def test_compare_takes_a_bench_and_sweep_grids():
+    b = exp.synthetic_bench("tiny", 30, 3, 6, 0.5)
+    res = exp.compare(b, "one-coin", runs=1, budgets=[1.0, 2.0],
+                      methods=["random", "iethresh"], sweeps={"iethresh": [0.99]})
+    assert res["dataset"] == "tiny" and list(res["sweeps"]["iethresh"]) == [0.99]
+    assert res["mean"]["random"].shape == (2,)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("model", ["spammer-hammer", "malicious"])
 def test_orderings_on_adversarial_workers(model):
-    res = exp.compare("ionosphere", model, runs=2, budgets=[5.0], methods=METHODS, seed=0)
+    res = exp.compare("ionosphere", model, runs=3, budgets=[5.0], methods=METHODS, seed=0)
     acc = {m: float(v[0]) for m, v in res["mean"].items()}
-    assert acc["bbta:explore=1"] >= acc["bbta:explore=0"] - 0.01, acc
-    for base in ("optkg-multi", "random", "crowdsense", "iethresh"):
-        if not np.isnan(acc[base]):
-            assert acc["bbta:explore=1"] > acc[base], (base, acc)
-    others = [v for m, v in acc.items() if m != "iethresh" and not np.isnan(v)]
-    assert acc["iethresh"] <= min(others) + 0.02, acc
+    assert not np.isnan(acc["iethresh"]) and not np.isnan(acc["crowdsense"]), acc
+    # exploration helps (the paper's N'=1 vs N'=0)
+    assert acc["bbta:explore=1"] > acc["bbta:explore=0"], acc
+    # BBTA beats the naive and the category-blind baselines
+    for base in ("random", "crowdsense", "iethresh"):
+        assert acc["bbta:explore=1"] > acc[base] + 0.03, (base, acc)
+    # IEThresh is last
+    assert acc["iethresh"] == min(acc.values()), acc
+    # against per-category Opt-KG the full tables are mixed (a tie under spammer-hammer on
+    # this set at 5 labels per task): only require BBTA to be within 3 points
+    assert acc["bbta:explore=1"] > acc["optkg-multi"] - 0.03, acc
 
 
 @pytest.mark.slow
@@ -46,13 +62,10 @@ def test_orderings_on_adversarial_workers(model):
 def test_athlete_replay(shared_datasets):
     bench = exp.make_bench("athlete", datasets_dir=str(shared_datasets))
     assert bench.n_categories == 4  # task_types.csv flows into the categories
-    rows = {m: [] for m in ("bbta:explore=1", "random")}
-    for r in range(2):
-        for m in rows:
-            acc, _ = exp.run_policy(m, bench, bench.recorded.copy(), [5.0, 10.0],
-                                    np.random.default_rng([r, 7]))
-            rows[m].append(acc)
-    bbta, rnd = (np.mean(rows[m], axis=0) for m in ("bbta:explore=1", "random"))
-    assert abs(rnd[0] - 0.70) < 0.04  # the paper-style naive baseline, ~0.70 at 5 per task
-    assert bbta[0] > rnd[0] + 0.03  # measured +5 points at 5 per task (target was +10)
-    assert bbta[1] > rnd[1] + 0.08
+    res = exp.compare(bench, "replay", runs=3, budgets=[5.0],
+                      methods=["bbta:explore=1", "random", "optkg"], seed=0)
+    acc = {m: float(v[0]) for m, v in res["mean"].items()}
+    assert abs(acc["random"] - 0.706) < 0.03, acc  # 10 runs: 0.706 +- 0.005
+    # 10 runs: BBTA(N'=1) 0.763 +- 0.008, +5.7 points over random (the issue's +10 is missed)
+    assert acc["bbta:explore=1"] > acc["random"] + 0.03, acc
+    assert acc["bbta:explore=1"] > acc["optkg"] + 0.01, acc  # category-blind Opt-KG: 0.728
