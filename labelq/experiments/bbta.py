@@ -35,7 +35,7 @@ import numpy as np
 from ..policies import Observation, Problem, build, names
 from ..simulate.workers import make_pool
 
-__all__ = ["Bench", "make_bench", "synthetic_bench", "simulate_answers", "run_policy", "run_sweep",
+__all__ = ["Bench", "make_bench", "synthetic_bench", "diagnose", "good_workers", "simulate_answers", "run_policy", "run_sweep",
            "expected_accuracy", "compare", "main", "BENCHMARKS", "DEFAULT_METHODS"]
 
 # name -> (N, S, K, share of the positive class) ; breast-cancer's N and share are the data's
@@ -221,6 +221,65 @@ def compare(dataset: str | Bench, model: str, runs: int, budgets: list[float],
     return out
 
 
+def good_workers(bench: Bench, answers: np.ndarray, threshold: float = 0.85) -> np.ndarray:
+    """bool (S, K): worker j's accuracy on context s, over all its answers there, is at least
+    ``threshold`` (an oracle view used only by ``diagnose``)."""
+    good = np.zeros((bench.n_categories, bench.n_workers), dtype=bool)
+    for s in range(bench.n_categories):
+        lab = answers[bench.category == s]
+        said = lab >= 0
+        right = (lab == bench.truth[bench.category == s][:, None]) & said
+        good[s] = right.sum(axis=0) >= threshold * np.maximum(said.sum(axis=0), 1)
+    return good
+
+
+def _bbta_eta_scaled(scale: float):
+    """A diagnostic, unregistered BBTA whose eta is multiplied by ``scale`` (not the paper)."""
+    from ..policies.bbta import BBTA
+
+    class _Scaled(BBTA):
+        def _eta(self, steps, n_workers):  # noqa: ANN001, ANN202
+            return scale * BBTA._eta(steps, n_workers)
+
+    return _Scaled(BBTA.Params(explore=1))
+
+
+def diagnose(dataset: str, model: str, runs: int, budget: float, specs: list[str],
+             seed: int = 0) -> list[str]:
+    """Where do BBTA's labels go? For each spec (``bbta:...``, ``random``, or ``eta*X`` =
+    BBTA(N'=1) with eta scaled by X, a diagnostic only): accuracy at ``budget`` labels per
+    task and, per successive block of one label per task, the share of labels given by
+    workers who are good on the task's context (``good_workers``), mean over runs."""
+    bench = make_bench(dataset)
+    lines = []
+    for k, spec in enumerate(specs):
+        accs, shares = [], []
+        for r in range(runs):
+            answers = simulate_answers(bench, model, np.random.default_rng([seed, r, 1]))
+            good = good_workers(bench, answers)
+            policy = (_bbta_eta_scaled(float(spec[4:])) if spec.startswith("eta*")
+                      else build(spec))
+            state = policy.init_state(_problem(bench))
+            mask = answers >= 0
+            rng = np.random.default_rng([seed, r, 3, k])
+            hit = []
+            for _ in range(int(round(budget * bench.truth.size))):
+                pair = policy.select_pair(state, mask, rng)
+                if pair is None:
+                    break
+                i, j = pair
+                mask[i, j] = False
+                hit.append(good[bench.category[i], j])
+                policy.update(state, Observation(i, j, int(answers[i, j])))
+            n = bench.truth.size
+            shares.append([np.mean(hit[b * n:(b + 1) * n]) for b in range(int(budget))])
+            accs.append(expected_accuracy(policy.predict_proba(state), bench.truth))
+        sh = " ".join(f"{v:.3f}" for v in np.mean(shares, axis=0))
+        lines.append(f"| {spec} | {np.mean(accs):.3f}±{np.std(accs, ddof=1) / np.sqrt(runs):.3f}"
+                     f" | {sh} |")
+    return lines
+
+
 def to_markdown(res: dict) -> str:
     b = res["budgets"]
     head = "| method | " + " | ".join(f"{x:g}" for x in b) + " |"
@@ -248,10 +307,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--methods", default=",".join(DEFAULT_METHODS),
                     help="policy specs separated by ','")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--diagnose", action="store_true",
+                    help="instead of the table: accuracy at the largest budget and the share "
+                         "of labels from context-good workers per block of one label per task "
+                         "(methods: bbta specs, random, or eta*X)")
     args = ap.parse_args(argv)
     budgets = [float(x) for x in args.budgets.split(",")]
     methods = [m for m in args.methods.split(",") if m]
     t0 = time.time()
+    if args.diagnose:
+        model = "replay" if args.dataset == "athlete" else args.model
+        print(f"### {args.dataset}, {model}, {args.runs} runs: accuracy at {max(budgets):g} "
+              "labels/task; share of labels from good workers per labels/task block\n")
+        print("| method | accuracy | share per block |\n|---|---|---|")
+        print("\n".join(diagnose(args.dataset, args.model, args.runs, max(budgets), methods,
+                                args.seed)))
+        print(f"\n({time.time() - t0:.0f} s)")
+        return 0
     res = compare(args.dataset, args.model, args.runs, budgets, methods, args.seed,
                   progress=lambda r: print(f"run {r + 1}/{args.runs} "
                                            f"({time.time() - t0:.0f} s)", file=sys.stderr))
