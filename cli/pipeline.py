@@ -52,7 +52,8 @@ def service(database_url=None, redis_url=None):
 def worker_cmd(concurrency: int, beat: bool, loglevel: str) -> None:
     """Run a Celery worker applying labels to the posterior (celery -A workers.main worker)."""
     args = [sys.executable, "-m", "celery", "-A", "workers.main", "worker",
-            "-c", str(concurrency), "--loglevel", loglevel, "-Q", "labelq"]
+            "-c", str(concurrency), "--loglevel", loglevel, "-Q",
+            os.environ.get("LABELQ_CELERY_QUEUE", "labelq")]
     if beat:
         args.append("--beat")
     raise SystemExit(subprocess.call(args))

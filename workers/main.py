@@ -16,9 +16,12 @@ from celery import Celery
 
 from labelq.settings import load_settings
 
-__all__ = ["create_app", "app"]
+__all__ = ["create_app", "app", "QUEUE"]
 
 BEAT_SECONDS = float(os.environ.get("LABELQ_BEAT_SECONDS", "5"))
+# the queue the tasks go to; ``labelq demo`` uses a private one so a deployment's workers
+# never pick up its messages
+QUEUE = os.environ.get("LABELQ_CELERY_QUEUE", "labelq")
 
 
 def create_app(redis_url: str | None = None) -> Celery:
@@ -29,7 +32,7 @@ def create_app(redis_url: str | None = None) -> Celery:
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
         task_ignore_result=True,
-        task_default_queue="labelq",
+        task_default_queue=QUEUE,
         broker_connection_retry_on_startup=True,
         # an unacknowledged message of a vanished worker is redelivered after this long
         broker_transport_options={"visibility_timeout": int(
