@@ -28,12 +28,32 @@ def test_optkg_beats_uniform_on_the_papers_simulated_setting():
 
 @pytest.mark.slow
 def test_rte_replay_with_worker_reliability_beats_uniform(shared_datasets):
-    """Figure 3(b), reduced to 3 runs at 4 labels per task, pull mode (push is far slower
-    with the current optkg-workers). The paper reports 92.25%; we measure about 0.919 in
-    pull mode and 0.910 in push mode (docs/reproductions/optkg.md), so this asserts what we
-    reach — clearly above uniform sampling (0.89) — not the paper's figure."""
+    """Figure 3(b), reduced to 10 runs at 4 labels per task, pull mode (a random arriving
+    worker). The paper reports 92.25%; over 20 runs we measure 0.9139 +- 0.0014 with the
+    policy's own posterior and 0.9140 +- 0.0012 with Dawid-Skene on the same labels
+    (docs/reproductions/optkg.md), so this asserts what is robustly reached -- about 3
+    standard errors of a 10-run mean below those, and clearly above uniform sampling
+    (0.8905 own, 0.8994 with Dawid-Skene) -- not the paper's figure."""
     exp = run_experiment(EnvSource("data", str(shared_datasets / "rte")),
-                         ["optkg-workers", "uniform"], [4], runs=3, seed=0, mode="pull")
+                         ["optkg-workers", "uniform"], [4], runs=10, seed=0, mode="pull",
+                         aggregate="ds")
     ours, uniform = _acc(exp, "optkg-workers")[0], _acc(exp, "uniform")[0]
-    assert ours.mean() >= 0.905, ours
+    ours_ds = np.array(exp.points["optkg-workers"][0].accuracy_aggregate)
+    uniform_ds = np.array(exp.points["uniform"][0].accuracy_aggregate)
+    assert ours.mean() >= 0.908, ours
+    assert ours_ds.mean() >= 0.908, ours_ds
     assert ours.mean() >= uniform.mean() + 0.01, (ours, uniform)
+    assert ours_ds.mean() >= uniform_ds.mean() + 0.01, (ours_ds, uniform_ds)
+
+
+@pytest.mark.slow
+def test_rte_replay_push_mode(shared_datasets):
+    """Push mode (the policy picks the pair) is deterministic on the replay: one run. With
+    the incremental reward cache it runs to 4 labels per task in a few seconds; it reaches
+    0.9100 (0.9137 with Dawid-Skene), below pull mode and below the paper's 92.25%."""
+    exp = run_experiment(EnvSource("data", str(shared_datasets / "rte")), ["optkg-workers"],
+                         [4], runs=1, seed=0, mode="push", aggregate="ds")
+    point = exp.points["optkg-workers"][0]
+    assert point.spent == [3200.0]
+    assert point.accuracy[0] >= 0.905, point.accuracy
+    assert point.accuracy_aggregate[0] >= 0.905, point.accuracy_aggregate
