@@ -100,19 +100,29 @@ class OptKGWorkers(Policy):
     @dataclass(frozen=True)
     class Params:
         """``prior``: task Beta(prior, prior); ``c0``, ``d0``: worker reliability prior
-        Beta(c0, d0); ``max_strength``: cap on a worker's c + d (> c0 + d0)."""
+        Beta(c0, d0); ``max_strength``: cap on a worker's c + d (> c0 + d0);
+        ``random_ties``: break exact ties of R+ uniformly at random with the ``rng`` passed in
+        (push: among the best eligible pairs; pull: among the best tasks) instead of the
+        default lowest task / lowest worker."""
 
         prior: float = 1.0
         c0: float = 4.0
         d0: float = 1.0
         max_strength: float = 1e6
+        random_ties: bool = False
 
         def __post_init__(self) -> None:
+            if not isinstance(self.random_ties, bool):
+                raise ValueError(f"random_ties must be true or false, got {self.random_ties!r}")
             for name in ("prior", "c0", "d0", "max_strength"):
                 object.__setattr__(self, name, _positive_number(name, getattr(self, name)))
             if not self.max_strength > self.c0 + self.d0:
                 raise ValueError(f"max_strength must be > c0 + d0 = {self.c0 + self.d0}, "
                                  f"got {self.max_strength}")
+
+    def __init__(self, params: Any = None) -> None:
+        super().__init__(params)
+        self.random_ties = self.params.random_ties  # used by Policy.select_task (pull)
 
     # --- state ---------------------------------------------------------------------
     def init_state(self, problem: Problem) -> WorkerKGState:
@@ -156,9 +166,13 @@ class OptKGWorkers(Policy):
         if state.reward_cache is None:
             state.reward_cache = _RewardCache()
         r = state.reward_cache.refresh(state)
+        values = np.where(mask, r, -np.inf)
+        if self.params.random_ties and rng is not None:
+            best = np.flatnonzero(values.reshape(-1) == values.max())
+            pick = int(best[rng.integers(best.size)]) if best.size > 1 else int(best[0])
+            return divmod(pick, mask.shape[1])
         # row-major argmax: lowest task, then lowest worker first among equal values
-        best = int(np.argmax(np.where(mask, r, -np.inf)))
-        return divmod(best, mask.shape[1])
+        return divmod(int(np.argmax(values)), mask.shape[1])
 
     def select_pair_full(self, state: WorkerKGState, mask: np.ndarray,
                          rng: np.random.Generator | None = None) -> tuple[int, int] | None:

@@ -165,3 +165,24 @@ def test_push_cache_follows_edits_and_is_not_serialised(policy):
     state.a[7], state.b[7] = 1.0, 1.0
     state.c[2], state.d[2] = 60.0, 1.0
     assert policy.select_pair(state, mask, None) == policy.select_pair_full(state, mask) == (7, 2)
+
+
+def test_random_ties_option():
+    policy = build("optkg-workers:random_ties=true")
+    assert policy.params.random_ties and not build("optkg-workers").params.random_ties
+    state = policy.init_state(Problem(n_tasks=5, n_workers=3))
+    mask = np.ones((5, 3), bool)
+    mask[0, 0] = False
+    # at the prior every eligible pair ties: the default takes the lowest, random_ties any
+    assert build("optkg-workers").select_pair(state, mask, np.random.default_rng(0)) == (0, 1)
+    rng = np.random.default_rng(1)
+    picks = {policy.select_pair(state, mask, rng) for _ in range(200)}
+    assert len(picks) == 14 and (0, 0) not in picks
+    tasks = {policy.select_task(state, 2, np.arange(5), np.ones(5, bool), rng) for _ in range(100)}
+    assert tasks == set(range(5))
+    # a strictly better worker is always taken; the tie among tasks stays random
+    state.c[2], state.d[2] = 50.0, 1.0
+    picks = {policy.select_pair(state, mask, rng) for _ in range(100)}
+    assert {w for _, w in picks} == {2} and len(picks) == 5
+    with pytest.raises(PolicyError):
+        build("optkg-workers:random_ties=3")
