@@ -26,7 +26,9 @@ from labelq.queue.keys import Keys
 from labelq.service import Service
 from labelq.settings import Settings
 
-TARGET = int(os.environ.get("LABELQ_STRESS_LABELS", "20000"))
+# 20,000 labels (LABELQ_STRESS_LABELS=20000) takes several minutes on the shared CI machine;
+# CI runs 4,000 to stay inside the time share of this suite.
+TARGET = int(os.environ.get("LABELQ_STRESS_LABELS", "4000"))
 N_WORKERS = 20
 CAP = 5
 
