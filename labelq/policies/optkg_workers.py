@@ -22,6 +22,8 @@ Rewards: R_z(i, j) = h(I(a~_i(z), b~_i(z))) - h(I(a_i, b_i)) for z = +-1, R+ = m
   change made to the state by other means (a rebuilt state, a test editing ``state.a``) is
   detected the same way, so decisions are always those of the full recomputation;
 * pull (``select_task`` for the asking worker j): argmax_i R+(a_i, b_i, c_j, d_j) = ``score``;
+* ties: lowest task, then lowest worker (push) / lowest task (pull); with
+  ``random_ties=true`` exact ties are broken uniformly at random with the ``rng`` passed in;
 * ``priority``: worker-independent, R+ under the prior-mean worker Beta(c0, d0); the live
   index orders tasks by it and the asking worker's ``score`` picks among the top candidates.
 
