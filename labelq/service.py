@@ -39,7 +39,7 @@ from .errors import (BudgetExhausted, Conflict, DuplicateSubmission, Forbidden, 
                      LeaseExpired, NotFound)
 from .models import Assignment, Label, Task, Worker
 from .projects import get_worker
-from .queue.goldplan import gold_due
+from .queue.goldplan import gold_plan
 from .queue.hotstate import Hot, StateCache
 from .queue.keys import Keys
 from .queue.applier import WANTED_TTL_MS
@@ -148,13 +148,18 @@ class Service:
             if spent + worker.cost > budget + 1e-9:
                 raise BudgetExhausted(f"project {project.name!r} has no budget left",
                                       project=project.name)
-        n_issued, n_gold = self.redis.hmget(k.nissued, [worker.seq, f"g{worker.seq}"])
+        n_cat = max(len(hot.view.categories), 1)
+        counts = self.redis.hmget(k.nissued, [worker.seq, f"g{worker.seq}",
+                                              *(f"g{worker.seq}:{c}" for c in range(n_cat))])
         with self._rng_lock:
-            due = gold_due(project.gold_schedule, int(n_issued or 0), int(n_gold or 0),
-                           self._rng)
-        if due:
+            allowed = gold_plan(project.gold_schedule, int(counts[0] or 0),
+                                int(counts[1] or 0), [int(c or 0) for c in counts[2:]],
+                                self._rng)
+        if allowed is not None:
             gold = np.array(sorted(int(t) for t in self.redis.srandmember(k.gold, 64) or []),
                             dtype=np.int64)
+            if gold.size and not allowed.all():
+                gold = gold[allowed[hot.view.task_category[gold]]]
             if gold.size:
                 got = self._try(hot, worker, gold, now, gold=True)
                 if got is not False:
@@ -190,6 +195,13 @@ class Service:
         if worker.categories:
             allowed = [i for i, c in enumerate(hot.view.categories) if c in worker.categories]
             mask &= np.isin(hot.view.task_category[candidates], allowed)
+        if not gold:
+            # Prefer tasks nobody holds a live lease on: the policy's state does not know
+            # about labels still out, so without this every request in the window before
+            # the applier catches up would get the same top task.
+            free = mask & (np.array([int(v or 0) for v in live]) == 0)
+            if free.any():
+                mask = free
         lease_ms = self.settings.lease_seconds * 1000
         for _attempt in range(8):
             if not mask.any():
@@ -206,7 +218,8 @@ class Service:
                 k, task=int(task), worker=worker.seq, cap=project.max_labels, task_id=row[3],
                 capacity=worker.capacity, cost=worker.cost, budget=project.budget,
                 assignment_id=aid, expires_ms=expires,
-                key_ttl_ms=lease_ms + 2 * SUBMIT_GRACE_MS)
+                key_ttl_ms=lease_ms + 2 * SUBMIT_GRACE_MS,
+                category=int(hot.view.task_category[int(task)]))
             if res.ok:
                 return self._issued(aid, int(task), row, expires)
             if res.reason in ("capacity", "budget"):

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..gold.schedules import Schedule, WorkerHistory, schedule_from_spec
 
-__all__ = ["schedule_for", "gold_due"]
+__all__ = ["schedule_for", "gold_plan"]
 
 
 @lru_cache(maxsize=256)
@@ -26,9 +26,21 @@ def schedule_for(spec: str | None) -> Schedule | None:
     return schedule_from_spec(spec)
 
 
-def gold_due(spec: str | None, n_issued: int, n_gold: int, rng: np.random.Generator) -> bool:
+def gold_plan(spec: str | None, n_issued: int, n_gold: int, gold_by_category: list[int],
+              rng: np.random.Generator) -> np.ndarray | None:
+    """``None`` when the next assignment is not gold; else a bool mask over the project's
+    categories from which the gold question may come (all True when any will do).
+    ``gold_by_category`` are the gold questions issued per category (schedules that need
+    them, like ``per-category:s=3``, get them)."""
     schedule = schedule_for(spec)
     if schedule is None:
-        return False
+        return None
     n_gold = min(n_gold, n_issued)
-    return bool(schedule.should_inject(WorkerHistory(n_issued, n_gold), rng))
+    by_cat = tuple(min(g, n_gold) for g in gold_by_category)
+    if sum(by_cat) > n_gold:  # counters read at different instants; stay consistent
+        by_cat = tuple(0 for _ in by_cat)
+    history = WorkerHistory(n_issued, n_gold, by_cat)
+    if not schedule.should_inject(history, rng):
+        return None
+    allowed = schedule.gold_categories(history)
+    return np.ones(len(gold_by_category), dtype=bool) if allowed is None else allowed

@@ -25,6 +25,7 @@ RESERVE = """
 -- keys: seen:{w} gold nlabels reserved wcount spent reserved_cost lease:{a} leases pending
 --       parked nissued
 -- argv: task worker cap capacity cost budget assignment_id expires_ms key_ttl_ms task_id
+--       category (index of the task's category, counted per worker for gold)
 local task, worker = ARGV[1], ARGV[2]
 local cap, capacity = tonumber(ARGV[3]), tonumber(ARGV[4])
 local cost, budget = tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -45,7 +46,12 @@ redis.call('SADD', KEYS[1], task)
 redis.call('HINCRBY', KEYS[4], task, 1)
 redis.call('HINCRBY', KEYS[5], worker, 1)
 redis.call('HINCRBY', KEYS[12], worker, 1)
-if gold == 1 then redis.call('HINCRBY', KEYS[12], 'g' .. worker, 1) end
+if gold == 1 then
+  redis.call('HINCRBY', KEYS[12], 'g' .. worker, 1)
+  if ARGV[11] and ARGV[11] ~= '' then
+    redis.call('HINCRBY', KEYS[12], 'g' .. worker .. ':' .. ARGV[11], 1)
+  end
+end
 redis.call('INCRBYFLOAT', KEYS[7], ARGV[5])
 redis.call('HSET', KEYS[8], 'task', task, 'worker', worker, 'gold', gold, 'cost', ARGV[5],
            'expires', ARGV[8], 'tid', ARGV[10])
@@ -138,14 +144,16 @@ class Scripts:
     def reserve(self, k: Keys, *, task: int, worker: int, cap: int | None,
                 capacity: int | None, cost: float, budget: float | None,
                 assignment_id: str, expires_ms: int, key_ttl_ms: int,
-                task_id: int | None = None, pipeline=None) -> ReserveResult:
+                task_id: int | None = None, category: int | None = None,
+                pipeline=None) -> ReserveResult:
         keys = [k.seen(worker), k.gold, k.nlabels, k.reserved, k.wcount, k.spent,
                 k.reserved_cost, k.lease(assignment_id), k.leases, k.pending, k.parked,
                 k.nissued]
         args = [task, worker, -1 if cap is None else cap,
                 -1 if capacity is None else capacity, repr(float(cost)),
                 -1 if budget is None else repr(float(budget)), assignment_id, expires_ms,
-                key_ttl_ms, "" if task_id is None else int(task_id)]
+                key_ttl_ms, "" if task_id is None else int(task_id),
+                "" if category is None else int(category)]
         out = self._reserve(keys=keys, args=args, client=pipeline or self.redis)
         return ReserveResult(bool(int(out[0])), _s(out[1]))
 
