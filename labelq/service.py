@@ -187,7 +187,8 @@ class Service:
         pipe.smismember(k.seen(worker.seq), [int(t) for t in candidates])
         pipe.hmget(k.nlabels, [int(t) for t in candidates])
         pipe.hmget(k.reserved, [int(t) for t in candidates])
-        seen, done, live = pipe.execute()
+        pipe.hmget(k.applied, [int(t) for t in candidates])
+        seen, done, live, applied = pipe.execute()
         mask = ~np.array(seen, dtype=bool)
         if not gold and project.max_labels is not None:
             used = np.array([int(a or 0) + int(b or 0) for a, b in zip(done, live)])
@@ -196,10 +197,12 @@ class Service:
             allowed = [i for i, c in enumerate(hot.view.categories) if c in worker.categories]
             mask &= np.isin(hot.view.task_category[candidates], allowed)
         if not gold:
-            # Prefer tasks nobody holds a live lease on: the policy's state does not know
-            # about labels still out, so without this every request in the window before
-            # the applier catches up would get the same top task.
-            free = mask & (np.array([int(v or 0) for v in live]) == 0)
+            # Prefer tasks with nothing outstanding — no live lease, no label the applier
+            # has not folded in yet: their priority is current. Without this, every request
+            # in the window before the applier catches up would get the same top task.
+            outstanding = np.array([int(a or 0) + int(b or 0) - int(c or 0)
+                                    for a, b, c in zip(done, live, applied)])
+            free = mask & (outstanding <= 0)
             if free.any():
                 mask = free
         lease_ms = self.settings.lease_seconds * 1000

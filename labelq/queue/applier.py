@@ -92,6 +92,7 @@ def _apply_batch(engine, redis, project_id: int, lock: RedisLock, cache: StateCa
                     return 0
                 idx = {v: i for i, v in enumerate(hot.project.labels)}
                 touched: set[int] = set()
+                applied_per_task: dict[int, int] = {}
                 gold_workers: set[int] = set()
                 seq = hot.seq
                 marks = []
@@ -100,6 +101,7 @@ def _apply_batch(engine, redis, project_id: int, lock: RedisLock, cache: StateCa
                     obs = to_observation(row, idx)
                     touched.update(int(t) for t in hot.policy.update(hot.state, obs))
                     marks.append({"lid": row[0], "seq": seq})
+                    applied_per_task[obs.task] = applied_per_task.get(obs.task, 0) + 1
                     if obs.gold:
                         gold_workers.add(obs.worker)
                 if marks:
@@ -126,6 +128,8 @@ def _apply_batch(engine, redis, project_id: int, lock: RedisLock, cache: StateCa
         report.declines += len(raw)
         pipe = redis.pipeline(transaction=False)
         push_priorities(redis, hot, touched, pipeline=pipe)
+        for task, n in applied_per_task.items():
+            pipe.hincrby(k.applied, task, n)
         pipe.execute()
     return len(rows) + len(raw)
 

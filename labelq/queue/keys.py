@@ -17,6 +17,9 @@ key (after the prefix)     type    TTL    meaning
 ``leases``                 ZSET    none   assignment id -> expiry in ms (for the reaper)
 ``nlabels``                HASH    none   task seq -> labels recorded (SQL) and counted
 ``reserved``               HASH    none   task seq -> live leases
+``applied``                HASH    none   task seq -> labels folded into the posterior (the
+                                          rest of ``nlabels`` is still on its way: ``next``
+                                          prefers tasks with nothing outstanding)
 ``seen:{w}``               SET     none   task seqs ever issued to worker w
 ``wcount``                 HASH    none   worker seq -> labels + live leases (capacity)
 ``nissued``                HASH    none   worker seq -> assignments ever issued, and
@@ -61,6 +64,7 @@ class Keys:
     leases = property(lambda self: self._k("leases"))
     nlabels = property(lambda self: self._k("nlabels"))
     reserved = property(lambda self: self._k("reserved"))
+    applied = property(lambda self: self._k("applied"))
     wcount = property(lambda self: self._k("wcount"))
     nissued = property(lambda self: self._k("nissued"))
     spent = property(lambda self: self._k("spent"))

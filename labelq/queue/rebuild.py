@@ -71,6 +71,10 @@ def rebuild_project(engine, redis, project_id: int, *, cache: StateCache | None 
             per_task = session.exec(
                 select(Task.seq, func.count()).join(Label, Label.task_id == Task.id)
                 .where(Label.project_id == pid).group_by(Task.seq)).all()
+            applied = session.exec(
+                select(Task.seq, func.count()).join(Label, Label.task_id == Task.id)
+                .where(Label.project_id == pid, Label.applied_seq.is_not(None),
+                       Label.applied_seq <= hot.seq).group_by(Task.seq)).all()
             per_worker = session.exec(
                 select(Worker.seq, func.count(), Worker.cost).join(Label, Label.worker_id == Worker.id)
                 .where(Label.project_id == pid).group_by(Worker.seq, Worker.cost)).all()
@@ -98,6 +102,8 @@ def rebuild_project(engine, redis, project_id: int, *, cache: StateCache | None 
             pipe.sadd(k.gold, *map(int, gold[i:i + CHUNK]))
         if per_task:
             pipe.hset(k.nlabels, mapping={int(s): int(n) for s, n in per_task})
+        if applied:
+            pipe.hset(k.applied, mapping={int(s): int(n) for s, n in applied})
         if per_worker:
             pipe.hset(k.wcount, mapping={int(s): int(n) for s, n, _c in per_worker})
         spent = sum(float(n) * float(c) for _s, n, c in per_worker)

@@ -119,3 +119,19 @@ def test_gold_schedule_and_quality_rule_pause_a_bad_worker(r, sqlite_url):
     assert report.applied == 12 and report.paused == ["p-w0"]
     with pytest.raises(Forbidden):
         s.next_assignment("p-w0")
+
+
+def test_requests_spread_over_tasks_while_the_applier_lags(r, sqlite_url):
+    # Given an Opt-KG project whose applier has not run yet (no Celery here)
+    eng, pid = make_project(sqlite_url, n_tasks=30, workers=3, policy="optkg")
+    s = Service(eng, r, settings=Settings(database_url=sqlite_url), worker_max_age=0)
+    issued = []
+    # When three annotators take and answer 30 assignments before any label is applied
+    for i in range(30):
+        h = f"p-w{i % 3}"
+        a = s.next_assignment(h)
+        issued.append(a.task)
+        s.submit(h, a.assignment_id, "a")
+    # Then every task got one label: a task with a label still outstanding is not offered
+    # while untouched tasks rank as high (their priorities are stale otherwise)
+    assert sorted(issued) == sorted(f"t{i}" for i in range(30))
