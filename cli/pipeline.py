@@ -29,6 +29,23 @@ def redis_client(url: str | None = None):
     return client
 
 
+TOKEN_OPTION = click.option(
+    "--token", envvar="LABELQ_TOKEN", required=True,
+    help="The annotator's token (printed at enrollment) [env: LABELQ_TOKEN].")
+
+
+def check_token(handle: str, token: str, database_url=None) -> None:
+    """The token must be HANDLE's own: an annotator acts only as themselves."""
+    from labelq.db import session_scope
+    from labelq.errors import Forbidden
+    from labelq.projects import worker_by_token
+
+    with session_scope(engine(database_url)) as s:
+        worker = worker_by_token(s, token)
+        if worker is None or worker.handle != handle:
+            raise Forbidden(f"the token given is not {handle!r}'s", worker=handle)
+
+
 def service(database_url=None, redis_url=None):
     from labelq.service import Service
     from labelq.settings import load_settings
@@ -81,11 +98,13 @@ def rebuild_cmd(name: str, database_url, redis_url, output: str) -> None:
 
 @click.command("next")
 @click.argument("handle")
+@TOKEN_OPTION
 @DB_OPTION
 @REDIS_OPTION
 @OUTPUT_OPTION
-def next_cmd(handle: str, database_url, redis_url, output: str) -> None:
+def next_cmd(handle: str, token: str, database_url, redis_url, output: str) -> None:
     """Issue the next assignment to worker HANDLE."""
+    check_token(handle, token, database_url)
     issued = service(database_url, redis_url).next_assignment(handle)
     if issued is None:
         click.echo("no task available for this worker now", err=True)
@@ -97,23 +116,28 @@ def next_cmd(handle: str, database_url, redis_url, output: str) -> None:
 @click.argument("handle")
 @click.argument("assignment")
 @click.argument("label")
+@TOKEN_OPTION
 @DB_OPTION
 @REDIS_OPTION
 @OUTPUT_OPTION
-def submit_cmd(handle: str, assignment: str, label: str, database_url, redis_url,
+def submit_cmd(handle: str, assignment: str, label: str, token: str, database_url, redis_url,
                output: str) -> None:
     """Record LABEL for ASSIGNMENT issued to worker HANDLE (durable before it answers)."""
+    check_token(handle, token, database_url)
     emit_record(service(database_url, redis_url).submit(handle, assignment, label), output)
 
 
 @click.command("decline")
 @click.argument("handle")
 @click.argument("assignment")
+@TOKEN_OPTION
 @DB_OPTION
 @REDIS_OPTION
 @OUTPUT_OPTION
-def decline_cmd(handle: str, assignment: str, database_url, redis_url, output: str) -> None:
+def decline_cmd(handle: str, assignment: str, token: str, database_url, redis_url,
+                output: str) -> None:
     """Give ASSIGNMENT back; the task returns to the pool."""
+    check_token(handle, token, database_url)
     emit_record(service(database_url, redis_url).decline(handle, assignment), output)
 
 

@@ -1,0 +1,41 @@
+"""`labelq next|submit|decline HANDLE` from a shell: token from --token or LABELQ_TOKEN."""
+
+import json
+
+from click.testing import CliRunner
+from sqlmodel import select
+
+from cli.main import cli
+from labelq.db import engine_for, session_scope
+from labelq.models import Label
+from labelq.projects import enroll_worker, get_project
+
+from .conftest import make_project
+
+
+def test_next_submit_decline_with_token(r, redis_url, sqlite_url):
+    # Given a project and two annotators with their tokens
+    eng, pid = make_project(sqlite_url, n_tasks=5, workers=0)
+    with session_scope(eng) as s:
+        _, alice = enroll_worker(s, get_project(s, "p"), "alice")
+        _, bob = enroll_worker(s, get_project(s, "p"), "bob")
+    env = {"LABELQ_DATABASE_URL": sqlite_url, "LABELQ_REDIS_URL": redis_url,
+           "LABELQ_TOKEN": alice}
+    run = CliRunner().invoke
+    # When alice asks for work with her token (from the environment) and answers it
+    res = run(cli, ["next", "alice", "-o", "json"], env=env)
+    assert res.exit_code == 0, res.output
+    first = json.loads(res.stdout)[0]
+    res = run(cli, ["submit", "alice", first["assignment_id"], "a"], env=env)
+    assert res.exit_code == 0, res.output
+    # and declines the next one, passing the token as an option this time
+    second = json.loads(run(cli, ["next", "alice", "-o", "json", "--token", alice],
+                            env={**env, "LABELQ_TOKEN": ""}).stdout)[0]
+    assert run(cli, ["decline", "alice", second["assignment_id"]], env=env).exit_code == 0
+    # Then the label is durable, and bob's token cannot act as alice (exit 6), nor none
+    with session_scope(eng) as s:
+        assert [l.value for l in s.exec(select(Label))] == ["a"]
+    res = run(cli, ["next", "alice"], env={**env, "LABELQ_TOKEN": bob})
+    assert res.exit_code == 6 and "not 'alice'" in res.output
+    res = run(cli, ["next", "alice"], env={k: v for k, v in env.items() if k != "LABELQ_TOKEN"})
+    assert res.exit_code == 2 and "--token" in res.output
