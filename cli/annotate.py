@@ -1,9 +1,9 @@
 """``labelq annotate next|submit|decline|progress``: label from a shell through the HTTP API.
 
 The annotator's token comes from ``--token`` or ``LABELQ_TOKEN``; the server from
-``--api-url`` or ``LABELQ_API_URL``. Unlike ``labelq next HANDLE`` (operators, with direct
-database access), these go through ``labelq serve``, which checks the token and that the
-assignment is yours. Errors keep the documented exit codes (4 not found, 5 conflict,
+``--api-url`` or ``LABELQ_API_URL``. Like ``labelq next HANDLE`` (which needs direct
+database and Redis access, and the token too), but through ``labelq serve``, which checks
+the token and that the assignment is yours. Errors keep the documented exit codes (4 not found, 5 conflict,
 6 forbidden or bad token, 3 invalid label, 9 server unreachable).
 """
 
