@@ -142,9 +142,12 @@ def worker_rewards(a, b, c, d) -> tuple[np.ndarray, np.ndarray]:
     """(R_{+1}, R_{-1}) = h(I(a~(z), b~(z))) - h(I(a, b)) for the moment-matched task update.
 
     Formed as differences of min(I, 1 - I) (each from its own betainc), never as 1 - x.
+    The current min(I, 1 - I) depends on the task only: it is computed on the (a, b) shape
+    before broadcasting against the workers (same values, fewer betainc calls).
     """
-    a, b, c, d = _arrays(a, b, c, d)
     lo = _min_tail(a, b)
+    a, b, c, d = _arrays(a, b, c, d)
+    lo = np.broadcast_to(lo, a.shape)
     ap, bp, _, _ = worker_update(a, b, c, d, 1.0)
     am, bm, _, _ = worker_update(a, b, c, d, -1.0)
     return lo - _min_tail(ap, bp), lo - _min_tail(am, bm)
