@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import secrets
 
+from .scripts import load_script
+
 __all__ = ["RedisLock"]
 
 _RELEASE = """
@@ -24,8 +26,8 @@ class RedisLock:
     def __init__(self, redis, key: str, ttl_ms: int = 30_000) -> None:
         self.redis, self.key, self.ttl_ms = redis, key, int(ttl_ms)
         self.token = secrets.token_hex(16)
-        self._release = redis.register_script(_RELEASE)
-        self._extend = redis.register_script(_EXTEND)
+        self._release = load_script(redis, _RELEASE)
+        self._extend = load_script(redis, _EXTEND)
         self.held = False
 
     def acquire(self) -> bool:

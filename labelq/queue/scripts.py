@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from .keys import Keys
 
-__all__ = ["RESERVE", "SUBMIT_BEGIN", "SUBMIT_FINISH", "RELEASE", "Scripts", "ReserveResult"]
+__all__ = ["load_script", "RESERVE", "SUBMIT_BEGIN", "SUBMIT_FINISH", "RELEASE", "Scripts", "ReserveResult"]
 
 RESERVE = """
 -- keys: seen:{w} gold nlabels reserved wcount spent reserved_cost lease:{a} leases pending
@@ -121,6 +121,15 @@ return {1, task, lease[2]}
 """
 
 
+def load_script(redis, source: str):
+    """``register_script`` plus a ``SCRIPT LOAD`` now, so the first EVALSHA never meets
+    NOSCRIPT: redis-py recovers from that on a real server, but the embedded server of
+    ``labelq demo`` (fakeredis over TCP) answers it by closing the connection."""
+    script = redis.register_script(source)
+    redis.script_load(source)
+    return script
+
+
 @dataclass(frozen=True)
 class ReserveResult:
     ok: bool
@@ -136,10 +145,10 @@ class Scripts:
 
     def __init__(self, redis) -> None:
         self.redis = redis
-        self._reserve = redis.register_script(RESERVE)
-        self._begin = redis.register_script(SUBMIT_BEGIN)
-        self._finish = redis.register_script(SUBMIT_FINISH)
-        self._release = redis.register_script(RELEASE)
+        self._reserve = load_script(redis, RESERVE)
+        self._begin = load_script(redis, SUBMIT_BEGIN)
+        self._finish = load_script(redis, SUBMIT_FINISH)
+        self._release = load_script(redis, RELEASE)
 
     def reserve(self, k: Keys, *, task: int, worker: int, cap: int | None,
                 capacity: int | None, cost: float, budget: float | None,

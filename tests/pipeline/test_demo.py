@@ -1,0 +1,50 @@
+"""`labelq demo`, the README's main job, end to end in a subprocess: on a real Redis, and
+on the embedded one when no Redis is configured and no redis-server is installed."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_demo(env_extra: dict, tmp_path: Path, path: str | None = None) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LABELQ_")}
+    env.update(env_extra, PYTHONPATH=str(ROOT))
+    if path is not None:
+        env["PATH"] = path
+    res = subprocess.run([sys.executable, "-m", "cli.main", "demo", "--tasks", "90",
+                          "--gold", "9", "--workers", "6", "--out", str(tmp_path / "out")],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    assert res.returncode == 0, res.stdout + res.stderr
+    return res.stdout
+
+
+def check_report(out: str, tmp_path: Path) -> None:
+    assert "Tasks labelled: 90/90" in out
+    acc = re.search(r"posterior \(optkg\) ([0-9.]+)", out)
+    assert acc and float(acc.group(1)) > 0.6, out
+    assert re.search(r"Celery applied every label", out), out
+    answers = (tmp_path / "out" / "answers.csv").read_text().splitlines()
+    assert len(answers) == 91 and answers[0] == "task,answer,confidence,truth"
+
+
+@pytest.mark.timeout(300)
+def test_demo_on_a_real_redis(redis_url, tmp_path):
+    out = run_demo({"LABELQ_REDIS_URL": redis_url}, tmp_path)
+    assert "embedded" not in out and "private redis-server" not in out
+    check_report(out, tmp_path)
+
+
+@pytest.mark.timeout(300)
+def test_demo_without_any_redis_runs_embedded(tmp_path):
+    # no LABELQ_REDIS_URL and no redis-server on PATH: the in-process server takes over
+    out = run_demo({}, tmp_path, path=str(Path(sys.executable).parent))
+    assert "No Redis configured" in out and "embedded in-process Redis" in out
+    check_report(out, tmp_path)
