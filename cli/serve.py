@@ -24,9 +24,10 @@ def serve(host: str, port: int, log_level: str) -> None:
     import uvicorn
 
     from labelq.api import create_app
+    from workers.client import send_task
 
     settings = load_settings()
-    app = create_app(settings)
+    app = create_app(settings, send_task=send_task)
     if not settings.operator_token:
         click.echo("note: LABELQ_OPERATOR_TOKEN is unset; operator endpoints are disabled",
                    err=True)

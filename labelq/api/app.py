@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -20,6 +20,7 @@ from sqlalchemy import text
 
 from .. import __version__
 from ..db import get_engine, init_schema
+from ..errors import ServiceUnavailable
 from ..service import Service
 from ..settings import Settings, load_settings
 from . import annotator, operator
@@ -49,29 +50,33 @@ class Runtime:
     engine: Any
     redis: Any
     service: Service
-    celery: Any
+    send_task: Callable[[str, list], None]
     export_dir: Path
 
 
 def create_app(settings: Settings | None = None, *, max_body: int = DEFAULT_MAX_BODY,
-               export_dir: str | Path = "exports") -> FastAPI:
-    """The application. Export files are written by the Celery worker into ``export_dir``
-    (relative to the working directory) and served from there: the API and the worker must
-    share that directory (same host, or one volume mounted at the same path)."""
+               export_dir: str | Path = "exports",
+               send_task: Callable[[str, list], None] | None = None) -> FastAPI:
+    """The application. ``send_task(name, args)`` enqueues a worker task by name
+    (``workers.client.send_task``; the core never imports Celery). Without it labels are
+    still applied — the beat wakes the applier — but export jobs cannot start (503).
+    Export files are written by the Celery worker into ``export_dir`` (relative to the
+    working directory) and served from there: the API and the worker must share that
+    directory (same host, or one volume mounted at the same path)."""
     import redis as redis_lib
-    from celery import Celery
 
     settings = settings or load_settings()
     engine = get_engine(settings)
     init_schema(engine)
     redis = redis_lib.Redis.from_url(settings.redis_url, socket_timeout=10,
                                      health_check_interval=30)
-    # a client of the workers' broker: the tasks are sent by name (workers.main defines them)
-    celery = Celery("labelq-api", broker=settings.redis_url)
-    celery.conf.update(broker_connection_retry_on_startup=True, task_ignore_result=True)
+    if send_task is None:
+        def send_task(name: str, args: list) -> None:
+            if name != "labelq.apply_labels":  # the beat wakes the applier anyway
+                raise ServiceUnavailable("this server has no task queue to run jobs on")
 
     def notify(project_id: int) -> None:
-        celery.send_task("labelq.apply_labels", args=[int(project_id)], queue="labelq")
+        send_task("labelq.apply_labels", [int(project_id)])
 
     service = Service(engine, redis, settings=settings, notify=notify)
     app = FastAPI(
@@ -80,7 +85,7 @@ def create_app(settings: Settings | None = None, *, max_body: int = DEFAULT_MAX_
         description="Annotators authenticate with the bearer token their operator gave "
                     "them; operators with `LABELQ_OPERATOR_TOKEN`. Every error is JSON "
                     "with a machine-readable `code` and a `message`.")
-    app.state.labelq = Runtime(settings, engine, redis, service, celery,
+    app.state.labelq = Runtime(settings, engine, redis, service, send_task,
                                 Path(export_dir).resolve())
     install_error_handlers(app)
     app.include_router(annotator.router)

@@ -80,7 +80,7 @@ def start_export(request: Request, response: Response, body: ExportIn | None = N
     job_id = create_export_job(rt.redis, name, out=str(out), method=body.method,
                                fmt=body.format, raw=body.raw,
                                exclude_paused=body.exclude_paused)
-    rt.celery.send_task(EXPORT_TASK, args=[job_id], queue="labelq")
+    rt.send_task(EXPORT_TASK, [job_id])
     response.headers["Location"] = f"/api/v1/exports/{job_id}"
     return _job_out(get_job(rt.redis, job_id))
 

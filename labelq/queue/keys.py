@@ -30,6 +30,7 @@ key (after the prefix)     type    TTL    meaning
 ``state_seq``              STRING  none   last ``Label.applied_seq`` folded into ``state``
 ``apply_lock``             STRING  PX     the applier's lock (token), one applier a project
 ``apply_wanted``           STRING  none   set when labels await the applier (wake-up flag)
+``rebuild_gate``           STRING  PX     held by the one process rebuilding the hot state
 ``declines``               LIST    none   "task:worker" declines awaiting the applier
 ``active``                 ZSET    none   worker seq -> last request (ms), for inbox refills
 =========================  ======  =====  ====================================================
@@ -73,6 +74,7 @@ class Keys:
     state_seq = property(lambda self: self._k("state_seq"))
     apply_lock = property(lambda self: self._k("apply_lock"))
     apply_wanted = property(lambda self: self._k("apply_wanted"))
+    rebuild_gate = property(lambda self: self._k("rebuild_gate"))
     declines = property(lambda self: self._k("declines"))
     active = property(lambda self: self._k("active"))
 

@@ -37,8 +37,8 @@ def delete_hot(redis, project_id: int) -> int:
     n = 0
     batch = []
     for key in redis.scan_iter(match=Keys(project_id).pattern(), count=1000):
-        if key.endswith(b":apply_lock"):
-            continue
+        if key.endswith(b":apply_lock") or key.endswith(b":rebuild_gate"):
+            continue  # the locks of whoever is rebuilding now
         batch.append(key)
         if len(batch) >= 1000:
             n += redis.unlink(*batch)
@@ -54,7 +54,7 @@ def _zadd_chunks(pipe, key, tasks: np.ndarray, pri: np.ndarray) -> None:
 
 
 def rebuild_project(engine, redis, project_id: int, *, cache: StateCache | None = None,
-                    wait_s: float = 60.0) -> dict:
+                    wait_s: float = 60.0, unless_built: bool = False) -> dict:
     k = Keys(project_id)
     lock = RedisLock(redis, k.apply_lock, ttl_ms=300_000)
     deadline = time.monotonic() + wait_s
@@ -64,6 +64,8 @@ def rebuild_project(engine, redis, project_id: int, *, cache: StateCache | None 
             raise Conflict("the applier holds the lock; try again", project_id=project_id)
         time.sleep(0.05)
     try:
+        if unless_built and redis.hexists(k.meta, "built"):
+            return {"project_id": project_id, "skipped": "already built"}
         with session_scope(engine) as session:
             project = session.get(Project, project_id)
             hot = fold_from_sql(session, project)
@@ -139,12 +141,15 @@ def ensure_hot(engine, redis, project_id: int, cache: StateCache | None = None) 
     a rebuild ran (the caller should then wake the applier: unapplied labels may wait)."""
     if redis.hexists(Keys(project_id).meta, "built"):
         return False
-    gate = RedisLock(redis, Keys(project_id).prefix + "rebuild_gate", ttl_ms=600_000)
+    gate = RedisLock(redis, Keys(project_id).rebuild_gate, ttl_ms=600_000)
     if gate.acquire():
         try:
             if not redis.hexists(Keys(project_id).meta, "built"):
-                rebuild_project(engine, redis, project_id, cache=cache)
-                return True
+                # re-checked under the apply lock too: a rebuild deletes the live leases
+                # issued since the first one, so it must never run twice
+                done = rebuild_project(engine, redis, project_id, cache=cache,
+                                       unless_built=True)
+                return "skipped" not in done
             return False
         finally:
             gate.release()

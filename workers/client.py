@@ -1,0 +1,14 @@
+"""Sending tasks to the workers by name, for processes that are not workers (the API).
+
+The core (``labelq/``) never imports Celery; edges that must enqueue get this function
+injected (``labelq serve`` passes it to ``labelq.api.create_app``)."""
+
+from __future__ import annotations
+
+from .main import QUEUE, app
+
+__all__ = ["send_task"]
+
+
+def send_task(name: str, args: list) -> None:
+    app.send_task(name, args=args, queue=QUEUE)
