@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 
+import numpy as np
 import pytest
 from sqlmodel import select
 
@@ -41,6 +42,7 @@ def test_gold_schedule_and_spammer_paused_by_the_celery_applier(
                             quality={"threshold": 0.6, "min_gold": 3, "confidence": 0.8})
     app = create_app(redis_url)
     svc = Service(eng, r, settings=Settings(database_url=sqlite_url), worker_max_age=0,
+                  rng=np.random.default_rng(2),  # the gold draws of fixed:rate, repeatable
                   notify=lambda p: app.send_task("labelq.apply_labels", args=[p],
                                                  queue="labelq"))
     celery_worker(celery_env(sqlite_url))
