@@ -164,28 +164,23 @@ class Service:
                 got = self._try(hot, worker, gold, now, gold=True)
                 if got is not False:
                     return got
-        # First pass: only tasks with nothing outstanding (their priority is current); a
-        # second pass, reached only when every eligible task has a label on its way, takes
-        # any eligible task.
-        for settled_only in (True, False):
-            offset, size = 0, self.top_k
-            while offset < self.max_scan:
-                raw = self.redis.zrevrange(k.pending, offset, offset + size - 1)
-                if not raw:
-                    break
-                got = self._try(hot, worker, np.array([int(t) for t in raw], dtype=np.int64),
-                                now, gold=False, settled_only=settled_only)
-                if got is not False:
-                    return got
-                offset += size
-                size *= 4
+        offset, size = 0, self.top_k
+        while offset < self.max_scan:
+            raw = self.redis.zrevrange(k.pending, offset, offset + size - 1)
+            if not raw:
+                return None
+            got = self._try(hot, worker, np.array([int(t) for t in raw], dtype=np.int64),
+                            now, gold=False)
+            if got is not False:
+                return got
+            offset += size
+            size *= 4
         return None
 
     def _try(self, hot: Hot, worker: Worker, candidates: np.ndarray, now: int,
-             gold: bool, settled_only: bool = False) -> Issued | None | bool:
+             gold: bool) -> Issued | None | bool:
         """Issue one of ``candidates``: an Issued, None (worker can get nothing now) or
-        False (none of these candidates is eligible; look further). ``settled_only`` keeps
-        only tasks with no live lease and no label the applier has yet to fold in."""
+        False (none of these candidates is eligible; look further)."""
         project = hot.project
         k = Keys(project.id)
         pipe = self.redis.pipeline(transaction=False)
@@ -201,13 +196,17 @@ class Service:
         if worker.categories:
             allowed = [i for i, c in enumerate(hot.view.categories) if c in worker.categories]
             mask &= np.isin(hot.view.task_category[candidates], allowed)
-        if settled_only:
-            # Tasks with nothing outstanding — no live lease, no label the applier has not
-            # folded in yet — are the ones whose priority is current. Without this, every
+        if not gold:
+            # Among these candidates, prefer the settled ones — no live lease, no label the
+            # applier has not folded in yet — whose priority is current. Without this, every
             # request in the window before the applier catches up would get the same task.
+            # Only within the window: scanning further for settled tasks made a request
+            # 10x slower when many leases are out (bench/pipeline.py).
             outstanding = np.array([int(a or 0) + int(b or 0) - int(c or 0)
                                     for a, b, c in zip(done, live, applied)])
-            mask &= outstanding <= 0
+            settled = mask & (outstanding <= 0)
+            if settled.any():
+                mask = settled
         lease_ms = self.settings.lease_seconds * 1000
         for _attempt in range(8):
             if not mask.any():
