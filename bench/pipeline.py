@@ -148,7 +148,7 @@ def main():
                                                           "redis://127.0.0.1:6379/14"))
     args = ap.parse_args()
     lines = ["## Live pipeline (`bench/pipeline.py`)", "", f"Command: `{command_line()}`", "",
-             f"Machine: {machine()} (shared with other jobs while measured).", "",
+             f"Machine: {machine()}.", "",
              "Next-assignment latency (`Service.next_assignment`, SQLite record, uniform policy):",
              "", "| pending tasks | hot-state build (s) | p50 (ms) | p99 (ms) |",
              "|---:|---:|---:|---:|"]
