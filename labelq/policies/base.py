@@ -35,7 +35,7 @@ Randomness always comes from the ``rng`` (``numpy.random.Generator``) passed in.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np

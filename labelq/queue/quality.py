@@ -8,7 +8,6 @@ worker the rule flags is paused (status in SQL, which ``next`` reads on every re
 
 from __future__ import annotations
 
-import numpy as np
 from sqlalchemy import case, func
 from sqlmodel import Session, select
 
