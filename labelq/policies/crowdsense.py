@@ -28,8 +28,8 @@ import numpy as np
 
 from .base import Observation, Policy, Problem
 from .bbta import _margin, _shares, vote_scores
-from .iethresh import StreamState, _best, _new_task, _stream_from_dict, _stream_state, \
-    finished_agreement
+from .iethresh import (StreamState, _best, _new_task, _stream_from_dict, _stream_state,
+                       finished_agreement, stream_update)
 from .registry import register
 
 __all__ = ["CrowdSense"]
@@ -65,16 +65,19 @@ class CrowdSense(Policy):
         k = self.params.smoothing
         return (a + k) / (c + 2.0 * k)
 
-    def _quality_after_current(self, state: StreamState) -> np.ndarray:
-        q = self.quality(state.n, state.s1)
-        c = state.current
-        if c < 0 or state.finished[c]:
-            return q
-        who, agree = finished_agreement(state.labels[c], q, state.n_classes)
+    def _stats_after_current(self, state: StreamState) -> tuple[np.ndarray, np.ndarray]:
+        """(c, a) counts with the current, unfinished task's agreement folded in (copies)."""
         n, s1 = state.n.copy(), state.s1.copy()
-        n[who] += 1
-        s1[who] += agree
-        return self.quality(n, s1)
+        c = state.current
+        if c >= 0 and not state.finished[c]:
+            q = self.quality(state.n, state.s1)
+            who, agree = finished_agreement(state.labels[c], q, state.n_classes)
+            n[who] += 1
+            s1[who] += agree
+        return n, s1
+
+    def _quality_after_current(self, state: StreamState) -> np.ndarray:
+        return self.quality(*self._stats_after_current(state))
 
     # --- decisions -------------------------------------------------------------------
     def priority(self, state: StreamState, tasks: np.ndarray) -> np.ndarray:
@@ -115,22 +118,10 @@ class CrowdSense(Policy):
 
     # --- learning --------------------------------------------------------------------
     def update(self, state: StreamState, obs: Observation) -> np.ndarray:
-        if obs.declined or obs.label < 0 or state.labels[obs.task, obs.worker] >= 0:
-            return np.empty(0, dtype=np.int64)
-        touched = [obs.task]
-        if obs.task != state.current:
-            c = state.current
-            if c >= 0 and not state.finished[c]:
-                q = self.quality(state.n, state.s1)
-                who, agree = finished_agreement(state.labels[c], q, state.n_classes)
-                state.n[who] += 1
-                state.s1[who] += agree
-                state.finished[c] = True
-                touched.append(c)
-            state.current = int(obs.task)
-            state.started[obs.task] = True
-        state.labels[obs.task, obs.worker] = obs.label
-        return np.array(touched, dtype=np.int64)
+        return stream_update(state, obs, self._finish_current)
+
+    def _finish_current(self, state: StreamState) -> None:
+        state.n, state.s1 = self._stats_after_current(state)
 
     def predict_proba(self, state: StreamState) -> np.ndarray:
         """Q-weighted vote shares; a task without labels is uniform."""

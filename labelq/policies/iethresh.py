@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from scipy.stats import t as student_t
@@ -35,7 +35,7 @@ from .bbta import expected_zero_one_loss, vote_scores
 from .random_pair import RandomPair
 from .registry import register
 
-__all__ = ["IEThresh", "StreamState", "finished_agreement"]
+__all__ = ["IEThresh", "StreamState", "finished_agreement", "stream_update"]
 
 
 @dataclass
@@ -91,6 +91,26 @@ def _new_task(state: StreamState, mask: np.ndarray, preferred: np.ndarray,
         if pool.size:
             return int(pool[rng.integers(pool.size)])
     return None
+
+
+def stream_update(state: StreamState, obs: Observation,
+                  finish_current: Callable[[StreamState], None]) -> np.ndarray:
+    """The one-task-at-a-time update IEThresh and CrowdSense share: record the label, and
+    when a label arrives for a new task, first let ``finish_current`` fold the previous
+    task's agreement into the worker statistics. Returns the touched tasks."""
+    if obs.declined or obs.label < 0 or state.labels[obs.task, obs.worker] >= 0:
+        return np.empty(0, dtype=np.int64)
+    touched = [obs.task]
+    if obs.task != state.current:
+        c = state.current
+        if c >= 0 and not state.finished[c]:
+            finish_current(state)
+            state.finished[c] = True
+            touched.append(c)
+        state.current = int(obs.task)
+        state.started[obs.task] = True
+    state.labels[obs.task, obs.worker] = obs.label
+    return np.array(touched, dtype=np.int64)
 
 
 @functools.lru_cache(maxsize=65536)
@@ -185,19 +205,10 @@ class IEThresh(Policy):
 
     # --- learning --------------------------------------------------------------------
     def update(self, state: StreamState, obs: Observation) -> np.ndarray:
-        if obs.declined or obs.label < 0 or state.labels[obs.task, obs.worker] >= 0:
-            return np.empty(0, dtype=np.int64)
-        touched = [obs.task]
-        if obs.task != state.current:
-            c = state.current
-            if c >= 0 and not state.finished[c]:
-                state.n, state.s1, state.s2 = self._stats_after_current(state)
-                state.finished[c] = True
-                touched.append(c)
-            state.current = int(obs.task)
-            state.started[obs.task] = True
-        state.labels[obs.task, obs.worker] = obs.label
-        return np.array(touched, dtype=np.int64)
+        return stream_update(state, obs, self._finish_current)
+
+    def _finish_current(self, state: StreamState) -> None:
+        state.n, state.s1, state.s2 = self._stats_after_current(state)
 
     def predict_proba(self, state: StreamState) -> np.ndarray:
         """Majority-vote shares; a task without labels is uniform."""
