@@ -10,6 +10,7 @@ from typing import Any, Sequence
 import click
 
 from labelq.db import get_engine, init_schema
+from labelq.errors import ServiceUnavailable
 from labelq.settings import load_settings
 
 OUTPUT_OPTION = click.option(
@@ -18,6 +19,22 @@ OUTPUT_OPTION = click.option(
 DB_OPTION = click.option(
     "--database-url", envvar="LABELQ_DATABASE_URL", default=None,
     help="SQLAlchemy URL of the durable record [env: LABELQ_DATABASE_URL].")
+
+
+REDIS_OPTION = click.option("--redis-url", envvar="LABELQ_REDIS_URL", default=None,
+                            help="Redis URL of the hot state and broker [env: LABELQ_REDIS_URL].")
+
+
+def redis_client(url: str | None = None):
+    import redis
+
+    url = url or load_settings().redis_url
+    client = redis.Redis.from_url(url)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        raise ServiceUnavailable(f"Redis at {url} does not answer: {exc}") from exc
+    return client
 
 
 def engine(database_url: str | None = None):

@@ -14,10 +14,9 @@ from labelq.exporting import (METHODS, agreement_report, aggregate_project, aggr
 from labelq.projects import get_project, list_workers
 from labelq.reporting import RAW_COLUMNS, iter_raw_labels
 
-from ._common import DB_OPTION, OUTPUT_OPTION, emit, emit_record, engine
+from ._common import (DB_OPTION, OUTPUT_OPTION, REDIS_OPTION, emit, emit_record, engine,
+                      redis_client)
 
-REDIS_OPTION = click.option("--redis-url", envvar="LABELQ_REDIS_URL", default=None,
-                            help="Redis of the job queue [env: LABELQ_REDIS_URL].")
 
 
 @click.command()
@@ -66,14 +65,6 @@ def export(name, method, fmt, out, raw, exclude_paused, background, wait, databa
         click.echo(f"wrote {n} {what} to {out}", err=True)
 
 
-def _redis(redis_url):
-    from redis import Redis
-
-    from labelq.settings import load_settings
-    env = {"LABELQ_REDIS_URL": redis_url} if redis_url else None
-    return Redis.from_url((load_settings(env) if env else load_settings()).redis_url)
-
-
 def _export_background(name, method, fmt, out, raw, exclude_paused, wait, database_url,
                        redis_url):
     from labelq.errors import InputError
@@ -83,7 +74,7 @@ def _export_background(name, method, fmt, out, raw, exclude_paused, wait, databa
         raise InputError("--background needs --out FILE (the job writes the file)")
     with session_scope(engine(database_url)) as s:
         get_project(s, name)  # fail now on an unknown project
-    redis = _redis(redis_url)
+    redis = redis_client(redis_url)
     job_id = create_export_job(redis, name, out=out, method=method, fmt=fmt, raw=raw,
                                exclude_paused=exclude_paused)
     from workers.jobs import export as export_task
@@ -129,7 +120,7 @@ def job(job_id, wait, redis_url, output):
     """Show the state and progress of export job JOB_ID."""
     from labelq.jobs import get_job
 
-    redis = _redis(redis_url)
+    redis = redis_client(redis_url)
     if wait:
         _follow(redis, job_id)
     emit_record(get_job(redis, job_id), output)

@@ -8,26 +8,9 @@ import sys
 
 import click
 
-from labelq.errors import ServiceUnavailable
 
-from ._common import DB_OPTION, OUTPUT_OPTION, emit_record, engine
-
-REDIS_OPTION = click.option("--redis-url", envvar="LABELQ_REDIS_URL", default=None,
-                            help="Redis URL of the hot state and broker [env: LABELQ_REDIS_URL].")
-
-
-def redis_client(url: str | None = None):
-    import redis
-    from labelq.settings import load_settings
-
-    url = url or load_settings().redis_url
-    client = redis.Redis.from_url(url)
-    try:
-        client.ping()
-    except redis.RedisError as exc:
-        raise ServiceUnavailable(f"Redis at {url} does not answer: {exc}") from exc
-    return client
-
+from ._common import (DB_OPTION, OUTPUT_OPTION, REDIS_OPTION, emit_record, engine,
+                      redis_client)
 
 TOKEN_OPTION = click.option(
     "--token", envvar="LABELQ_TOKEN", required=True,
