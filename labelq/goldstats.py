@@ -15,7 +15,8 @@ from sqlmodel import Session, select
 
 from .gold.pool import ExhaustionRule
 from .gold.scoring import GoldScores
-from .models import Assignment, Label, Project, Task, Worker
+from .models import Assignment, Project, Task, Worker
+from .queue.quality import gold_scores
 
 __all__ = ["ProjectGold", "project_gold_scores", "gold_exhaustion"]
 
@@ -28,20 +29,13 @@ class ProjectGold:
 
 
 def project_gold_scores(session: Session, project: Project) -> ProjectGold:
+    """Every worker's gold scores, by worker seq and task category (the applier's query)."""
     cats = sorted(set(session.exec(select(Task.category).where(Task.project_id == project.id)
-                                   .distinct())))
-    cat_ix = {c: i for i, c in enumerate(cats)}
+                                   .distinct()))) or [""]
     handles = list(session.exec(select(Worker.handle).where(Worker.project_id == project.id)
                                 .order_by(Worker.seq)))
-    rows = session.exec(
-        select(Worker.seq, Task.category, Label.value == Task.gold_answer)
-        .join(Task, Task.id == Label.task_id).join(Worker, Worker.id == Label.worker_id)
-        .where(Label.project_id == project.id, Label.is_gold.is_(True))).all()
-    scores = GoldScores.zeros(len(handles), max(len(cats), 1))
-    if rows:
-        scores.record([r[0] for r in rows], [cat_ix.get(r[1], 0) for r in rows],
-                      [bool(r[2]) for r in rows])
-    return ProjectGold(scores, cats or [""], handles)
+    scores = gold_scores(session, project.id, list(range(len(handles))), cats)
+    return ProjectGold(scores, cats, handles)
 
 
 def gold_exhaustion(session: Session, project: Project,
