@@ -1,9 +1,11 @@
 """``labelq demo``: the whole live pipeline on a synthetic project, in about a minute.
 
-A temporary SQLite record, synthetic tasks with categories and a known truth, gold questions,
-simulated annotators (:func:`labelq.simulate.workers.make_pool`) pulling and submitting
-through the service in parallel threads, and a real Celery worker subprocess applying the
-labels to the posterior. At the end: the export (CSV) and the accuracy against the truth.
+A temporary SQLite record, synthetic tasks with categories and a known truth, gold questions
+on an onboarding schedule, simulated annotators of varying skill — a few of them careless —
+pulling and submitting through the service in parallel threads, and a real Celery worker
+subprocess applying the labels to the posterior and the gold quality rule. At the end: the
+exports (through :mod:`labelq.exporting`, as ``labelq export`` writes them) and the accuracy
+of each aggregation against the truth.
 
 Redis: ``LABELQ_REDIS_URL`` when it is set and answers; otherwise an embedded in-process
 Redis (fakeredis on a free loopback port, so the Celery subprocess can connect too). The
@@ -78,6 +80,21 @@ class _Stop:
         self.shutdown = fn
 
 
+GOLD_SCHEDULE = "onboarding:n=6,rate=0.1,half_life=400,floor=0.05"
+QUALITY = {"threshold": 0.6, "min_gold": 8, "confidence": 0.95}
+CARELESS_ACCURACY = 0.35
+
+
+def _pool(n_workers: int, n_careless: int, n_categories: int, rng):
+    """Skilled annotators: accuracy U(0.65, 0.95) in each category; the last ``n_careless``
+    ones answer correctly with probability ``CARELESS_ACCURACY`` (they misread the guide)."""
+    from labelq.simulate.workers import WorkerPool, accuracy_tensor
+
+    acc = rng.uniform(0.65, 0.95, size=(n_workers, n_categories))
+    acc[n_workers - n_careless:] = CARELESS_ACCURACY
+    return WorkerPool(accuracy_tensor(acc, 2))
+
+
 def _setup(db_url, *, n_tasks, n_gold, n_workers, n_categories, max_labels, budget,
            policy, rng):
     from labelq.db import engine_for, init_schema, session_scope
@@ -91,8 +108,7 @@ def _setup(db_url, *, n_tasks, n_gold, n_workers, n_categories, max_labels, budg
     cats = rng.integers(n_categories, size=n_tasks + n_gold)
     with session_scope(eng) as s:
         p = create_project(s, "demo", labels, policy=policy, max_labels=max_labels,
-                           budget=budget, gold_schedule="fixed:rate=0.05",
-                           quality={"threshold": 0.6, "min_gold": 5, "confidence": 0.95})
+                           budget=budget, gold_schedule=GOLD_SCHEDULE, quality=QUALITY)
         s.connection().execute(Task.__table__.insert(), [
             {"project_id": p.id, "seq": i, "external_id": f"{'g' if i >= n_tasks else 't'}{i}",
              "category": f"c{cats[i]}", "payload": {"text": f"item {i}"},
@@ -123,38 +139,42 @@ def _start_celery(env: dict, log: Path) -> subprocess.Popen:
 
 @click.command("demo")
 @click.option("--tasks", "n_tasks", type=int, default=300, show_default=True)
-@click.option("--gold", "n_gold", type=int, default=30, show_default=True)
+@click.option("--gold", "n_gold", type=int, default=40, show_default=True)
 @click.option("--workers", "n_workers", type=int, default=12, show_default=True)
+@click.option("--careless", "n_careless", type=int, default=2, show_default=True,
+              help=f"How many of the annotators are careless (accuracy {CARELESS_ACCURACY}).")
 @click.option("--categories", "n_categories", type=int, default=3, show_default=True)
-@click.option("--labels-per-task", type=float, default=3.0, show_default=True,
+@click.option("--labels-per-task", type=float, default=4.0, show_default=True,
               help="Budget, in labels per task.")
-@click.option("--policy", default="optkg", show_default=True)
+@click.option("--policy", default="optkg-workers", show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder for the database and the export [default: a temporary one].")
 @click.option("--redis-url", envvar="LABELQ_REDIS_URL", default=None,
               help="Redis to use [env: LABELQ_REDIS_URL]; embedded when absent/unreachable.")
-def demo_cmd(n_tasks, n_gold, n_workers, n_categories, labels_per_task, policy, seed, out,
-             redis_url) -> None:
+def demo_cmd(n_tasks, n_gold, n_workers, n_careless, n_categories, labels_per_task, policy,
+             seed, out, redis_url) -> None:
     """Run the live pipeline end to end on a synthetic project and report its accuracy."""
     from sqlalchemy import func
     from sqlmodel import select
 
     from labelq.db import session_scope
     from labelq.errors import BudgetExhausted, Forbidden
-    from labelq.models import Label, Project, Task, Worker
+    from labelq.models import Label, Worker
     from labelq.policies import names
-    from labelq.queue.hotstate import fold_from_sql
     from labelq.queue.keys import Keys
     from labelq.queue.rebuild import delete_hot
     from labelq.service import Service
     from labelq.settings import Settings
-    from labelq.simulate.workers import make_pool
     from workers.main import create_app
 
     t0 = time.monotonic()
     if policy not in names():
-        policy = "uniform"
+        raise click.BadParameter(f"unknown policy {policy!r}; known: {', '.join(names())}",
+                                 param_hint="--policy")
+    if not 0 <= n_careless <= n_workers:
+        raise click.BadParameter(f"must be between 0 and --workers ({n_workers})",
+                                 param_hint="--careless")
     out = out or Path(tempfile.mkdtemp(prefix="labelq-demo-"))
     out.mkdir(parents=True, exist_ok=True)
     db_url = f"sqlite:///{out / 'demo.db'}"
@@ -172,7 +192,11 @@ def demo_cmd(n_tasks, n_gold, n_workers, n_categories, labels_per_task, policy, 
     env = {**os.environ, "LABELQ_DATABASE_URL": db_url, "LABELQ_REDIS_URL": url,
            "LABELQ_CELERY_QUEUE": queue, "PYTHONPATH": str(ROOT)}
     click.echo(f"Project 'demo': {n_tasks} tasks in {n_categories} categories + {n_gold} gold, "
-               f"{n_workers} simulated annotators, policy {policy}, budget {budget:g} labels.")
+               f"{n_workers} simulated annotators ({n_careless} careless), policy {policy}, "
+               f"budget {budget:g} labels.")
+    click.echo(f"Gold schedule {GOLD_SCHEDULE}; quality rule: pause below "
+               f"{QUALITY['threshold']} gold accuracy (confidence {QUALITY['confidence']}, "
+               f"after {QUALITY['min_gold']} gold answers).")
     click.echo(f"Record: {db_url}")
     from labelq.queue.rebuild import ensure_hot
     ensure_hot(eng, client, pid)  # build the hot state once, up front
@@ -181,7 +205,7 @@ def demo_cmd(n_tasks, n_gold, n_workers, n_categories, labels_per_task, policy, 
     with session_scope(eng) as s:
         handles = [w.handle for w in s.exec(select(Worker).where(Worker.project_id == pid)
                                             .order_by(Worker.seq))]
-    pool = make_pool("one-coin", n_workers, n_categories, 2, rng, beta=(4.0, 1.5))
+    pool = _pool(n_workers, n_careless, n_categories, rng)
     counts = [0] * n_workers
     errors: list[BaseException] = []
     try:
@@ -229,40 +253,7 @@ def demo_cmd(n_tasks, n_gold, n_workers, n_categories, labels_per_task, policy, 
         click.echo(f"Celery applied every label to the posterior "
                    f"({'all' if left == 0 else f'{left} still pending'}) "
                    f"{time.monotonic() - t1 - took:.1f} s after the last submission.")
-        with session_scope(eng) as s:
-            project = s.get(Project, pid)
-            hot = fold_from_sql(s, project)
-            rows = s.exec(select(Task.external_id, Task.seq, Task.is_gold, Worker.handle,
-                                 Label.value).join(Task, Task.id == Label.task_id)
-                          .join(Worker, Worker.id == Label.worker_id)
-                          .where(Label.project_id == pid).order_by(Label.id)).all()
-            paused = s.exec(select(Worker.handle).where(Worker.project_id == pid,
-                                                        Worker.status == "paused")).all()
-        proba = hot.policy.predict_proba(hot.state)[:n_tasks]
-        guess = proba.argmax(axis=1)
-        with open(out / "labels.csv", "w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(["task", "worker", "label", "gold"])
-            w.writerows([(r[0], r[3], r[4], int(r[2])) for r in rows])
-        with open(out / "answers.csv", "w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(["task", "answer", "confidence", "truth"])
-            w.writerows([(f"t{i}", labels[guess[i]], f"{proba[i].max():.3f}",
-                          labels[truth[i]]) for i in range(n_tasks)])
-        votes = np.zeros((n_tasks, 2))
-        for r in rows:
-            if not r[2]:
-                votes[r[1], labels.index(r[4])] += 1
-        labelled = votes.sum(axis=1) > 0
-        mv = (votes.argmax(axis=1) == truth[:n_tasks])[labelled].mean() if labelled.any() \
-            else float("nan")
-        acc = float((guess == truth[:n_tasks]).mean())
-        click.echo(f"Exported {len(rows)} labels to {out / 'labels.csv'} and the posterior "
-                   f"answers to {out / 'answers.csv'}.")
-        click.echo(f"Tasks labelled: {int(labelled.sum())}/{n_tasks}; paused by the gold "
-                   f"quality rule: {len(paused)}.")
-        click.echo(f"Accuracy against the truth: posterior ({policy}) {acc:.3f}; "
-                   f"majority vote on labelled tasks {mv:.3f}.")
+        _report(eng, pid, n_tasks, pool.accuracy().mean(axis=1), policy, truth, labels, out)
         click.echo(f"Done in {time.monotonic() - t0:.1f} s.")
     finally:
         os.killpg(celery.pid, signal.SIGTERM)
@@ -275,6 +266,55 @@ def demo_cmd(n_tasks, n_gold, n_workers, n_categories, labels_per_task, policy, 
             client.delete(Keys(pid).apply_lock, queue)
         else:
             server.shutdown()
+
+
+def _report(eng, pid, n_tasks, accuracy, policy, truth, labels, out: Path) -> None:
+    """Export as ``labelq export`` does and score each aggregation against the truth."""
+    from sqlmodel import select
+
+    from labelq.db import session_scope
+    from labelq.exporting import (aggregate_project, aggregated_rows, atomic_output,
+                                  load_project_labels, write_rows)
+    from labelq.models import Label, Project, Task, Worker
+
+    truth_of = {f"t{i}": labels[truth[i]] for i in range(n_tasks)}
+    with session_scope(eng) as s:
+        project = s.get(Project, pid)
+        raw = s.exec(select(Task.external_id, Worker.handle, Label.value, Task.is_gold)
+                     .join(Task, Task.id == Label.task_id)
+                     .join(Worker, Worker.id == Label.worker_id)
+                     .where(Label.project_id == pid).order_by(Label.id)).all()
+        workers = s.exec(select(Worker.seq, Worker.status).where(Worker.project_id == pid)
+                         .order_by(Worker.seq)).all()
+        scores = {}
+        for method, exclude in (("policy", False), ("mv", False), ("ds", False),
+                                ("ds", True)):
+            pl = load_project_labels(s, project, exclude_paused=exclude)
+            rows = list(aggregated_rows(pl, aggregate_project(s, project, pl, method)))
+            labelled = [r for r in rows if r["n_labels"] > 0]
+            scores[(method, exclude)] = (
+                sum(r["label"] == truth_of[r["task"]] for r in rows) / n_tasks, len(labelled))
+            if (method, exclude) == ("ds", True):
+                with atomic_output(str(out / "answers.csv")) as fh:
+                    write_rows(rows, fh, "csv")
+    with atomic_output(str(out / "labels.csv")) as fh:
+        write_rows(({"task": r[0], "worker": r[1], "label": r[2], "gold": int(r[3])}
+                    for r in raw), fh, "csv", columns=["task", "worker", "label", "gold"])
+    paused = [seq for seq, status in workers if status == "paused"]
+    n_gold_answers = sum(int(r[3]) for r in raw)
+    click.echo(f"Exported {len(raw)} labels ({n_gold_answers} on gold) to "
+               f"{out / 'labels.csv'} and the Dawid-Skene answers with their confidence to "
+               f"{out / 'answers.csv'}.")
+    click.echo(f"Tasks labelled: {scores[('mv', False)][1]}/{n_tasks}; paused by the gold "
+               f"quality rule: {len(paused)} annotator(s)"
+               + (f", of true accuracy {', '.join(f'{accuracy[q]:.2f}' for q in paused)}."
+                  if paused else "."))
+    click.echo("Accuracy against the truth (every task; unlabelled ones count as wrong):")
+    for (method, exclude), name in ((("policy", False), f"posterior ({policy})"),
+                                    (("mv", False), "majority vote"),
+                                    (("ds", False), "Dawid-Skene, gold clamped"),
+                                    (("ds", True), "Dawid-Skene without paused annotators")):
+        click.echo(f"  {name:<40} {scores[(method, exclude)][0]:.3f}")
 
 
 commands = [demo_cmd]

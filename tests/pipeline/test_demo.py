@@ -29,11 +29,18 @@ def run_demo(env_extra: dict, tmp_path: Path, path: str | None = None) -> str:
 def check_report(out: str, tmp_path: Path, min_labelled: int = 90) -> None:
     labelled = re.search(r"Tasks labelled: (\d+)/90", out)
     assert labelled and int(labelled.group(1)) >= min_labelled, out
-    acc = re.search(r"posterior \(optkg\) ([0-9.]+)", out)
-    assert acc and float(acc.group(1)) > 0.6, out
+    for name in (r"posterior \(optkg-workers\)", "majority vote", "Dawid-Skene, gold clamped",
+                 "Dawid-Skene without paused annotators"):
+        acc = re.search(name + r"\s+([0-9.]+)", out)
+        assert acc and float(acc.group(1)) > 0.6, (name, out)
     assert re.search(r"Celery applied every label", out), out
     answers = (tmp_path / "out" / "answers.csv").read_text().splitlines()
-    assert len(answers) == 91 and answers[0] == "task,answer,confidence,truth"
+    assert len(answers) == 91, answers[:3]
+    assert answers[0] == "task,label,confidence,n_labels,p_yes,p_no"
+    labels = (tmp_path / "out" / "labels.csv").read_text().splitlines()
+    n_labels = re.search(r"Exported (\d+) labels \((\d+) on gold\)", out)
+    assert n_labels and len(labels) == int(n_labels.group(1)) + 1, out
+    assert int(n_labels.group(2)) > 0  # the gold schedule injected gold
 
 
 @pytest.mark.timeout(300)
