@@ -17,7 +17,8 @@ GOLD_OPTION = click.option(
 QUALITY_OPTION = click.option(
     "--quality", default=None,
     help="Pause rule on gold accuracy: threshold=0.7,min_gold=10[,confidence=0.95,"
-         "per_category=true].")
+         "per_category=true,rule=posterior|sequential] (sequential: a worker at or above "
+         "the threshold is ever paused with probability at most 1 - confidence).")
 
 
 @click.command()

@@ -37,7 +37,8 @@ def parse_label_set(text: str | list[str]) -> list[str]:
 
 
 def parse_quality(text: str | dict[str, Any] | None) -> dict[str, Any]:
-    """Validate a quality rule (``threshold=0.7,min_gold=10[,confidence=0.95,per_category=true]``
+    """Validate a quality rule (``threshold=0.7,min_gold=10[,confidence=0.95,per_category=true,
+    rule=sequential]``
     or the same as a dict) with :class:`labelq.gold.quality.QualityRule`; ``{}`` = no rule."""
     from .gold.quality import QualityRule
 
@@ -52,11 +53,12 @@ def parse_quality(text: str | dict[str, Any] | None) -> dict[str, Any]:
         rule = QualityRule(**params)
     except TypeError as exc:
         raise InputError(f"quality rule {text!r}: {exc}; it takes threshold, min_gold, "
-                         "confidence, per_category") from exc
+                         "confidence, per_category, rule") from exc
     except ValueError as exc:
         raise InputError(f"quality rule {text!r}: {exc}") from exc
     return {"threshold": rule.threshold, "min_gold": rule.min_gold,
-            "confidence": rule.confidence, "per_category": rule.per_category}
+            "confidence": rule.confidence, "per_category": rule.per_category,
+            "rule": rule.rule}
 
 
 def check_gold_schedule(text: str | None) -> str | None:

@@ -6,7 +6,9 @@ answers out of ``total``, the posterior is Beta(α₀ + correct, β₀ + total �
 
 * mean (α₀ + c) / (α₀ + β₀ + n);
 * equal-tailed credible interval from the Beta quantiles;
-* P(a < θ | data), the Beta CDF at θ — what :mod:`labelq.gold.quality` decides on.
+* P(a < θ | data), the Beta CDF at θ — what :mod:`labelq.gold.quality` decides on;
+* the log of the mixture likelihood ratio of "a < θ" against "a = θ"
+  (:meth:`GoldScores.log_evidence_below`), the anytime-valid alternative.
 
 ``pooled=True`` sums a worker's counts over categories first (the prior counts once).
 Everything is vectorised over (workers, categories); :meth:`GoldScores.record` takes arrays.
@@ -20,6 +22,7 @@ from typing import Any
 
 import numpy as np
 from scipy import stats
+from scipy.special import betainc, betaln
 
 __all__ = ["BetaPrior", "GoldScores"]
 
@@ -91,6 +94,28 @@ class GoldScores:
         """Posterior probability that the accuracy is below ``threshold``."""
         a, b = self.posterior(pooled)
         return stats.beta.cdf(threshold, a, b)
+
+    def log_evidence_below(self, threshold: float, pooled: bool = False) -> np.ndarray:
+        """log M, where M = ∫_{a<θ} [L(a) / L(θ)] π(a | a < θ) da is the likelihood ratio of
+        the data under accuracies below θ = ``threshold`` (the prior restricted to [0, θ])
+        against accuracy θ.
+
+        With c right out of n and prior Beta(α₀, β₀), in closed form:
+
+            M = B(α₀+c, β₀+n−c) I_θ(α₀+c, β₀+n−c) / (B(α₀, β₀) I_θ(α₀, β₀) θ^c (1−θ)^(n−c))
+
+        For a worker whose true accuracy is ≥ θ, M is a nonnegative supermartingale with
+        M₀ = 1 (each factor a'x/θ + (1−a')(1−x)/(1−θ) with a' < θ has mean ≤ 1), so by
+        Ville's inequality P(M ever reaches 1/δ) ≤ δ however often it is looked at. Computed in
+        log space (betaln, log betainc): M spans hundreds of orders of magnitude.
+        """
+        a, b = self.posterior(pooled)
+        c, n_c = a - self.prior.a, b - self.prior.b
+        a0, b0 = self.prior.a, self.prior.b
+        with np.errstate(divide="ignore"):
+            return (betaln(a, b) + np.log(betainc(a, b, threshold))
+                    - betaln(a0, b0) - np.log(betainc(a0, b0, threshold))
+                    - c * np.log(threshold) - n_c * np.log1p(-threshold))
 
     def to_dict(self) -> dict[str, Any]:
         return {"correct": self.correct.tolist(), "total": self.total.tolist(),

@@ -79,7 +79,52 @@ def test_per_category_pauses_on_any_bad_category():
     assert QualityRule(per_category=False).workers_to_pause(s).tolist() == []
 
 
+@pytest.mark.parametrize("c, n, threshold, prior", [
+    (0, 0, 0.7, (1, 1)), (3, 10, 0.7, (1, 1)), (9, 10, 0.6, (1, 1)), (40, 100, 0.8, (2, 1)),
+    (0, 25, 0.5, (1, 3))])
+def test_log_evidence_is_the_mixture_likelihood_ratio(c, n, threshold, prior):
+    from scipy import integrate
+
+    s = GoldScores(np.array([[float(c)]]), np.array([[float(n)]]), BetaPrior(*prior))
+    ratio = lambda a: (a / threshold) ** c * ((1 - a) / (1 - threshold)) ** (n - c)
+    num, _ = integrate.quad(lambda a: ratio(a) * stats.beta.pdf(a, *prior), 0, threshold,
+                            epsabs=0, epsrel=1e-10)
+    expected = np.log(num / stats.beta.cdf(threshold, *prior))
+    assert s.log_evidence_below(threshold)[0, 0] == pytest.approx(expected, rel=1e-7, abs=1e-9)
+
+
+def test_log_evidence_stays_finite_far_from_the_threshold():
+    s = scores([0, 1000], [2000, 1000])
+    ev = s.log_evidence_below(0.7)[:, 0]
+    assert np.isfinite(ev).all() and ev[0] > 1000
+    # all right: ∫_0^θ (a/θ)^n da/θ = 1/(n+1) — the ratio never exceeds 1 below θ
+    assert ev[1] == pytest.approx(-np.log(1001))
+
+
+def looked_at_every_answer(rule, accuracy, n=200, workers=4000, seed=0):
+    """Share of simulated workers paused at some point over ``n`` gold answers when the rule
+    is checked after each one (as the applier does)."""
+    rng = np.random.default_rng(seed)
+    correct = np.cumsum(rng.random((workers, n)) < accuracy, axis=1)
+    ever = np.zeros(workers, dtype=bool)
+    for k in range(n):
+        ever |= rule.pause_mask(scores(correct[:, k], np.full(workers, k + 1.0)))
+    return ever.mean()
+
+
+def test_sequential_rule_bounds_wrongful_pauses_however_often_it_looks():
+    posterior = QualityRule(threshold=0.7, min_gold=10, confidence=0.95)
+    sequential = QualityRule(threshold=0.7, min_gold=10, confidence=0.95, rule="sequential")
+    # a worker exactly at the threshold: the posterior rule, looked at 200 times, pauses
+    # about a quarter of them; the sequential one stays under 1 - confidence
+    assert looked_at_every_answer(posterior, 0.7) > 0.2
+    assert looked_at_every_answer(sequential, 0.7) < 0.05
+    # and it still catches a spammer, with more evidence
+    assert looked_at_every_answer(sequential, 0.5, n=100) > 0.85  # 0.92 measured
+
+
 @pytest.mark.parametrize("kwargs, message", [
+    ({"rule": "bayes"}, "rule must be one of posterior, sequential, got 'bayes'"),
     ({"threshold": 1.0}, "threshold must be in (0, 1), got 1.0"),
     ({"min_gold": 0}, "min_gold must be an integer >= 1, got 0"),
     ({"confidence": 1.0}, "confidence must be in [0.5, 1), got 1.0"),
