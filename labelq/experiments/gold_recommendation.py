@@ -25,7 +25,7 @@ import numpy as np
 
 from ..gold.recommend import RecommenderParams, init_state, observe, recommend, reward
 
-__all__ = ["SETTINGS", "STRATEGY_SPECS", "setting", "RegretCurve", "simulate_regret",
+__all__ = ["SETTINGS", "STRATEGY_SPECS", "GR_READINGS", "spec_named", "setting", "RegretCurve", "simulate_regret",
            "regret_at", "run", "main"]
 
 #: Table I, (p_k, q_k) per category. Setting 2 (varied (x, y)) is not reproduced.
@@ -45,7 +45,27 @@ STRATEGY_SPECS: dict[str, RecommenderParams] = {
     "eps-first": RecommenderParams("eps-first"),
 }
 
+#: Readings of GR's ε_r = min(1, cK/(d² r)) tried against the paper's "GR outperforms UR"
+#: (Fig. 3). Only "GR" above is the text; the others are what a slip in the text or the
+#: authors' code could have been. Two are the printed formula with c rescaled.
+GR_READINGS: dict[str, RecommenderParams] = {
+    "GR(d not squared)": RecommenderParams("gr", alpha=0.1, gamma=2.0, c=0.05 * 0.1, d=0.1),
+    "GR(without K)": RecommenderParams("gr", alpha=0.1, gamma=2.0, c=0.05 / 10, d=0.1),
+    "GR(step clock)": RecommenderParams("gr", alpha=0.1, gamma=2.0, c=0.05, d=0.1,
+                                        clock="step"),
+}
+
 BETA = 10.0
+
+
+def spec_named(name: str, n_categories: int) -> RecommenderParams:
+    """A strategy of :data:`STRATEGY_SPECS` or :data:`GR_READINGS` (``GR(without K)``
+    divides c by this setting's K)."""
+    if name == "GR(without K)":
+        base = GR_READINGS[name]
+        return RecommenderParams("gr", alpha=base.alpha, gamma=base.gamma,
+                                 c=0.05 / n_categories, d=base.d)
+    return {**STRATEGY_SPECS, **GR_READINGS}[name]
 
 
 def setting(number: int) -> tuple[np.ndarray, np.ndarray]:
@@ -112,7 +132,7 @@ def run(setting_no: int, *, trials: int, steps: int, seed: int = 0,
     out = {}
     for i, name in enumerate(names):
         rng = np.random.default_rng([seed, setting_no, i])
-        out[name] = regret_at(STRATEGY_SPECS[name], p, q, points, trials=trials, rng=rng)
+        out[name] = regret_at(spec_named(name, p.size), p, q, points, trials=trials, rng=rng)
     return out
 
 
@@ -136,12 +156,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--strategies", default=",".join(STRATEGY_SPECS),
-                        help=f"comma-separated subset of {', '.join(STRATEGY_SPECS)}")
+                        help=f"comma-separated subset of {', '.join(STRATEGY_SPECS)}, "
+                             f"or of the alternative readings {', '.join(GR_READINGS)}")
     args = parser.parse_args(argv)
     names = [s.strip() for s in args.strategies.split(",") if s.strip()]
-    unknown = [s for s in names if s not in STRATEGY_SPECS]
+    known = {**STRATEGY_SPECS, **GR_READINGS}
+    unknown = [s for s in names if s not in known]
     if unknown:
-        parser.error(f"unknown strategies {unknown}; known: {', '.join(STRATEGY_SPECS)}")
+        parser.error(f"unknown strategies {unknown}; known: {', '.join(known)}")
     points = [int(x) for x in np.linspace(args.steps / 10, args.steps, 10)]
     result = run(args.setting, trials=args.trials, steps=args.steps, seed=args.seed,
                  strategies=names, checkpoints=points)

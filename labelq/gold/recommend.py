@@ -42,10 +42,11 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["STRATEGIES", "RecommenderParams", "RecommenderState", "epoch_end", "init_state",
+__all__ = ["STRATEGIES", "CLOCKS", "exploration", "RecommenderParams", "RecommenderState", "epoch_end", "init_state",
            "y_bar", "acceptance", "reliability", "reward", "recommend", "observe"]
 
 STRATEGIES = ("gr", "ur", "eps-first")
+CLOCKS = ("epoch", "step")
 _FOREVER = 2 ** 62  # ε-first exploits without end once exploration is over
 
 
@@ -58,12 +59,15 @@ class RecommenderParams:
     gamma: float = 2.0
     c: float = 0.05  # GR exploration: ε_r = min(1, cK / (d² r))
     d: float = 0.1
+    clock: str = "epoch"  # GR: r in ε_r counts epochs (the paper's text) or time steps
     horizon: int = 1000  # ε-first only: n, the number of recommendations planned
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, "
                              f"got {self.strategy!r}")
+        if self.clock not in CLOCKS:
+            raise ValueError(f"clock must be one of {', '.join(CLOCKS)}, got {self.clock!r}")
         for name in ("alpha", "c", "d"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and np.isfinite(value) and value > 0):
@@ -165,6 +169,24 @@ def _argmax_random_ties(values: np.ndarray, rng: np.random.Generator) -> np.ndar
     return np.argmax(np.where(top, rng.random(values.shape), -1.0), axis=1)
 
 
+def exploration(params: RecommenderParams, epoch: np.ndarray, k: int) -> np.ndarray:
+    """GR's ε_r = min(1, cK / (d² r)) at the gold task of epoch ``epoch``.
+
+    ``clock="epoch"`` (default, Algorithm 1 as printed): r is the epoch index, so with the
+    paper's c = 0.05, d = 0.1 ε_r stays 1 until epoch 5K. ``clock="step"``: r is the time step
+    of that gold task, r − 1 + τ(r − 1) − τ(K) + 1 (K calibration golds, then each epoch's gold
+    and its τ(j) − τ(j−1) tasks), an alternative reading under which the paper's
+    GR-below-UR ordering appears (docs/reproductions/gold-recommendation.md); it is not what
+    the text says.
+    """
+    r = np.maximum(np.asarray(epoch, dtype=np.int64), 1)
+    if params.clock == "step":
+        r = r + epoch_end(r - 1, params.alpha, params.gamma) - epoch_end(k, params.alpha,
+                                                                         params.gamma)
+        r = np.maximum(r, 1)
+    return np.minimum(1.0, params.c * k / (params.d ** 2 * r))
+
+
 def recommend(params: RecommenderParams, state: RecommenderState,
               rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """What each row should be given next: (category int (R,), gold bool (R,)).
@@ -177,7 +199,7 @@ def recommend(params: RecommenderParams, state: RecommenderState,
     owed = state.gold_owed > 0
     has_owed = owed.any(axis=1)
     best = _argmax_random_ties(y_bar(state), rng)
-    eps = np.minimum(1.0, params.c * k / (params.d ** 2 * np.maximum(state.epoch, 1)))
+    eps = exploration(params, state.epoch, k)
     explore = rng.random(n_rows) < eps
     gold_category = np.where(explore, rng.integers(k, size=n_rows), best)
     task_category = np.where(state.arm >= 0, state.arm, best)

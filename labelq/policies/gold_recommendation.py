@@ -7,7 +7,8 @@ only, and recommends the category maximising the estimate Ȳ_k of q_k p_k, inter
 tasks by the paper's schedules (τ(r) = ⌈α r^γ⌉):
 
 * ``gr:alpha=0.1,c=0.05,d=0.1`` — greedy: one gold per epoch, its category ε_r-greedy,
-  ε_r = min(1, cK/(d² r)); the rest of the epoch exploits that category.
+  ε_r = min(1, cK/(d² r)); the rest of the epoch exploits that category. ``clock=step``
+  counts r in time steps instead of epochs (not the paper's text; see the reproduction).
 * ``ur:gamma=2,alpha=0.1`` — uniform pulling: one gold per category per epoch, then
   argmax Ȳ_k. ``gamma`` other than 2 is the paper's UR(γ) baseline.
 * ``eps-first-gold:horizon=1000`` — ⌊√n⌋ gold per category first, then argmax Ȳ_k forever.
@@ -137,13 +138,17 @@ class GreedyRecommendation(_KangTay):
         c: float = 0.05
         d: float = 0.1
         gamma: float = 2.0
+        clock: str = "epoch"
 
         def __post_init__(self) -> None:
-            RecommenderParams("gr", alpha=self.alpha, gamma=self.gamma, c=self.c, d=self.d)
+            self.core()
+
+        def core(self) -> RecommenderParams:
+            return RecommenderParams("gr", alpha=self.alpha, gamma=self.gamma, c=self.c,
+                                     d=self.d, clock=self.clock)
 
     def core(self) -> RecommenderParams:
-        p = self.params
-        return RecommenderParams("gr", alpha=p.alpha, gamma=p.gamma, c=p.c, d=p.d)
+        return self.params.core()
 
 
 @register
