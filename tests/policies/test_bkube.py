@@ -212,8 +212,25 @@ def test_bkube_prefers_an_efficient_worker_after_learning():
     assert v[0] > v[1]
 
 
-def test_value_estimate_is_agreement_with_the_current_majority():
+def test_value_estimate_scores_each_label_once_against_the_majority_right_after_it():
+    """Paper §5 (default ``agreement=at-label``): never re-scored."""
     policy = build("bkube")
+    state = policy.init_state(_problem(n_tasks=2, n_workers=3))
+    policy.update(state, Observation(0, 0, 1))
+    assert state.agree[0] == 1.0  # alone: agrees with the majority right after it
+    policy.update(state, Observation(0, 1, 0))
+    np.testing.assert_allclose(state.agree[:2], [1.0, 0.5])  # 1-1 tie: half credit
+    policy.update(state, Observation(0, 2, 0))
+    np.testing.assert_allclose(state.agree, [1.0, 0.5, 1.0])  # worker 0 keeps its credit
+    policy.update(state, Observation(1, 2, 1))
+    policy.update(state, Observation(1, 1, 1))
+    policy.update(state, Observation(1, 0, 0))  # 2-1 against: no credit
+    np.testing.assert_allclose(state.agree, [1.0, 1.5, 2.0])
+    np.testing.assert_allclose(policy.value_estimates(state), [0.0, 0.5, 1.0])
+
+
+def test_value_estimate_is_agreement_with_the_current_majority():
+    policy = build("bkube:agreement=current")
     state = policy.init_state(_problem(n_tasks=2, n_workers=3))
     policy.update(state, Observation(0, 0, 1))
     assert state.agree[0] == 1.0  # alone: agrees with itself
@@ -326,6 +343,7 @@ def test_trailsourcing_explores_each_worker_once():
     ("bkube:c_stop=0", "c_stop must be a finite number > 0, got 0"),
     ("bkube:max_labels=0", "max_labels must be an integer >= 1, got 0"),
     ("bkube:bonus=-1", "bonus must be a finite number >= 0, got -1"),
+    ("bkube:agreement=later", "agreement must be one of at-label, current, got 'later'"),
     ("bounded-eps-first:eps=1.2", "eps must be in (0, 1), got 1.2"),
     ("eps-first:eps=0", "eps must be in (0, 1), got 0"),
 ])
