@@ -359,3 +359,26 @@ def test_determinism_for_a_seed():
     assert _run("bkube", problem, p, truth, seed=3)[2] == _run("bkube", problem, p, truth,
                                                                seed=3)[2]
     assert isinstance(build("bkube"), BKube)
+
+
+@pytest.mark.parametrize("spec", ["bounded-eps-first:eps=0.2,allocation=single-step",
+                                  "eps-first:eps=0.2,allocation=single-step",
+                                  "trailsourcing:allocation=single-step"])
+def test_single_step_allocation_spreads_labels_evenly_without_moving_on(spec):
+    """Paper §6 literal reading: labels spread over all tasks, a task performed once labelled."""
+    rng = np.random.default_rng(12)
+    problem = _problem(n_tasks=10, n_workers=5, budget=23.0, capacity=8,
+                       cost=[1.0, 0.8, 1.2, 0.9, 1.1])
+    policy, state, picks, spent = _run(spec, problem, rng.uniform(0.5, 1, 5),
+                                       rng.integers(0, 2, 10))
+    per_task = state.counts.sum(axis=1)
+    assert per_task.max() - per_task.min() <= 1  # balanced over the tasks
+    assert spent <= 23.0 + 1e-9
+    np.testing.assert_array_equal(state.done, per_task >= 1)
+    # the labels go round the tasks in order: the first ten picks cover all ten tasks
+    assert sorted(t for t, _ in picks[:10]) == list(range(10))
+
+
+def test_allocation_is_validated():
+    with pytest.raises(PolicyError, match="allocation must be one of sequential, single-step"):
+        build("bounded-eps-first:allocation=batch")
