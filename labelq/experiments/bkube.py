@@ -218,15 +218,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-repeat", action="store_true",
                     help="never ask the same (task, worker) pair twice")
-    ap.add_argument("--compare", nargs=2, metavar=("A", "B"), default=None,
+    ap.add_argument("--compare", nargs=2, metavar=("A", "B"), action="append", default=[],
                     help="also print paired per-budget differences A - B (error, completed) "
-                         "with standard errors; A and B must be among --policies")
+                         "with standard errors; A and B must be among --policies; may be "
+                         "given several times")
     ap.add_argument("--detail", action="store_true",
                     help="also print the accuracy of the workers asked and labels issued")
     args = ap.parse_args(argv)
-    if args.compare and not set(args.compare) <= set(args.policies):
-        ap.error("--compare: both policies must be among --policies")
-    cells = ok_err = ok_done = ok_both = 0
+    for pair in args.compare:
+        if not set(pair) <= set(args.policies):
+            ap.error("--compare: both policies must be among --policies")
+    tally = {tuple(pair): [0, 0, 0, 0] for pair in args.compare}  # cells, err, done, both
     for n_tasks in args.tasks:
         for wset in args.sets:
             t0 = time.perf_counter()
@@ -239,20 +241,20 @@ def main(argv: list[str] | None = None) -> int:
             if args.detail:
                 print()
                 print(format_detail(res, args.budgets, args.policies))
-            if args.compare:
-                rows = compare(res, args.budgets, *args.compare)
-                cells += len(rows)
-                ok_err += sum(r["error_ok"] for r in rows)
-                ok_done += sum(r["done_ok"] for r in rows)
-                ok_both += sum(r["error_ok"] and r["done_ok"] for r in rows)
+            for a, b in args.compare:
+                rows = compare(res, args.budgets, a, b)
+                t = tally[(a, b)]
+                t[0] += len(rows)
+                t[1] += sum(r["error_ok"] for r in rows)
+                t[2] += sum(r["done_ok"] for r in rows)
+                t[3] += sum(r["error_ok"] and r["done_ok"] for r in rows)
                 print()
-                print(format_compare(rows, *args.compare))
+                print(format_compare(rows, a, b))
             spent = ", ".join(f"{p}: {np.mean([res[(b, p)]['spent'] for b in args.budgets]):.1f}"
                               for p in args.policies)
             print(f"\nmean budget spent over the budgets — {spent}")
             sys.stdout.flush()
-    if args.compare:
-        a, b = args.compare
+    for (a, b), (cells, ok_err, ok_done, ok_both) in tally.items():
         print(f"\n{a} vs {b}: error <= in {ok_err} of {cells} cells, completed >= in "
               f"{ok_done} of {cells}, both in {ok_both} of {cells}")
     return 0
