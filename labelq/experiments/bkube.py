@@ -39,7 +39,8 @@ from ..policies import Observation, Problem, build
 from ..policies.bkube import completed_tasks
 
 __all__ = ["Instance", "make_instance", "run_policy", "run_grid", "format_table", "main",
-           "format_detail", "DEFAULT_POLICIES", "DEFAULT_BUDGETS"]
+           "format_detail", "compare", "format_compare", "DEFAULT_POLICIES",
+           "DEFAULT_BUDGETS"]
 
 DEFAULT_POLICIES = ["bkube", "bounded-eps-first:eps=0.1", "eps-first:eps=0.1",
                     "trailsourcing"]
@@ -142,8 +143,43 @@ def run_grid(n_tasks: int, worker_set: str, budgets: list[float], policies: list
             "spent": float(np.mean([o["spent"] for o in rows])),
             "labels": float(np.mean([o["labels"] for o in rows])),
             "accuracy": float(np.nanmean([o["accuracy"] for o in rows])),
+            "per_run": {m: np.array([o[m] for o in rows]) for m in ("error", "completed")},
         }
     return result
+
+
+def compare(result: dict, budgets: list[float], a: str, b: str) -> list[dict]:
+    """Per budget, paired differences ``a - b`` over the runs (same workers and truth):
+    mean and standard error of the error difference (runs where both completed a task) and
+    of the completed-tasks difference; ``error_ok``/``done_ok`` say whether ``a``'s mean error
+    is <= ``b``'s and its mean completed >= ``b``'s (the means of the table)."""
+    out = []
+    for bud in budgets:
+        ra, rb = result[(bud, a)], result[(bud, b)]
+        de = ra["per_run"]["error"] - rb["per_run"]["error"]
+        de = de[np.isfinite(de)]
+        dc = ra["per_run"]["completed"] - rb["per_run"]["completed"]
+        out.append({
+            "budget": bud,
+            "d_error": float(de.mean()) if de.size else float("nan"),
+            "d_error_se": float(de.std(ddof=1) / np.sqrt(de.size)) if de.size > 1 else float("nan"),
+            "d_completed": float(dc.mean()),
+            "d_completed_se": float(dc.std(ddof=1) / np.sqrt(dc.size)) if dc.size > 1 else float("nan"),
+            "error_ok": bool(ra["error"] <= rb["error"]),
+            "done_ok": bool(ra["completed"] >= rb["completed"]),
+        })
+    return out
+
+
+def format_compare(rows: list[dict], a: str, b: str) -> str:
+    """Markdown table of :func:`compare`."""
+    lines = [f"| B | error {a} − {b} (± s.e.) | error ≤ | done {a} − {b} (± s.e.) | done ≥ |",
+             "|---:|---:|:---:|---:|:---:|"]
+    for r in rows:
+        lines.append(f"| {r['budget']:g} | {r['d_error']:+.3f} ± {r['d_error_se']:.3f} | "
+                     f"{'yes' if r['error_ok'] else 'no'} | {r['d_completed']:+.1f} ± "
+                     f"{r['d_completed_se']:.1f} | {'yes' if r['done_ok'] else 'no'} |")
+    return "\n".join(lines)
 
 
 def format_table(result: dict, budgets: list[float], policies: list[str]) -> str:
@@ -182,9 +218,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-repeat", action="store_true",
                     help="never ask the same (task, worker) pair twice")
+    ap.add_argument("--compare", nargs=2, metavar=("A", "B"), action="append", default=[],
+                    help="also print paired per-budget differences A - B (error, completed) "
+                         "with standard errors; A and B must be among --policies; may be "
+                         "given several times")
     ap.add_argument("--detail", action="store_true",
                     help="also print the accuracy of the workers asked and labels issued")
     args = ap.parse_args(argv)
+    for pair in args.compare:
+        if not set(pair) <= set(args.policies):
+            ap.error("--compare: both policies must be among --policies")
+    tally = {tuple(pair): [0, 0, 0, 0] for pair in args.compare}  # cells, err, done, both
     for n_tasks in args.tasks:
         for wset in args.sets:
             t0 = time.perf_counter()
@@ -197,10 +241,22 @@ def main(argv: list[str] | None = None) -> int:
             if args.detail:
                 print()
                 print(format_detail(res, args.budgets, args.policies))
+            for a, b in args.compare:
+                rows = compare(res, args.budgets, a, b)
+                t = tally[(a, b)]
+                t[0] += len(rows)
+                t[1] += sum(r["error_ok"] for r in rows)
+                t[2] += sum(r["done_ok"] for r in rows)
+                t[3] += sum(r["error_ok"] and r["done_ok"] for r in rows)
+                print()
+                print(format_compare(rows, a, b))
             spent = ", ".join(f"{p}: {np.mean([res[(b, p)]['spent'] for b in args.budgets]):.1f}"
                               for p in args.policies)
             print(f"\nmean budget spent over the budgets — {spent}")
             sys.stdout.flush()
+    for (a, b), (cells, ok_err, ok_done, ok_both) in tally.items():
+        print(f"\n{a} vs {b}: error <= in {ok_err} of {cells} cells, completed >= in "
+              f"{ok_done} of {cells}, both in {ok_both} of {cells}")
     return 0
 
 

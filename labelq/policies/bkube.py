@@ -15,11 +15,17 @@ budget left before iteration ``n`` (1-based: ``n`` = labels received + 1).
   probability ``m*_j / sum_k m*_k``.
 
 Value contribution (paper §5, Theorem 5.1 with majority vote): ``v_k = p_k - (1-p_k)/(L-1)``,
-i.e. ``2 p_k - 1`` for two classes, where ``p_k`` is estimated by the share of worker k's
-labels that agree with the *current* majority estimate of their task (recomputed when that
-estimate changes; a label tied for the top gets credit ``1/#tied``). The paper freezes the
-agreement at the moment of the label; using the current estimate is the same rule with the
-later evidence taken into account.
+i.e. ``2 p_k - 1`` for two classes, with ``p_k`` the share of worker k's labels judged correct.
+Which estimate of the truth a label is judged against is the parameter ``agreement``:
+
+* ``agreement=at-label`` (default) — the paper's definition (§5, the update of ``p̂_k``): the
+  m-th label of task i is scored **once**, against the majority ``l̂_i`` *right after it*
+  (the m labels so far, this one included), and never re-scored. The first label of a task
+  therefore always agrees; a label that ties the vote gets ``1/#tied``.
+* ``agreement=current`` — every label is scored against the task's *current* majority and
+  re-scored whenever that estimate changes (a label tied for the top gets ``1/#tied``). This is
+  the reading of issue #5's "v̂ = 2p̂ − 1 from agreement with the current estimate"; it uses
+  later evidence, but it is not the paper's estimator, so it is an option.
 
 Tasks are worked one at a time (:class:`SequentialBudgetPolicy`): the current task keeps
 receiving labels until it is *completed* by the moving-on rule, then the next open task (lowest
@@ -45,7 +51,7 @@ from .base import Observation, Policy, Problem
 from ._knapsack import density_greedy
 from .registry import register
 
-__all__ = ["BKube", "SequentialBudgetPolicy", "SeqState", "completed_tasks"]
+__all__ = ["BKube", "SequentialBudgetPolicy", "SeqState", "completed_tasks", "AGREEMENT_RULES"]
 
 
 @dataclass
@@ -54,9 +60,8 @@ class SeqState:
 
     ``counts[i, l]`` votes for class l on task i; ``done[i]`` task completed by the
     moving-on rule; ``current`` the task being worked (-1 none); ``pulls[k]`` labels received
-    from worker k (``M_k - m_k``); ``agree[k]`` their agreement credit with the current
-    estimates; ``spent`` sum of the costs of received labels; ``task_labels[i]`` the
-    ``[worker, label]`` pairs of task i (to recompute agreement). ``cost``/``capacity``
+    from worker k (``M_k - m_k``); ``agree[k]`` their agreement credit (see ``agreement``); ``spent`` sum of the costs of received labels; ``task_labels[i]`` the
+    ``[worker, label]`` pairs of task i (to recompute agreement under ``agreement=current``). ``cost``/``capacity``
     (-1 unlimited)/``budget`` (None = unlimited) copy the problem. ``plan`` and ``phase``
     belong to the explore-then-exploit baselines (``plan`` None until computed).
     """
@@ -87,13 +92,19 @@ def _credit(labels: np.ndarray, counts: np.ndarray) -> np.ndarray:
     return np.where(top[labels], 1.0 / top.sum(), 0.0)
 
 
+AGREEMENT_RULES = ("at-label", "current")
+
+
 @dataclass(frozen=True)
 class SeqParams:
     """``c_stop``: stop a task once the vote gap reaches ``c_stop * sqrt(labels)``;
-    ``max_labels``: a task is completed at this many labels at the latest."""
+    ``max_labels``: a task is completed at this many labels at the latest;
+    ``agreement``: ``at-label`` (paper §5: each label scored once against the majority right
+    after it) or ``current`` (re-scored against the current majority)."""
 
     c_stop: float = 1.5
     max_labels: int = 15
+    agreement: str = "at-label"
 
     def __post_init__(self) -> None:
         if not (isinstance(self.c_stop, (int, float)) and math.isfinite(self.c_stop)
@@ -102,6 +113,9 @@ class SeqParams:
         if isinstance(self.max_labels, bool) or not isinstance(self.max_labels, int) \
                 or self.max_labels < 1:
             raise ValueError(f"max_labels must be an integer >= 1, got {self.max_labels!r}")
+        if self.agreement not in AGREEMENT_RULES:
+            raise ValueError(f"agreement must be one of {', '.join(AGREEMENT_RULES)}, "
+                             f"got {self.agreement!r}")
 
 
 class SequentialBudgetPolicy(Policy):
@@ -219,13 +233,18 @@ class SequentialBudgetPolicy(Policy):
             return np.empty(0, dtype=np.int64)
         i, w, lab = int(obs.task), int(obs.worker), int(obs.label)
         rows = state.task_labels[i]
-        if rows:  # withdraw the agreement credit given under the old estimate
-            old = np.asarray(rows, dtype=np.int64)
-            np.subtract.at(state.agree, old[:, 0], _credit(old[:, 1], state.counts[i]))
-        rows.append([w, lab])
-        state.counts[i, lab] += 1
-        new = np.asarray(rows, dtype=np.int64)
-        np.add.at(state.agree, new[:, 0], _credit(new[:, 1], state.counts[i]))
+        if self.params.agreement == "current":
+            if rows:  # withdraw the agreement credit given under the old estimate
+                old = np.asarray(rows, dtype=np.int64)
+                np.subtract.at(state.agree, old[:, 0], _credit(old[:, 1], state.counts[i]))
+            rows.append([w, lab])
+            state.counts[i, lab] += 1
+            new = np.asarray(rows, dtype=np.int64)
+            np.add.at(state.agree, new[:, 0], _credit(new[:, 1], state.counts[i]))
+        else:  # at-label: scored once, against the majority right after this label
+            rows.append([w, lab])
+            state.counts[i, lab] += 1
+            state.agree[w] += float(_credit(np.array([lab]), state.counts[i])[0])
         state.pulls[w] += 1
         state.spent += float(state.cost[w])
         state.current = i

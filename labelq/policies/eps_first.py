@@ -18,9 +18,21 @@ using bounded multi-armed bandits* (AI 214), as used by Rangi & Franceschetti (2
 The plan is "single step": computed once when exploration ends (no later re-estimation).
 Exploitation draws a planned worker with probability proportional to its remaining planned
 labels, as B-KUBE draws from its knapsack — the two differ only in how the plan is made.
-Value estimates, the one-task-at-a-time order, the moving-on rule and ``predict_proba`` are
-B-KUBE's (:class:`~labelq.policies.bkube.SequentialBudgetPolicy`), so the comparison
-isolates worker selection. With an infinite budget, ``εB`` is taken over
+Value estimates and ``predict_proba`` are B-KUBE's
+(:class:`~labelq.policies.bkube.SequentialBudgetPolicy`).
+
+How labels are spread over the tasks is the parameter ``allocation``:
+
+* ``allocation=sequential`` (default) — B-KUBE's one-task-at-a-time order and moving-on rule,
+  so a task is *completed* by the same confidence rule for all four policies and the
+  comparison isolates worker selection.
+* ``allocation=single-step`` — the literal reading of paper §6 ("Assignment of the labeling
+  tasks to the workers is a single step process in all the three benchmark algorithms …
+  Unlike the benchmark algorithms, B-KUBE evaluates one task at a time and moves to a
+  different task whenever the algorithm is confident"): no moving-on rule; every label (of
+  exploration and of the plan) goes to the task with the fewest labels so far (lowest index
+  on ties), so the labels bought are spread evenly over all T tasks and a worker's labels fall
+  on different tasks; a task counts as *performed* (``done``) once it has a label. With an infinite budget, ``εB`` is taken over
 ``min(B, sum_k c_k M_k)``; when that is infinite too, exploration is one round (trailsourcing).
 """
 
@@ -36,11 +48,28 @@ from .base import Observation
 from .bkube import SeqParams, SeqState, SequentialBudgetPolicy
 from .registry import register
 
-__all__ = ["BoundedEpsFirst", "Trailsourcing", "EpsFirst"]
+__all__ = ["BoundedEpsFirst", "Trailsourcing", "EpsFirst", "ALLOCATIONS"]
+
+
+ALLOCATIONS = ("sequential", "single-step")
 
 
 @dataclass(frozen=True)
-class EpsParams(SeqParams):
+class PlanParams(SeqParams):
+    """``allocation``: ``sequential`` (one task at a time, B-KUBE's moving-on rule) or
+    ``single-step`` (labels spread evenly over all tasks, no moving-on rule)."""
+
+    allocation: str = "sequential"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.allocation not in ALLOCATIONS:
+            raise ValueError(f"allocation must be one of {', '.join(ALLOCATIONS)}, "
+                             f"got {self.allocation!r}")
+
+
+@dataclass(frozen=True)
+class EpsParams(PlanParams):
     """``eps``: share of the budget spent exploring, in (0, 1)."""
 
     eps: float = 0.1
@@ -54,6 +83,31 @@ class EpsParams(SeqParams):
 
 class _ExploreThenPlan(SequentialBudgetPolicy):
     """Exploration (``_explore_allowed``) until it is exhausted, then a fixed plan."""
+
+    Params = PlanParams
+
+    def _single_step(self) -> bool:
+        return self.params.allocation == "single-step"
+
+    def _choose_task(self, state: SeqState, mask: np.ndarray, allowed: np.ndarray) -> int | None:
+        if not self._single_step():
+            return super()._choose_task(state, mask, allowed)
+        ok = (mask & allowed).any(axis=1)
+        if not ok.any():
+            return None
+        labels = np.where(ok, state.counts.sum(axis=1), np.inf)
+        return int(np.argmin(labels))  # fewest labels, lowest index on ties
+
+    def priority(self, state: SeqState, tasks: np.ndarray) -> np.ndarray:
+        if not self._single_step():
+            return super().priority(state, tasks)
+        tasks = np.asarray(tasks, dtype=np.int64)  # fewest labels first, then lowest index
+        return -(state.counts[tasks].sum(axis=1) * state.done.size + tasks).astype(float)
+
+    def is_confident(self, state: SeqState, task: int) -> bool:
+        if self._single_step():  # performed once labelled; no moving-on rule
+            return bool(state.counts[task].sum() >= 1)
+        return super().is_confident(state, task)
 
     def _explore_allowed(self, state: SeqState) -> np.ndarray:
         raise NotImplementedError

@@ -1,9 +1,20 @@
-"""Rangi & Franceschetti (2018) §6 at reduced size: the orderings that hold robustly.
+"""Rangi & Franceschetti (2018) §6 at reduced size (T = 50, sets A and B, B in {100, 300},
+30 runs, fixed seed): the orderings, checked as they stand.
 
-The full-size numbers (100 runs, T in {50, 100}, sets A and B) are in
-``docs/reproductions/bkube.md``. At 40 runs the run-to-run noise (about ±0.01 in error,
-±1 task) is as large as the gap between B-KUBE and bounded ε-first, so those two are checked
-with a tolerance here; the ε-first gaps are large and checked strictly.
+The full-size tables (100 runs, T in {50, 100}, B = 100…300) and the cell-by-cell verdict are
+in ``docs/reproductions/bkube.md``. What holds robustly, and is asserted strictly here:
+
+* B-KUBE completes more tasks than bounded ε-first when both use the same moving-on rule
+  (``allocation=sequential``, the default), and far more than ε-first, with lower error than
+  ε-first;
+* against the literal "single step" baselines (``allocation=single-step``: labels spread over
+  all T tasks, no moving-on rule) B-KUBE's error is far lower — but those baselines perform
+  every one of the T tasks, so B-KUBE cannot complete as many (asserted too: it is why that
+  reading cannot be the paper's count of "tasks performed").
+
+The paper's error ordering against bounded ε-first does *not* hold in set B at large budgets
+(cheap spammers keep a large confidence bonus per cost); that claim is a strict xfail, so the
+test suite notices if it ever starts to hold.
 """
 
 from __future__ import annotations
@@ -13,16 +24,19 @@ import pytest
 
 from labelq.experiments.bkube import make_instance, run_grid, run_policy
 
-POLICIES = ["bkube", "bounded-eps-first:eps=0.1", "eps-first:eps=0.1"]
+BEF = "bounded-eps-first:eps=0.1"
+BEF_SS = "bounded-eps-first:eps=0.1,allocation=single-step"
+EPSF = "eps-first:eps=0.1"
+POLICIES = ["bkube", BEF, BEF_SS, EPSF]
 BUDGETS = [100, 300]
 
 
-@pytest.fixture(scope="module")
-def grid():
-    return run_grid(50, "A", BUDGETS, POLICIES, runs=40, seed=11)
+@pytest.fixture(scope="module", params=["A", "B"])
+def grid(request):
+    return request.param, run_grid(50, request.param, BUDGETS, POLICIES, runs=30, seed=11)
 
 
-@pytest.mark.parametrize("spec", POLICIES + ["trailsourcing"])
+@pytest.mark.parametrize("spec", POLICIES + ["trailsourcing", "bkube:agreement=current"])
 @pytest.mark.parametrize("wset", ["A", "B"])
 def test_every_run_stays_within_budget_and_capacity(spec, wset):
     for r in range(3):
@@ -41,31 +55,37 @@ def test_set_b_has_five_spammers():
 
 
 @pytest.mark.parametrize("budget", BUDGETS)
-def test_eps_first_completes_far_fewer_tasks(grid, budget):
+def test_bkube_completes_more_tasks_than_bounded_eps_first(grid, budget):
+    _, g = grid
+    assert g[(budget, "bkube")]["completed"] > g[(budget, BEF)]["completed"]
+
+
+@pytest.mark.parametrize("budget", BUDGETS)
+def test_eps_first_completes_far_fewer_tasks_with_higher_error(grid, budget):
     """ε-first exploits one worker up to its capacity 0.6T, so it stops early (paper §6)."""
-    eps_first = grid[(budget, "eps-first:eps=0.1")]["completed"]
-    assert eps_first < 0.5 * grid[(budget, "bkube")]["completed"]
-    assert eps_first < 0.5 * grid[(budget, "bounded-eps-first:eps=0.1")]["completed"]
+    _, g = grid
+    assert g[(budget, EPSF)]["completed"] < 0.5 * g[(budget, "bkube")]["completed"]
+    assert g[(budget, EPSF)]["completed"] < 0.5 * g[(budget, BEF)]["completed"]
+    assert g[(budget, "bkube")]["error"] < g[(budget, EPSF)]["error"]
 
 
 @pytest.mark.parametrize("budget", BUDGETS)
-def test_bkube_error_below_eps_first(grid, budget):
-    assert grid[(budget, "bkube")]["error"] < grid[(budget, "eps-first:eps=0.1")]["error"]
-
-
-@pytest.mark.parametrize("budget", BUDGETS)
-def test_bkube_completes_about_as_many_tasks_as_bounded_eps_first(grid, budget):
-    bk = grid[(budget, "bkube")]["completed"]
-    bef = grid[(budget, "bounded-eps-first:eps=0.1")]["completed"]
-    assert bk >= 0.95 * bef
-
-
-def test_bkube_error_close_to_bounded_eps_first_at_the_largest_budget(grid):
-    bk = grid[(300, "bkube")]["error"]
-    bef = grid[(300, "bounded-eps-first:eps=0.1")]["error"]
-    assert bk <= bef + 0.03
+def test_single_step_baseline_has_much_higher_error_but_performs_all_tasks(grid, budget):
+    _, g = grid
+    assert g[(budget, "bkube")]["error"] < g[(budget, BEF_SS)]["error"] - 0.05
+    assert g[(budget, BEF_SS)]["completed"] == 50 > g[(budget, "bkube")]["completed"]
 
 
 def test_more_budget_completes_more_tasks(grid):
-    for spec in ("bkube", "bounded-eps-first:eps=0.1"):
-        assert grid[(300, spec)]["completed"] > 2 * grid[(100, spec)]["completed"]
+    _, g = grid
+    for spec in ("bkube", BEF):
+        assert g[(300, spec)]["completed"] > 2 * g[(100, spec)]["completed"]
+
+
+@pytest.mark.xfail(strict=True, reason="paper §6: B-KUBE's error <= bounded ε-first's; with "
+                   "spammers at B = 300 it is higher (see docs/reproductions/bkube.md)")
+def test_paper_claim_bkube_error_at_most_bounded_eps_first_set_b_large_budget(grid):
+    wset, g = grid
+    if wset == "A":
+        pytest.skip("the claim is checked where it fails: set B")
+    assert g[(300, "bkube")]["error"] <= g[(300, BEF)]["error"]

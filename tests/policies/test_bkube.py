@@ -212,8 +212,25 @@ def test_bkube_prefers_an_efficient_worker_after_learning():
     assert v[0] > v[1]
 
 
-def test_value_estimate_is_agreement_with_the_current_majority():
+def test_value_estimate_scores_each_label_once_against_the_majority_right_after_it():
+    """Paper §5 (default ``agreement=at-label``): never re-scored."""
     policy = build("bkube")
+    state = policy.init_state(_problem(n_tasks=2, n_workers=3))
+    policy.update(state, Observation(0, 0, 1))
+    assert state.agree[0] == 1.0  # alone: agrees with the majority right after it
+    policy.update(state, Observation(0, 1, 0))
+    np.testing.assert_allclose(state.agree[:2], [1.0, 0.5])  # 1-1 tie: half credit
+    policy.update(state, Observation(0, 2, 0))
+    np.testing.assert_allclose(state.agree, [1.0, 0.5, 1.0])  # worker 0 keeps its credit
+    policy.update(state, Observation(1, 2, 1))
+    policy.update(state, Observation(1, 1, 1))
+    policy.update(state, Observation(1, 0, 0))  # 2-1 against: no credit
+    np.testing.assert_allclose(state.agree, [1.0, 1.5, 2.0])
+    np.testing.assert_allclose(policy.value_estimates(state), [0.0, 0.5, 1.0])
+
+
+def test_value_estimate_is_agreement_with_the_current_majority():
+    policy = build("bkube:agreement=current")
     state = policy.init_state(_problem(n_tasks=2, n_workers=3))
     policy.update(state, Observation(0, 0, 1))
     assert state.agree[0] == 1.0  # alone: agrees with itself
@@ -326,6 +343,7 @@ def test_trailsourcing_explores_each_worker_once():
     ("bkube:c_stop=0", "c_stop must be a finite number > 0, got 0"),
     ("bkube:max_labels=0", "max_labels must be an integer >= 1, got 0"),
     ("bkube:bonus=-1", "bonus must be a finite number >= 0, got -1"),
+    ("bkube:agreement=later", "agreement must be one of at-label, current, got 'later'"),
     ("bounded-eps-first:eps=1.2", "eps must be in (0, 1), got 1.2"),
     ("eps-first:eps=0", "eps must be in (0, 1), got 0"),
 ])
@@ -341,3 +359,26 @@ def test_determinism_for_a_seed():
     assert _run("bkube", problem, p, truth, seed=3)[2] == _run("bkube", problem, p, truth,
                                                                seed=3)[2]
     assert isinstance(build("bkube"), BKube)
+
+
+@pytest.mark.parametrize("spec", ["bounded-eps-first:eps=0.2,allocation=single-step",
+                                  "eps-first:eps=0.2,allocation=single-step",
+                                  "trailsourcing:allocation=single-step"])
+def test_single_step_allocation_spreads_labels_evenly_without_moving_on(spec):
+    """Paper §6 literal reading: labels spread over all tasks, a task performed once labelled."""
+    rng = np.random.default_rng(12)
+    problem = _problem(n_tasks=10, n_workers=5, budget=23.0, capacity=8,
+                       cost=[1.0, 0.8, 1.2, 0.9, 1.1])
+    policy, state, picks, spent = _run(spec, problem, rng.uniform(0.5, 1, 5),
+                                       rng.integers(0, 2, 10))
+    per_task = state.counts.sum(axis=1)
+    assert per_task.max() - per_task.min() <= 1  # balanced over the tasks
+    assert spent <= 23.0 + 1e-9
+    np.testing.assert_array_equal(state.done, per_task >= 1)
+    # the labels go round the tasks in order: the first ten picks cover all ten tasks
+    assert sorted(t for t, _ in picks[:10]) == list(range(10))
+
+
+def test_allocation_is_validated():
+    with pytest.raises(PolicyError, match="allocation must be one of sequential, single-step"):
+        build("bounded-eps-first:allocation=batch")
