@@ -23,10 +23,10 @@ Beta(a, b) over theta = P(label +1); ``a`` counts (pseudo-)labels of class 1, ``
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import betainc, betaln
+from scipy.special import betainc, betaln, digamma
 
 __all__ = ["prob_positive", "label_rewards", "kg_reward", "worker_update", "worker_gold_update",
-           "worker_rewards", "predictive_positive"]
+           "worker_rewards", "predictive_positive", "onecoin_vb"]
 
 LN_HALF = float(np.log(0.5))
 
@@ -151,3 +151,63 @@ def worker_rewards(a, b, c, d) -> tuple[np.ndarray, np.ndarray]:
     ap, bp, _, _ = worker_update(a, b, c, d, 1.0)
     am, bm, _, _ = worker_update(a, b, c, d, -1.0)
     return lo - _min_tail(ap, bp), lo - _min_tail(am, bm)
+
+
+def onecoin_vb(task, worker, label, n_tasks: int, n_workers: int, *, prior: float = 1.0,
+               c0: float = 4.0, d0: float = 1.0, gold_truth=None, max_iter: int = 500,
+               tol: float = 1e-9) -> tuple[np.ndarray, ...]:
+    """Batch mean-field variational Bayes of the same one-coin model over *all* labels.
+
+    The sequential moment matching (``worker_update``) sees each label once, with the
+    posteriors of that moment: a worker's first labels on fresh tasks (a = b) teach it
+    nothing, and later labels never revise earlier updates. This fits the paper's model
+    jointly instead. Write each label as the label of a noiseless worker, Y ~ Bernoulli(theta_i)
+    (the paper's own reading of theta), copied by worker j with probability rho_j:
+    P(Z = Y) = rho_j, which gives back P(Z = +1) = theta rho + (1 - theta)(1 - rho). With
+    q(theta_i) q(rho_j) prod q(Y) every factor is conjugate:
+
+    * q(Y = +1) ∝ exp(E ln theta_i + E ln(rho_j if Z = +1 else 1 - rho_j)), and the
+      symmetric expression for Y = -1 (E ln of a Beta: digamma differences);
+    * theta_i ~ Beta(prior + sum q(Y = +1), prior + sum q(Y = -1)) over task i's labels;
+    * rho_j ~ Beta(c0 + sum q(Y = Z), d0 + sum q(Y != Z)) over worker j's labels.
+
+    Coordinate ascent from the priors (the first sweep is then a reliability-weighted vote)
+    until no parameter moves by more than ``tol``. ``label`` holds class indices (1 = "+1").
+    ``gold_truth`` (class index per label, -1 where unknown): a gold label has Y = truth
+    and counts for its worker only, as in ``worker_gold_update``.
+    Returns (a, b, c, d), the same Beta-product shape as the sequential state.
+    """
+    task = np.asarray(task, dtype=np.int64)
+    worker = np.asarray(worker, dtype=np.int64)
+    z = np.asarray(label, dtype=np.int64) == 1
+    gt = (np.full(task.shape, -1, dtype=np.int64) if gold_truth is None
+          else np.asarray(gold_truth, dtype=np.int64))
+    gold = gt >= 0
+    free = ~gold
+    a = np.full(n_tasks, float(prior))
+    b = a.copy()
+    c = np.full(n_workers, float(c0))
+    d = np.full(n_workers, float(d0))
+    q_gold = (gt[gold] == 1).astype(float)
+    tf, wf, zf = task[free], worker[free], z[free]
+    for _ in range(max_iter):
+        dab = digamma(a + b)
+        dcd = digamma(c + d)
+        ln_t, ln_nt = digamma(a) - dab, digamma(b) - dab
+        ln_r, ln_nr = digamma(c) - dcd, digamma(d) - dcd
+        up = ln_t[tf] + np.where(zf, ln_r[wf], ln_nr[wf])
+        down = ln_nt[tf] + np.where(zf, ln_nr[wf], ln_r[wf])
+        q = np.empty(task.shape)
+        q[free] = 0.5 * (1.0 + np.tanh(0.5 * (up - down)))  # logistic, overflow-free
+        q[gold] = q_gold
+        agree = np.where(z, q, 1.0 - q)
+        a2 = prior + np.bincount(tf, q[free], n_tasks)
+        b2 = prior + np.bincount(tf, 1.0 - q[free], n_tasks)
+        c2 = c0 + np.bincount(worker, agree, n_workers)
+        d2 = d0 + np.bincount(worker, 1.0 - agree, n_workers)
+        moved = max(float(np.max(np.abs(a2 - a), initial=0.0)),
+                    float(np.max(np.abs(c2 - c), initial=0.0)))
+        a, b, c, d = a2, b2, c2, d2
+        if moved < tol:
+            break
+    return a, b, c, d

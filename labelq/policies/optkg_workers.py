@@ -58,6 +58,8 @@ class WorkerKGState:
     b: np.ndarray  # float (n_tasks,)
     c: np.ndarray  # float (n_workers,)
     d: np.ndarray  # float (n_workers,)
+    # refit > 0 only: every label seen (task, worker, class index, gold truth or -1)
+    log: list[tuple[int, int, int, int]] | None = None
     # push-mode cache of the R+ matrix; derivable, never serialised (see the module docstring)
     reward_cache: "_RewardCache | None" = field(default=None, repr=False, compare=False)
 
@@ -105,17 +107,23 @@ class OptKGWorkers(Policy):
         Beta(c0, d0); ``max_strength``: cap on a worker's c + d (> c0 + d0);
         ``random_ties``: break exact ties of R+ uniformly at random with the ``rng`` passed in
         (push: among the best eligible pairs; pull: among the best tasks) instead of the
-        default lowest task / lowest worker."""
+        default lowest task / lowest worker; ``refit``: 0 (default, the paper) keeps the
+        sequential moment-matched posteriors; N > 0 keeps the labels in the state, replaces
+        every posterior by the batch variational fit of the same model over all labels
+        (``_beta.onecoin_vb``) after every N-th label, and predicts from that batch fit."""
 
         prior: float = 1.0
         c0: float = 4.0
         d0: float = 1.0
         max_strength: float = 1e6
         random_ties: bool = False
+        refit: int = 0
 
         def __post_init__(self) -> None:
             if not isinstance(self.random_ties, bool):
                 raise ValueError(f"random_ties must be true or false, got {self.random_ties!r}")
+            if isinstance(self.refit, bool) or not isinstance(self.refit, int) or self.refit < 0:
+                raise ValueError(f"refit must be an integer >= 0, got {self.refit!r}")
             for name in ("prior", "c0", "d0", "max_strength"):
                 object.__setattr__(self, name, _positive_number(name, getattr(self, name)))
             if not self.max_strength > self.c0 + self.d0:
@@ -134,13 +142,27 @@ class OptKGWorkers(Policy):
                               policy=self.name)
         p = self.params
         return WorkerKGState(np.full(problem.n_tasks, p.prior), np.full(problem.n_tasks, p.prior),
-                             np.full(problem.n_workers, p.c0), np.full(problem.n_workers, p.d0))
+                             np.full(problem.n_workers, p.c0), np.full(problem.n_workers, p.d0),
+                             log=[] if p.refit else None)
 
     def state_to_dict(self, state: WorkerKGState) -> dict[str, Any]:
-        return {k: getattr(state, k).tolist() for k in "abcd"}  # the reward cache is derivable
+        out: dict[str, Any] = {k: getattr(state, k).tolist() for k in "abcd"}
+        if state.log is not None:  # refit > 0; the reward cache is derivable, never written
+            out["log"] = [list(e) for e in state.log]
+        return out
 
     def state_from_dict(self, data: dict[str, Any]) -> WorkerKGState:
-        return WorkerKGState(*(np.asarray(data[k], dtype=float).reshape(-1) for k in "abcd"))
+        state = WorkerKGState(*(np.asarray(data[k], dtype=float).reshape(-1) for k in "abcd"))
+        if self.params.refit:
+            state.log = [tuple(int(x) for x in e) for e in data.get("log", [])]
+        return state
+
+    def batch_fit(self, state: WorkerKGState) -> tuple[np.ndarray, ...]:
+        """(a, b, c, d) of the batch variational fit over the labels in ``state.log``."""
+        p = self.params
+        log = np.asarray(state.log, dtype=np.int64).reshape(-1, 4)
+        return _beta.onecoin_vb(log[:, 0], log[:, 1], log[:, 2], state.a.size, state.c.size,
+                                prior=p.prior, c0=p.c0, d0=p.d0, gold_truth=log[:, 3])
 
     # --- decisions -------------------------------------------------------------------
     @staticmethod
@@ -200,7 +222,16 @@ class OptKGWorkers(Policy):
         if obs.label > 1:
             raise PolicyError(f"label {obs.label} out of range for 2 classes", policy=self.name)
         i, j = obs.task, obs.worker
-        if obs.gold and obs.truth >= 0:
+        known = obs.gold and obs.truth >= 0
+        if state.log is not None:
+            state.log.append((int(i), int(j), int(obs.label), int(obs.truth) if known else -1))
+            if len(state.log) % self.params.refit == 0:
+                a, b, c, d = self.batch_fit(state)
+                state.a[:], state.b[:], state.c[:], state.d[:] = a, b, c, d
+                for w in range(state.c.size):
+                    self._cap(state, w)
+                return np.arange(state.a.size, dtype=np.int64)
+        if known:
             c, d = _beta.worker_gold_update(state.c[j], state.d[j], obs.label == obs.truth)
             state.c[j], state.d[j] = float(c), float(d)
             self._cap(state, j)
@@ -215,10 +246,19 @@ class OptKGWorkers(Policy):
         return np.array([i], dtype=np.int64)
 
     def predict_proba(self, state: WorkerKGState) -> np.ndarray:
-        """[P(theta < 0.5), P(theta >= 0.5)] per task, each from its own betainc."""
-        i, j = _beta.prob_positive(state.a, state.b)
+        """[P(theta < 0.5), P(theta >= 0.5)] per task, each from its own betainc (with
+        ``refit`` > 0: of the batch fit over every label seen)."""
+        a, b = self._final(state)
+        i, j = _beta.prob_positive(a, b)
         return np.stack([j, i], axis=1)
 
     def predict(self, state: WorkerKGState) -> np.ndarray:
         """Positive set {a >= b} (ties to class 1), as in the paper."""
-        return (state.a >= state.b).astype(np.int64)
+        a, b = self._final(state)
+        return (a >= b).astype(np.int64)
+
+    def _final(self, state: WorkerKGState) -> tuple[np.ndarray, np.ndarray]:
+        if not state.log or len(state.log) % self.params.refit == 0:
+            return state.a, state.b  # no log, or the state is the batch fit already
+        a, b, _, _ = self.batch_fit(state)
+        return a, b

@@ -186,3 +186,80 @@ def test_random_ties_option():
     assert {w for _, w in picks} == {2} and len(picks) == 5
     with pytest.raises(PolicyError):
         build("optkg-workers:random_ties=3")
+
+
+# --- batch variational fit (``refit``) ---------------------------------------------------
+
+def _one_coin_labels(seed, T=80, accuracy=(0.95, 0.9, 0.85, 0.5, 0.2), per_task=3):
+    rng = np.random.default_rng(seed)
+    truth = rng.integers(0, 2, T)
+    task, worker, label = [], [], []
+    for i in range(T):
+        for j in rng.choice(len(accuracy), per_task, replace=False):
+            task.append(i)
+            worker.append(j)
+            label.append(truth[i] if rng.random() < accuracy[j] else 1 - truth[i])
+    return truth, np.array(task), np.array(worker), np.array(label)
+
+
+def test_onecoin_vb_recovers_workers_and_labels():
+    # every worker labels every task (with 3 of 5 per task the model can absorb a spammer's
+    # labels into the tasks' soft labels theta and rate the spammer reliable)
+    truth, t, w, lab = _one_coin_labels(5, per_task=5)
+    a, b, c, d = _beta.onecoin_vb(t, w, lab, truth.size, 5)
+    rho = c / (c + d)
+    assert rho[0] > 0.85 and rho[4] < 0.35 and abs(rho[3] - 0.5) < 0.2
+    assert np.mean((a > b) == truth) >= 0.95
+    # counts add up: every label is one pseudo-observation for its task and its worker
+    np.testing.assert_allclose(a + b, 2.0 + np.bincount(t, minlength=truth.size))
+    np.testing.assert_allclose(c + d, 5.0 + np.bincount(w, minlength=5))
+
+
+def test_onecoin_vb_symmetries_and_gold():
+    truth, t, w, lab = _one_coin_labels(6)
+    a, b, c, d = _beta.onecoin_vb(t, w, lab, truth.size, 5)
+    a2, b2, c2, d2 = _beta.onecoin_vb(t, w, 1 - lab, truth.size, 5)  # flipping every label
+    np.testing.assert_allclose([a2, b2], [b, a], atol=1e-7)  # mirrors the tasks ...
+    np.testing.assert_allclose([c2, d2], [c, d], atol=1e-7)  # ... and keeps the workers
+    # Beta(1, 1) workers: c = d is a fixed point, nothing moves (as in worker_update)
+    a1, b1, _, _ = _beta.onecoin_vb(t, w, lab, truth.size, 5, c0=1.0, d0=1.0)
+    np.testing.assert_allclose(a1, b1)
+    # a gold label counts for its worker only, exactly: Y = truth
+    g = _beta.onecoin_vb([0, 0], [0, 1], [1, 0], 2, 2, gold_truth=[1, 1])
+    np.testing.assert_allclose(np.concatenate(g), [1, 1, 1, 1, 5, 4, 1, 2])
+    assert _beta.onecoin_vb([], [], [], 2, 1)[0].tolist() == [1.0, 1.0]  # no labels: priors
+
+
+def test_refit_option_state_and_predictions():
+    plain, refit = build("optkg-workers"), build("optkg-workers:refit=7")
+    assert plain.params.refit == 0 and refit.params.refit == 7
+    for bad in ("refit=-1", "refit=0.5", "refit=true"):
+        with pytest.raises(PolicyError):
+            build(f"optkg-workers:{bad}")
+    truth, t, w, lab = _one_coin_labels(7, T=30)
+    problem = Problem(n_tasks=30, n_workers=5)
+    s_plain, s_refit = plain.init_state(problem), refit.init_state(problem)
+    assert s_plain.log is None and s_refit.log == []
+    for k, (i, j, y) in enumerate(zip(t, w, lab)):
+        obs = Observation(task=int(i), worker=int(j), label=int(y))
+        plain.update(s_plain, obs)
+        touched = refit.update(s_refit, obs)
+        if (k + 1) % 7 == 0:  # refitted: the state is the batch fit, every task touched
+            assert touched.size == 30
+            fit = _beta.onecoin_vb(t[:k + 1], w[:k + 1], lab[:k + 1], 30, 5)
+            np.testing.assert_allclose(np.concatenate([s_refit.a, s_refit.b, s_refit.c,
+                                                       s_refit.d]), np.concatenate(fit))
+        else:
+            assert touched.tolist() == [int(i)]
+    # the prediction is always the batch fit over every label seen (t.size % 7 != 0 here)
+    assert t.size % 7
+    a, b, _, _ = _beta.onecoin_vb(t, w, lab, 30, 5)
+    np.testing.assert_array_equal(refit.predict(s_refit), (a >= b).astype(int))
+    np.testing.assert_allclose(refit.predict_proba(s_refit)[:, 1], _beta.prob_positive(a, b)[0])
+    # the log is part of the serialised state (JSON), the default state is unchanged
+    import json
+    data = json.loads(json.dumps(refit.state_to_dict(s_refit)))
+    assert len(data["log"]) == t.size and "log" not in plain.state_to_dict(s_plain)
+    back = refit.state_from_dict(data)
+    assert back.log == s_refit.log
+    np.testing.assert_array_equal(refit.predict_proba(back), refit.predict_proba(s_refit))
