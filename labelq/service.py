@@ -1,16 +1,21 @@
 """Service operations of the live pipeline: next assignment, submit, decline.
 
-Used by the CLI (``labelq next/submit/decline``) and, later, the HTTP API. Redis holds the
+Used by the CLI (``labelq next/submit/decline``) and the HTTP API. Redis holds the
 hot state (:mod:`labelq.queue`), SQL the record. The ordering that makes crashes safe:
 
-* **next**: the decision is made in the calling process (policy state cached in-process,
-  at most ``state_max_age`` seconds behind SQL; the ``pending`` priorities are fresher), and
-  the chosen pair is reserved by the ``RESERVE`` Lua script, which re-checks every limit
-  atomically. A lost race (someone took the last slot) just retries with the next choice.
+* **next**: the ``POP_INBOX`` script pops the worker's inbox — reservations the applier made
+  ahead of time with the policy (:func:`labelq.queue.decide.refill_inboxes`) — and starts
+  the lease at pop time: one Redis round trip, then the task row from SQL. When the inbox is
+  empty the decision is made at once in the calling process (:func:`labelq.queue.decide.
+  decide`, policy state cached in-process, at most ``state_max_age`` seconds behind SQL;
+  the ``pending`` priorities are fresher) and reserved by the ``RESERVE`` script, which
+  re-checks every limit atomically. A lost race just retries with the next choice.
 * **submit**: ``SUBMIT_BEGIN`` validates the lease and marks it ``submitting`` (so the reaper
   leaves it alone); the ``Assignment`` and ``Label`` rows are then committed to SQL — only
   after that commit does the annotator get an OK; then ``SUBMIT_FINISH`` moves the
-  reservation to "done" exactly once; then the applier is woken. A crash before the commit
+  reservation to "done" exactly once and, in the same script, sets the ``apply_wanted``
+  flag; only the submitter that set it enqueues the applier (one Celery task drains many
+  labels). A crash before the commit
   loses nothing the annotator was told was saved; a crash after it leaves a ``submitting``
   lease that the reaper finishes after checking SQL for the label (:mod:`labelq.queue.reaper`).
 * **duplicates**: a second submission of an assignment that already has a label returns the
@@ -25,25 +30,25 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
 import numpy as np
-from sqlalchemy import insert
+from sqlalchemy import bindparam, insert
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import select
 
 from .db import session_scope
 from .errors import (BudgetExhausted, Conflict, DuplicateSubmission, Forbidden, InputError,
                      LeaseExpired, NotFound)
-from .models import Assignment, Label, Task, Worker
+from .models import Assignment, Label, Project, Task, Worker
 from .projects import get_worker
-from .queue.goldplan import gold_plan
+from .queue.group import Group
+from .queue.decide import WorkerInfo, decide, decision_rng
 from .queue.hotstate import Hot, StateCache
 from .queue.keys import Keys
 from .queue.applier import WANTED_TTL_MS
-from .queue.reaper import SUBMIT_GRACE_MS
+from .queue.reaper import lease_key_ttl_ms
 from .queue.rebuild import ensure_hot
 from .queue.scripts import Scripts
 from .settings import Settings, load_settings
@@ -80,10 +85,12 @@ class Service:
         self.cache = cache or StateCache()
         self.scripts = Scripts(redis)
         self.top_k, self.state_max_age, self.max_scan = top_k, state_max_age, max_scan
-        self._rng = rng or np.random.default_rng()
+        self._rng = rng or decision_rng()
         self._rng_lock = threading.Lock()
         self.worker_max_age = worker_max_age
         self._workers: dict[str, tuple[float, Worker]] = {}
+        self._projects: dict[int, tuple[float, Project]] = {}
+        self._submits = Group(self._submit_batch)
 
     # --- helpers -------------------------------------------------------------------------
     def _worker(self, handle: str) -> Worker:
@@ -97,8 +104,21 @@ class Service:
         self._workers[handle] = (time.monotonic(), worker)
         return worker
 
-    def _hot(self, worker: Worker) -> Hot:
-        if ensure_hot(self.engine, self.redis, worker.project_id, self.cache):
+    def _project(self, project_id: int) -> Project:
+        """The project row, cached like the worker rows (its label set and cap)."""
+        hit = self._projects.get(project_id)
+        if hit is not None and time.monotonic() - hit[0] < self.worker_max_age:
+            return hit[1]
+        with session_scope(self.engine) as session:
+            project = session.get(Project, project_id)
+            if project is None:
+                raise NotFound(f"no project with id {project_id}", project_id=project_id)
+            session.expunge(project)
+        self._projects[project_id] = (time.monotonic(), project)
+        return project
+
+    def _hot(self, worker: Worker, ensure: bool = True) -> Hot:
+        if ensure and ensure_hot(self.engine, self.redis, worker.project_id, self.cache):
             self._wake_applier(worker.project_id)
         hot = self.cache.get(self.engine, self.redis, worker.project_id,
                              max_age=self.state_max_age)
@@ -112,10 +132,8 @@ class Service:
             self.notify(project_id)
 
     def _task_row(self, project_id: int, task: int) -> tuple:
-        with session_scope(self.engine) as session:
-            return tuple(session.exec(
-                select(Task.external_id, Task.category, Task.payload, Task.id)
-                .where(Task.project_id == project_id, Task.seq == task)).one())
+        with self.engine.connect() as conn:
+            return tuple(conn.execute(_TASK_ROW, {"p": project_id, "s": int(task)}).one())
 
     @staticmethod
     def _issued(aid: str, task: int, row: tuple, expires: int) -> Issued:
@@ -127,121 +145,48 @@ class Service:
         worker = self._worker(handle)
         if worker.status != "active":
             raise Forbidden(f"worker {handle!r} is {worker.status}", worker=handle)
-        hot = self._hot(worker)
         k = Keys(worker.project_id)
+        lease_ms = self.settings.lease_seconds * 1000
         now = now_ms()
-        self.redis.zadd(k.active, {worker.seq: now})
-        while (aid := self.redis.lpop(k.inbox(worker.seq))) is not None:
-            aid = aid.decode()
-            task, w, exp = self.redis.hmget(k.lease(aid), "task", "worker", "expires")
-            if task is not None and int(w) == worker.seq and int(exp) > now + 5_000:
-                return self._issued(aid, int(task), self._task_row(worker.project_id,
-                                                                    int(task)), int(exp))
+        got = self.scripts.pop_inbox(k, worker.seq, now, lease_ms, self._key_ttl_ms())
+        if isinstance(got, tuple):
+            aid, task, expires, row = got
+            if row is None:  # a reservation made without the row: read it from SQL
+                row = self._task_row(worker.project_id, task)
+            return self._issued(aid, task, row, expires)
+        # POP_INBOX said whether the hot state exists; rebuild it if not
+        hot = self._hot(worker, ensure=got == "unbuilt")
+        if got == "unbuilt":
+            self.redis.zadd(k.active, {worker.seq: now})
         return self._decide(hot, worker, now)
 
-    def _decide(self, hot: Hot, worker: Worker, now: int) -> Issued | None:
-        project = hot.project
-        k = Keys(project.id)
-        budget = project.budget
-        if budget is not None:
-            spent = float(self.redis.get(k.spent) or 0)
-            if spent + worker.cost > budget + 1e-9:
-                raise BudgetExhausted(f"project {project.name!r} has no budget left",
-                                      project=project.name)
-        n_cat = max(len(hot.view.categories), 1)
-        counts = self.redis.hmget(k.nissued, [worker.seq, f"g{worker.seq}",
-                                              *(f"g{worker.seq}:{c}" for c in range(n_cat))])
-        with self._rng_lock:
-            allowed = gold_plan(project.gold_schedule, int(counts[0] or 0),
-                                int(counts[1] or 0), [int(c or 0) for c in counts[2:]],
-                                self._rng)
-        if allowed is not None:
-            gold = np.array(sorted(int(t) for t in self.redis.srandmember(k.gold, 64) or []),
-                            dtype=np.int64)
-            if gold.size and not allowed.all():
-                gold = gold[allowed[hot.view.task_category[gold]]]
-            if gold.size:
-                got = self._try(hot, worker, gold, now, gold=True)
-                if got is not False:
-                    return got
-        offset, size = 0, self.top_k
-        while offset < self.max_scan:
-            raw = self.redis.zrevrange(k.pending, offset, offset + size - 1)
-            if not raw:
-                return None
-            got = self._try(hot, worker, np.array([int(t) for t in raw], dtype=np.int64),
-                            now, gold=False)
-            if got is not False:
-                return got
-            offset += size
-            size *= 4
-        return None
+    def _key_ttl_ms(self) -> int:
+        return lease_key_ttl_ms(self.settings.lease_seconds * 1000)
 
-    def _try(self, hot: Hot, worker: Worker, candidates: np.ndarray, now: int,
-             gold: bool) -> Issued | None | bool:
-        """Issue one of ``candidates``: an Issued, None (worker can get nothing now) or
-        False (none of these candidates is eligible; look further)."""
-        project = hot.project
-        k = Keys(project.id)
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.smismember(k.seen(worker.seq), [int(t) for t in candidates])
-        pipe.hmget(k.nlabels, [int(t) for t in candidates])
-        pipe.hmget(k.reserved, [int(t) for t in candidates])
-        pipe.hmget(k.applied, [int(t) for t in candidates])
-        seen, done, live, applied = pipe.execute()
-        mask = ~np.array(seen, dtype=bool)
-        if not gold and project.max_labels is not None:
-            used = np.array([int(a or 0) + int(b or 0) for a, b in zip(done, live)])
-            mask &= used < project.max_labels
-        if worker.categories:
-            allowed = [i for i, c in enumerate(hot.view.categories) if c in worker.categories]
-            mask &= np.isin(hot.view.task_category[candidates], allowed)
-        if not gold:
-            # Among these candidates, prefer the settled ones — no live lease, no label the
-            # applier has not folded in yet — whose priority is current. Without this, every
-            # request in the window before the applier catches up would get the same task.
-            # Only within the window: scanning further for settled tasks made a request
-            # 10x slower when many leases are out (bench/pipeline.py).
-            outstanding = np.array([int(a or 0) + int(b or 0) - int(c or 0)
-                                    for a, b, c in zip(done, live, applied)])
-            settled = mask & (outstanding <= 0)
-            if settled.any():
-                mask = settled
-        lease_ms = self.settings.lease_seconds * 1000
-        for _attempt in range(8):
-            if not mask.any():
-                return False
-            with hot.lock, self._rng_lock:
-                task = hot.policy.select_task(hot.state, worker.seq, candidates, mask,
-                                              self._rng)
-            if task is None:
-                return False
-            aid = uuid.uuid4().hex
-            expires = now + lease_ms
-            row = self._task_row(project.id, int(task))
-            res = self.scripts.reserve(
-                k, task=int(task), worker=worker.seq, cap=project.max_labels, task_id=row[3],
-                capacity=worker.capacity, cost=worker.cost, budget=project.budget,
-                assignment_id=aid, expires_ms=expires,
-                key_ttl_ms=lease_ms + 2 * SUBMIT_GRACE_MS,
-                category=int(hot.view.task_category[int(task)]))
-            if res.ok:
-                return self._issued(aid, int(task), row, expires)
-            if res.reason in ("capacity", "budget"):
-                return None
-            mask &= candidates != task  # seen or at the cap since we looked: next choice
-        return False
+    def _decide(self, hot: Hot, worker: Worker, now: int) -> Issued | None:
+        d = decide(self.redis, self.scripts, hot, WorkerInfo.of(worker), now, rng=self._rng,
+                   rng_lock=self._rng_lock, lease_ms=self.settings.lease_seconds * 1000,
+                   key_ttl_ms=self._key_ttl_ms(), top_k=self.top_k, max_scan=self.max_scan)
+        if d is None:
+            return None
+        return self._issued(d.assignment_id, d.task, self._task_row(hot.project.id, d.task),
+                            d.expires_ms)
 
     # --- submit --------------------------------------------------------------------------
     def submit(self, handle: str, assignment_id: str, value: str) -> dict[str, Any]:
+        """Record the label; returns only once it is committed to SQL. Concurrent submits of
+        this process's threads share one batch (:meth:`_submit_batch`): one Redis pipeline
+        for their ``SUBMIT_BEGIN``, one SQL transaction, one pipeline for their
+        ``SUBMIT_FINISH``."""
         worker = self._worker(handle)
-        hot = self._hot(worker)
-        project = hot.project
+        project = self._project(worker.project_id)
         if value not in project.labels:
             raise InputError(f"label {value!r} is not in the label set {project.labels}",
                              label=value)
+        kind, began = self._submits.call((worker, project, assignment_id, value))
+        if kind == "done":
+            return {"assignment_id": assignment_id, "label": value, "duplicate": False}
         k = Keys(project.id)
-        began = self.scripts.submit_begin(k, assignment_id, worker.seq, now_ms())
         if began[0] != "ok":
             done = self._existing(worker, assignment_id, value)  # a retried submission?
             if done is not None:
@@ -256,28 +201,77 @@ class Service:
             self.scripts.release(k, assignment_id, expired_before_ms=now_ms())
             raise LeaseExpired(f"assignment {assignment_id!r} expired",
                                assignment=assignment_id)
+        # the batch's transaction failed on a constraint: this label alone, as before
         _, task, is_gold, cost, task_id = began
-        now = now_ms()
         try:
             with self.engine.begin() as conn:
-                if task_id is None:
-                    task_id = conn.execute(select(Task.id).where(
-                        Task.project_id == project.id, Task.seq == task)).scalar_one()
-                conn.execute(insert(Assignment.__table__).values(
-                    id=assignment_id, project_id=project.id, task_id=task_id,
-                    worker_id=worker.id, is_gold=is_gold, state="submitted",
-                    issued=_utc(now), expires=_utc(now)))
-                conn.execute(insert(Label.__table__).values(
-                    assignment_id=assignment_id, project_id=project.id, task_id=task_id,
-                    worker_id=worker.id, value=value, is_gold=is_gold, received=_utc(now)))
+                self._insert(conn, [(worker, project, assignment_id, value, is_gold,
+                                     _task_id(conn, project.id, task, task_id))], now_ms())
         except IntegrityError:
             done = self._existing(worker, assignment_id, value)
             if done is not None:
                 return done
             raise
-        self.scripts.submit_finish(k, assignment_id, project.max_labels)
-        self._wake_applier(project.id)
+        if self.scripts.submit_finish(k, assignment_id, project.max_labels,
+                                      wake_ttl_ms=WANTED_TTL_MS) == 2 and self.notify:
+            self.notify(project.id)
         return {"assignment_id": assignment_id, "label": value, "duplicate": False}
+
+    @staticmethod
+    def _insert(conn, rows, now: int) -> None:
+        """INSERT the ``Assignment`` and ``Label`` rows of ``(worker, project, aid, value,
+        is_gold, task_id)`` tuples: one statement each, whatever their number."""
+        at = _utc(now)
+        conn.execute(_INSERT_ASSIGNMENT, [dict(
+            id=aid, project_id=p.id, task_id=tid, worker_id=w.id, is_gold=g,
+            state="submitted", issued=at, expires=at) for w, p, aid, _v, g, tid in rows])
+        conn.execute(_INSERT_LABEL, [dict(
+            assignment_id=aid, project_id=p.id, task_id=tid, worker_id=w.id, value=v,
+            is_gold=g, received=at) for w, p, aid, v, g, tid in rows])
+
+    def _submit_batch(self, batch: list) -> None:
+        """Run the submits of ``batch`` (group commit, :mod:`labelq.queue.group`). Each
+        item's result is ``("done", None)`` once its label is committed and finished, else
+        ``(kind, began)`` for the caller to finish alone: ``"begin"`` when ``SUBMIT_BEGIN``
+        refused it, ``"single"`` when the shared transaction hit a constraint (a duplicate
+        somewhere in the batch) and nothing of it was committed."""
+        now = now_ms()
+        pipe = self.scripts.pipeline()
+        for it in batch:
+            worker, project, aid, _value = it.args
+            self.scripts.submit_begin(Keys(project.id), aid, worker.seq, now, pipeline=pipe)
+        began = [self.scripts.begin_result(out) for out in pipe.execute()]
+        ok = []
+        for it, b in zip(batch, began):
+            if b[0] == "ok":
+                ok.append((it, b))
+            else:
+                it.result = ("begin", b)
+        if not ok:
+            return
+        try:
+            with self.engine.begin() as conn:
+                rows = []
+                for it, (_, task, is_gold, _cost, task_id) in ok:
+                    worker, project, aid, value = it.args
+                    rows.append((worker, project, aid, value, is_gold,
+                                 _task_id(conn, project.id, task, task_id)))
+                self._insert(conn, rows, now_ms())
+        except IntegrityError:
+            for it, b in ok:
+                it.result = ("single", b)
+            return
+        pipe = self.scripts.pipeline()
+        for it, _b in ok:
+            worker, project, aid, _value = it.args
+            self.scripts.submit_finish(Keys(project.id), aid, project.max_labels,
+                                       pipeline=pipe, wake_ttl_ms=WANTED_TTL_MS)
+        woke = {it.args[1].id for (it, _b), out in zip(ok, pipe.execute()) if int(out) == 2}
+        for it, _b in ok:
+            it.result = ("done", None)
+        if self.notify:
+            for project_id in woke:
+                self.notify(project_id)
 
     def _existing(self, worker: Worker, aid: str, value: str) -> dict[str, Any] | None:
         with session_scope(self.engine) as session:
@@ -317,6 +311,20 @@ class Service:
         self.redis.rpush(k.declines, f"{task}:{wseq}")
         self._wake_applier(worker.project_id)
         return {"assignment_id": assignment_id, "declined": True}
+
+
+_INSERT_ASSIGNMENT = insert(Assignment.__table__)
+_INSERT_LABEL = insert(Label.__table__)
+_TASK_ID = select(Task.id).where(Task.project_id == bindparam("p"), Task.seq == bindparam("s"))
+_TASK_ROW = (select(Task.external_id, Task.category, Task.payload)
+             .where(Task.project_id == bindparam("p"), Task.seq == bindparam("s")))
+
+
+def _task_id(conn, project_id: int, task: int, task_id: int | None) -> int:
+    """The task's SQL id: the one the lease carries, else looked up (older leases)."""
+    if task_id is not None:
+        return task_id
+    return conn.execute(_TASK_ID, {"p": project_id, "s": task}).scalar_one()
 
 
 def _utc(ms: int):

@@ -1,9 +1,10 @@
 """Thin Celery tasks: take ids, call a pure ``labelq`` function, are idempotent.
 
-* ``labelq.apply_labels(project_id)`` → :func:`labelq.queue.applier.apply_pending`. A
-  redelivered or duplicate message finds nothing unapplied and does nothing.
-* ``labelq.maintain()`` (beat) → expire leases, take in new tasks, wake the applier of
-  every project with unapplied labels or pending declines.
+* ``labelq.apply_labels(project_id)`` → :func:`labelq.queue.applier.apply_pending`: fold
+  the new labels into the posterior, then refill the inboxes of the active workers. A
+  redelivered or duplicate message finds nothing unapplied (and at most tops up inboxes).
+* ``labelq.maintain()`` (beat) → expire leases and held inbox reservations whose hold ran
+  out, take in new tasks, and run every project's applier (which refreshes the inboxes).
 """
 
 from __future__ import annotations
@@ -36,10 +37,17 @@ def _redis():
 @app.task(name="labelq.apply_labels", bind=True, max_retries=None)
 def apply_labels(self, project_id: int) -> int:
     report = apply_pending(_engine(), _redis(), int(project_id))
-    if report.busy and _redis().exists(Keys(project_id).apply_wanted):
+    r, k = _redis(), Keys(project_id)
+    if report.busy and r.exists(k.apply_wanted):
         # another applier holds the lock; it will see the flag, but if it died, the lock
-        # expires and this retry takes over
-        raise self.retry(countdown=1)
+        # expires and this retry takes over. One retrier at a time (``apply_retry``): a
+        # holder that keeps running leaves the flag set, and the beat's wake-ups would
+        # otherwise pile up, each retrying every second
+        me = str(self.request.id)
+        if r.set(k.apply_retry, me, nx=True, px=3000) or \
+                (r.get(k.apply_retry) or b"").decode() == me:
+            r.pexpire(k.apply_retry, 3000)
+            raise self.retry(countdown=1)
     return report.applied
 
 

@@ -4,9 +4,11 @@
 
 Race-freedom. Only the holder of ``apply_lock`` (a token lock, :mod:`.lock`) assigns
 ``applied_seq``; everyone else returns at once. Lost wake-ups are impossible: a submitter
-commits its label *then* sets ``apply_wanted`` and enqueues; the holder deletes
-``apply_wanted`` *before* each SELECT of unapplied labels, and after releasing the lock looks
-at ``apply_wanted`` again and re-acquires if it is set. (The flag expires after
+commits its label *then* sets ``apply_wanted`` (NX) and enqueues only if it set it; the
+holder leaves the flag set while its batches keep finding labels (no Celery task per
+batch), deletes it after an empty batch and stops only when the SELECT that *follows* the
+delete finds nothing and the flag is still clear; after releasing the lock it looks at
+``apply_wanted`` again and re-acquires if it is set. (The flag expires after
 ``WANTED_TTL_MS``, far longer than one batch, so a crash cannot leave it set for good; a
 run that finds the lock busy while the flag is set retries, which covers a dead holder.) So every committed label is either
 seen by a running SELECT or leaves the flag set for a later one. A holder that stalls past
@@ -24,7 +26,9 @@ replays the missing labels from SQL (:mod:`.hotstate`).
 from __future__ import annotations
 
 import logging
+import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -34,19 +38,36 @@ from ..db import session_scope
 from ..models import Label
 from ..policies.base import Observation
 from .hotstate import Hot, StateCache, write_snapshot
+from .decide import decision_rng, refill_inboxes
 from .keys import Keys
 from .lock import RedisLock
 from .problem import label_rows, to_observation
 from .quality import apply_quality_rule
 
-__all__ = ["apply_pending", "ApplyReport", "CACHE", "push_priorities", "WANTED_TTL_MS"]
+__all__ = ["apply_pending", "refill_project", "ApplyReport", "CACHE", "push_priorities",
+           "WANTED_TTL_MS"]
 
 log = logging.getLogger(__name__)
-CACHE = StateCache()  # the applier's per-process cache
+CACHE = StateCache(track_dirty=True)  # the applier's per-process cache
 # ``apply_wanted`` expires so a crashed submitter cannot silence wake-ups for long; it must
 # outlive one batch (the holder re-checks it after every batch).
 WANTED_TTL_MS = 30_000
 _last_snapshot: dict[int, float] = {}
+# while labels keep arriving: refill the inboxes this often, and wait this long before a
+# batch when the last one was smaller than LINGER_BELOW labels
+REFILL_EVERY_S = 0.05
+LINGER_BELOW, LINGER_S = 64, 0.01
+_scripts: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_rng = decision_rng(1)
+_rng_lock = threading.Lock()
+
+
+def _scripts_for(redis):
+    from .scripts import Scripts
+    s = _scripts.get(redis)
+    if s is None:
+        s = _scripts[redis] = Scripts(redis)
+    return s
 
 
 class LockLost(Exception):
@@ -59,6 +80,7 @@ class ApplyReport:
     declines: int = 0
     paused: list[str] = field(default_factory=list)
     busy: bool = False  # another applier held the lock
+    refilled: int = 0  # inbox reservations made after the batch
 
 
 def push_priorities(redis, hot: Hot, tasks, pipeline=None) -> None:
@@ -80,18 +102,28 @@ def push_priorities(redis, hot: Hot, tasks, pipeline=None) -> None:
         pipe.execute()
 
 
+class _Reshaped(Exception):
+    """A label refers to a task or worker the cached view does not have yet."""
+
+
 def _apply_batch(engine, redis, project_id: int, lock: RedisLock, cache: StateCache,
-                 batch: int, report: ApplyReport) -> int:
-    hot = cache.get(engine, redis, project_id)
+                 batch: int, report: ApplyReport, hot: Hot | None = None) -> tuple[int, Hot]:
+    """One batch. ``hot``: the state this holder of the lock caught up with SQL when it
+    took the lock (nobody else applies while it holds it), else caught up now."""
+    if hot is None:
+        hot = cache.get(engine, redis, project_id)
     k = Keys(project_id)
     with hot.lock:
         try:
             with session_scope(engine) as session:
                 rows = label_rows(session, project_id, unapplied=True, limit=batch)
-                if not rows and not redis.llen(k.declines):
-                    return 0
+                if rows and (max(r[2] for r in rows) >= hot.view.n_tasks or
+                             max(r[3] for r in rows) >= hot.view.n_workers):
+                    raise _Reshaped()
+                if not rows and not redis.llen(k.declines) and not hot.dirty:
+                    return 0, hot
                 idx = {v: i for i, v in enumerate(hot.project.labels)}
-                touched: set[int] = set()
+                touched: set[int] = set(hot.dirty or ())
                 applied_per_task: dict[int, int] = {}
                 gold_workers: set[int] = set()
                 seq = hot.seq
@@ -131,13 +163,16 @@ def _apply_batch(engine, redis, project_id: int, lock: RedisLock, cache: StateCa
         for task, n in applied_per_task.items():
             pipe.hincrby(k.applied, task, n)
         pipe.execute()
-    return len(rows) + len(raw)
+        if hot.dirty:
+            hot.dirty.clear()
+    return len(rows) + len(raw), hot
 
 
 def apply_pending(engine, redis, project_id: int, *, cache: StateCache | None = None,
                   batch: int = 2000, lock_ttl_ms: int = 10_000,
-                  snapshot_every_s: float = 2.0) -> ApplyReport:
-    """Apply every unapplied label of the project (see the module docstring)."""
+                  snapshot_every_s: float = 2.0, refill: bool = True) -> ApplyReport:
+    """Apply every unapplied label of the project (see the module docstring), then
+    refill the inboxes of the active workers with the updated posterior."""
     cache = cache or CACHE
     k = Keys(project_id)
     report = ApplyReport()
@@ -147,23 +182,69 @@ def apply_pending(engine, redis, project_id: int, *, cache: StateCache | None = 
             report.busy = True
             return report
         try:
+            hot, last_refill = None, time.monotonic()
+            # The wake-up flag is cleared only once a batch comes back empty: while labels
+            # keep coming it stays set, so their submitters enqueue no more Celery tasks.
+            # The holder stops only after a SELECT that followed the clearing found
+            # nothing and nobody set the flag since (see the module docstring).
+            clear = True
             while True:
-                redis.delete(k.apply_wanted)
-                n = _apply_batch(engine, redis, project_id, lock, cache, batch, report)
+                if clear:
+                    redis.delete(k.apply_wanted)
+                try:
+                    n, hot = _apply_batch(engine, redis, project_id, lock, cache, batch,
+                                          report, hot)
+                except _Reshaped:  # tasks loaded or workers enrolled: reload the view
+                    hot = None
+                    continue
                 report.applied += n
-                if n < batch and not redis.exists(k.apply_wanted):
+                if n == 0 and clear and not redis.exists(k.apply_wanted):
                     break
-            hot = cache.peek(project_id)
-            now = time.monotonic()
-            if hot is not None and report.applied and \
-                    now - _last_snapshot.get(project_id, 0.0) >= snapshot_every_s:
-                with hot.lock:
-                    write_snapshot(redis, hot)
-                _last_snapshot[project_id] = now
+                clear = n == 0
+                if n == 0:
+                    continue
+                # labels keep coming: keep the inboxes topped up meanwhile (else the
+                # annotators fall back to deciding at once), snapshot now and then, and
+                # let a few more arrive before the next batch rather than pay a batch's
+                # fixed cost per label
+                if refill and time.monotonic() - last_refill >= REFILL_EVERY_S:
+                    report.refilled += refill_project(engine, redis, project_id, cache)
+                    last_refill = time.monotonic()
+                _maybe_snapshot(redis, cache, project_id, snapshot_every_s)
+                if n < LINGER_BELOW:
+                    time.sleep(LINGER_S)
+            if report.applied:
+                _maybe_snapshot(redis, cache, project_id, snapshot_every_s)
         except LockLost as exc:
             log.warning("applier for project %s stopped: %s", project_id, exc)
             return report
         finally:
             lock.release()
+        if refill:
+            report.refilled += refill_project(engine, redis, project_id, cache)
         if not redis.exists(k.apply_wanted):
             return report
+
+
+def _maybe_snapshot(redis, cache: StateCache, project_id: int, every_s: float) -> None:
+    hot = cache.peek(project_id)
+    now = time.monotonic()
+    if hot is not None and now - _last_snapshot.get(project_id, 0.0) >= every_s:
+        with hot.lock:
+            write_snapshot(redis, hot)
+        _last_snapshot[project_id] = now
+
+
+def refill_project(engine, redis, project_id: int, cache: StateCache | None = None) -> int:
+    """Top up the active workers' inboxes (:func:`.decide.refill_inboxes`) with the
+    cached state of this process (caught up with SQL first if older than 1 s)."""
+    from ..settings import load_settings
+    from .reaper import lease_key_ttl_ms
+    settings = load_settings()
+    cache = cache or CACHE
+    hot = cache.get(engine, redis, project_id, max_age=1.0)
+    lease_ms = settings.lease_seconds * 1000
+    return refill_inboxes(engine, redis, _scripts_for(redis), hot,
+                          inbox_size=settings.inbox_size, lease_ms=lease_ms,
+                          key_ttl_ms=lease_key_ttl_ms(lease_ms), rng=_rng,
+                          rng_lock=_rng_lock)

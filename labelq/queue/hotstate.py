@@ -47,6 +47,10 @@ class Hot:
     seq: int
     checked: float = 0.0  # monotonic time of the last catch-up with SQL
     lock: threading.RLock = field(default_factory=threading.RLock)
+    # tasks whose priority changed through a replay from SQL (labels another process
+    # applied — e.g. an applier killed before it pushed their priorities); only tracked
+    # when the cache is asked to (the applier's), which pushes and clears them
+    dirty: set | None = None
 
     @property
     def project(self) -> Project:
@@ -92,7 +96,9 @@ def _replay(session: Session, hot: Hot, upto: int | None = None) -> int:
         for row in rows:
             if upto is not None and row[1] > upto:
                 return n
-            hot.policy.update(hot.state, to_observation(row, idx))
+            touched = hot.policy.update(hot.state, to_observation(row, idx))
+            if hot.dirty is not None:
+                hot.dirty.update(int(t) for t in touched)
             hot.seq = int(row[1])
             n += 1
 
@@ -114,9 +120,10 @@ class StateCache:
     labels). The caller must hold ``hot.lock`` while reading or updating ``hot.state``.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, track_dirty: bool = False) -> None:
         self._items: dict[int, Hot] = {}
         self._lock = threading.Lock()
+        self.track_dirty = track_dirty
 
     def drop(self, project_id: int) -> None:
         with self._lock:
@@ -160,6 +167,8 @@ class StateCache:
                 hot = Hot(view, policy, policy.state_from_dict(snap["state"]), int(snap["seq"]))
         if hot is None:
             hot = Hot(view, policy, policy.init_state(view.problem()), 0)
+        if self.track_dirty:
+            hot.dirty = set()
         _replay(session, hot)
         return hot
 

@@ -10,29 +10,38 @@ key (after the prefix)     type    TTL    meaning
 ``parked``                 ZSET    none   task seq -> priority of tasks at the cap only
                                           because of live leases (return on release)
 ``gold``                   SET     none   gold task seqs (exempt from the cap)
-``inbox:{w}``              LIST    none   assignment ids issued ahead of time to worker w
-``lease:{a}``              HASH    lease  task, worker, gold, cost, expires (ms), tid (SQL
-                                          task id), submitting
+``inbox:{w}``              LIST    none   assignment ids the applier reserved ahead of time
+                                          for worker w (held reservations: their lease hash
+                                          expires 30 s after the refill until popped)
+``lease:{a}``              HASH    lease  task, worker, gold, cost, expires (ms; the hold
+                                          while in an inbox, the lease once issued), tid
+                                          (SQL task id, may be empty), submitting
                                           (1 once the label is being written to SQL)
 ``leases``                 ZSET    none   assignment id -> expiry in ms (for the reaper)
 ``nlabels``                HASH    none   task seq -> labels recorded (SQL) and counted
-``reserved``               HASH    none   task seq -> live leases
+``reserved``               HASH    none   task seq -> live leases and held reservations
 ``applied``                HASH    none   task seq -> labels folded into the posterior (the
                                           rest of ``nlabels`` is still on its way: ``next``
                                           prefers tasks with nothing outstanding)
 ``seen:{w}``               SET     none   task seqs ever issued to worker w
 ``wcount``                 HASH    none   worker seq -> labels + live leases (capacity)
 ``nissued``                HASH    none   worker seq -> assignments ever issued, and
-                                          "g{seq}" -> gold ones among them (gold schedule)
+                                          "g{seq}" -> gold ones among them (gold schedule);
+                                          an inbox reservation counts when made and is
+                                          taken back if released before it was popped
 ``spent``                  STRING  none   cost of the recorded labels (float)
 ``reserved_cost``          STRING  none   cost of the live leases (float)
 ``state``                  STRING  none   zlib JSON snapshot of the policy state
 ``state_seq``              STRING  none   last ``Label.applied_seq`` folded into ``state``
 ``apply_lock``             STRING  PX     the applier's lock (token), one applier a project
-``apply_wanted``           STRING  none   set when labels await the applier (wake-up flag)
+``apply_wanted``           STRING  PX     set when labels await the applier (wake-up flag;
+                                          30 s, so a crash cannot silence wake-ups)
+``apply_retry``            STRING  PX     id of the one Celery task retrying while another
+                                          applier holds the lock (3 s, renewed per retry)
 ``rebuild_gate``           STRING  PX     held by the one process rebuilding the hot state
 ``declines``               LIST    none   "task:worker" declines awaiting the applier
-``active``                 ZSET    none   worker seq -> last request (ms), for inbox refills
+``active``                 ZSET    none   worker seq -> last request (ms); those of the last
+                                          60 s get inbox refills
 =========================  ======  =====  ====================================================
 
 ``lease:{a}`` expires in Redis one grace period after the lease itself, so a key is never
@@ -74,6 +83,7 @@ class Keys:
     state_seq = property(lambda self: self._k("state_seq"))
     apply_lock = property(lambda self: self._k("apply_lock"))
     apply_wanted = property(lambda self: self._k("apply_wanted"))
+    apply_retry = property(lambda self: self._k("apply_retry"))
     rebuild_gate = property(lambda self: self._k("rebuild_gate"))
     declines = property(lambda self: self._k("declines"))
     active = property(lambda self: self._k("active"))

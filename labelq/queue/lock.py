@@ -5,6 +5,7 @@ the next holder (the race a plain GET-then-DEL would have)."""
 from __future__ import annotations
 
 import secrets
+import weakref
 
 from .scripts import load_script
 
@@ -22,12 +23,22 @@ return 0
 """
 
 
+# the two scripts registered once per client (a lock is made per applier run)
+_registered: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _scripts(redis):
+    got = _registered.get(redis)
+    if got is None:
+        got = _registered[redis] = (load_script(redis, _RELEASE), load_script(redis, _EXTEND))
+    return got
+
+
 class RedisLock:
     def __init__(self, redis, key: str, ttl_ms: int = 30_000) -> None:
         self.redis, self.key, self.ttl_ms = redis, key, int(ttl_ms)
         self.token = secrets.token_hex(16)
-        self._release = load_script(redis, _RELEASE)
-        self._extend = load_script(redis, _EXTEND)
+        self._release, self._extend = _scripts(redis)
         self.held = False
 
     def acquire(self) -> bool:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
-from sqlalchemy import func
+from sqlalchemy import bindparam, func
 from sqlmodel import Session, select
 
 from ..models import Label, Project, Task, Worker
@@ -29,6 +29,7 @@ class ProjectView:
     gold_answer: np.ndarray  # int (n_tasks,), -1 where not gold
     worker_cost: np.ndarray
     worker_capacity: np.ndarray  # -1 = unlimited
+    task_id: np.ndarray | None = None  # int (n_tasks,): the SQL ``Task.id`` of each seq
 
     @property
     def n_tasks(self) -> int:
@@ -54,12 +55,15 @@ class ProjectView:
 
 
 def count_workers(session: Session, project_id: int) -> int:
-    return int(session.exec(select(func.count()).select_from(Worker)
-                            .where(Worker.project_id == project_id)).one())
+    return int(session.connection().execute(_COUNT_WORKERS, {"p": project_id}).scalar_one())
+
+
+_COUNT_WORKERS = (select(func.count()).select_from(Worker)
+                  .where(Worker.project_id == bindparam("p")))
 
 
 def load_view(session: Session, project: Project) -> ProjectView:
-    rows = session.exec(select(Task.seq, Task.category, Task.is_gold, Task.gold_answer)
+    rows = session.exec(select(Task.seq, Task.category, Task.is_gold, Task.gold_answer, Task.id)
                         .where(Task.project_id == project.id).order_by(Task.seq)).all()
     cats = sorted({r[1] for r in rows})
     cat_index = {c: i for i, c in enumerate(cats)}
@@ -69,28 +73,36 @@ def load_view(session: Session, project: Project) -> ProjectView:
     is_gold = np.fromiter((bool(r[2]) for r in rows), dtype=bool, count=n)
     gold_answer = np.fromiter((label_index.get(r[3], -1) if r[2] else -1 for r in rows),
                               dtype=np.int64, count=n)
+    task_id = np.fromiter((r[4] for r in rows), dtype=np.int64, count=n)
     workers = session.exec(select(Worker.cost, Worker.capacity)
                            .where(Worker.project_id == project.id).order_by(Worker.seq)).all()
     cost = np.array([w[0] for w in workers], dtype=float)
     capacity = np.array([-1 if w[1] is None else w[1] for w in workers], dtype=np.int64)
-    return ProjectView(project, cats, task_category, is_gold, gold_answer, cost, capacity)
+    return ProjectView(project, cats, task_category, is_gold, gold_answer, cost, capacity,
+                       task_id)
 
 
 def label_rows(session: Session, project_id: int, *, applied_after: int | None = None,
                unapplied: bool = False, limit: int | None = None) -> list[tuple]:
     """(label id, applied_seq, task seq, worker seq, value, is_gold, gold_answer) rows:
     applied labels after ``applied_after`` in applied order, or unapplied ones by id."""
-    q = (select(Label.id, Label.applied_seq, Task.seq, Worker.seq, Label.value, Label.is_gold,
-                Task.gold_answer)
-         .join(Task, Task.id == Label.task_id).join(Worker, Worker.id == Label.worker_id)
-         .where(Label.project_id == project_id))
+    params = {"p": project_id, "n": limit or 1 << 62}
     if unapplied:
-        q = q.where(Label.applied_seq.is_(None)).order_by(Label.id)
+        stmt = _UNAPPLIED
     else:
-        q = q.where(Label.applied_seq > (applied_after or 0)).order_by(Label.applied_seq)
-    if limit:
-        q = q.limit(limit)
-    return list(session.exec(q).all())
+        stmt, params["after"] = _APPLIED_AFTER, applied_after or 0
+    return list(session.connection().execute(stmt, params).all())
+
+
+# built once: the statements are compiled once (SQLAlchemy's cache) and only bound per call
+_LABEL_ROWS = (select(Label.id, Label.applied_seq, Task.seq, Worker.seq, Label.value,
+                      Label.is_gold, Task.gold_answer)
+               .join(Task, Task.id == Label.task_id).join(Worker, Worker.id == Label.worker_id)
+               .where(Label.project_id == bindparam("p")))
+_UNAPPLIED = (_LABEL_ROWS.where(Label.applied_seq.is_(None)).order_by(Label.id)
+              .limit(bindparam("n")))
+_APPLIED_AFTER = (_LABEL_ROWS.where(Label.applied_seq > bindparam("after"))
+                  .order_by(Label.applied_seq).limit(bindparam("n")))
 
 
 def to_observation(row: tuple, label_index: dict[str, int]) -> Observation:

@@ -20,9 +20,14 @@ from ..models import Label, Project
 from .keys import Keys
 from .scripts import Scripts
 
-__all__ = ["SUBMIT_GRACE_MS", "expire_leases"]
+__all__ = ["SUBMIT_GRACE_MS", "lease_key_ttl_ms", "expire_leases"]
 
 SUBMIT_GRACE_MS = 60_000
+
+
+def lease_key_ttl_ms(lease_ms: int) -> int:
+    """TTL of a lease hash: the lease, plus room for a submit in progress and the reaper."""
+    return lease_ms + 2 * SUBMIT_GRACE_MS
 
 
 def expire_leases(engine, redis, project_id: int, *, now_ms: int | None = None,

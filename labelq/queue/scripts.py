@@ -9,26 +9,43 @@ Each script opens with a comment listing every key it touches. The races they cl
   ``submitting`` so the reaper leaves it alone while the label is written to SQL.
 * ``SUBMIT_FINISH`` — moves the reservation to "done" exactly once: the lease hash is the
   token; whoever deletes it moves the counters, a second call finds nothing and does nothing.
+* ``CANDIDATES`` — read-only: the top of ``pending`` (or given tasks) less those the worker
+  has seen and those at the cap, in one round trip; ``RESERVE`` re-checks whatever is chosen.
+* ``POP_INBOX`` — pops the worker's inbox until a live reservation of theirs turns up and
+  starts its lease *now* (held reservations have a short hold expiry), in one round trip;
+  also records the worker as active and says when the project has no hot state.
 * ``RELEASE`` — expiry (reaper) and decline return a task to the pool exactly once, and never
   a lease that is mid-submission unless the caller has checked SQL for its label.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from .keys import Keys
 
-__all__ = ["load_script", "RESERVE", "SUBMIT_BEGIN", "SUBMIT_FINISH", "RELEASE", "Scripts", "ReserveResult"]
+__all__ = ["load_script", "RESERVE", "SUBMIT_BEGIN", "SUBMIT_FINISH", "RELEASE", "CANDIDATES",
+           "POP_INBOX", "Scripts", "ScriptPipeline", "ReserveResult"]
 
 RESERVE = """
 -- keys: seen:{w} gold nlabels reserved wcount spent reserved_cost lease:{a} leases pending
---       parked nissued
+--       parked nissued [inbox:{w}]
 -- argv: task worker cap capacity cost budget assignment_id expires_ms key_ttl_ms task_id
 --       category (index of the task's category, counted per worker for gold)
+--       [row: JSON [external id, category, payload] of the task, kept in the lease so that
+--       POP_INBOX can answer without a SQL read]
+--       [expected issued, expected gold issued: the worker's counts in nissued that the
+--       gold schedule's decision was made on; if either moved since, 'stale']
+--       (with the 13th key, the assignment id is appended to that inbox: a held reservation)
 local task, worker = ARGV[1], ARGV[2]
 local cap, capacity = tonumber(ARGV[3]), tonumber(ARGV[4])
 local cost, budget = tonumber(ARGV[5]), tonumber(ARGV[6])
+if ARGV[13] and ARGV[13] ~= '' and
+    (tonumber(redis.call('HGET', KEYS[12], worker) or '0') ~= tonumber(ARGV[13]) or
+     tonumber(redis.call('HGET', KEYS[12], 'g' .. worker) or '0') ~= tonumber(ARGV[14])) then
+  return {0, 'stale'}
+end
 if redis.call('SISMEMBER', KEYS[1], task) == 1 then return {0, 'seen'} end
 local gold = redis.call('SISMEMBER', KEYS[2], task)
 local done = tonumber(redis.call('HGET', KEYS[3], task) or '0')
@@ -55,8 +72,14 @@ end
 redis.call('INCRBYFLOAT', KEYS[7], ARGV[5])
 redis.call('HSET', KEYS[8], 'task', task, 'worker', worker, 'gold', gold, 'cost', ARGV[5],
            'expires', ARGV[8], 'tid', ARGV[10])
+if ARGV[12] and ARGV[12] ~= '' then redis.call('HSET', KEYS[8], 'row', ARGV[12]) end
 redis.call('PEXPIRE', KEYS[8], ARGV[9])
 redis.call('ZADD', KEYS[9], ARGV[8], ARGV[7])
+if KEYS[13] then
+  -- held in the inbox: not issued to the annotator yet; RELEASE takes the count back
+  redis.call('HSET', KEYS[8], 'held', 1, 'cat', ARGV[11])
+  redis.call('RPUSH', KEYS[13], ARGV[7])
+end
 if gold == 0 and cap >= 0 and done + live + 1 >= cap then
   local s = redis.call('ZSCORE', KEYS[10], task)
   if s then
@@ -79,8 +102,10 @@ return {'ok', lease[1], lease[3], lease[4], lease[6] or ''}
 """
 
 SUBMIT_FINISH = """
--- keys: lease:{a} leases nlabels reserved spent reserved_cost pending parked
--- argv: assignment_id cap
+-- keys: lease:{a} leases nlabels reserved spent reserved_cost pending parked [apply_wanted]
+-- argv: assignment_id cap [wanted_ttl_ms]
+-- returns 0 (nothing to finish), 1 (finished), 2 (finished and it set apply_wanted: the
+-- caller must wake the applier)
 local lease = redis.call('HMGET', KEYS[1], 'task', 'gold', 'cost')
 if not lease[1] then return 0 end
 local task = lease[1]
@@ -95,13 +120,79 @@ if lease[2] == '0' and cap >= 0 and done >= cap then
   redis.call('ZREM', KEYS[7], task)
   redis.call('ZREM', KEYS[8], task)
 end
+if KEYS[9] and redis.call('SET', KEYS[9], 1, 'NX', 'PX', ARGV[3]) then return 2 end
 return 1
 """
 
+CANDIDATES = """
+-- keys: pending seen:{w} nlabels reserved applied
+-- argv: cap offset count enough [task ...] (with tasks: those, cap not applied — gold)
+-- returns {eligible, settled (eligible with nothing outstanding), number looked at}; stops
+-- early once ``enough`` settled candidates are found (0 = look at all)
+local cap = tonumber(ARGV[1])
+local enough = tonumber(ARGV[4])
+local raw
+if #ARGV > 4 then
+  raw = {}
+  for i = 5, #ARGV do raw[#raw + 1] = ARGV[i] end
+else
+  raw = redis.call('ZREVRANGE', KEYS[1], ARGV[2], tonumber(ARGV[2]) + tonumber(ARGV[3]) - 1)
+end
+local ok, settled = {}, {}
+local looked = 0
+for _, t in ipairs(raw) do
+  if enough > 0 and #settled >= enough then break end
+  looked = looked + 1
+  if redis.call('SISMEMBER', KEYS[2], t) == 0 then
+    local done = tonumber(redis.call('HGET', KEYS[3], t) or '0')
+    local live = tonumber(redis.call('HGET', KEYS[4], t) or '0')
+    if cap < 0 or done + live < cap then
+      ok[#ok + 1] = t
+      if done + live - tonumber(redis.call('HGET', KEYS[5], t) or '0') <= 0 then
+        settled[#settled + 1] = t
+      end
+    end
+  end
+end
+if looked < #raw then return {ok, settled, -1} end
+return {ok, settled, #raw}
+"""
+
+POP_INBOX = """
+-- keys: inbox:{w} active leases meta, and lease:{a} of each popped id (named from argv[5]:
+--       all in the project's key space)
+-- argv: worker now_ms lease_ms key_ttl_ms key_prefix min_left_ms
+-- returns {} (inbox empty), {'unbuilt'} (no hot state), or {aid, task, expires_ms[, row]}
+-- (row: the task's JSON row when the reservation carries it)
+if redis.call('HEXISTS', KEYS[4], 'built') == 0 then return {'unbuilt'} end
+local now = tonumber(ARGV[2])
+redis.call('ZADD', KEYS[2], now, ARGV[1])
+while true do
+  local aid = redis.call('LPOP', KEYS[1])
+  if not aid then return {} end
+  local lk = ARGV[5] .. 'lease:' .. aid
+  local l = redis.call('HMGET', lk, 'task', 'worker', 'expires', 'submitting', 'row')
+  if l[1] and l[2] == ARGV[1] and not l[4] and tonumber(l[3]) > now + tonumber(ARGV[6]) then
+    local exp = now + tonumber(ARGV[3])
+    redis.call('HSET', lk, 'expires', exp)
+    redis.call('HDEL', lk, 'held')
+    redis.call('PEXPIRE', lk, ARGV[4])
+    redis.call('ZADD', KEYS[3], exp, aid)
+    if l[5] then return {aid, l[1], exp, l[5]} end
+    return {aid, l[1], exp}
+  end
+end
+"""
+
 RELEASE = """
--- keys: lease:{a} leases reserved wcount reserved_cost pending parked
+-- keys: lease:{a} leases reserved wcount reserved_cost pending parked nissued
 -- argv: assignment_id worker('' = any) expired_before_ms('' = no check) allow_submitting
-local lease = redis.call('HMGET', KEYS[1], 'task', 'worker', 'cost', 'expires', 'submitting')
+--       key_prefix
+-- A reservation still held in an inbox (never popped) was never issued: its count in
+-- nissued (and the gold counters) is taken back and the task leaves the worker's seen set,
+-- so the gold schedule and the gold pool see only what the annotator was really given.
+local lease = redis.call('HMGET', KEYS[1], 'task', 'worker', 'cost', 'expires', 'submitting',
+                         'held', 'gold', 'cat')
 if not lease[1] then return {0, 'missing'} end
 if ARGV[2] ~= '' and lease[2] ~= ARGV[2] then return {0, 'forbidden'} end
 if lease[5] and ARGV[4] ~= '1' then return {0, 'submitting'} end
@@ -112,6 +203,16 @@ redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('HINCRBY', KEYS[3], task, -1)
 redis.call('HINCRBY', KEYS[4], lease[2], -1)
 redis.call('INCRBYFLOAT', KEYS[5], -tonumber(lease[3]))
+if lease[6] then
+  redis.call('SREM', ARGV[5] .. 'seen:' .. lease[2], task)
+  redis.call('HINCRBY', KEYS[8], lease[2], -1)
+  if lease[7] == '1' then
+    redis.call('HINCRBY', KEYS[8], 'g' .. lease[2], -1)
+    if lease[8] and lease[8] ~= '' then
+      redis.call('HINCRBY', KEYS[8], 'g' .. lease[2] .. ':' .. lease[8], -1)
+    end
+  end
+end
 local s = redis.call('ZSCORE', KEYS[7], task)
 if s then
   redis.call('ZREM', KEYS[7], task)
@@ -140,6 +241,32 @@ def _s(v) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
+class ScriptPipeline:
+    """Script calls sent in one round trip as plain ``EVALSHA`` (the scripts were loaded
+    when :class:`Scripts` was made). redis-py's own pipeline would first ask ``SCRIPT
+    EXISTS`` on every execute — a second round trip. A call that meets ``NOSCRIPT`` (the
+    server lost its script cache) did not run; it is run again alone, through the
+    ``Script`` object, which loads the script first."""
+
+    def __init__(self, redis) -> None:
+        self._pipe = redis.pipeline(transaction=False)
+        self._calls: list = []
+
+    def add(self, script, keys, args) -> None:
+        self._pipe.evalsha(script.sha, len(keys), *keys, *args)
+        self._calls.append((script, keys, args))
+
+    def execute(self) -> list:
+        from redis.exceptions import NoScriptError
+        outs = self._pipe.execute(raise_on_error=False)
+        for i, (out, (script, keys, args)) in enumerate(zip(outs, self._calls)):
+            if isinstance(out, NoScriptError):
+                outs[i] = script(keys=keys, args=args)
+            elif isinstance(out, Exception):
+                raise out
+        return outs
+
+
 class Scripts:
     """The scripts registered on one Redis client (EVALSHA with a reload on NOSCRIPT)."""
 
@@ -149,49 +276,121 @@ class Scripts:
         self._begin = load_script(redis, SUBMIT_BEGIN)
         self._finish = load_script(redis, SUBMIT_FINISH)
         self._release = load_script(redis, RELEASE)
+        self._candidates = load_script(redis, CANDIDATES)
+        self._pop = load_script(redis, POP_INBOX)
+
+    def pipeline(self) -> "ScriptPipeline":
+        """A pipeline for the ``pipeline=`` argument of the methods below."""
+        return ScriptPipeline(self.redis)
+
+    def _run(self, script, keys, args, pipeline):
+        if pipeline is None:
+            return script(keys=keys, args=args)
+        if isinstance(pipeline, ScriptPipeline):
+            return pipeline.add(script, keys, args)
+        return script(keys=keys, args=args, client=pipeline)
 
     def reserve(self, k: Keys, *, task: int, worker: int, cap: int | None,
                 capacity: int | None, cost: float, budget: float | None,
                 assignment_id: str, expires_ms: int, key_ttl_ms: int,
                 task_id: int | None = None, category: int | None = None,
-                pipeline=None) -> ReserveResult:
+                pipeline=None, inbox: bool = False, row: str | None = None,
+                expect_issued: tuple[int, int] | None = None) -> ReserveResult:
+        """``expect_issued``: the worker's (issued, gold issued) counts a gold-schedule
+        decision was made on; the script answers ``stale`` if another decision moved them."""
         keys = [k.seen(worker), k.gold, k.nlabels, k.reserved, k.wcount, k.spent,
                 k.reserved_cost, k.lease(assignment_id), k.leases, k.pending, k.parked,
                 k.nissued]
+        if inbox:
+            keys.append(k.inbox(worker))
         args = [task, worker, -1 if cap is None else cap,
                 -1 if capacity is None else capacity, repr(float(cost)),
                 -1 if budget is None else repr(float(budget)), assignment_id, expires_ms,
                 key_ttl_ms, "" if task_id is None else int(task_id),
-                "" if category is None else int(category)]
-        out = self._reserve(keys=keys, args=args, client=pipeline or self.redis)
+                "" if category is None else int(category), row or ""]
+        if expect_issued is not None:
+            args += [int(expect_issued[0]), int(expect_issued[1])]
+        out = self._run(self._reserve, keys, args, pipeline)
+        return None if pipeline is not None else self.reserve_result(out)
+
+    @staticmethod
+    def reserve_result(out) -> ReserveResult:
+        """What :meth:`reserve` returns, from the script's raw reply (pipelined calls)."""
         return ReserveResult(bool(int(out[0])), _s(out[1]))
 
-    def submit_begin(self, k: Keys, assignment_id: str, worker: int, now_ms: int):
+    def submit_begin(self, k: Keys, assignment_id: str, worker: int, now_ms: int,
+                     pipeline=None):
         """('ok', task, gold, cost, task_id or None) or (reason,) with reason
-        missing/forbidden/expired."""
-        out = self._begin(keys=[k.lease(assignment_id)], args=[worker, now_ms])
+        missing/forbidden/expired. With ``pipeline`` the call is only queued there; pass
+        its reply to :meth:`begin_result`."""
+        out = self._run(self._begin, [k.lease(assignment_id)], [worker, now_ms], pipeline)
+        if pipeline is not None:
+            return None
+        return self.begin_result(out)
+
+    @staticmethod
+    def begin_result(out):
+        """The tuple :meth:`submit_begin` returns, from the script's raw reply."""
         if _s(out[0]) != "ok":
             return (_s(out[0]),)
         tid = _s(out[4]) if len(out) > 4 else ""
         return ("ok", int(out[1]), _s(out[2]) == "1", float(out[3]), int(tid) if tid else None)
 
     def submit_finish(self, k: Keys, assignment_id: str, cap: int | None,
-                      pipeline=None) -> bool:
+                      pipeline=None, wake_ttl_ms: int | None = None) -> int:
+        """0: nothing to finish; 1: finished; 2: finished and ``apply_wanted`` was set by
+        this call (only with ``wake_ttl_ms``): the caller must wake the applier."""
         keys = [k.lease(assignment_id), k.leases, k.nlabels, k.reserved, k.spent,
                 k.reserved_cost, k.pending, k.parked]
-        out = self._finish(keys=keys, args=[assignment_id, -1 if cap is None else cap],
-                           client=pipeline or self.redis)
-        return bool(int(out))
+        args = [assignment_id, -1 if cap is None else cap]
+        if wake_ttl_ms is not None:
+            keys.append(k.apply_wanted)
+            args.append(int(wake_ttl_ms))
+        out = self._run(self._finish, keys, args, pipeline)
+        return None if pipeline is not None else int(out)
+
+    def candidates(self, k: Keys, worker: int, *, cap: int | None = None, offset: int = 0,
+                   count: int = 64, tasks=None, enough: int = 0,
+                   pipeline=None) -> tuple[list, list, int] | None:
+        """(eligible, settled, n) among the top ``count`` of ``pending`` from ``offset``, or
+        among ``tasks`` (no cap: gold). ``n`` is how many were read, or -1 when the scan
+        stopped early because ``enough`` (> 0) settled candidates turned up. With
+        ``pipeline`` (no ``tasks``) the call is only queued there."""
+        keys = [k.pending, k.seen(worker), k.nlabels, k.reserved, k.applied]
+        args = [-1 if cap is None or tasks is not None else cap, offset, count, int(enough)]
+        if tasks is not None:
+            if len(tasks) == 0:
+                return [], [], 0
+            args += [int(t) for t in tasks]
+        out = self._run(self._candidates, keys, args, pipeline)
+        if pipeline is not None:
+            return None
+        ok, settled, n = out
+        return list(ok), list(settled), int(n)
+
+    def pop_inbox(self, k: Keys, worker: int, now_ms: int, lease_ms: int, key_ttl_ms: int,
+                  min_left_ms: int = 1_000):
+        """None (inbox empty), "unbuilt" (no hot state) or (assignment id, task,
+        expires_ms, row) with the lease started now; ``row`` is the task's ``[external id,
+        category, payload]`` when the reservation carries it, else None."""
+        out = self._pop(keys=[k.inbox(worker), k.active, k.leases, k.meta],
+                        args=[worker, now_ms, lease_ms, key_ttl_ms, k.prefix, min_left_ms])
+        if not out:
+            return None
+        if len(out) == 1:
+            return "unbuilt"
+        row = json.loads(out[3]) if len(out) > 3 else None
+        return (_s(out[0]), int(out[1]), int(out[2]), row)
 
     def release(self, k: Keys, assignment_id: str, *, worker: int | None = None,
                 expired_before_ms: int | None = None, allow_submitting: bool = False,
                 pipeline=None):
         """(True, task, worker) when released, else (False, reason)."""
         keys = [k.lease(assignment_id), k.leases, k.reserved, k.wcount, k.reserved_cost,
-                k.pending, k.parked]
+                k.pending, k.parked, k.nissued]
         args = [assignment_id, "" if worker is None else worker,
                 "" if expired_before_ms is None else expired_before_ms,
-                "1" if allow_submitting else "0"]
+                "1" if allow_submitting else "0", k.prefix]
         out = self._release(keys=keys, args=args, client=pipeline or self.redis)
         if int(out[0]) == 1:
             return (True, int(out[1]), int(out[2]))

@@ -92,3 +92,42 @@ def test_a_snapshot_behind_sql_is_caught_up(r, sqlite_url):
     want, seq = fresh_posterior(eng, pid)
     assert other.seq == seq == 25
     np.testing.assert_allclose(other.policy.predict_proba(other.state), want)
+
+
+def test_applier_refills_active_inboxes_and_pop_starts_the_lease(r, db_url):
+    from labelq.queue.decide import HOLD_MS
+    from labelq.queue.reaper import expire_leases
+    eng, pid = make_project(db_url, n_tasks=12, workers=3, max_labels=2)
+    settings = Settings(database_url=db_url)
+    s = Service(eng, r, settings=settings)
+    k = Keys(pid)
+    # Given worker 0 asked once (inbox empty: decided at once) and labelled
+    a = s.next_assignment("p-w0")
+    s.submit("p-w0", a.assignment_id, "a")
+    # When the applier runs, it folds the label in and fills the active worker's inbox
+    rep = apply_pending(eng, r, pid, cache=StateCache())
+    assert rep.applied == 1
+    inbox = [x.decode() for x in r.lrange(k.inbox(0), 0, -1)]
+    assert rep.refilled == len(inbox) == settings.inbox_size
+    assert r.llen(k.inbox(1)) == 0  # never asked: not active, nothing held for them
+    # held reservations count against the cap, are tasks the worker has not had...
+    held = [int(r.hget(k.lease(x), "task")) for x in inbox]
+    assert a.task_seq not in held and len(set(held)) == len(held)
+    assert all(int(r.hget(k.reserved, t)) == 1 for t in held)
+    # ...and expire within the hold, unlike a lease
+    exp = int(r.hget(k.lease(inbox[0]), "expires"))
+    # Then the next request pops the inbox head and its lease starts at pop time
+    before = int(__import__("time").time() * 1000)
+    b = s.next_assignment("p-w0")
+    assert b.assignment_id == inbox[0] and b.task_seq == held[0]
+    assert b.expires_ms >= before + settings.lease_seconds * 1000 > exp
+    assert int(r.zscore(k.leases, b.assignment_id)) == b.expires_ms
+    assert exp <= before + HOLD_MS + 1000
+    # and an unpopped held reservation goes back to the pool after the hold
+    out = expire_leases(eng, r, pid, now_ms=exp + 5_000)
+    assert out["expired"] == settings.inbox_size - 1
+    assert all(int(r.hget(k.reserved, t) or 0) == 0 for t in held[1:])
+    assert r.exists(k.lease(b.assignment_id))
+    # a worker that popped stale ids (released) gets a fresh decision instead
+    c = s.next_assignment("p-w0")
+    assert c is not None and c.task_seq not in (a.task_seq, b.task_seq)

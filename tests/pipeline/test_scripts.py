@@ -67,8 +67,8 @@ def test_submit_finish_counts_once_and_checks_owner_and_expiry(r):
     assert s.submit_begin(K, "a", 0, NOW + 2000) == ("expired",)
     assert s.submit_begin(K, "a", 0, NOW)[0] == "ok"
     assert s.release(K, "a", worker=0) == (False, "submitting")  # reaper/decline wait
-    assert s.submit_finish(K, "a", None) is True
-    assert s.submit_finish(K, "a", None) is False  # a second finish does nothing
+    assert s.submit_finish(K, "a", None) == 1
+    assert s.submit_finish(K, "a", None) == 0  # a second finish does nothing
     assert int(r.hget(K.nlabels, 1)) == 1 and float(r.get(K.spent)) == 1.0
     assert float(r.get(K.reserved_cost)) == 0.0 and int(r.hget(K.wcount, 0)) == 1
     assert s.submit_begin(K, "a", 0, NOW) == ("missing",)
@@ -81,3 +81,94 @@ def test_release_only_after_expiry_for_the_reaper(r):
     assert s.release(K, "a", expired_before_ms=NOW + 5000) == (True, 1, 0)
     assert s.release(K, "a", expired_before_ms=NOW + 5000) == (False, "missing")
     assert int(r.hget(K.wcount, 0)) == 0 and int(r.hget(K.reserved, 1)) == 0
+
+
+def test_a_held_reservation_released_unpopped_was_never_issued(r):
+    # Given two gold questions of category 1 held in worker 0's inbox
+    s = Scripts(r)
+    r.sadd(K.gold, 8, 9)
+    r.hset(K.meta, "built", 1)
+    for task, aid in ((8, "h1"), (9, "h2")):
+        assert s.reserve(K, task=task, worker=0, cap=2, capacity=None, cost=1.0, budget=None,
+                         assignment_id=aid, expires_ms=NOW + 60_000, key_ttl_ms=600_000,
+                         category=1, inbox=True).ok
+    assert [int(r.hget(K.nissued, f)) for f in ("0", "g0", "g0:1")] == [2, 2, 2]
+    # When the first is popped (issued) and both then expire and are released
+    popped = s.pop_inbox(K, 0, now_ms=NOW, lease_ms=1_000, key_ttl_ms=600_000)
+    assert popped and popped[0] == "h1"
+    assert s.release(K, "h1", allow_submitting=True)[0]
+    assert s.release(K, "h2", allow_submitting=True)[0]
+    # Then only the popped one still counts as issued and as seen: the schedule and the
+    # gold pool see what the annotator was really given
+    assert [int(r.hget(K.nissued, f)) for f in ("0", "g0", "g0:1")] == [1, 1, 1]
+    assert {int(t) for t in r.smembers(K.seen(0))} == {8}
+
+
+def test_pop_inbox_skips_dead_and_foreign_entries_and_starts_the_lease(r):
+    s = Scripts(r)
+    # Given no hot state, the script says so and pops nothing
+    r.rpush(K.inbox(0), "x")
+    assert s.pop_inbox(K, 0, NOW, 600_000, 900_000) == "unbuilt"
+    assert r.llen(K.inbox(0)) == 1
+    r.delete(K.inbox(0))
+    r.hset(K.meta, "built", 1)
+    # Given an inbox: a released id, another worker's reservation, one whose hold is about
+    # to run out, then two live held reservations of worker 0
+    r.zadd(K.pending, {t: 1.0 for t in range(5)})
+    hold = NOW + 30_000
+    assert s.reserve(K, task=0, worker=1, cap=2, capacity=None, cost=1.0, budget=None,
+                     assignment_id="other", expires_ms=hold, key_ttl_ms=900_000).ok
+    for t, aid, exp in [(1, "soon", NOW + 500), (2, "live1", hold), (3, "live2", hold)]:
+        assert s.reserve(K, task=t, worker=0, cap=2, capacity=None, cost=1.0, budget=None,
+                         assignment_id=aid, expires_ms=exp, key_ttl_ms=900_000,
+                         inbox=True).ok
+    r.lpush(K.inbox(0), "other", "gone")
+    # When worker 0 pops at NOW
+    got = s.pop_inbox(K, 0, NOW, 600_000, 900_000, min_left_ms=1_000)
+    # Then the dead, foreign and nearly expired entries were dropped, the first live one
+    # issued with its lease starting now, the second left in the inbox
+    assert got == ("live1", 2, NOW + 600_000, None)
+    assert [x.decode() for x in r.lrange(K.inbox(0), 0, -1)] == ["live2"]
+    assert int(r.hget(K.lease("live1"), "expires")) == NOW + 600_000
+    assert int(r.zscore(K.leases, "live1")) == NOW + 600_000
+    assert r.hget(K.lease("other"), "worker") == b"1"  # untouched
+    assert int(r.zscore(K.active, 0)) == NOW
+    # and an empty inbox answers None (the service then decides at once)
+    assert s.pop_inbox(K, 0, NOW, 600_000, 900_000) == ("live2", 3, NOW + 600_000, None)
+    assert s.pop_inbox(K, 0, NOW, 600_000, 900_000) is None
+
+
+def test_candidates_drop_seen_and_capped_and_mark_settled(r):
+    s = Scripts(r)
+    r.zadd(K.pending, {t: float(10 - t) for t in range(6)})  # 0 highest
+    r.sadd(K.seen(0), 1)
+    r.hset(K.nlabels, mapping={2: 2, 3: 1, 4: 1})
+    r.hset(K.reserved, mapping={3: 1})
+    r.hset(K.applied, mapping={2: 2, 4: 0})
+    ok, settled, n = s.candidates(K, 0, cap=2, offset=0, count=64)
+    assert n == 6
+    assert [int(t) for t in ok] == [0, 4, 5]  # 1 seen; 2 at the cap; 3 at it with a lease
+    assert [int(t) for t in settled] == [0, 5]  # 4 has a label not yet applied
+    ok, settled, n = s.candidates(K, 0, cap=2, offset=0, count=64, enough=1)
+    assert (n, [int(t) for t in settled]) == (-1, [0])
+    ok, settled, n = s.candidates(K, 0, tasks=[1, 2, 3])  # gold: no cap
+    assert [int(t) for t in ok] == [2, 3]
+
+
+def test_reserve_refuses_a_gold_schedule_decision_made_on_moved_counts(r):
+    # Given a worker whose schedule was asked with 0 issued, 0 gold
+    s = Scripts(r)
+    r.sadd(K.gold, 9)
+
+    def reserve_expecting(task, aid, expect):
+        return s.reserve(K, task=task, worker=0, cap=2, capacity=None, cost=1.0, budget=None,
+                         assignment_id=aid, expires_ms=NOW + 60_000, key_ttl_ms=600_000,
+                         expect_issued=expect)
+    assert reserve_expecting(9, "g1", (0, 0)).ok
+    # When a second decision made on the same counts arrives (another process decided for
+    # this worker meanwhile), it is refused and nothing moves
+    res = reserve_expecting(5, "t1", (0, 0))
+    assert (res.ok, res.reason) == (False, "stale")
+    assert int(r.hget(K.nissued, "0")) == 1 and not r.sismember(K.seen(0), 5)
+    # Then a decision made on the current counts goes through
+    assert reserve_expecting(5, "t1", (1, 1)).ok

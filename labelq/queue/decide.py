@@ -1,0 +1,330 @@
+"""The policy decision for one worker, shared by the service and the applier.
+
+``decide(...)`` picks the worker's next task with the project's policy and reserves it with
+the ``RESERVE`` script (which re-checks every limit atomically). Two callers:
+
+* the service, when the worker's inbox is empty ("decide at once": the annotator does not
+  wait for a Celery round trip) — the lease starts now;
+* the applier (Celery side), after folding labels in and on the beat, refilling the inbox of
+  every recently active worker (``refill_inboxes``) — the reservation is *held* for
+  ``HOLD_MS`` and the lease proper starts when the worker pops it (``POP_INBOX``).
+
+Candidates come from the top of ``pending`` (highest priority first) through the
+``CANDIDATES`` script, which drops in Redis the tasks the worker has seen and those at the
+cap, and marks the *settled* ones (no live lease, no label the applier has not folded in
+yet, so their priority is current): a decision prefers settled tasks within the window (the
+top ``top_k``, or fewer once ``enough`` settled ones are found — the policy then picks among
+those ``enough`` highest-priority settled tasks).
+Gold questions are due when the project's gold schedule says so (:mod:`.goldplan`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import uuid
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import BudgetExhausted
+from .goldplan import gold_plan
+from .hotstate import Hot
+from .keys import Keys
+from .scripts import Scripts
+
+__all__ = ["WorkerInfo", "Decision", "decide", "decision_rng", "refill_inboxes", "HOLD_MS",
+           "ACTIVE_MS"]
+
+# an inbox reservation nobody popped returns to the pool after this long (the reaper)
+HOLD_MS = 30_000
+
+
+def decision_rng(seed_offset: int = 0) -> np.random.Generator:
+    """``LABELQ_DECISION_SEED`` (if set) makes decisions reproducible in tests."""
+    seed = os.environ.get("LABELQ_DECISION_SEED")
+    if seed is None or seed == "":
+        return np.random.default_rng()
+    return np.random.default_rng([int(seed), int(seed_offset)])
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    seq: int
+    cost: float
+    capacity: int | None
+    categories: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, worker) -> "WorkerInfo":
+        return cls(int(worker.seq), float(worker.cost), worker.capacity,
+                   tuple(worker.categories or ()))
+
+
+@dataclass(frozen=True)
+class Decision:
+    assignment_id: str
+    task: int
+    expires_ms: int
+
+
+class _Stale(Exception):
+    """The worker's issued counts moved after the gold schedule was asked: decide again."""
+
+
+def _ints(raw) -> np.ndarray:
+    return np.array([int(t) for t in raw], dtype=np.int64)
+
+
+def _select(hot: Hot, worker: WorkerInfo, cand: np.ndarray, rng, rng_lock) -> int | None:
+    mask = np.ones(cand.size, dtype=bool)
+    if worker.categories:
+        allowed = [i for i, c in enumerate(hot.view.categories) if c in worker.categories]
+        mask &= np.isin(hot.view.task_category[cand], allowed)
+    if not mask.any():
+        return None
+    with hot.lock, rng_lock:
+        task = hot.policy.select_task(hot.state, worker.seq, cand, mask, rng)
+    return None if task is None else int(task)
+
+
+def _reserve(scripts: Scripts, k: Keys, hot: Hot, worker: WorkerInfo, task: int,
+             assignment_id: str, expires_ms: int, key_ttl_ms: int, *, inbox: bool,
+             pipeline=None, row: str | None = None,
+             expect_issued: tuple[int, int] | None = None):
+    """``RESERVE`` of ``task`` for ``worker`` under the project's limits; the task's SQL
+    id goes into the lease (submit needs no lookup) and its category into the gold counts."""
+    ids = hot.view.task_id
+    project = hot.project
+    return scripts.reserve(
+        k, task=task, worker=worker.seq, cap=project.max_labels,
+        task_id=None if ids is None else int(ids[task]), capacity=worker.capacity,
+        cost=worker.cost, budget=project.budget, assignment_id=assignment_id,
+        expires_ms=expires_ms, key_ttl_ms=key_ttl_ms,
+        category=int(hot.view.task_category[task]), inbox=inbox, pipeline=pipeline, row=row,
+        expect_issued=expect_issued)
+
+
+def decide(redis, scripts: Scripts, hot: Hot, worker: WorkerInfo, now: int, *,
+           rng: np.random.Generator, rng_lock: threading.Lock | None = None,
+           lease_ms: int, key_ttl_ms: int, inbox: bool = False, top_k: int = 64,
+           max_scan: int = 100_000, check_budget: bool = True,
+           enough: int = 16) -> Decision | None:
+    """Reserve the worker's next task; ``None`` when there is nothing for them now.
+    Raises :class:`BudgetExhausted` when the budget cannot pay for this worker's next label
+    (only with ``check_budget``). With ``inbox`` the reservation is held for ``HOLD_MS`` and
+    appended to the worker's inbox; else the lease runs ``lease_ms`` from ``now``."""
+    rng_lock = rng_lock or threading.Lock()
+    project = hot.project
+    k = Keys(project.id)
+    budget = project.budget
+    if budget is not None and check_budget:
+        spent = float(redis.get(k.spent) or 0)
+        if spent + worker.cost > budget + 1e-9:
+            raise BudgetExhausted(f"project {project.name!r} has no budget left",
+                                  project=project.name)
+    expires = now + (HOLD_MS if inbox else lease_ms)
+    # with a gold schedule, the worker's counts the schedule was asked with: RESERVE
+    # refuses ('stale') if another decision for this worker (the applier refilling the
+    # inbox, a request deciding at once) moved them meanwhile, and the decision is redone
+    expect: list = [None]
+
+    def reserve(task: int) -> str:
+        aid = uuid.uuid4().hex
+        res = _reserve(scripts, k, hot, worker, task, aid, expires, key_ttl_ms, inbox=inbox,
+                       expect_issued=expect[0])
+        if res.reason == "stale":
+            raise _Stale()
+        return aid if res.ok else res.reason
+
+    def attempt(cand: np.ndarray) -> Decision | None | bool:
+        for _ in range(8):
+            if cand.size == 0:
+                return False
+            task = _select(hot, worker, cand, rng, rng_lock)
+            if task is None:
+                return False
+            got = reserve(task)
+            if got in ("capacity", "budget"):
+                return None
+            if got not in ("seen", "cap"):
+                return Decision(got, task, expires)
+            cand = cand[cand != task]  # seen or at the cap since we looked: next choice
+        return False
+
+    def once() -> Decision | None:
+        if project.gold_schedule:
+            n_cat = max(len(hot.view.categories), 1)
+            counts = redis.hmget(k.nissued, [worker.seq, f"g{worker.seq}",
+                                             *(f"g{worker.seq}:{c}" for c in range(n_cat))])
+            expect[0] = (int(counts[0] or 0), int(counts[1] or 0))
+            with rng_lock:
+                allowed = gold_plan(project.gold_schedule, expect[0][0], expect[0][1],
+                                    [int(c or 0) for c in counts[2:]], rng)
+            if allowed is not None:
+                gold = np.array(sorted(int(t) for t in redis.srandmember(k.gold, 64) or []),
+                                dtype=np.int64)
+                if gold.size and not allowed.all():
+                    gold = gold[allowed[hot.view.task_category[gold]]]
+                if gold.size:
+                    ok, _settled, _n = scripts.candidates(k, worker.seq, tasks=gold)
+                    got = attempt(_ints(ok))
+                    if got is not False:
+                        return got
+        offset, size = 0, top_k
+        while offset < max_scan:
+            ok, settled, n = scripts.candidates(k, worker.seq, cap=project.max_labels,
+                                                offset=offset, count=size, enough=enough)
+            if n == 0:
+                return None
+            # prefer the settled candidates (current priority); else any eligible one
+            for group in (settled, ok):
+                if group:
+                    got = attempt(_ints(group))
+                    if got is not False:
+                        return got
+            if 0 <= n < size:
+                return None
+            offset += size
+            size *= 4
+        return None
+
+    for _ in range(8):
+        try:
+            return once()
+        except _Stale:
+            continue
+    return None
+
+
+# a worker who asked for work this recently gets their inbox refilled
+ACTIVE_MS = 60_000
+
+
+def refill_inboxes(engine, redis, scripts: Scripts, hot: Hot, *, inbox_size: int,
+                   lease_ms: int, key_ttl_ms: int, rng: np.random.Generator,
+                   now: int | None = None, rng_lock: threading.Lock | None = None,
+                   top_k: int = 64) -> int:
+    """Top up the inbox of every worker active in the last ``ACTIVE_MS`` to ``inbox_size``
+    held reservations, with the policy's decisions on ``hot`` (the applier's freshest
+    state). Paused workers, workers at capacity and an exhausted budget get nothing.
+    Returns the number of reservations made."""
+    import time
+
+    from sqlmodel import select
+
+    from ..db import session_scope
+    from ..models import Worker
+
+    if inbox_size <= 0:
+        return 0
+    now = int(time.time() * 1000) if now is None else now
+    k = Keys(hot.project.id)
+    active = [int(w) for w in redis.zrangebyscore(k.active, now - ACTIVE_MS, "+inf")]
+    if not active:
+        return 0
+    pipe = redis.pipeline(transaction=False)
+    for w in active:
+        pipe.llen(k.inbox(w))
+    lengths = pipe.execute()
+    want = {w: inbox_size - int(n) for w, n in zip(active, lengths) if int(n) < inbox_size}
+    if not want:
+        return 0
+    with session_scope(engine) as session:
+        rows = session.exec(select(Worker).where(Worker.project_id == hot.project.id,
+                                                 Worker.seq.in_(list(want)))).all()
+        workers = [WorkerInfo.of(w) for w in rows if w.status == "active"]
+    made = 0
+    if not hot.project.gold_schedule:
+        made, out_of_budget = _refill_batch(engine, redis, scripts, hot, workers, want, now,
+                                            rng=rng, rng_lock=rng_lock,
+                                            key_ttl_ms=key_ttl_ms, top_k=top_k)
+        if out_of_budget:
+            return made
+    for worker in workers:
+        for _ in range(want[worker.seq]):
+            try:
+                d = decide(redis, scripts, hot, worker, now, rng=rng, rng_lock=rng_lock,
+                           lease_ms=lease_ms, key_ttl_ms=key_ttl_ms, inbox=True,
+                           top_k=top_k)
+            except BudgetExhausted:
+                return made
+            if d is None:
+                break
+            made += 1
+    return made
+
+
+def _task_rows(engine, project_id: int, tasks: list[int]) -> dict[int, str]:
+    """task seq -> JSON ``[external id, category, payload]``, in one SELECT: kept in the
+    inbox reservation so that handing it out (``POP_INBOX``) reads nothing from SQL."""
+    from sqlalchemy import bindparam, select
+
+    from ..models import Task
+    stmt = (select(Task.seq, Task.external_id, Task.category, Task.payload)
+            .where(Task.project_id == bindparam("p"),
+                   Task.seq.in_(bindparam("s", expanding=True))))
+    with engine.connect() as conn:
+        return {int(r[0]): json.dumps([r[1], r[2], r[3] or {}], separators=(",", ":"))
+                for r in conn.execute(stmt, {"p": project_id, "s": tasks})}
+
+
+def _refill_batch(engine, redis, scripts: Scripts, hot: Hot, workers: list[WorkerInfo],
+                  want: dict[int, int], now: int, *, rng: np.random.Generator,
+                  rng_lock: threading.Lock | None, key_ttl_ms: int, top_k: int,
+                  enough: int = 16) -> tuple[int, bool]:
+    """The common case of :func:`refill_inboxes` in three Redis round trips for all the
+    workers instead of two per reservation: one pipeline of ``CANDIDATES`` (the top
+    ``top_k`` of ``pending`` for each worker), the policy's choices in process, one
+    pipeline of ``RESERVE``. Decides as :func:`decide` would one after the other: settled
+    candidates first, and a task chosen for one worker is no longer settled for the next
+    (nor offered to them in this batch). ``want`` is lowered by what was reserved; what is
+    left (a lost race, a window too small) goes through :func:`decide`. Projects with a
+    gold schedule do not come here (their schedule advances with every reservation).
+    Returns (reservations made, whether ``RESERVE`` found the budget exhausted)."""
+    rng_lock = rng_lock or threading.Lock()
+    project = hot.project
+    k = Keys(project.id)
+    # every worker reads the same top of ``pending``: look far enough for all of them
+    total = sum(want[w.seq] for w in workers)
+    count, enough = max(top_k, 2 * total), enough + total
+    pipe = scripts.pipeline()
+    for w in workers:
+        scripts.candidates(k, w.seq, cap=project.max_labels, count=count, enough=enough,
+                           pipeline=pipe)
+    taken: set[int] = set()
+    plan: list[tuple[WorkerInfo, int]] = []
+    for w, (ok, settled, _n) in zip(workers, pipe.execute()):
+        for group in (settled, ok):
+            cand = np.array([t for t in _ints(group) if int(t) not in taken], dtype=np.int64)
+            if cand.size:
+                break
+        for _ in range(want[w.seq]):
+            if cand.size == 0:
+                break
+            task = _select(hot, w, cand, rng, rng_lock)
+            if task is None:
+                break
+            plan.append((w, task))
+            taken.add(task)
+            cand = cand[cand != task]
+    if not plan:
+        return 0, False
+    expires = now + HOLD_MS
+    rows = _task_rows(engine, project.id, sorted({t for _, t in plan}))
+    pipe = scripts.pipeline()
+    for w, task in plan:
+        _reserve(scripts, k, hot, w, task, uuid.uuid4().hex, expires, key_ttl_ms,
+                 inbox=True, pipeline=pipe, row=rows.get(task))
+    made = 0
+    for (w, _task), out in zip(plan, pipe.execute()):
+        res = scripts.reserve_result(out)
+        if res.ok:
+            made += 1
+            want[w.seq] -= 1
+        elif res.reason == "budget":
+            return made, True
+        elif res.reason == "capacity":
+            want[w.seq] = 0
+    return made, False
