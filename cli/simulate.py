@@ -51,9 +51,10 @@ def parse_budgets(text: str) -> list[float]:
               help="At most this many labels per task (gold tasks exempt).")
 @click.option("--aggregate", default=None, metavar="METHOD",
               help="Also score a labelq.aggregation method (e.g. ds) on the collected labels.")
-@click.option("--mode", type=click.Choice(["push", "pull"]), default=None,
+@click.option("--mode", type=click.Choice(["push", "pull", "task"]), default=None,
               help="Override every policy's own mode (push: the policy picks the pair; pull: "
-                   "a random worker arrives and the policy picks the task).")
+                   "a random worker arrives and the policy picks the task; task: the policy "
+                   "picks the task, a random worker among those eligible for it answers).")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None)
 @click.option("--plot", "plot_out", type=click.Path(dir_okay=False), default=None)
 @click.option("--markdown", is_flag=True, help="Print the table as Markdown.")

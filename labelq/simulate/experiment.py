@@ -167,7 +167,8 @@ def run_experiment(source: EnvSource, specs: Sequence[str], budgets_per_task: Se
                    aggregate: str | None = None, max_labels_per_task: int | None = None,
                    mode: str | None = None, progress: Callable[[int, int], None] | None = None) -> Experiment:
     """Run every policy ``runs`` times; ``progress(done, total)`` is called per finished unit.
-    ``mode`` ("push"/"pull") overrides every policy's own mode."""
+    ``mode`` ("push", "pull" or "task", see :func:`run_policy`) overrides every
+    policy's own mode."""
     if runs < 1:
         raise InputError(f"runs must be >= 1, got {runs}")
     specs = list(dict.fromkeys(specs))

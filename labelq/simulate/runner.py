@@ -10,6 +10,13 @@ The loop (one label per step):
    policies a worker *arrives*: uniformly at random among the workers with eligible work,
    and chooses with ``select_task(state, worker, all_tasks, mask[:, worker], rng)``. A worker
    for whom the policy returns ``None`` is skipped until the next label is given.
+   In ``task`` mode (the Opt-KG paper's RTE protocol, Section 7.2: "once we decide to label
+   an instance, we randomly choose a worker (who provides the label in the full dataset)")
+   the policy chooses the task only: the runner asks ``select_pair(state, mask, rng)``, keeps
+   its task and discards its worker, then draws the worker uniformly at random among the
+   workers still eligible for that task (in a replay: those who labelled it in the data and
+   whose label is unused). One implementation for every policy; for identical-worker
+   policies (``optkg``, ``uniform``) the task is exactly their pull/push task choice.
 3. A choice outside the mask raises :class:`~labelq.errors.PolicyError`, so no policy can
    exceed the budget, a capacity or the cap, or ask an unavailable or repeated pair.
 4. The environment answers, the policy's ``update`` sees the observation, the budget is
@@ -43,7 +50,9 @@ from ..errors import PolicyError
 from ..policies.base import Observation, Policy
 from .environment import Environment
 
-__all__ = ["Checkpoint", "run_policy", "expected_accuracy"]
+__all__ = ["Checkpoint", "MODES", "run_policy", "expected_accuracy"]
+
+MODES = ("push", "pull", "task")
 
 _EPS = 1e-9
 
@@ -93,8 +102,8 @@ def run_policy(policy: Policy, env: Environment, budgets: Sequence[float],
                aggregate: Aggregator | None = None, mode: str | None = None) -> list[Checkpoint]:
     """Run ``policy`` on ``env`` until the largest of ``budgets`` (cost units) is spent or
     nothing is eligible; return one :class:`Checkpoint` per budget, in ascending order.
-    ``mode`` ("push" or "pull") overrides the policy's own ``mode`` (every policy implements
-    both decisions)."""
+    ``mode`` ("push", "pull" or "task") overrides the policy's own ``mode`` (every policy
+    implements both decisions; "task" uses the task of ``select_pair`` and a random worker)."""
     budgets = sorted(float(b) for b in budgets)
     if not budgets or budgets[0] < 0:
         raise ValueError("budgets must be a non-empty list of non-negative numbers")
@@ -106,9 +115,9 @@ def run_policy(policy: Policy, env: Environment, budgets: Sequence[float],
     eval_truth = np.where(gold, -1, env.truth)
     state = policy.init_state(env.problem(budget=total, max_labels_per_task=max_labels_per_task))
     mode = mode or policy.mode
-    if mode not in ("push", "pull"):
-        raise ValueError(f"mode must be 'push' or 'pull', got {mode!r}")
-    push = mode == "push"
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    push = mode in ("push", "task")
     all_tasks = np.arange(T)
 
     mask = env.available.copy()
@@ -150,6 +159,9 @@ def run_policy(policy: Policy, env: Environment, budgets: Sequence[float],
             if choice is None:
                 break
             i, j = int(choice[0]), int(choice[1])
+            if mode == "task" and 0 <= i < T and 0 <= j < W and mask[i, j]:
+                workers = np.flatnonzero(mask[i])  # the policy's worker is discarded
+                j = int(workers[rng.integers(workers.size)])
         else:
             arrivals = np.flatnonzero((eligible_per_worker > 0) & ~refused)
             if arrivals.size == 0:

@@ -56,3 +56,14 @@ class Cheater(RandomPush):
 
     def select_pair(self, state, mask, rng):
         return 0, 0
+
+
+class FirstPair(RandomPull):
+    """Push: the first eligible (task, worker) pair in row-major order (lowest task, then
+    lowest worker)."""
+
+    mode = "push"
+
+    def select_pair(self, state, mask, rng):
+        pairs = np.argwhere(mask)
+        return None if len(pairs) == 0 else (int(pairs[0][0]), int(pairs[0][1]))

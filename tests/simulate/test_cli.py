@@ -87,3 +87,14 @@ def test_mode_override_runs_a_push_policy_in_pull_mode():
     src = EnvSource("synthetic", SPEC)
     exp = run_experiment(src, ["uniform"], [2], runs=2, seed=0, mode="push")
     assert exp.to_dict()["policies"][0]["points"][0]["spent_mean"] == 60
+
+
+def test_mode_task_on_the_command_line():
+    result = CliRunner().invoke(cli, [
+        "simulate", "--synthetic", SPEC, "--policy", "optkg", "--budget-per-task", "2",
+        "--runs", "2", "--mode", "task"])
+    assert result.exit_code == 0, result.output
+    assert "mode task" in result.output
+    bad = CliRunner().invoke(cli, ["simulate", "--synthetic", SPEC, "--policy", "optkg",
+                                   "--mode", "sideways"])
+    assert bad.exit_code != 0 and "sideways" in bad.output

@@ -8,7 +8,7 @@ from labelq.simulate.replay import replay_environment
 from labelq.simulate.runner import expected_accuracy, run_policy
 from labelq.simulate.synthetic import make_synthetic
 
-from ._policies import Cheater, RandomPull, RandomPush
+from ._policies import Cheater, FirstPair, RandomPull, RandomPush
 
 
 def _env(spec="tasks=60,workers=8,model=one-coin,p=0.8", seed=0):
@@ -125,3 +125,46 @@ def test_tasks_completed_follows_the_policys_moving_on_rule():
     from labelq.policies.base import Problem
     state = policy.init_state(Problem(n_tasks=5, n_workers=3, budget=10.0))
     assert completed(state, np.ones(5)) == 0
+
+
+def test_task_mode_keeps_the_policys_task_and_draws_a_random_eligible_worker():
+    """--mode task (Opt-KG paper, Section 7.2): the policy picks the task, the worker is
+    drawn uniformly among those still eligible for it; the policy's own worker is ignored."""
+    env = _env("tasks=40,workers=8,model=one-coin,p=0.8")
+    runs = {}
+    for mode in ("push", "task"):
+        policy, log = _logged(FirstPair())
+        run_policy(policy, env, [80], np.random.default_rng(3), max_labels_per_task=2,
+                   mode=mode)
+        runs[mode] = log
+    push, task = runs["push"], runs["task"]
+    # same task sequence: task 0 twice, task 1 twice, ... (the policy's choices)
+    assert [o.task for o in task] == [o.task for o in push] == list(np.repeat(np.arange(40), 2))
+    assert {o.worker for o in push} == {0, 1}  # push: always the lowest workers
+    w = np.array([o.worker for o in task])
+    assert len(set(zip((o.task for o in task), w))) == 80  # no pair twice
+    counts = np.bincount(w, minlength=8)
+    assert counts.min() >= 3 and counts.max() <= 20, counts  # spread over all 8 (mean 10)
+    # the first label of a task: uniform over the 8 workers, the second over the 7 others
+    first = w[0::2]
+    assert 0.3 <= np.mean(first < 4) <= 0.7
+
+
+def test_task_mode_on_a_replay_asks_only_recorded_pairs(shared_datasets):
+    data = load_dataset(shared_datasets / "rte")
+    env = replay_environment(data)
+    policy, log = _logged(build("uniform"))
+    cps = run_policy(policy, env, [2 * data.n_tasks], np.random.default_rng(0), mode="task")
+    recorded = {(int(t), int(w)): int(l) for t, w, l in zip(data.task, data.worker, data.label)}
+    assert cps[0].labels == 2 * data.n_tasks
+    assert all(recorded[(o.task, o.worker)] == o.label for o in log)
+    assert len({(o.task, o.worker) for o in log}) == len(log)
+    assert np.bincount([o.task for o in log], minlength=data.n_tasks).max() == 2  # uniform
+    assert len({o.worker for o in log}) > 100  # random workers, not the lowest index
+
+
+def test_task_mode_still_stops_an_ineligible_choice():
+    with pytest.raises(PolicyError, match="not eligible"):
+        run_policy(Cheater(), _env(), [10], np.random.default_rng(0), mode="task")
+    with pytest.raises(ValueError, match="mode must be one of"):
+        run_policy(RandomPull(), _env(), [10], np.random.default_rng(0), mode="sideways")
