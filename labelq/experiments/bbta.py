@@ -8,7 +8,14 @@ k-means on Gaussian blobs. The task set is fixed (seed 0); each run draws fresh 
 Worker models (``labelq.simulate.workers``): ``spammer-hammer`` (hammer = always right, as
 in the paper, on one context; random elsewhere), ``one-coin`` (0.9 on one context, 0.6
 elsewhere), ``malicious`` (0.9 / 0.3 / 0.6). Real data: ``athlete`` is replayed — a pair can
-be asked only if that worker labelled that task in the data, and each label once.
+be asked only if that worker labelled that task in the data, and each label once;
+``athlete-completed`` is the paper's protocol for real data instead: the missing entries of
+the label matrix are filled by low-rank completion (``complete_labels``, rank = number of
+categories), so every pair can be asked. Each run of
+a replay relabels the tasks and the workers by a random permutation (drawn from the run's
+answer seed), so that a policy breaking ties by lowest index (``optkg``, ``optkg-multi``, BBTA's
+first-index task choice) does not profit from, or suffer by, the order of the data's files;
+``permute=False`` (``--data-order``) keeps the data's order.
 
 Each run lets a push policy pick (task, worker) pairs until ``max(budgets) * N`` labels are
 spent, and scores the policy's own estimate at each budget (labels per task) on the way.
@@ -35,8 +42,11 @@ import numpy as np
 from ..policies import Observation, Problem, build, names
 from ..simulate.workers import make_pool
 
-__all__ = ["Bench", "make_bench", "synthetic_bench", "diagnose", "good_workers", "simulate_answers", "run_policy", "run_sweep",
-           "expected_accuracy", "compare", "main", "BENCHMARKS", "DEFAULT_METHODS"]
+__all__ = [
+    "Bench", "make_bench", "complete_labels", "permute_bench", "run_data", "synthetic_bench",
+    "diagnose", "good_workers", "diagnostic_policy", "DIAGNOSTIC_VARIANTS", "check_orderings",
+    "parse_tables", "simulate_answers", "run_policy", "run_sweep", "expected_accuracy",
+    "compare", "main", "BENCHMARKS", "DEFAULT_METHODS"]
 
 # name -> (N, S, K, share of the positive class) ; breast-cancer's N and share are the data's
 BENCHMARKS = {"ionosphere": (351, 3, 30, 225 / 351), "breast-cancer": (569, 4, 40, None),
@@ -72,6 +82,10 @@ def _kmeans(x: np.ndarray, k: int) -> np.ndarray:
 def make_bench(name: str, *, datasets_dir: str | None = None) -> Bench:
     """Build the named benchmark (fixed task set; see the module docstring). Cached: treat
     the returned arrays as read-only."""
+    if name == "athlete-completed":
+        b = make_bench("athlete", datasets_dir=datasets_dir)
+        return Bench(name, b.truth, b.category, b.n_categories, b.n_workers, b.n_classes,
+                     complete_labels(b.recorded, rank=b.n_categories))
     if name == "athlete":
         from ..datasets import load_dataset, shared_datasets_dir
 
@@ -84,7 +98,8 @@ def make_bench(name: str, *, datasets_dir: str | None = None) -> Bench:
         return Bench(name, data.truth, data.category, len(data.categories), data.n_workers,
                      data.n_classes, rec)
     if name not in BENCHMARKS:
-        raise ValueError(f"unknown dataset {name!r}; known: athlete, {', '.join(BENCHMARKS)}")
+        raise ValueError(f"unknown dataset {name!r}; known: athlete, athlete-completed, "
+                         f"{', '.join(BENCHMARKS)}")
     n, s, k, share = BENCHMARKS[name]
     if name == "breast-cancer":
         from sklearn.datasets import load_breast_cancer
@@ -93,6 +108,33 @@ def make_bench(name: str, *, datasets_dir: str | None = None) -> Bench:
         x = (x - x.mean(axis=0)) / x.std(axis=0)
         return Bench(name, y.astype(np.int64), _kmeans(x, s), s, k)
     return synthetic_bench(name, n, s, k, share)
+
+
+def complete_labels(recorded: np.ndarray, rank: int, lam: float = 1.0,
+                    iters: int = 50) -> np.ndarray:
+    """Fill the missing entries (-1) of a binary (N, K) label matrix, as the paper does for its
+    real data sets (Section 5.2; it used GROUSE): a rank-``rank`` factorisation U V^T of the
+    +-1 matrix fitted to the observed entries by ridge-regularised alternating least squares
+    (``lam``, ``iters`` sweeps, started from the SVD of the zero-filled matrix, so it is
+    deterministic); a missing entry becomes the class of sign(u_i . v_j). Observed entries
+    are kept."""
+    obs = recorded >= 0
+    if recorded.max(initial=0) > 1:
+        raise ValueError("complete_labels is for binary labels (0/1)")
+    m = np.where(obs, 2.0 * recorded - 1.0, 0.0)
+    u, sv, vt = np.linalg.svd(m, full_matrices=False)
+    uu, vv = u[:, :rank] * np.sqrt(sv[:rank]), vt[:rank].T * np.sqrt(sv[:rank])
+    ridge = lam * np.eye(rank)
+    for _ in range(iters):
+        for i in range(m.shape[0]):
+            a = vv[obs[i]]
+            uu[i] = np.linalg.solve(a.T @ a + ridge, a.T @ m[i, obs[i]])
+        for j in range(m.shape[1]):
+            a = uu[obs[:, j]]
+            vv[j] = np.linalg.solve(a.T @ a + ridge, a.T @ m[obs[:, j], j])
+    out = recorded.copy()
+    out[~obs] = ((uu @ vv.T)[~obs] > 0).astype(recorded.dtype)
+    return out
 
 
 def synthetic_bench(name: str, n: int, s: int, k: int, share: float) -> Bench:
@@ -115,6 +157,28 @@ def simulate_answers(bench: Bench, model: str, rng: np.random.Generator) -> np.n
     n, k = bench.truth.size, bench.n_workers
     w = np.broadcast_to(np.arange(k), (n, k))
     return pool.answer(w, bench.category[:, None], bench.truth[:, None], rng)
+
+
+def permute_bench(bench: Bench, rng: np.random.Generator) -> Bench:
+    """The same replay with tasks and workers relabelled by random permutations (truth,
+    categories and recorded labels move with them). Only for a replay (``recorded``)."""
+    if bench.recorded is None:
+        raise ValueError("permute_bench needs a replayed data set")
+    tp = rng.permutation(bench.truth.size)
+    wp = rng.permutation(bench.n_workers)
+    return Bench(bench.name, bench.truth[tp].copy(), bench.category[tp].copy(),
+                 bench.n_categories, bench.n_workers, bench.n_classes,
+                 bench.recorded[np.ix_(tp, wp)].copy())
+
+
+def run_data(bench: Bench, model: str, seed: int, r: int,
+             permute: bool = True) -> tuple[Bench, np.ndarray]:
+    """Run r's task set and answers: fresh answers from the worker model, or for a replay the
+    recorded labels (tasks and workers randomly relabelled unless ``permute`` is False)."""
+    rng = np.random.default_rng([seed, r, 1])
+    if bench.recorded is not None and permute:
+        bench = permute_bench(bench, rng)
+    return bench, simulate_answers(bench, model, rng)
 
 
 def expected_accuracy(proba: np.ndarray, truth: np.ndarray) -> float:
@@ -181,11 +245,12 @@ def _interp(points: list[tuple[float, float]], budgets: list[float]) -> np.ndarr
 
 def compare(dataset: str | Bench, model: str, runs: int, budgets: list[float],
             methods: list[str] | None = None, seed: int = 0, progress=None,
-            sweeps: dict[str, list[float]] | None = None) -> dict:
+            sweeps: dict[str, list[float]] | None = None, permute: bool = True) -> dict:
     """Mean and standard error of accuracy per method and budget over ``runs`` runs.
 
     ``dataset`` is a benchmark name or a ``Bench``; ``sweeps`` overrides the eps grids of
-    the budget-free methods (default ``SWEEPS``)."""
+    the budget-free methods (default ``SWEEPS``); ``permute`` (replays only): relabel tasks
+    and workers at random in each run (``run_data``)."""
     bench = dataset if isinstance(dataset, Bench) else make_bench(dataset)
     dataset = bench.name
     grids = {**SWEEPS, **(sweeps or {})}
@@ -196,14 +261,14 @@ def compare(dataset: str | Bench, model: str, runs: int, budgets: list[float],
     sweep_pts: dict[str, dict[float, list[tuple[float, float]]]] = {
         m: {e: [] for e in grids[m]} for m in methods if m in grids}
     for r in range(runs):
-        answers = simulate_answers(bench, model, np.random.default_rng([seed, r, 1]))
+        bench_r, answers = run_data(bench, model, seed, r, permute)
         for k, m in enumerate(methods):
             rng = np.random.default_rng([seed, r, 2, k])
             if m in grids:
                 for e in grids[m]:
-                    sweep_pts[m][e].append(run_sweep(m, e, bench, answers, cap, rng))
+                    sweep_pts[m][e].append(run_sweep(m, e, bench_r, answers, cap, rng))
             else:
-                curves[m].append(run_policy(m, bench, answers, budgets, rng)[0])
+                curves[m].append(run_policy(m, bench_r, answers, budgets, rng)[0])
         if progress:
             progress(r)
     out: dict = {"dataset": dataset, "model": model, "runs": runs, "budgets": budgets,
@@ -233,32 +298,102 @@ def good_workers(bench: Bench, answers: np.ndarray, threshold: float = 0.85) -> 
     return good
 
 
-def _bbta_eta_scaled(scale: float):
-    """A diagnostic, unregistered BBTA whose eta is multiplied by ``scale`` (not the paper)."""
-    from ..policies.bbta import BBTA
+DIAGNOSTIC_VARIANTS = {
+    "drawn": "importance weight 1/p with p the probability of the actual draw (in a replay "
+             "over the workers the mask allows, not over all who have not labelled the task)",
+    "tie1": "an exact tie of the vote after adding the label costs 1 (sign(0) = 0, the "
+            "literal Algorithm 1) instead of the expected 1/2",
+    "impute": "pure exploration: a worker who could not label an exploration task (replay) is "
+              "charged that task's mean disagreement instead of 0",
+    "rescore": "re-score every task of the context after every step (eta changes each step), "
+               "not only when a loss was charged",
+}
 
-    class _Scaled(BBTA):
-        def _eta(self, steps, n_workers):  # noqa: ANN001, ANN202
-            return scale * BBTA._eta(steps, n_workers)
 
-    return _Scaled(BBTA.Params(explore=1))
+def diagnostic_policy(spec: str):
+    """Unregistered BBTA(N'=1) variants for ``diagnose`` only (not the paper's defaults):
+    ``eta*X`` (eta multiplied by X) or ``diag:NAME`` with NAME in ``DIAGNOSTIC_VARIANTS``;
+    any other spec is built from the registry."""
+    from ..policies.bbta import BBTA, expected_zero_one_loss, vote_scores
+
+    if spec.startswith("eta*"):
+        scale = float(spec[4:])
+
+        class _Scaled(BBTA):
+            def _eta(self, steps, n_workers):  # noqa: ANN001, ANN202
+                return scale * BBTA._eta(steps, n_workers)
+
+        return _Scaled(BBTA.Params(explore=1))
+    if not spec.startswith("diag:"):
+        return build(spec)
+    name = spec[5:]
+    if name not in DIAGNOSTIC_VARIANTS:
+        raise ValueError(f"unknown diagnostic variant {name!r}; known: "
+                         f"{', '.join(DIAGNOSTIC_VARIANTS)}")
+
+    class _Variant(BBTA):
+        _drawn: tuple[int, np.ndarray] | None = None
+
+        def select_pair(self, state, mask, rng):  # noqa: ANN001, ANN202
+            pair = super().select_pair(state, mask, rng)
+            if pair is not None:
+                self._drawn = (pair[0], mask[pair[0]].copy())
+            return pair
+
+        def _draw_probability(self, state, i, j, eta, loss_s, open_):  # noqa: ANN001, ANN202
+            if name == "drawn" and self._drawn is not None and self._drawn[0] == i:
+                allowed = self._drawn[1] & open_
+                w = self._exp_weights(eta, loss_s[allowed])
+                return max(float(w[np.flatnonzero(allowed) == j][0] / w.sum()), 1e-12)
+            return super()._draw_probability(state, i, j, eta, loss_s, open_)
+
+        @staticmethod
+        def _vote_loss(scores, label):  # noqa: ANN001, ANN205
+            if name == "tie1":
+                top = scores == scores.max()
+                return 0.0 if top[label] and top.sum() == 1 else 1.0
+            return BBTA._vote_loss(scores, label)
+
+        @staticmethod
+        def _explore_loss(state, s):  # noqa: ANN001, ANN205
+            if name != "impute":
+                return BBTA._explore_loss(state, s)
+            tasks = np.flatnonzero(state.explore & (state.category == s))
+            total = np.zeros(state.labels.shape[1])
+            for i in tasks:
+                lab = state.labels[i]
+                who = np.flatnonzero(lab >= 0)
+                if not who.size:
+                    continue
+                sc = vote_scores(lab[None, :], 1.0, state.n_classes)
+                loss = expected_zero_one_loss(np.repeat(sc, who.size, axis=0), lab[who])
+                total[who] += loss
+                total[lab < 0] += loss.mean()
+            return total
+
+        def update(self, state, obs):  # noqa: ANN001, ANN202
+            touched = super().update(state, obs)
+            if name == "rescore" and touched.size:
+                touched = np.flatnonzero(state.category == state.category[obs.task])
+                self._rescore(state, touched)
+            return touched
+
+    return _Variant(BBTA.Params(explore=1))
 
 
 def diagnose(dataset: str, model: str, runs: int, budget: float, specs: list[str],
-             seed: int = 0) -> list[str]:
-    """Where do BBTA's labels go? For each spec (``bbta:...``, ``random``, or ``eta*X`` =
-    BBTA(N'=1) with eta scaled by X, a diagnostic only): accuracy at ``budget`` labels per
+             seed: int = 0, permute: bool = True) -> list[str]:
+    """Where do BBTA's labels go? For each spec (a registered policy, or a diagnostic BBTA
+    variant of ``diagnostic_policy``: ``eta*X``, ``diag:NAME``): accuracy at ``budget`` labels per
     task and, per successive block of one label per task, the share of labels given by
     workers who are good on the task's context (``good_workers``), mean over runs."""
-    bench = make_bench(dataset)
     lines = []
     for k, spec in enumerate(specs):
         accs, shares = [], []
         for r in range(runs):
-            answers = simulate_answers(bench, model, np.random.default_rng([seed, r, 1]))
+            bench, answers = run_data(make_bench(dataset), model, seed, r, permute)
             good = good_workers(bench, answers)
-            policy = (_bbta_eta_scaled(float(spec[4:])) if spec.startswith("eta*")
-                      else build(spec))
+            policy = diagnostic_policy(spec)
             state = policy.init_state(_problem(bench))
             mask = answers >= 0
             rng = np.random.default_rng([seed, r, 3, k])
@@ -280,6 +415,63 @@ def diagnose(dataset: str, model: str, runs: int, budget: float, specs: list[str
     return lines
 
 
+ADVERSARIAL = ("spammer-hammer", "malicious")
+
+
+def check_orderings(name: str, model: str, budgets: list[float],
+                    mean: dict[str, np.ndarray]) -> str:
+    """The paper's Section 5.2 orderings on one table of means (NaN = not defined), as one
+    line: BBTA(N'=1) >= BBTA(N'=0) at every budget; under spammer-hammer and malicious,
+    BBTA(N'=1) >= every other method at budgets >= 5; IEThresh below every other method
+    wherever its curve is defined. Lists where each fails (strict comparisons of the means)."""
+    b1, b0 = mean.get("bbta:explore=1"), mean.get("bbta:explore=0")
+    parts = []
+    if b1 is not None and b0 is not None:
+        bad = [f"{x:g}" for x, u, v in zip(budgets, b1, b0) if u < v]
+        parts.append("N'=1>=N'=0: " + ("fails at " + ",".join(bad) if bad else "holds"))
+    if b1 is not None and model in ADVERSARIAL:
+        bad = [f"{m}@{x:g}" for m, v in mean.items() if not m.startswith("bbta")
+               for x, u, w in zip(budgets, b1, v) if x >= 5 and not np.isnan(w) and w > u]
+        parts.append("BBTA(1)>=baselines@>=5: " + ("fails: " + ",".join(bad) if bad
+                                                  else "holds"))
+    ie = mean.get("iethresh")
+    if ie is not None:
+        bad = []
+        for k, x in enumerate(budgets):
+            if np.isnan(ie[k]):
+                continue
+            below = [m for m, v in mean.items() if m != "iethresh" and not np.isnan(v[k])
+                     and v[k] < ie[k]]
+            if below:
+                bad.append(f"@{x:g} above {','.join(below)}")
+        parts.append("IEThresh last: " + ("fails " + "; ".join(bad) if bad
+                                          else "holds where defined"))
+    return f"{name}_{model}: " + " | ".join(parts)
+
+
+def parse_tables(markdown: str) -> list[tuple[str, str, list[float], dict[str, np.ndarray]]]:
+    """The accuracy tables of a markdown file written by this module: (dataset, model,
+    budgets, {method: means}) per ``#### dataset, model, N runs (accuracy ...)`` heading."""
+    out = []
+    lines = markdown.splitlines()
+    for k, line in enumerate(lines):
+        if not (line.startswith("#### ") and "(accuracy at labels per task)" in line):
+            continue
+        dataset, model = (x.strip() for x in line[5:].split(",")[:2])
+        rows = []
+        for row in lines[k + 2:]:
+            if not row.startswith("|"):
+                if rows:
+                    break
+                continue
+            rows.append([c.strip() for c in row.strip("|").split("|")])
+        budgets = [float(x) for x in rows[0][1:]]
+        mean = {r[0]: np.array([np.nan if c == "-" else float(c.split("±")[0])
+                                for c in r[1:]]) for r in rows[2:]}
+        out.append((dataset, model, budgets, mean))
+    return out
+
+
 def to_markdown(res: dict) -> str:
     b = res["budgets"]
     head = "| method | " + " | ".join(f"{x:g}" for x in b) + " |"
@@ -299,7 +491,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m labelq.experiments.bbta",
                                  description=__doc__.split("\n")[0])
     ap.add_argument("--dataset", default="breast-cancer",
-                    choices=[*BENCHMARKS, "athlete"])
+                    choices=[*BENCHMARKS, "athlete", "athlete-completed"])
     ap.add_argument("--model", default="spammer-hammer", choices=list(MODEL_PARAMS))
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--budgets", default="1,2,3,5,10,15",
@@ -310,24 +502,37 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--diagnose", action="store_true",
                     help="instead of the table: accuracy at the largest budget and the share "
                          "of labels from context-good workers per block of one label per task "
-                         "(methods: bbta specs, random, or eta*X)")
+                         "(methods: policy specs, eta*X, or diag:NAME with NAME in "
+                         f"{', '.join(DIAGNOSTIC_VARIANTS)}; see diagnostic_policy)")
+    ap.add_argument("--data-order", action="store_true",
+                    help="replay: keep the data's task and worker order in every run (default: "
+                         "a random relabelling per run)")
+    ap.add_argument("--check", metavar="MARKDOWN",
+                    help="instead of running: check the paper's orderings on every accuracy "
+                         "table of MARKDOWN (e.g. docs/reproductions/bbta.md), one line each")
     args = ap.parse_args(argv)
+    if args.check:
+        with open(args.check, encoding="utf-8") as f:
+            for dataset, model, budgets, mean in parse_tables(f.read()):
+                if model != "replay":
+                    print(check_orderings(dataset, model, budgets, mean))
+        return 0
     budgets = [float(x) for x in args.budgets.split(",")]
     methods = [m for m in args.methods.split(",") if m]
     t0 = time.time()
     if args.diagnose:
-        model = "replay" if args.dataset == "athlete" else args.model
+        model = "replay" if args.dataset.startswith("athlete") else args.model
         print(f"### {args.dataset}, {model}, {args.runs} runs: accuracy at {max(budgets):g} "
               "labels/task; share of labels from good workers per labels/task block\n")
         print("| method | accuracy | share per block |\n|---|---|---|")
         print("\n".join(diagnose(args.dataset, args.model, args.runs, max(budgets), methods,
-                                args.seed)))
+                                args.seed, not args.data_order)))
         print(f"\n({time.time() - t0:.0f} s)")
         return 0
     res = compare(args.dataset, args.model, args.runs, budgets, methods, args.seed,
-                  progress=lambda r: print(f"run {r + 1}/{args.runs} "
+                  permute=not args.data_order, progress=lambda r: print(f"run {r + 1}/{args.runs} "
                                            f"({time.time() - t0:.0f} s)", file=sys.stderr))
-    model = "replay" if args.dataset == "athlete" else args.model
+    model = "replay" if args.dataset.startswith("athlete") else args.model
     print(f"### {args.dataset}, {model}, {args.runs} runs (accuracy at labels per task)\n")
     print(to_markdown(res))
     print(f"\n({time.time() - t0:.0f} s)")

@@ -260,6 +260,21 @@ class BBTA(Policy):
         return i, int(workers[rng.choice(workers.size, p=w / w.sum())])
 
     # --- learning --------------------------------------------------------------------
+    def _draw_probability(self, state: BBTAState, i: int, j: int, eta: float,
+                          loss_s: np.ndarray, open_: np.ndarray) -> float:
+        """p_j of the importance weight: j's share of the weights of the workers who have not
+        labelled task i (floored at 1e-12: in a replay the caller's mask can force a worker
+        whose weight underflows)."""
+        w_open = self._exp_weights(eta, loss_s[open_])
+        return max(float(w_open[np.flatnonzero(open_) == j][0] / w_open.sum()), 1e-12)
+
+    @staticmethod
+    def _vote_loss(scores: np.ndarray, label: int) -> float:
+        """1[yhat != label] for the weighted vote ``scores`` (one row), an exact tie costing
+        the expected loss of a uniform tie break (``expected_zero_one_loss``)."""
+        top = scores == scores.max()
+        return float(1.0 - top[label] / top.sum())
+
     def update(self, state: BBTAState, obs: Observation) -> np.ndarray:
         if obs.declined or obs.label < 0:
             return np.empty(0, dtype=np.int64)
@@ -284,13 +299,10 @@ class BBTA(Policy):
         eta = self._eta(state.steps[s], n_workers)
         loss_s = self.cumulative_loss(state, s)
         w = self._exp_weights(eta, loss_s)
-        w_open = self._exp_weights(eta, loss_s[open_])
-        # floor: in a replay the caller's mask can force a worker whose weight underflows
-        p_j = max(float(w_open[np.flatnonzero(open_) == j][0] / w_open.sum()), 1e-12)
+        p_j = self._draw_probability(state, i, j, eta, loss_s, open_)
         row[j] = obs.label
         scores = vote_scores(row[None, :], w, state.n_classes)[0]
-        top = scores == scores.max()
-        loss = 1.0 - top[obs.label] / top.sum()  # expected_zero_one_loss of this row
+        loss = self._vote_loss(scores, obs.label)
         state.loss[s, j] += loss / p_j
         loss_s[j] += loss / p_j
         state.weights[s] = self._exp_weights(eta, loss_s)
