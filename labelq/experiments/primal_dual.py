@@ -163,7 +163,7 @@ def compare(setting: Setting, eps_values, runs: int, seed: int = 0, n: int = 100
             m: int = 300, capacity: int = 200, gamma: float = 0.3, exact: bool = False,
             aggregator: Aggregator = kos_aggregator) -> list[dict]:
     """For each ε: mean labels/task and error of primal-dual and of the baseline at
-    ``ceil`` of each run's labels/task, over ``runs`` paired runs (seeds ``seed + r``)."""
+    ``ceil`` of each run's labels/task, over ``runs`` paired runs (seeds ``default_rng([seed, r])``)."""
     rows = []
     for eps in eps_values:
         policy = build(f"primal-dual:eps={eps},gamma={gamma},s={setting.s}")
