@@ -44,7 +44,7 @@ from .errors import (BudgetExhausted, Conflict, DuplicateSubmission, Forbidden, 
 from .models import Assignment, Label, Project, Task, Worker
 from .projects import get_worker
 from .queue.group import Group
-from .queue.decide import WorkerInfo, decide, decision_rng
+from .queue.decide import InboxNotEmpty, WorkerInfo, decide, decision_rng
 from .queue.hotstate import Hot, StateCache
 from .queue.keys import Keys
 from .queue.applier import WANTED_TTL_MS
@@ -147,18 +147,25 @@ class Service:
             raise Forbidden(f"worker {handle!r} is {worker.status}", worker=handle)
         k = Keys(worker.project_id)
         lease_ms = self.settings.lease_seconds * 1000
-        now = now_ms()
-        got = self.scripts.pop_inbox(k, worker.seq, now, lease_ms, self._key_ttl_ms())
-        if isinstance(got, tuple):
-            aid, task, expires, row = got
-            if row is None:  # a reservation made without the row: read it from SQL
-                row = self._task_row(worker.project_id, task)
-            return self._issued(aid, task, row, expires)
-        # POP_INBOX said whether the hot state exists; rebuild it if not
-        hot = self._hot(worker, ensure=got == "unbuilt")
-        if got == "unbuilt":
-            self.redis.zadd(k.active, {worker.seq: now})
-        return self._decide(hot, worker, now)
+        # the inbox first; if it is empty, decide at once — unless the applier refilled the
+        # inbox meanwhile (RESERVE refuses then), in which case its reservations come first
+        for _ in range(8):
+            now = now_ms()
+            got = self.scripts.pop_inbox(k, worker.seq, now, lease_ms, self._key_ttl_ms())
+            if isinstance(got, tuple):
+                aid, task, expires, row = got
+                if row is None:  # a reservation made without the row: read it from SQL
+                    row = self._task_row(worker.project_id, task)
+                return self._issued(aid, task, row, expires)
+            # POP_INBOX said whether the hot state exists; rebuild it if not
+            hot = self._hot(worker, ensure=got == "unbuilt")
+            if got == "unbuilt":
+                self.redis.zadd(k.active, {worker.seq: now})
+            try:
+                return self._decide(hot, worker, now)
+            except InboxNotEmpty:
+                continue
+        return None
 
     def _key_ttl_ms(self) -> int:
         return lease_key_ttl_ms(self.settings.lease_seconds * 1000)

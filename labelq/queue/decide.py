@@ -35,7 +35,7 @@ from .keys import Keys
 from .scripts import Scripts
 
 __all__ = ["WorkerInfo", "Decision", "decide", "decision_rng", "refill_inboxes", "HOLD_MS",
-           "ACTIVE_MS"]
+           "ACTIVE_MS", "InboxNotEmpty"]
 
 # an inbox reservation nobody popped returns to the pool after this long (the reaper)
 HOLD_MS = 30_000
@@ -73,6 +73,11 @@ class _Stale(Exception):
     """The worker's issued counts moved after the gold schedule was asked: decide again."""
 
 
+class InboxNotEmpty(Exception):
+    """A decision made at once found reservations in the worker's inbox (the applier
+    refilled it meanwhile): the worker must get those first — pop the inbox again."""
+
+
 def _ints(raw) -> np.ndarray:
     return np.array([int(t) for t in raw], dtype=np.int64)
 
@@ -92,7 +97,7 @@ def _select(hot: Hot, worker: WorkerInfo, cand: np.ndarray, rng, rng_lock) -> in
 def _reserve(scripts: Scripts, k: Keys, hot: Hot, worker: WorkerInfo, task: int,
              assignment_id: str, expires_ms: int, key_ttl_ms: int, *, inbox: bool,
              pipeline=None, row: str | None = None,
-             expect_issued: tuple[int, int] | None = None):
+             expect_issued: tuple[int, int] | None = None, empty_inbox: bool = False):
     """``RESERVE`` of ``task`` for ``worker`` under the project's limits; the task's SQL
     id goes into the lease (submit needs no lookup) and its category into the gold counts."""
     ids = hot.view.task_id
@@ -103,7 +108,7 @@ def _reserve(scripts: Scripts, k: Keys, hot: Hot, worker: WorkerInfo, task: int,
         cost=worker.cost, budget=project.budget, assignment_id=assignment_id,
         expires_ms=expires_ms, key_ttl_ms=key_ttl_ms,
         category=int(hot.view.task_category[task]), inbox=inbox, pipeline=pipeline, row=row,
-        expect_issued=expect_issued)
+        expect_issued=expect_issued, empty_inbox=empty_inbox)
 
 
 def decide(redis, scripts: Scripts, hot: Hot, worker: WorkerInfo, now: int, *,
@@ -114,7 +119,10 @@ def decide(redis, scripts: Scripts, hot: Hot, worker: WorkerInfo, now: int, *,
     """Reserve the worker's next task; ``None`` when there is nothing for them now.
     Raises :class:`BudgetExhausted` when the budget cannot pay for this worker's next label
     (only with ``check_budget``). With ``inbox`` the reservation is held for ``HOLD_MS`` and
-    appended to the worker's inbox; else the lease runs ``lease_ms`` from ``now``."""
+    appended to the worker's inbox; else the lease runs ``lease_ms`` from ``now``, and
+    :class:`InboxNotEmpty` is raised if the worker's inbox was refilled meanwhile (checked
+    atomically by ``RESERVE``): the reservations there were decided first — on the gold
+    schedule's earlier counts — and must reach the worker first."""
     rng_lock = rng_lock or threading.Lock()
     project = hot.project
     k = Keys(project.id)
@@ -133,9 +141,11 @@ def decide(redis, scripts: Scripts, hot: Hot, worker: WorkerInfo, now: int, *,
     def reserve(task: int) -> str:
         aid = uuid.uuid4().hex
         res = _reserve(scripts, k, hot, worker, task, aid, expires, key_ttl_ms, inbox=inbox,
-                       expect_issued=expect[0])
+                       expect_issued=expect[0], empty_inbox=not inbox)
         if res.reason == "stale":
             raise _Stale()
+        if res.reason == "inbox":
+            raise InboxNotEmpty()
         return aid if res.ok else res.reason
 
     def attempt(cand: np.ndarray) -> Decision | None | bool:

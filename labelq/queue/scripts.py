@@ -36,11 +36,17 @@ RESERVE = """
 --       [row: JSON [external id, category, payload] of the task, kept in the lease so that
 --       POP_INBOX can answer without a SQL read]
 --       [expected issued, expected gold issued: the worker's counts in nissued that the
---       gold schedule's decision was made on; if either moved since, 'stale']
---       (with the 13th key, the assignment id is appended to that inbox: a held reservation)
+--       gold schedule's decision was made on ('' for none); if either moved since, 'stale']
+--       [mode: 'hold' (default) or 'empty']
+--       (with the 13th key, the worker's inbox: in mode 'hold' the assignment id is appended
+--       to it, a held reservation; in mode 'empty' — a decision made at once because the
+--       inbox was empty — the script answers 'inbox' if reservations arrived there since,
+--       so that the worker gets them first and in the order they were decided)
 local task, worker = ARGV[1], ARGV[2]
 local cap, capacity = tonumber(ARGV[3]), tonumber(ARGV[4])
 local cost, budget = tonumber(ARGV[5]), tonumber(ARGV[6])
+local hold = KEYS[13] and ARGV[15] ~= 'empty'
+if KEYS[13] and not hold and redis.call('LLEN', KEYS[13]) > 0 then return {0, 'inbox'} end
 if ARGV[13] and ARGV[13] ~= '' and
     (tonumber(redis.call('HGET', KEYS[12], worker) or '0') ~= tonumber(ARGV[13]) or
      tonumber(redis.call('HGET', KEYS[12], 'g' .. worker) or '0') ~= tonumber(ARGV[14])) then
@@ -75,7 +81,7 @@ redis.call('HSET', KEYS[8], 'task', task, 'worker', worker, 'gold', gold, 'cost'
 if ARGV[12] and ARGV[12] ~= '' then redis.call('HSET', KEYS[8], 'row', ARGV[12]) end
 redis.call('PEXPIRE', KEYS[8], ARGV[9])
 redis.call('ZADD', KEYS[9], ARGV[8], ARGV[7])
-if KEYS[13] then
+if hold then
   -- held in the inbox: not issued to the annotator yet; RELEASE takes the count back
   redis.call('HSET', KEYS[8], 'held', 1, 'cat', ARGV[11])
   redis.call('RPUSH', KEYS[13], ARGV[7])
@@ -295,13 +301,18 @@ class Scripts:
                 assignment_id: str, expires_ms: int, key_ttl_ms: int,
                 task_id: int | None = None, category: int | None = None,
                 pipeline=None, inbox: bool = False, row: str | None = None,
-                expect_issued: tuple[int, int] | None = None) -> ReserveResult:
-        """``expect_issued``: the worker's (issued, gold issued) counts a gold-schedule
+                expect_issued: tuple[int, int] | None = None,
+                empty_inbox: bool = False) -> ReserveResult:
+        """``inbox``: hold the reservation in the worker's inbox. ``empty_inbox`` (a
+        decision made at once): refuse with ``inbox`` if the worker's inbox is not empty.
+        ``expect_issued``: the worker's (issued, gold issued) counts a gold-schedule
         decision was made on; the script answers ``stale`` if another decision moved them."""
+        if inbox and empty_inbox:
+            raise ValueError("a reservation is either held in the inbox or made at once")
         keys = [k.seen(worker), k.gold, k.nlabels, k.reserved, k.wcount, k.spent,
                 k.reserved_cost, k.lease(assignment_id), k.leases, k.pending, k.parked,
                 k.nissued]
-        if inbox:
+        if inbox or empty_inbox:
             keys.append(k.inbox(worker))
         args = [task, worker, -1 if cap is None else cap,
                 -1 if capacity is None else capacity, repr(float(cost)),
@@ -310,6 +321,8 @@ class Scripts:
                 "" if category is None else int(category), row or ""]
         if expect_issued is not None:
             args += [int(expect_issued[0]), int(expect_issued[1])]
+        if empty_inbox:
+            args += ([] if expect_issued is not None else ["", ""]) + ["empty"]
         out = self._run(self._reserve, keys, args, pipeline)
         return None if pipeline is not None else self.reserve_result(out)
 

@@ -172,3 +172,29 @@ def test_reserve_refuses_a_gold_schedule_decision_made_on_moved_counts(r):
     assert int(r.hget(K.nissued, "0")) == 1 and not r.sismember(K.seen(0), 5)
     # Then a decision made on the current counts goes through
     assert reserve_expecting(5, "t1", (1, 1)).ok
+
+
+def test_reserve_made_at_once_is_refused_when_the_inbox_was_refilled_meanwhile(r):
+    # Given a worker whose inbox holds a reservation the applier made
+    s = Scripts(r)
+    r.sadd(K.gold, 9)
+
+    def at_once(task, aid, expect=None):
+        return s.reserve(K, task=task, worker=0, cap=2, capacity=None, cost=1.0, budget=None,
+                         assignment_id=aid, expires_ms=NOW + 60_000, key_ttl_ms=600_000,
+                         expect_issued=expect, empty_inbox=True)
+    assert s.reserve(K, task=9, worker=0, cap=2, capacity=None, cost=1.0, budget=None,
+                     assignment_id="held", expires_ms=NOW + 30_000, key_ttl_ms=600_000,
+                     inbox=True, expect_issued=(0, 0)).ok
+    # When a request that found the inbox empty a moment ago reserves at once (with or
+    # without a gold schedule's counts), it is refused and nothing moves
+    for expect in (None, (1, 1)):
+        res = at_once(5, "now", expect)
+        assert (res.ok, res.reason) == (False, "inbox")
+    assert int(r.hget(K.nissued, "0")) == 1 and not r.sismember(K.seen(0), 5)
+    assert not r.exists(K.lease("now")) and r.lrange(K.inbox(0), 0, -1) == [b"held"]
+    # Then once the worker has popped it, a decision at once goes through and is not held
+    r.hset(K.meta, "built", 1)
+    assert s.pop_inbox(K, 0, NOW, 60_000, 600_000)[0] == "held"
+    assert at_once(5, "now", (1, 1)).ok
+    assert r.llen(K.inbox(0)) == 0 and r.hget(K.lease("now"), "held") is None

@@ -135,3 +135,39 @@ def test_requests_spread_over_tasks_while_the_applier_lags(r, sqlite_url):
     # Then every task got one label: a task with a label still outstanding is not offered
     # while untouched tasks rank as high (their priorities are stale otherwise)
     assert sorted(issued) == sorted(f"t{i}" for i in range(30))
+
+
+def test_inbox_refilled_while_deciding_at_once_is_served_first(r, sqlite_url):
+    # Given an onboarding schedule (the first 4 assignments are gold) and a worker with an
+    # empty inbox who has had one gold question
+    from labelq.queue.decide import refill_inboxes
+    from labelq.queue.hotstate import StateCache
+    from labelq.queue.reaper import lease_key_ttl_ms
+
+    eng, pid = make_project(sqlite_url, n_tasks=20, n_gold=8, workers=1, policy="optkg",
+                            gold_schedule="onboarding:n=4,rate=0.05,half_life=50,floor=0.01")
+    s = Service(eng, r, settings=Settings(database_url=sqlite_url), worker_max_age=0)
+    first = s.next_assignment("p-w0")
+    assert first.task.startswith("g")
+    # When the applier refills the inbox (three held golds) just after the next request
+    # found it empty, while that request is deciding at once
+    hot = StateCache().get(eng, r, pid)
+    candidates, refilled = s.scripts.candidates, []
+
+    def applier_strikes(*args, **kwargs):
+        if not refilled:
+            s.scripts.candidates = candidates  # once
+            refilled.append(refill_inboxes(
+                eng, r, s.scripts, hot, inbox_size=3, lease_ms=600_000,
+                key_ttl_ms=lease_key_ttl_ms(600_000), rng=np.random.default_rng(0)))
+        return candidates(*args, **kwargs)
+    s.scripts.candidates = applier_strikes
+    got = [s.next_assignment("p-w0") for _ in range(4)]
+    # Then the worker gets the inbox's golds first, in the order they were decided: the
+    # schedule's first four are all gold, and nothing is left held in the inbox
+    assert refilled == [3]
+    assert [a.task[0] for a in got[:3]] == ["g", "g", "g"]
+    assert not got[3].task.startswith("g")
+    assert r.llen(Keys(pid).inbox(0)) == 0
+    issued = r.hmget(Keys(pid).nissued, ["0", "g0"])
+    assert [int(x) for x in issued] == [5, 4]
