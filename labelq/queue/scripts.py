@@ -398,13 +398,16 @@ class Scripts:
     def release(self, k: Keys, assignment_id: str, *, worker: int | None = None,
                 expired_before_ms: int | None = None, allow_submitting: bool = False,
                 pipeline=None):
-        """(True, task, worker) when released, else (False, reason)."""
+        """(True, task, worker) when released, else (False, reason). With ``pipeline``
+        the call is only queued there (returns None)."""
         keys = [k.lease(assignment_id), k.leases, k.reserved, k.wcount, k.reserved_cost,
                 k.pending, k.parked, k.nissued]
         args = [assignment_id, "" if worker is None else worker,
                 "" if expired_before_ms is None else expired_before_ms,
                 "1" if allow_submitting else "0", k.prefix]
-        out = self._release(keys=keys, args=args, client=pipeline or self.redis)
+        out = self._run(self._release, keys, args, pipeline)
+        if pipeline is not None:
+            return None
         if int(out[0]) == 1:
             return (True, int(out[1]), int(out[2]))
         return (False, _s(out[1]))
