@@ -122,6 +122,15 @@ def _annotate(url, redis_url, handles, seconds, ready, go, out):
                   notify=lambda p: app.send_task("labelq.apply_labels", args=[p],
                                                  queue="labelq-bench"))
 
+    # count the requests that found the inbox empty and decided at once
+    at_once = [0]
+    decide_at_once = svc._decide
+
+    def counted(*a, **kw):
+        at_once[0] += 1
+        return decide_at_once(*a, **kw)
+    svc._decide = counted
+
     def one(h):
         svc._hot(svc._worker(h))  # warm the worker and policy-state caches
         ready.put(h)
@@ -140,7 +149,7 @@ def _annotate(url, redis_url, handles, seconds, ready, go, out):
     go.wait()
     cpu0 = time.process_time()
     [t.join() for t in ts]
-    out.put((sum(counts.values()), time.process_time() - cpu0))
+    out.put((sum(counts.values()), time.process_time() - cpu0, at_once[0]))
 
 
 def _cpu_seconds(pids=None, pgid=None) -> float:
@@ -217,7 +226,7 @@ def throughput(redis_url, procs, n_tasks, seconds, annotators, load_procs):
                "celery": _cpu_seconds(pgid=proc.pid) - c_celery,
                "redis": _cpu_seconds(pids={redis_pid}) - c_redis}
         total = sum(g[0] for g in got)
-        return total, t_sub, t_all, cpu
+        return total, t_sub, t_all, cpu, sum(g[2] for g in got)
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(30)
@@ -256,16 +265,17 @@ def main():
               "start until the last label is folded into the posterior:", "",
               "| Celery processes | labels | submit phase (s) | until all applied (s) | labels/s "
               "| CPU ms/label: load procs | Celery | Redis | bound on 2 idle cores (labels/s) "
-              "| load avg (1 min) |",
-              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+              "| decided at once (% of next) | load avg (1 min) |",
+              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for p in [int(x) for x in args.procs.split(",") if x]:
-        total, t_sub, t_all, cpu = throughput(args.redis_url, p, 20_000, args.seconds,
+        total, t_sub, t_all, cpu, at_once = throughput(args.redis_url, p, 20_000, args.seconds,
                                               args.annotators, args.load_procs)
         per = {k_: 1000 * v / max(total, 1) for k_, v in cpu.items()}
         bound = 2 * 1000 / sum(per.values())
         lines.append(f"| {p} | {total} | {t_sub:.1f} | {t_all:.1f} | {total / t_all:.0f} "
                      f"| {per['load']:.2f} | {per['celery']:.2f} | {per['redis']:.2f} "
-                     f"| {bound:.0f} | {os.getloadavg()[0]:.1f} |")
+                     f"| {bound:.0f} | {100 * at_once / max(total, 1):.1f} "
+                     f"| {os.getloadavg()[0]:.1f} |")
         print(lines[-1], flush=True)
     write_section("pipeline", "\n".join(lines))
 
