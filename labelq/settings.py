@@ -34,6 +34,7 @@ class Settings:
     redis_url: str = "redis://localhost:6379/0"
     lease_seconds: int = 600
     inbox_size: int = 5
+    inbox_max: int = 50
     operator_token: str | None = field(default=None, repr=False)
 
     @property
@@ -89,5 +90,6 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         redis_url=_url(env, "LABELQ_REDIS_URL", Settings.redis_url, _REDIS_SCHEMES),
         lease_seconds=_positive_int(env, "LABELQ_LEASE_SECONDS", Settings.lease_seconds),
         inbox_size=_positive_int(env, "LABELQ_INBOX_SIZE", Settings.inbox_size),
+        inbox_max=_positive_int(env, "LABELQ_INBOX_MAX", Settings.inbox_max),
         operator_token=_secret(env, "LABELQ_OPERATOR_TOKEN", 16),
     )

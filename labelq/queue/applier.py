@@ -245,6 +245,7 @@ def refill_project(engine, redis, project_id: int, cache: StateCache | None = No
     hot = cache.get(engine, redis, project_id, max_age=1.0)
     lease_ms = settings.lease_seconds * 1000
     return refill_inboxes(engine, redis, _scripts_for(redis), hot,
-                          inbox_size=settings.inbox_size, lease_ms=lease_ms,
+                          inbox_size=settings.inbox_size, inbox_max=settings.inbox_max,
+                          lease_ms=lease_ms,
                           key_ttl_ms=lease_key_ttl_ms(lease_ms), rng=_rng,
                           rng_lock=_rng_lock)

@@ -21,6 +21,7 @@ Gold questions are due when the project's gold schedule says so (:mod:`.goldplan
 from __future__ import annotations
 
 import json
+import math
 import os
 import threading
 import uuid
@@ -35,7 +36,7 @@ from .keys import Keys
 from .scripts import Scripts
 
 __all__ = ["WorkerInfo", "Decision", "decide", "decision_rng", "refill_inboxes", "HOLD_MS",
-           "ACTIVE_MS", "InboxNotEmpty"]
+           "ACTIVE_MS", "InboxNotEmpty", "PaceMeter", "inbox_depth"]
 
 # an inbox reservation nobody popped returns to the pool after this long (the reaper)
 HOLD_MS = 30_000
@@ -210,15 +211,64 @@ def decide(redis, scripts: Scripts, hot: Hot, worker: WorkerInfo, now: int, *,
 
 # a worker who asked for work this recently gets their inbox refilled
 ACTIVE_MS = 60_000
+# an inbox holds what its worker asks for in this long (at least ``inbox_size``, at most
+# ``inbox_max``): long enough to outlast the applier's refill interval and a batch
+LOOKAHEAD_S = 0.5
+
+
+class PaceMeter:
+    """Each worker's pace (next-assignment requests per second), from the ``requests``
+    counters that ``POP_INBOX`` keeps, sampled at every refill: an exponentially weighted
+    mean of the rate between samples. Kept per process (every applier process measures
+    over its own refills)."""
+
+    def __init__(self, weight: float = 0.5) -> None:
+        self.weight = weight
+        self._last: dict[tuple[int, int], tuple[float, int, float]] = {}
+        self._lock = threading.Lock()
+
+    def update(self, project_id: int, counts: dict[int, int], t: float) -> dict[int, float]:
+        """Record the counters read at time ``t`` (s); returns each worker's pace."""
+        out = {}
+        with self._lock:
+            for w, c in counts.items():
+                key = (project_id, w)
+                last = self._last.get(key)
+                if last is None or c < last[1]:  # first sample, or counters rebuilt
+                    self._last[key] = (t, c, 0.0)
+                    out[w] = 0.0
+                    continue
+                t0, c0, rate = last
+                if t - t0 >= 0.02:
+                    inst = (c - c0) / (t - t0)
+                    rate = inst if rate == 0.0 else \
+                        self.weight * inst + (1 - self.weight) * rate
+                    self._last[key] = (t, c, rate)
+                out[w] = rate
+        return out
+
+
+PACE = PaceMeter()
+
+
+def inbox_depth(pace: float, inbox_size: int, inbox_max: int) -> int:
+    """How many held reservations a worker's inbox should hold at this ``pace``
+    (requests/s): what they ask for in ``LOOKAHEAD_S``, within [inbox_size, inbox_max] —
+    a person labelling every few seconds gets ``inbox_size``, a fast labeller (or a model)
+    a deeper inbox, so they rarely find it empty and wait on a decision made at once."""
+    hi = max(inbox_size, inbox_max)
+    return int(min(hi, max(inbox_size, math.ceil(pace * LOOKAHEAD_S))))
 
 
 def refill_inboxes(engine, redis, scripts: Scripts, hot: Hot, *, inbox_size: int,
                    lease_ms: int, key_ttl_ms: int, rng: np.random.Generator,
                    now: int | None = None, rng_lock: threading.Lock | None = None,
-                   top_k: int = 64) -> int:
-    """Top up the inbox of every worker active in the last ``ACTIVE_MS`` to ``inbox_size``
-    held reservations, with the policy's decisions on ``hot`` (the applier's freshest
-    state). Paused workers, workers at capacity and an exhausted budget get nothing.
+                   top_k: int = 64, inbox_max: int | None = None,
+                   pace: PaceMeter | None = None) -> int:
+    """Top up the inbox of every worker active in the last ``ACTIVE_MS`` with held
+    reservations, with the policy's decisions on ``hot`` (the applier's freshest state):
+    to ``inbox_size``, or to :func:`inbox_depth` of the worker's pace when ``inbox_max``
+    is given. Paused workers, workers at capacity and an exhausted budget get nothing.
     Returns the number of reservations made."""
     import time
 
@@ -237,8 +287,14 @@ def refill_inboxes(engine, redis, scripts: Scripts, hot: Hot, *, inbox_size: int
     pipe = redis.pipeline(transaction=False)
     for w in active:
         pipe.llen(k.inbox(w))
-    lengths = pipe.execute()
-    want = {w: inbox_size - int(n) for w, n in zip(active, lengths) if int(n) < inbox_size}
+    pipe.hmget(k.requests, active)
+    *lengths, requests = pipe.execute()
+    depth = dict.fromkeys(active, inbox_size)
+    if inbox_max is not None:
+        paces = (pace or PACE).update(hot.project.id, {
+            w: int(c or 0) for w, c in zip(active, requests)}, time.monotonic())
+        depth = {w: inbox_depth(paces[w], inbox_size, inbox_max) for w in active}
+    want = {w: depth[w] - int(n) for w, n in zip(active, lengths) if int(n) < depth[w]}
     if not want:
         return 0
     with session_scope(engine) as session:

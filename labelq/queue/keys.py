@@ -42,6 +42,8 @@ key (after the prefix)     type    TTL    meaning
 ``declines``               LIST    none   "task:worker" declines awaiting the applier
 ``active``                 ZSET    none   worker seq -> last request (ms); those of the last
                                           60 s get inbox refills
+``requests``               HASH    none   worker seq -> next-assignment requests ever made
+                                          (the refill sizes inboxes to each worker's pace)
 =========================  ======  =====  ====================================================
 
 ``lease:{a}`` expires in Redis one grace period after the lease itself, so a key is never
@@ -87,6 +89,7 @@ class Keys:
     rebuild_gate = property(lambda self: self._k("rebuild_gate"))
     declines = property(lambda self: self._k("declines"))
     active = property(lambda self: self._k("active"))
+    requests = property(lambda self: self._k("requests"))
 
     def inbox(self, worker: int) -> str:
         return self._k(f"inbox:{int(worker)}")

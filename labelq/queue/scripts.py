@@ -165,14 +165,15 @@ return {ok, settled, #raw}
 """
 
 POP_INBOX = """
--- keys: inbox:{w} active leases meta, and lease:{a} of each popped id (named from argv[5]:
---       all in the project's key space)
+-- keys: inbox:{w} active leases meta requests, and lease:{a} of each popped id (named from
+--       argv[5]: all in the project's key space)
 -- argv: worker now_ms lease_ms key_ttl_ms key_prefix min_left_ms
 -- returns {} (inbox empty), {'unbuilt'} (no hot state), or {aid, task, expires_ms[, row]}
 -- (row: the task's JSON row when the reservation carries it)
 if redis.call('HEXISTS', KEYS[4], 'built') == 0 then return {'unbuilt'} end
 local now = tonumber(ARGV[2])
 redis.call('ZADD', KEYS[2], now, ARGV[1])
+redis.call('HINCRBY', KEYS[5], ARGV[1], 1)
 while true do
   local aid = redis.call('LPOP', KEYS[1])
   if not aid then return {} end
@@ -386,7 +387,7 @@ class Scripts:
         """None (inbox empty), "unbuilt" (no hot state) or (assignment id, task,
         expires_ms, row) with the lease started now; ``row`` is the task's ``[external id,
         category, payload]`` when the reservation carries it, else None."""
-        out = self._pop(keys=[k.inbox(worker), k.active, k.leases, k.meta],
+        out = self._pop(keys=[k.inbox(worker), k.active, k.leases, k.meta, k.requests],
                         args=[worker, now_ms, lease_ms, key_ttl_ms, k.prefix, min_left_ms])
         if not out:
             return None

@@ -20,6 +20,7 @@ def test_postgres_url_gets_psycopg3_driver():
     ("LABELQ_REDIS_URL", "http://localhost", "LABELQ_REDIS_URL"),
     ("LABELQ_LEASE_SECONDS", "ten", "whole number"),
     ("LABELQ_INBOX_SIZE", "0", "positive"),
+    ("LABELQ_INBOX_MAX", "-3", "positive"),
 ])
 def test_bad_values_are_named(var, value, needle):
     with pytest.raises(ConfigError) as exc:

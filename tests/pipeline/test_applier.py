@@ -131,3 +131,50 @@ def test_applier_refills_active_inboxes_and_pop_starts_the_lease(r, db_url):
     # a worker that popped stale ids (released) gets a fresh decision instead
     c = s.next_assignment("p-w0")
     assert c is not None and c.task_seq not in (a.task_seq, b.task_seq)
+
+
+def test_pace_meter_and_inbox_depth():
+    from labelq.queue.decide import LOOKAHEAD_S, PaceMeter, inbox_depth
+    pm = PaceMeter(weight=0.5)
+    assert pm.update(1, {0: 5, 1: 0}, 100.0) == {0: 0.0, 1: 0.0}  # first sample: no pace
+    assert pm.update(1, {0: 15, 1: 1}, 101.0) == {0: 10.0, 1: 1.0}
+    assert pm.update(1, {0: 45, 1: 1}, 102.0) == {0: 20.0, 1: 0.5}  # weighted mean
+    assert pm.update(1, {0: 2, 1: 1}, 103.0)[0] == 0.0  # counters rebuilt: start again
+    assert inbox_depth(0.0, 5, 50) == 5 and inbox_depth(1.0, 5, 50) == 5
+    assert inbox_depth(40.0, 5, 50) == round(40 * LOOKAHEAD_S) == 20
+    assert inbox_depth(1e6, 5, 50) == 50 and inbox_depth(1e6, 5, 3) == 5
+
+
+def test_inbox_depth_follows_each_workers_pace(r, sqlite_url):
+    import time
+
+    from labelq.queue.decide import PaceMeter, refill_inboxes
+    from labelq.queue.reaper import lease_key_ttl_ms
+    eng, pid = make_project(sqlite_url, n_tasks=200, workers=2)
+    s = Service(eng, r, settings=Settings(database_url=sqlite_url))
+    k = Keys(pid)
+    pm, cache = PaceMeter(), StateCache()
+
+    def refill():
+        return refill_inboxes(eng, r, s.scripts, cache.get(eng, r, pid), inbox_size=3,
+                              inbox_max=12, lease_ms=600_000,
+                              key_ttl_ms=lease_key_ttl_ms(600_000),
+                              rng=np.random.default_rng(0), pace=pm)
+    # Given two active workers, first seen by the refill: both get the base inbox
+    for h in ("p-w0", "p-w1"):
+        s.next_assignment(h)
+    assert refill() == 6 and r.llen(k.inbox(0)) == r.llen(k.inbox(1)) == 3
+    # When worker 0 asks for 30 assignments before the next refill and worker 1 for none
+    t0 = time.monotonic()
+    for _ in range(30):
+        assert s.next_assignment("p-w0") is not None
+    time.sleep(0.1)
+    elapsed = time.monotonic() - t0
+    refill()
+    # Then worker 0's inbox is deeper (what they ask for in half a second, at most 12)
+    # and worker 1's stays at the base size
+    assert 3 < r.llen(k.inbox(0)) <= 12 and r.llen(k.inbox(1)) == 3
+    if elapsed < 1.2:  # a pace above 24/s: the cap
+        assert r.llen(k.inbox(0)) == 12
+    # (the project's very first request, which built the hot state, is not counted)
+    assert int(r.hget(k.requests, 0)) == 30 and int(r.hget(k.requests, 1)) == 1
