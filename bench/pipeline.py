@@ -11,7 +11,8 @@
     the policy decides in the calling process (``CANDIDATES`` + ``RESERVE`` scripts);
 * throughput: ``--annotators`` simulated annotators spread over ``--load-procs`` processes
   (so the load generator is not one GIL) pull and submit — every label committed to SQLite
-  (WAL, ``synchronous=NORMAL``) before the OK — while a real Celery worker with 1, 2, 4
+  (WAL, ``synchronous=NORMAL``), or with ``--database postgresql://…`` to PostgreSQL, before
+  the OK — while a real Celery worker with 1, 2, 4
   processes applies the labels and refills the inboxes; labels/s is counted from the first
   request to the moment the last label is folded into the posterior (``applied_seq`` set).
 
@@ -36,6 +37,26 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench._report import command_line, machine, write_section  # noqa: E402
+
+
+def fresh_database(database: str, d: str):
+    """(URL, cleanup) of an empty record: a SQLite file in ``d`` (``sqlite``), or a fresh
+    schema in the PostgreSQL database at ``database`` (a ``postgresql://`` URL)."""
+    if database == "sqlite":
+        return f"sqlite:///{d}/b.db", lambda: None
+    from sqlalchemy import create_engine
+    schema = f"labelq_bench_{os.getpid()}"
+    admin = create_engine(database.replace("postgresql://", "postgresql+psycopg://", 1))
+    with admin.begin() as conn:
+        conn.exec_driver_sql(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+        conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
+
+    def cleanup():
+        with admin.begin() as conn:
+            conn.exec_driver_sql(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+        admin.dispose()
+    sep = "&" if "?" in database else "?"
+    return f"{database}{sep}options=-csearch_path%3D{schema}", cleanup
 
 
 def project(url, n, workers=8, max_labels=3):
@@ -105,7 +126,7 @@ def latency(redis_url, n, requests):
     return tuple(out)
 
 
-def _annotate(url, redis_url, handles, seconds, ready, go, out):
+def _annotate(url, redis_url, handles, seconds, ready, go, out, separate=False):
     """One load process: its annotators (threads) pull and submit for ``seconds`` after
     ``go`` is set (every process has imported and warmed up by then)."""
     import redis
@@ -137,11 +158,13 @@ def _annotate(url, redis_url, handles, seconds, ready, go, out):
         go.wait()
         n = 0
         stop = time.monotonic() + seconds
-        while time.monotonic() < stop:
-            a = svc.next_assignment(h)
-            if a is None:
-                break
-            svc.submit(h, a.assignment_id, "a")
+        a = svc.next_assignment(h)
+        while a is not None and time.monotonic() < stop:
+            if separate:  # two requests per label
+                svc.submit(h, a.assignment_id, "a")
+                a = svc.next_assignment(h)
+            else:  # submit-and-continue: one request per label
+                a = svc.submit(h, a.assignment_id, "a", then_next=True)["next"]
             n += 1
         counts[h] = n
     ts = [threading.Thread(target=one, args=(h,)) for h in handles]
@@ -172,7 +195,8 @@ def _cpu_seconds(pids=None, pgid=None) -> float:
     return total / tick
 
 
-def throughput(redis_url, procs, n_tasks, seconds, annotators, load_procs):
+def throughput(redis_url, procs, n_tasks, seconds, annotators, load_procs, database="sqlite",
+               separate=False):
     import redis
     from sqlalchemy import func
     from sqlmodel import select
@@ -181,7 +205,7 @@ def throughput(redis_url, procs, n_tasks, seconds, annotators, load_procs):
     r = redis.Redis.from_url(redis_url)
     r.flushdb()
     d = tempfile.mkdtemp()
-    url = f"sqlite:///{d}/b.db"
+    url, cleanup = fresh_database(database, d)
     eng, pid = project(url, n_tasks, workers=annotators)
     env = {**os.environ, "LABELQ_DATABASE_URL": url, "LABELQ_REDIS_URL": redis_url,
            "LABELQ_CELERY_QUEUE": "labelq-bench", "PYTHONPATH": str(ROOT)}
@@ -202,7 +226,7 @@ def throughput(redis_url, procs, n_tasks, seconds, annotators, load_procs):
         q, ready, go = ctx.Queue(), ctx.Queue(), ctx.Event()
         handles = [f"b{j}" for j in range(annotators)]
         ps = [ctx.Process(target=_annotate, args=(url, redis_url, handles[i::load_procs],
-                                                   seconds, ready, go, q))
+                                                   seconds, ready, go, q, separate))
               for i in range(load_procs)]
         [p.start() for p in ps]
         for _ in handles:
@@ -230,6 +254,8 @@ def throughput(redis_url, procs, n_tasks, seconds, annotators, load_procs):
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(30)
+        eng.dispose()
+        cleanup()
 
 
 def main():
@@ -240,6 +266,12 @@ def main():
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--annotators", type=int, default=16)
     ap.add_argument("--load-procs", type=int, default=4)
+    ap.add_argument("--database", default="sqlite",
+                    help="record of the throughput runs: sqlite (a file, WAL) or a "
+                         "postgresql:// URL (a fresh schema there)")
+    ap.add_argument("--separate-next", action="store_true",
+                    help="annotators ask for the next assignment in a request of its own "
+                         "instead of with the submit (?next=true)")
     ap.add_argument("--redis-url", default=os.environ.get("LABELQ_REDIS_URL",
                                                           "redis://127.0.0.1:6379/14"))
     args = ap.parse_args()
@@ -260,7 +292,10 @@ def main():
                      f"| {os.getloadavg()[0]:.1f} |")
         print(lines[-1], flush=True)
     lines += ["", f"End-to-end: {args.annotators} simulated annotators in {args.load_procs} "
-              "load processes (next + submit, each label committed to SQLite before the OK), "
+              "load processes ("
+              f"{'next, then submit' if args.separate_next else 'submit-and-next, one call per label'}"
+              ", each label committed to "
+              f"{'SQLite' if args.database == 'sqlite' else 'PostgreSQL'} before the OK), "
               "a Celery worker applies the labels and refills the inboxes; labels/s from the "
               "start until the last label is folded into the posterior:", "",
               "| Celery processes | labels | submit phase (s) | until all applied (s) | labels/s "
@@ -269,7 +304,8 @@ def main():
               "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for p in [int(x) for x in args.procs.split(",") if x]:
         total, t_sub, t_all, cpu, at_once = throughput(args.redis_url, p, 20_000, args.seconds,
-                                              args.annotators, args.load_procs)
+                                                       args.annotators, args.load_procs,
+                                                       args.database, args.separate_next)
         per = {k_: 1000 * v / max(total, 1) for k_, v in cpu.items()}
         bound = 2 * 1000 / sum(per.values())
         lines.append(f"| {p} | {total} | {t_sub:.1f} | {t_all:.1f} | {total / t_all:.0f} "

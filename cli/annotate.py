@@ -73,10 +73,21 @@ def next_(token: str, api_url: str, output: str) -> None:
 @TOKEN_OPTION
 @API_OPTION
 @OUTPUT_OPTION
-def submit(assignment: str, label: str, token: str, api_url: str, output: str) -> None:
+@click.option("--next", "then_next", is_flag=True,
+              help="Also take your next assignment, in the same request (printed after "
+                   "the submission; on stderr why there is none).")
+def submit(assignment: str, label: str, token: str, api_url: str, output: str,
+           then_next: bool) -> None:
     """Answer ASSIGNMENT with LABEL (safe to repeat)."""
-    emit_record(call(api_url, token, "POST", f"/assignments/{assignment}/label",
-                     {"label": label}), output)
+    path = f"/assignments/{assignment}/label" + ("?next=true" if then_next else "")
+    out = call(api_url, token, "POST", path, {"label": label})
+    nxt = out.pop("next", None)
+    emit_record(out, output)
+    if then_next:
+        if nxt is None or nxt.get("assignment") is None:
+            click.echo((nxt or {}).get("message") or "no task for you now", err=True)
+        else:
+            emit_record(nxt["assignment"], output)
 
 
 @annotate.command("decline")

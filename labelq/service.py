@@ -145,13 +145,21 @@ class Service:
         worker = self._worker(handle)
         if worker.status != "active":
             raise Forbidden(f"worker {handle!r} is {worker.status}", worker=handle)
+        return self._next(worker)
+
+    def _next(self, worker: Worker, popped: tuple | None = None) -> Issued | None:
+        """``popped``: ``(now, POP_INBOX's answer)`` of a pop already made (pipelined with
+        a submit), used instead of the first pop."""
         k = Keys(worker.project_id)
         lease_ms = self.settings.lease_seconds * 1000
         # the inbox first; if it is empty, decide at once — unless the applier refilled the
         # inbox meanwhile (RESERVE refuses then), in which case its reservations come first
         for _ in range(8):
-            now = now_ms()
-            got = self.scripts.pop_inbox(k, worker.seq, now, lease_ms, self._key_ttl_ms())
+            if popped is None:
+                now = now_ms()
+                got = self.scripts.pop_inbox(k, worker.seq, now, lease_ms, self._key_ttl_ms())
+            else:
+                (now, got), popped = popped, None
             if isinstance(got, tuple):
                 aid, task, expires, row = got
                 if row is None:  # a reservation made without the row: read it from SQL
@@ -180,19 +188,39 @@ class Service:
                             d.expires_ms)
 
     # --- submit --------------------------------------------------------------------------
-    def submit(self, handle: str, assignment_id: str, value: str) -> dict[str, Any]:
+    def submit(self, handle: str, assignment_id: str, value: str, *,
+               then_next: bool = False) -> dict[str, Any]:
         """Record the label; returns only once it is committed to SQL. Concurrent submits of
         this process's threads share one batch (:meth:`_submit_batch`): one Redis pipeline
         for their ``SUBMIT_BEGIN``, one SQL transaction, one pipeline for their
-        ``SUBMIT_FINISH``."""
+        ``SUBMIT_FINISH``.
+
+        ``then_next``: also issue the worker's next assignment, as :meth:`next_assignment`
+        would, under ``"next"`` (an :class:`Issued`, or ``None`` when there is nothing for
+        them or they are paused); its inbox pop rides in the ``SUBMIT_FINISH`` pipeline, so
+        an annotator's submit-and-continue costs one request and no extra round trip. The
+        label is recorded first: an error there raises as without ``then_next``."""
         worker = self._worker(handle)
         project = self._project(worker.project_id)
         if value not in project.labels:
             raise InputError(f"label {value!r} is not in the label set {project.labels}",
                              label=value)
-        kind, began = self._submits.call((worker, project, assignment_id, value))
+        then_next = then_next and worker.status == "active"
+        kind, began = self._submits.call((worker, project, assignment_id, value, then_next))
         if kind == "done":
-            return {"assignment_id": assignment_id, "label": value, "duplicate": False}
+            out = {"assignment_id": assignment_id, "label": value, "duplicate": False}
+            popped = began
+        else:
+            out, popped = self._submit_alone(worker, project, assignment_id, value, began), None
+        if then_next:
+            out["next"] = self._next(worker, popped)
+        return out
+
+    def _submit_alone(self, worker: Worker, project: Project, assignment_id: str,
+                      value: str, began) -> dict[str, Any]:
+        """A submit the batch could not finish: refused by ``SUBMIT_BEGIN`` (a retry? an
+        error), or in a transaction that hit a constraint (retried alone)."""
+        handle = worker.handle
         k = Keys(project.id)
         if began[0] != "ok":
             done = self._existing(worker, assignment_id, value)  # a retried submission?
@@ -245,7 +273,7 @@ class Service:
         now = now_ms()
         pipe = self.scripts.pipeline()
         for it in batch:
-            worker, project, aid, _value = it.args
+            worker, project, aid, _value, _next = it.args
             self.scripts.submit_begin(Keys(project.id), aid, worker.seq, now, pipeline=pipe)
         began = [self.scripts.begin_result(out) for out in pipe.execute()]
         ok = []
@@ -260,7 +288,7 @@ class Service:
             with self.engine.begin() as conn:
                 rows = []
                 for it, (_, task, is_gold, _cost, task_id) in ok:
-                    worker, project, aid, value = it.args
+                    worker, project, aid, value, _next = it.args
                     rows.append((worker, project, aid, value, is_gold,
                                  _task_id(conn, project.id, task, task_id)))
                 self._insert(conn, rows, now_ms())
@@ -270,12 +298,23 @@ class Service:
             return
         pipe = self.scripts.pipeline()
         for it, _b in ok:
-            worker, project, aid, _value = it.args
+            worker, project, aid, _value, _next = it.args
             self.scripts.submit_finish(Keys(project.id), aid, project.max_labels,
                                        pipeline=pipe, wake_ttl_ms=WANTED_TTL_MS)
-        woke = {it.args[1].id for (it, _b), out in zip(ok, pipe.execute()) if int(out) == 2}
+        # the next assignments asked for with these submits: their inbox pops, same trip
+        lease_ms = self.settings.lease_seconds * 1000
+        now = now_ms()
+        nexts = [it for it, _b in ok if it.args[4]]
+        for it in nexts:
+            worker = it.args[0]
+            self.scripts.pop_inbox(Keys(worker.project_id), worker.seq, now, lease_ms,
+                                   self._key_ttl_ms(), pipeline=pipe)
+        replies = pipe.execute()
+        woke = {it.args[1].id for (it, _b), out in zip(ok, replies) if int(out) == 2}
         for it, _b in ok:
             it.result = ("done", None)
+        for it, out in zip(nexts, replies[len(ok):]):
+            it.result = ("done", (now, self.scripts.pop_result(out)))
         if self.notify:
             for project_id in woke:
                 self.notify(project_id)

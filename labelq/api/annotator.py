@@ -6,7 +6,8 @@ method   path                                does
 GET      /me                                 who am I: handle, project, label set
 GET      /me/progress                        labels given, gold stats, capacity left
 POST     /assignments/next                   issue my next assignment (or none)
-POST     /assignments/{id}/label             record my label (idempotent on replay)
+POST     /assignments/{id}/label             record my label (idempotent on replay);
+                                             ``?next=true``: and get my next assignment
 POST     /assignments/{id}/decline           give the assignment back
 =======  ==================================  =============================================
 """
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from fastapi import APIRouter, Depends, Path, Request
+from fastapi import APIRouter, Depends, Path, Query, Request
 
 from ..db import session_scope
 from ..models import Worker
@@ -63,7 +64,10 @@ def progress(request: Request, who: Annotator = Depends(current_annotator)) -> P
 def next_assignment(request: Request, who: Annotator = Depends(current_annotator)) -> NextOut:
     """Reserve the next task the project's policy picks for me. The lease lasts
     ``LABELQ_LEASE_SECONDS``; asking again while it is live may return another task."""
-    issued = _runtime(request).service.next_assignment(who.handle)
+    return _next_out(_runtime(request).service.next_assignment(who.handle), who)
+
+
+def _next_out(issued, who: Annotator) -> NextOut:
     if issued is None:
         return NextOut(message="no task for you right now (all done, at your capacity, or "
                                "waiting for other labels); try again later")
@@ -77,10 +81,17 @@ def next_assignment(request: Request, who: Annotator = Depends(current_annotator
 @router.post("/assignments/{assignment_id}/label", response_model=SubmitOut,
              summary="Submit my label", responses=_404 | _409 | _410)
 def submit(body: SubmitIn, request: Request, assignment_id: AssignmentId = AssignmentPath,
-           who: Annotator = Depends(current_annotator)) -> SubmitOut:
+           who: Annotator = Depends(current_annotator),
+           next: bool = Query(False, description="Also issue my next assignment, in the "
+                                                 "same request.")) -> SubmitOut:
     """Record the label; it is durable when this answers 200. Sending the same label again
-    answers 200 with ``duplicate: true``; a different one, 409 ``duplicate_submission``."""
-    out = _runtime(request).service.submit(who.handle, assignment_id, body.label)
+    answers 200 with ``duplicate: true``; a different one, 409 ``duplicate_submission``.
+    With ``?next=true`` the answer also carries my next assignment (``next``), as
+    ``POST /assignments/next`` would give it — one request per label instead of two."""
+    out = _runtime(request).service.submit(who.handle, assignment_id, body.label,
+                                           then_next=next)
+    if next:
+        out["next"] = _next_out(out.get("next"), who)
     return SubmitOut(**out)
 
 

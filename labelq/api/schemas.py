@@ -47,6 +47,9 @@ class SubmitOut(_Out):
     label: str
     duplicate: bool = Field(description="True when this repeats an earlier, identical "
                                         "submission (nothing new was recorded).")
+    next: Optional[NextOut] = Field(None, description="With `?next=true`: my next "
+                                    "assignment (or why there is none), as "
+                                    "`POST /assignments/next` would answer.")
 
 
 class DeclineOut(_Out):

@@ -383,12 +383,19 @@ class Scripts:
         return list(ok), list(settled), int(n)
 
     def pop_inbox(self, k: Keys, worker: int, now_ms: int, lease_ms: int, key_ttl_ms: int,
-                  min_left_ms: int = 1_000):
+                  min_left_ms: int = 1_000, pipeline=None):
         """None (inbox empty), "unbuilt" (no hot state) or (assignment id, task,
         expires_ms, row) with the lease started now; ``row`` is the task's ``[external id,
-        category, payload]`` when the reservation carries it, else None."""
-        out = self._pop(keys=[k.inbox(worker), k.active, k.leases, k.meta, k.requests],
-                        args=[worker, now_ms, lease_ms, key_ttl_ms, k.prefix, min_left_ms])
+        category, payload]`` when the reservation carries it, else None. With ``pipeline``
+        the call is only queued there; pass its reply to :meth:`pop_result`."""
+        out = self._run(self._pop, [k.inbox(worker), k.active, k.leases, k.meta, k.requests],
+                        [worker, now_ms, lease_ms, key_ttl_ms, k.prefix, min_left_ms],
+                        pipeline)
+        return None if pipeline is not None else self.pop_result(out)
+
+    @staticmethod
+    def pop_result(out):
+        """What :meth:`pop_inbox` returns, from the script's raw reply."""
         if not out:
             return None
         if len(out) == 1:

@@ -44,7 +44,7 @@ def test_happy_path_next_submit_progress(stack):
             s = c.post(f"/api/v1/assignments/{a['assignment_id']}/label", json={"label": "pos"})
             assert s.status_code == 200, s.text
             assert s.json() == {"assignment_id": a["assignment_id"], "label": "pos",
-                                "duplicate": False}
+                                "duplicate": False, "next": None}  # next: not asked for
             given.append(a["task"])
         # Then each task came once, none is left, and the progress counts them
         assert sorted(given) == ["g0", "t0", "t1", "t2", "t3"]
@@ -55,6 +55,34 @@ def test_happy_path_next_submit_progress(stack):
     assert p["capacity"] == 10 and p["remaining_capacity"] == 5
     # And the real Celery worker folds every label into the posterior
     wait_applied(stack, pid, 5)
+
+
+def test_submit_and_next_in_one_request(stack):
+    # Given a project of three tasks and an annotator who took the first one
+    pid = make_project(stack, "chain", n_tasks=3)
+    token = stack.enroll("chain", "ann-chain")
+    with stack.client(token) as c:
+        a = c.post("/api/v1/assignments/next").json()["assignment"]
+        given = [a["task"]]
+        # When they submit each label with ?next=true
+        while a is not None:
+            s = c.post(f"/api/v1/assignments/{a['assignment_id']}/label?next=true",
+                       json={"label": "neg"})
+            assert s.status_code == 200, s.text
+            body = s.json()
+            assert (body["assignment_id"], body["label"], body["duplicate"]) == \
+                (a["assignment_id"], "neg", False)
+            a = body["next"]["assignment"]
+            if a is not None:
+                assert a["labels"] == ["pos", "neg", "neutral"] and a["task"] not in given
+                given.append(a["task"])
+        # Then every answer carried the next assignment, and the last says why none is left
+        assert sorted(given) == ["t0", "t1", "t2"] and body["next"]["message"]
+        # and a replayed submit with ?next=true is still idempotent
+        again = c.post(f"/api/v1/assignments/{body['assignment_id']}/label?next=true",
+                       json={"label": "neg"}).json()
+        assert again["duplicate"] is True and again["next"]["assignment"] is None
+    wait_applied(stack, pid, 3)
 
 
 def test_wrong_or_missing_token_is_401(stack):

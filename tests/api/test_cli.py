@@ -31,11 +31,20 @@ def test_annotate_from_a_shell_with_the_token_in_the_environment(stack):
     a = json.loads(nxt.stdout)[0]
     sub = labelq(stack, "submit", a["assignment_id"], "neg", "-o", "json", token=token)
     assert sub.returncode == 0, sub.stderr
+    assert json.loads(sub.stdout) == [{"assignment_id": a["assignment_id"], "label": "neg",
+                                       "duplicate": False}]
     # Then the label counts, and a label outside the set exits 3 with the server's message
     prog = labelq(stack, "progress", "-o", "json", token=token)
     assert json.loads(prog.stdout)[0]["labels"] == 1
     bad = labelq(stack, "submit", a["assignment_id"], "maybe", "--token", token)
     assert bad.returncode == 3 and "label set" in bad.stderr
+    # And --next answers the second task with the same request, then says none is left
+    b = json.loads(labelq(stack, "next", "-o", "json", token=token).stdout)[0]
+    chained = labelq(stack, "submit", b["assignment_id"], "pos", "--next", "-o", "json",
+                     token=token)
+    assert chained.returncode == 0, chained.stderr
+    assert json.loads(chained.stdout)[0]["assignment_id"] == b["assignment_id"]
+    assert "no task" in chained.stderr and b["task"] != a["task"]
     # And a wrong token (given as an option) exits 6 (forbidden) with the reason
     wrong = labelq(stack, "next", "--token", "nope")
     assert wrong.returncode == 6 and "unknown token" in wrong.stderr

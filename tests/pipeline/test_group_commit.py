@@ -79,3 +79,45 @@ def test_concurrent_submits_each_commit_once(r, sqlite_url):
     # and an assignment nobody issued is still refused inside a batch
     with pytest.raises(NotFound):
         s.submit("p-w0", "f" * 32, "a")
+
+
+def test_concurrent_submits_with_next_each_get_their_own_next_assignment(r, sqlite_url):
+    # Given eight workers, each with one assignment and an inbox the applier filled
+    from labelq.queue.applier import apply_pending
+    from labelq.queue.hotstate import StateCache
+    eng, pid = make_project(sqlite_url, n_tasks=60, workers=8, max_labels=3)
+    s = Service(eng, r, settings=Settings(database_url=sqlite_url), worker_max_age=0)
+    k = Keys(pid)
+    issued = {f"p-w{i}": s.next_assignment(f"p-w{i}") for i in range(8)}
+    apply_pending(eng, r, pid, cache=StateCache())  # refills the active workers' inboxes
+    heads = {h: r.lindex(k.inbox(i), 0).decode() for i, h in enumerate(issued)}
+    chains, errors = {}, []
+
+    def go(h):
+        try:
+            a, got = issued[h], []
+            for _ in range(3):  # submit-and-continue, three times
+                out = s.submit(h, a.assignment_id, "a", then_next=True)
+                assert not out["duplicate"]
+                a = out["next"]
+                got.append(a)
+            chains[h] = got
+        except Exception as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+
+    # When they all submit at once with then_next, three times over
+    ts = [threading.Thread(target=go, args=(h,)) for h in issued]
+    [t.start() for t in ts]
+    [t.join() for t in ts]
+    # Then each got the head of their own inbox first, then fresh tasks, never one twice,
+    # and the last next came with its lease started (live in `leases`, no longer held)
+    assert not errors and len(chains) == 8
+    for h, got in chains.items():
+        assert got[0].assignment_id == heads[h]
+        tasks = [issued[h].task_seq] + [a.task_seq for a in got]
+        assert len(set(tasks)) == 4
+        last = got[-1]
+        assert r.hget(k.lease(last.assignment_id), "held") is None
+        assert int(r.zscore(k.leases, last.assignment_id)) == last.expires_ms
+    with session_scope(eng) as session:
+        assert session.exec(select(func.count()).select_from(Label)).one() == 24
