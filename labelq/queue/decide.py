@@ -341,9 +341,9 @@ def _refill_batch(engine, redis, scripts: Scripts, hot: Hot, workers: list[Worke
                   rng_lock: threading.Lock | None, key_ttl_ms: int, top_k: int,
                   enough: int = 16) -> tuple[int, bool]:
     """The common case of :func:`refill_inboxes` in three Redis round trips for all the
-    workers instead of two per reservation: one pipeline of ``CANDIDATES`` (the top
-    ``top_k`` of ``pending`` for each worker), the policy's choices in process, one
-    pipeline of ``RESERVE``. Decides as :func:`decide` would one after the other: settled
+    workers instead of two per reservation: one ``CANDIDATES_MANY`` (the top of
+    ``pending`` for every worker at once, each task's counters read once), the policy's
+    choices in process, one pipeline of ``RESERVE``. Decides as :func:`decide` would one after the other: settled
     candidates first, and a task chosen for one worker is no longer settled for the next
     (nor offered to them in this batch). ``want`` is lowered by what was reserved; what is
     left (a lost race, a window too small) goes through :func:`decide`. Projects with a
@@ -355,13 +355,11 @@ def _refill_batch(engine, redis, scripts: Scripts, hot: Hot, workers: list[Worke
     # every worker reads the same top of ``pending``: look far enough for all of them
     total = sum(want[w.seq] for w in workers)
     count, enough = max(top_k, 2 * total), enough + total
-    pipe = scripts.pipeline()
-    for w in workers:
-        scripts.candidates(k, w.seq, cap=project.max_labels, count=count, enough=enough,
-                           pipeline=pipe)
+    found = scripts.candidates_many(k, [w.seq for w in workers], cap=project.max_labels,
+                                    count=count, enough=[enough] * len(workers))
     taken: set[int] = set()
     plan: list[tuple[WorkerInfo, int]] = []
-    for w, (ok, settled, _n) in zip(workers, pipe.execute()):
+    for w, (ok, settled) in zip(workers, found):
         for group in (settled, ok):
             cand = np.array([t for t in _ints(group) if int(t) not in taken], dtype=np.int64)
             if cand.size:

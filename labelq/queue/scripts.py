@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from .keys import Keys
 
 __all__ = ["load_script", "RESERVE", "SUBMIT_BEGIN", "SUBMIT_FINISH", "RELEASE", "CANDIDATES",
-           "POP_INBOX", "Scripts", "ScriptPipeline", "ReserveResult"]
+           "POP_INBOX", "CANDIDATES_MANY", "Scripts", "ScriptPipeline", "ReserveResult"]
 
 RESERVE = """
 -- keys: seen:{w} gold nlabels reserved wcount spent reserved_cost lease:{a} leases pending
@@ -164,6 +164,48 @@ if looked < #raw then return {ok, settled, -1} end
 return {ok, settled, #raw}
 """
 
+CANDIDATES_MANY = """
+-- keys: pending nlabels reserved applied seen:{w1} ... seen:{wn}
+-- argv: cap count enough_1 ... enough_n
+-- CANDIDATES for n workers at once over the top ``count`` of pending: a task's cap and
+-- settled checks are made once (on first need) whatever the number of workers, the seen
+-- check per worker; each worker's scan stops once it has ``enough_i`` settled candidates
+-- (0 = look at all). Returns {eligible_1, settled_1, ..., eligible_n, settled_n}.
+local cap = tonumber(ARGV[1])
+local raw = redis.call('ZREVRANGE', KEYS[1], 0, tonumber(ARGV[2]) - 1)
+local state = {}  -- index -> 0 (at the cap), 1 (eligible), 2 (eligible and settled)
+local function info(j)
+  local s = state[j]
+  if s then return s end
+  local t = raw[j]
+  local done = tonumber(redis.call('HGET', KEYS[2], t) or '0')
+  local live = tonumber(redis.call('HGET', KEYS[3], t) or '0')
+  s = 0
+  if cap < 0 or done + live < cap then
+    s = 1
+    if done + live - tonumber(redis.call('HGET', KEYS[4], t) or '0') <= 0 then s = 2 end
+  end
+  state[j] = s
+  return s
+end
+local out = {}
+for i = 5, #KEYS do
+  local enough = tonumber(ARGV[i - 2])
+  local ok, settled = {}, {}
+  for j = 1, #raw do
+    if enough > 0 and #settled >= enough then break end
+    local s = info(j)
+    if s > 0 and redis.call('SISMEMBER', KEYS[i], raw[j]) == 0 then
+      ok[#ok + 1] = raw[j]
+      if s == 2 then settled[#settled + 1] = raw[j] end
+    end
+  end
+  out[#out + 1] = ok
+  out[#out + 1] = settled
+end
+return out
+"""
+
 POP_INBOX = """
 -- keys: inbox:{w} active leases meta requests, and lease:{a} of each popped id (named from
 --       argv[5]: all in the project's key space)
@@ -284,6 +326,7 @@ class Scripts:
         self._finish = load_script(redis, SUBMIT_FINISH)
         self._release = load_script(redis, RELEASE)
         self._candidates = load_script(redis, CANDIDATES)
+        self._candidates_many = load_script(redis, CANDIDATES_MANY)
         self._pop = load_script(redis, POP_INBOX)
 
     def pipeline(self) -> "ScriptPipeline":
@@ -381,6 +424,18 @@ class Scripts:
             return None
         ok, settled, n = out
         return list(ok), list(settled), int(n)
+
+    def candidates_many(self, k: Keys, workers: list[int], *, cap: int | None, count: int,
+                        enough: list[int]) -> list[tuple[list, list]]:
+        """(eligible, settled) for each of ``workers`` among the top ``count`` of
+        ``pending`` — :meth:`candidates` for many workers in one call, each task's counters
+        read once; worker i's scan stops at ``enough[i]`` settled candidates (0: all)."""
+        if not workers:
+            return []
+        keys = [k.pending, k.nlabels, k.reserved, k.applied, *(k.seen(w) for w in workers)]
+        args = [-1 if cap is None else cap, int(count), *(int(e) for e in enough)]
+        out = self._candidates_many(keys=keys, args=args)
+        return [(list(out[2 * i]), list(out[2 * i + 1])) for i in range(len(workers))]
 
     def pop_inbox(self, k: Keys, worker: int, now_ms: int, lease_ms: int, key_ttl_ms: int,
                   min_left_ms: int = 1_000, pipeline=None):

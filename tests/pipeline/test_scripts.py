@@ -198,3 +198,30 @@ def test_reserve_made_at_once_is_refused_when_the_inbox_was_refilled_meanwhile(r
     assert s.pop_inbox(K, 0, NOW, 60_000, 600_000)[0] == "held"
     assert at_once(5, "now", (1, 1)).ok
     assert r.llen(K.inbox(0)) == 0 and r.hget(K.lease("now"), "held") is None
+
+
+def test_candidates_many_answers_as_candidates_does_for_each_worker(r):
+    # Given a pool of 60 tasks with random counters and three workers who have seen some
+    import numpy as np
+    rng = np.random.default_rng(7)
+    s = Scripts(r)
+    for trial in range(20):
+        r.flushdb()
+        r.zadd(K.pending, {t: float(rng.random()) for t in range(60)})
+        for t in range(60):
+            done, live = int(rng.integers(0, 3)), int(rng.integers(0, 2))
+            r.hset(K.nlabels, t, done)
+            r.hset(K.reserved, t, live)
+            r.hset(K.applied, t, done - int(rng.integers(0, done + 1)))
+        for w in range(3):
+            r.sadd(K.seen(w), *map(int, rng.choice(60, 15, replace=False)))
+        cap = [-1, 2, 3][trial % 3]
+        count, enough = int(rng.integers(5, 70)), [int(e) for e in rng.integers(0, 12, 3)]
+        # When the many-worker call is made
+        many = s.candidates_many(K, [0, 1, 2], cap=None if cap < 0 else cap, count=count,
+                                 enough=enough)
+        # Then each worker gets exactly what their own CANDIDATES call would give
+        for w in range(3):
+            ok, settled, _n = s.candidates(K, w, cap=None if cap < 0 else cap, offset=0,
+                                           count=count, enough=enough[w])
+            assert many[w] == (ok, settled), (trial, w)
