@@ -226,13 +226,22 @@ def apply_pending(engine, redis, project_id: int, *, cache: StateCache | None = 
             return report
 
 
+# a snapshot costs O(tasks) (1M tasks: most of a second): the applier spends at most about
+# 1/SNAPSHOT_SHARE of its time writing them — the interval grows to this many times the
+# last snapshot's duration when that is longer than ``snapshot_every_s``
+SNAPSHOT_SHARE = 20
+_snapshot_took: dict[int, float] = {}
+
+
 def _maybe_snapshot(redis, cache: StateCache, project_id: int, every_s: float) -> None:
     hot = cache.peek(project_id)
     now = time.monotonic()
+    every_s = max(every_s, SNAPSHOT_SHARE * _snapshot_took.get(project_id, 0.0))
     if hot is not None and now - _last_snapshot.get(project_id, 0.0) >= every_s:
         with hot.lock:
             write_snapshot(redis, hot)
-        _last_snapshot[project_id] = now
+        _last_snapshot[project_id] = done = time.monotonic()
+        _snapshot_took[project_id] = done - now
 
 
 def refill_project(engine, redis, project_id: int, cache: StateCache | None = None) -> int:

@@ -178,3 +178,22 @@ def test_inbox_depth_follows_each_workers_pace(r, sqlite_url):
         assert r.llen(k.inbox(0)) == 12
     # (the project's very first request, which built the hot state, is not counted)
     assert int(r.hget(k.requests, 0)) == 30 and int(r.hget(k.requests, 1)) == 1
+
+
+def test_snapshot_interval_grows_with_the_snapshot_cost(r, sqlite_url):
+    import time
+
+    from labelq.queue import applier
+    eng, pid = make_project(sqlite_url, n_tasks=50, workers=2)
+    cache = StateCache()
+    cache.get(eng, r, pid)
+    k = Keys(pid)
+    # Given the last snapshot took 0.5 s: the next waits 20 x 0.5 = 10 s, not 2 s
+    applier._last_snapshot[pid] = time.monotonic() - 3.0
+    applier._snapshot_took[pid] = 0.5
+    applier._maybe_snapshot(r, cache, pid, every_s=2.0)
+    assert not r.exists(k.state)
+    # When it has been longer than that, a snapshot is written and its cost recorded
+    applier._last_snapshot[pid] = time.monotonic() - 11.0
+    applier._maybe_snapshot(r, cache, pid, every_s=2.0)
+    assert r.exists(k.state) and applier._snapshot_took[pid] < 0.5
