@@ -28,7 +28,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -57,17 +56,13 @@ _last_snapshot: dict[int, float] = {}
 # batch when the last one was smaller than LINGER_BELOW labels
 REFILL_EVERY_S = 0.05
 LINGER_BELOW, LINGER_S = 64, 0.01
-_scripts: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _rng = decision_rng(1)
 _rng_lock = threading.Lock()
 
 
 def _scripts_for(redis):
     from .scripts import Scripts
-    s = _scripts.get(redis)
-    if s is None:
-        s = _scripts[redis] = Scripts(redis)
-    return s
+    return Scripts(redis)  # cheap: the scripts are loaded once per client (load_script)
 
 
 class LockLost(Exception):

@@ -5,7 +5,6 @@ the next holder (the race a plain GET-then-DEL would have)."""
 from __future__ import annotations
 
 import secrets
-import weakref
 
 from .scripts import load_script
 
@@ -23,15 +22,9 @@ return 0
 """
 
 
-# the two scripts registered once per client (a lock is made per applier run)
-_registered: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
 def _scripts(redis):
-    got = _registered.get(redis)
-    if got is None:
-        got = _registered[redis] = (load_script(redis, _RELEASE), load_script(redis, _EXTEND))
-    return got
+    """The two scripts, loaded once per client (a lock is made per applier run)."""
+    return load_script(redis, _RELEASE), load_script(redis, _EXTEND)
 
 
 class RedisLock:

@@ -21,6 +21,7 @@ Each script opens with a comment listing every key it touches. The races they cl
 from __future__ import annotations
 
 import json
+import weakref
 from dataclasses import dataclass
 
 from .keys import Keys
@@ -271,12 +272,26 @@ return {1, task, lease[2]}
 """
 
 
+# the scripts loaded per client: a Scripts, a lock or a reaper pass made again on the same
+# client costs a dict lookup, not a SCRIPT LOAD round trip per script
+_loaded: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
 def load_script(redis, source: str):
-    """``register_script`` plus a ``SCRIPT LOAD`` now, so the first EVALSHA never meets
-    NOSCRIPT: redis-py recovers from that on a real server, but the embedded server of
-    ``labelq demo`` (fakeredis over TCP) answers it by closing the connection."""
-    script = redis.register_script(source)
-    redis.script_load(source)
+    """``register_script`` plus a ``SCRIPT LOAD``, once per client and script, so the first
+    EVALSHA never meets NOSCRIPT: redis-py recovers from that on a real server, but the
+    embedded server of ``labelq demo`` (fakeredis over TCP) answers it by closing the
+    connection. A server that lost its scripts later (a restart, ``SCRIPT FLUSH``) is
+    handled where scripts run: ``Script.__call__`` reloads, and :class:`ScriptPipeline`
+    reruns a call that met NOSCRIPT through it."""
+    per_client = _loaded.get(redis)
+    if per_client is None:
+        per_client = _loaded[redis] = {}
+    script = per_client.get(source)
+    if script is None:
+        script = redis.register_script(source)
+        redis.script_load(source)
+        per_client[source] = script
     return script
 
 

@@ -225,3 +225,21 @@ def test_candidates_many_answers_as_candidates_does_for_each_worker(r):
             ok, settled, _n = s.candidates(K, w, cap=None if cap < 0 else cap, offset=0,
                                            count=count, enough=enough[w])
             assert many[w] == (ok, settled), (trial, w)
+
+
+def test_scripts_are_loaded_once_per_client_and_survive_a_script_flush(r):
+    # Given scripts made twice on one client: the second costs no SCRIPT LOAD
+    a, b = Scripts(r), Scripts(r)
+    assert a._reserve is b._reserve and a._pop is b._pop
+    # When the server forgets its scripts (a restart, SCRIPT FLUSH)
+    r.script_flush()
+    # Then a new Scripts on the same client still runs them, alone and pipelined
+    s = Scripts(r)
+    assert reserve(s, 3, 0, "x1").ok
+    pipe = s.pipeline()
+    s.candidates(K, 1, cap=2, count=10, pipeline=pipe)
+    s.reserve(K, task=4, worker=1, cap=2, capacity=None, cost=1.0, budget=None,
+              assignment_id="x2", expires_ms=NOW + 60_000, key_ttl_ms=600_000, pipeline=pipe)
+    r.script_flush()
+    out = pipe.execute()
+    assert s.reserve_result(out[1]).ok and r.exists(K.lease("x2"))
