@@ -310,25 +310,71 @@ class ScriptPipeline:
     when :class:`Scripts` was made). redis-py's own pipeline would first ask ``SCRIPT
     EXISTS`` on every execute — a second round trip. A call that meets ``NOSCRIPT`` (the
     server lost its script cache) did not run; it is run again alone, through the
-    ``Script`` object, which loads the script first."""
+    ``Script`` object, which loads the script first.
+
+    On a plain ``redis.Redis`` client the calls go straight over one pooled connection
+    (pack, send, read each reply): redis-py's ``Pipeline`` object, its retry wrapper and
+    its per-command hooks cost about as much CPU as the rest of a submit. A connection
+    error is raised, not retried — a script may have run — and that connection closed.
+    Other clients (fakeredis in unit tests) take redis-py's pipeline."""
 
     def __init__(self, redis) -> None:
-        self._pipe = redis.pipeline(transaction=False)
+        self._redis = redis
         self._calls: list = []
 
     def add(self, script, keys, args) -> None:
-        self._pipe.evalsha(script.sha, len(keys), *keys, *args)
         self._calls.append((script, keys, args))
 
     def execute(self) -> list:
         from redis.exceptions import NoScriptError
-        outs = self._pipe.execute(raise_on_error=False)
+        if not self._calls:
+            return []
+        outs = self._send()
         for i, (out, (script, keys, args)) in enumerate(zip(outs, self._calls)):
             if isinstance(out, NoScriptError):
                 outs[i] = script(keys=keys, args=args)
             elif isinstance(out, Exception):
                 raise out
         return outs
+
+    def _send(self) -> list:
+        from redis import Redis
+        from redis.connection import ConnectionPool
+        from redis.exceptions import ResponseError
+        cmds = [("EVALSHA", script.sha, len(keys), *keys, *args)
+                for script, keys, args in self._calls]
+        pool = getattr(self._redis, "connection_pool", None)
+        if type(self._redis) is not Redis or type(pool) is not ConnectionPool:
+            pipe = self._redis.pipeline(transaction=False)
+            for cmd in cmds:
+                pipe.execute_command(*cmd)
+            return pipe.execute(raise_on_error=False)
+        conn = pool.get_connection()
+        try:
+            conn.send_packed_command(_pack(conn, cmds))
+            outs: list = []
+            for _ in cmds:
+                try:
+                    outs.append(conn.read_response())
+                except ResponseError as exc:  # this reply only; the next ones follow
+                    outs.append(exc)
+            return outs
+        except BaseException:
+            conn.disconnect()
+            raise
+        finally:
+            pool.release(conn)
+
+
+def _pack(conn, cmds: list) -> list:
+    """The commands in the wire format, as chunks for ``send_packed_command``: hiredis packs
+    a tuple of str/bytes/int in C; other arguments (numpy integers, say) go through
+    redis-py's encoder."""
+    try:
+        import hiredis
+        return [b"".join([hiredis.pack_command(cmd) for cmd in cmds])]
+    except (ImportError, TypeError):
+        return conn.pack_commands(cmds)
 
 
 class Scripts:

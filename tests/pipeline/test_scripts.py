@@ -243,3 +243,4 @@ def test_scripts_are_loaded_once_per_client_and_survive_a_script_flush(r):
     r.script_flush()
     out = pipe.execute()
     assert s.reserve_result(out[1]).ok and r.exists(K.lease("x2"))
+
