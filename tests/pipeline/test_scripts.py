@@ -244,3 +244,22 @@ def test_scripts_are_loaded_once_per_client_and_survive_a_script_flush(r):
     out = pipe.execute()
     assert s.reserve_result(out[1]).ok and r.exists(K.lease("x2"))
 
+
+
+def test_a_pipeline_connection_closed_by_the_server_is_replaced_before_reuse(r):
+    # Given a script pipeline whose connection now waits idle for its next use
+    import redis as redis_lib
+    kw = r.connection_pool.connection_kwargs
+    client = redis_lib.Redis(host=kw["host"], port=kw["port"], db=kw.get("db", 0))
+    s = Scripts(client)
+    pipe = s.pipeline()
+    s.candidates(K, 0, cap=2, count=10, pipeline=pipe)
+    pipe.execute()
+    # When the server closes every other client connection (as a restart would)
+    r.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+    # Then the next pipelined call reconnects instead of failing
+    pipe = s.pipeline()
+    s.reserve(K, task=8, worker=0, cap=2, capacity=None, cost=1.0, budget=None,
+              assignment_id="k1", expires_ms=NOW + 60_000, key_ttl_ms=600_000, pipeline=pipe)
+    assert s.reserve_result(pipe.execute()[0]).ok and r.exists(K.lease("k1"))
+    client.close()
