@@ -322,6 +322,10 @@ def refill_inboxes(engine, redis, scripts: Scripts, hot: Hot, *, inbox_size: int
     return made
 
 
+# at most this many task rows kept per project in an applier process (``Hot.rows``)
+ROWS_KEPT = 200_000
+
+
 def _task_rows(engine, project_id: int, tasks: list[int]) -> dict[int, str]:
     """task seq -> JSON ``[external id, category, payload]``, in one SELECT: kept in the
     inbox reservation so that handing it out (``POP_INBOX``) reads nothing from SQL."""
@@ -376,7 +380,12 @@ def _refill_batch(engine, redis, scripts: Scripts, hot: Hot, workers: list[Worke
     if not plan:
         return 0, False
     expires = now + HOLD_MS
-    rows = _task_rows(engine, project.id, sorted({t for _, t in plan}))
+    rows = hot.rows
+    missing = sorted({t for _, t in plan if t not in rows})
+    if missing:
+        if len(rows) + len(missing) > ROWS_KEPT:
+            rows.clear()
+        rows.update(_task_rows(engine, project.id, missing))
     pipe = scripts.pipeline()
     for w, task in plan:
         _reserve(scripts, k, hot, w, task, uuid.uuid4().hex, expires, key_ttl_ms,

@@ -51,6 +51,9 @@ class Hot:
     # applied — e.g. an applier killed before it pushed their priorities); only tracked
     # when the cache is asked to (the applier's), which pushes and clears them
     dirty: set | None = None
+    # task seq -> JSON row [external id, category, payload] of tasks this process put in
+    # inboxes (tasks do not change once loaded; this goes with the view on a reload)
+    rows: dict = field(default_factory=dict)
 
     @property
     def project(self) -> Project:
