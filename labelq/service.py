@@ -91,6 +91,7 @@ class Service:
         self._workers: dict[str, tuple[float, Worker]] = {}
         self._projects: dict[int, tuple[float, Project]] = {}
         self._submits = Group(self._submit_batch)
+        self._inserts = _Inserts.of(engine)
 
     # --- helpers -------------------------------------------------------------------------
     def _worker(self, handle: str) -> Worker:
@@ -252,17 +253,10 @@ class Service:
             self.notify(project.id)
         return {"assignment_id": assignment_id, "label": value, "duplicate": False}
 
-    @staticmethod
-    def _insert(conn, rows, now: int) -> None:
+    def _insert(self, conn, rows, now: int) -> None:
         """INSERT the ``Assignment`` and ``Label`` rows of ``(worker, project, aid, value,
         is_gold, task_id)`` tuples: one statement each, whatever their number."""
-        at = _utc(now)
-        conn.execute(_INSERT_ASSIGNMENT, [dict(
-            id=aid, project_id=p.id, task_id=tid, worker_id=w.id, is_gold=g,
-            state="submitted", issued=at, expires=at) for w, p, aid, _v, g, tid in rows])
-        conn.execute(_INSERT_LABEL, [dict(
-            assignment_id=aid, project_id=p.id, task_id=tid, worker_id=w.id, value=v,
-            is_gold=g, received=at) for w, p, aid, v, g, tid in rows])
+        self._inserts.run(conn, rows, _utc(now))
 
     def _submit_batch(self, batch: list) -> None:
         """Run the submits of ``batch`` (group commit, :mod:`labelq.queue.group`). Each
@@ -361,6 +355,55 @@ class Service:
 
 _INSERT_ASSIGNMENT = insert(Assignment.__table__)
 _INSERT_LABEL = insert(Label.__table__)
+
+
+class _Inserts:
+    """The submit path's two INSERTs. On SQLite and PostgreSQL they go to the driver as
+    plain SQL with positional parameters (``exec_driver_sql``): SQLAlchemy Core's
+    per-statement work — compiled-cache lookup, parameter dicts, bind processing per row —
+    cost about a fifth of a submit's CPU. The timestamp is converted once per batch with
+    the dialect's own bind processor, so the stored values are the ones Core would store.
+    Other dialects take the Core statements."""
+
+    _cache: dict = {}
+
+    def __init__(self, dialect) -> None:
+        self.raw = dialect.name in ("sqlite", "postgresql")
+        mark = "?" if dialect.paramstyle == "qmark" else "%s"
+
+        def sql(table, cols):
+            return (f"INSERT INTO {table.name} ({', '.join(cols)}) "
+                    f"VALUES ({', '.join([mark] * len(cols))})")
+        self.assignment = sql(Assignment.__table__, ["id", "project_id", "task_id",
+                                                     "worker_id", "is_gold", "state",
+                                                     "issued", "expires"])
+        self.label = sql(Label.__table__, ["assignment_id", "project_id", "task_id",
+                                           "worker_id", "value", "is_gold", "received"])
+        self.when = Label.__table__.c.received.type.bind_processor(dialect)
+
+    @classmethod
+    def of(cls, engine) -> "_Inserts":
+        key = (engine.dialect.name, engine.dialect.paramstyle)
+        got = cls._cache.get(key)
+        if got is None:
+            got = cls._cache[key] = cls(engine.dialect)
+        return got
+
+    def run(self, conn, rows, at) -> None:
+        if not self.raw:
+            conn.execute(_INSERT_ASSIGNMENT, [dict(
+                id=aid, project_id=p.id, task_id=tid, worker_id=w.id, is_gold=g,
+                state="submitted", issued=at, expires=at) for w, p, aid, _v, g, tid in rows])
+            conn.execute(_INSERT_LABEL, [dict(
+                assignment_id=aid, project_id=p.id, task_id=tid, worker_id=w.id, value=v,
+                is_gold=g, received=at) for w, p, aid, v, g, tid in rows])
+            return
+        t = self.when(at) if self.when is not None else at
+        conn.exec_driver_sql(self.assignment, [
+            (aid, p.id, tid, w.id, bool(g), "submitted", t, t)
+            for w, p, aid, _v, g, tid in rows])
+        conn.exec_driver_sql(self.label, [
+            (aid, p.id, tid, w.id, v, bool(g), t) for w, p, aid, v, g, tid in rows])
 _TASK_ID = select(Task.id).where(Task.project_id == bindparam("p"), Task.seq == bindparam("s"))
 _TASK_ROW = (select(Task.external_id, Task.category, Task.payload)
              .where(Task.project_id == bindparam("p"), Task.seq == bindparam("s")))

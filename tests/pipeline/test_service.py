@@ -171,3 +171,34 @@ def test_inbox_refilled_while_deciding_at_once_is_served_first(r, sqlite_url):
     assert r.llen(Keys(pid).inbox(0)) == 0
     issued = r.hmget(Keys(pid).nissued, ["0", "g0"])
     assert [int(x) for x in issued] == [5, 4]
+
+
+def test_raw_inserts_store_what_core_would(db_url):
+    # Given a project, one worker and two tasks, on SQLite and on PostgreSQL
+    from labelq.models import Project, Task, Worker
+    from labelq.service import _Inserts, _utc
+    eng, pid = make_project(db_url, n_tasks=2, workers=1)
+    with session_scope(eng) as s:
+        p, w = s.get(Project, pid), s.exec(select(Worker)).one()
+        t0, t1 = (s.exec(select(Task.id).where(Task.seq == i)).one() for i in (0, 1))
+        s.expunge_all()
+    at = _utc(1_700_000_000_123)
+    core = _Inserts(eng.dialect)
+    core.raw = False
+    raw = _Inserts.of(eng)
+    assert raw.raw
+    # When one label is written through Core and one through the driver's plain SQL
+    with eng.begin() as conn:
+        core.run(conn, [(w, p, "core-1", "a", True, t0)], at)
+        raw.run(conn, [(w, p, "raw-1", "a", True, t1)], at)
+    # Then the rows read back the same, field by field
+    with session_scope(eng) as s:
+        got = {a.id: a for a in s.exec(select(Assignment))}
+        labels = {x.assignment_id: x for x in s.exec(select(Label))}
+        for kind in ("core-1", "raw-1"):
+            a, lab = got[kind], labels[kind]
+            assert (a.is_gold, a.state, a.issued, a.expires) == \
+                (True, "submitted", got["core-1"].issued, got["core-1"].expires)
+            assert (lab.value, lab.is_gold, lab.received, lab.applied_seq) == \
+                ("a", True, labels["core-1"].received, None)
+        assert labels["raw-1"].received.replace(tzinfo=None) == at.replace(tzinfo=None)
