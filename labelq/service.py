@@ -379,7 +379,8 @@ class _Inserts:
                                                      "issued", "expires"])
         self.label = sql(Label.__table__, ["assignment_id", "project_id", "task_id",
                                            "worker_id", "value", "is_gold", "received"])
-        self.when = Label.__table__.c.received.type.bind_processor(dialect)
+        received = Label.__table__.c.received.type
+        self.when = received.dialect_impl(dialect).bind_processor(dialect)
 
     @classmethod
     def of(cls, engine) -> "_Inserts":
