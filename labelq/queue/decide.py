@@ -347,7 +347,8 @@ def _refill_batch(engine, redis, scripts: Scripts, hot: Hot, workers: list[Worke
     """The common case of :func:`refill_inboxes` in three Redis round trips for all the
     workers instead of two per reservation: one ``CANDIDATES_MANY`` (the top of
     ``pending`` for every worker at once, each task's counters read once), the policy's
-    choices in process, one pipeline of ``RESERVE``. Decides as :func:`decide` would one after the other: settled
+    choices in process, one pipeline of ``RESERVE``. Decides as :func:`decide` would one
+    after the other: settled
     candidates first, and a task chosen for one worker is no longer settled for the next
     (nor offered to them in this batch). ``want`` is lowered by what was reserved; what is
     left (a lost race, a window too small) goes through :func:`decide`. Projects with a
