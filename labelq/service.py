@@ -171,9 +171,14 @@ class Service:
             if got == "unbuilt":
                 self.redis.zadd(k.active, {worker.seq: now})
             try:
-                return self._decide(hot, worker, now)
+                issued = self._decide(hot, worker, now)
             except InboxNotEmpty:
                 continue
+            # nothing to decide on may also mean the applier just put the last open tasks
+            # in this worker's inbox (they are in its `seen` set now): pop them
+            if issued is None and self.redis.llen(k.inbox(worker.seq)):
+                continue
+            return issued
         return None
 
     def _key_ttl_ms(self) -> int:

@@ -206,3 +206,32 @@ def test_raw_inserts_store_what_core_would(db_url):
     with eng.connect() as conn:
         stored = dict(conn.exec_driver_sql("SELECT assignment_id, received FROM label").all())
     assert stored["raw-1"] == stored["core-1"]
+
+
+def test_inbox_refilled_with_the_last_tasks_while_deciding_is_served(r, sqlite_url):
+    # Given three tasks, one of them issued to the worker, whose inbox is empty
+    from labelq.queue.decide import refill_inboxes
+    from labelq.queue.hotstate import StateCache
+    from labelq.queue.reaper import lease_key_ttl_ms
+
+    eng, pid = make_project(sqlite_url, n_tasks=3, workers=1, max_labels=1)
+    s = Service(eng, r, settings=Settings(database_url=sqlite_url), worker_max_age=0)
+    first = s.next_assignment("p-w0")
+    hot = StateCache().get(eng, r, pid)
+    candidates, refilled = s.scripts.candidates, []
+
+    def applier_strikes(*args, **kwargs):
+        if not refilled:
+            s.scripts.candidates = candidates  # once
+            refilled.append(refill_inboxes(
+                eng, r, s.scripts, hot, inbox_size=3, lease_ms=600_000,
+                key_ttl_ms=lease_key_ttl_ms(600_000), rng=np.random.default_rng(0)))
+        return candidates(*args, **kwargs)
+    # When the applier puts the two open tasks in the inbox while the next request, which
+    # found the inbox empty, looks for candidates (there are none left for it)
+    s.scripts.candidates = applier_strikes
+    got = s.next_assignment("p-w0")
+    # Then the request serves the inbox's head instead of answering "nothing for you"
+    assert refilled == [2]
+    assert got is not None and got.task_seq != first.task_seq
+    assert r.llen(Keys(pid).inbox(0)) == 1
