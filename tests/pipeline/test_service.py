@@ -145,7 +145,7 @@ def test_inbox_refilled_while_deciding_at_once_is_served_first(r, sqlite_url):
     from labelq.queue.reaper import lease_key_ttl_ms
 
     eng, pid = make_project(sqlite_url, n_tasks=20, n_gold=8, workers=1, policy="optkg",
-                            gold_schedule="onboarding:n=4,rate=0.05,half_life=50,floor=0.01")
+                            gold_schedule="onboarding:n=4,rate=0,half_life=50,floor=0")
     s = Service(eng, r, settings=Settings(database_url=sqlite_url), worker_max_age=0)
     first = s.next_assignment("p-w0")
     assert first.task.startswith("g")
