@@ -137,20 +137,13 @@ def test_requests_spread_over_tasks_while_the_applier_lags(r, sqlite_url):
     assert sorted(issued) == sorted(f"t{i}" for i in range(30))
 
 
-def test_inbox_refilled_while_deciding_at_once_is_served_first(r, sqlite_url):
-    # Given an onboarding schedule (the first 4 assignments are gold) and a worker with an
-    # empty inbox who has had one gold question
+def applier_refills_inbox_at_next_candidates(s: Service, eng, r, pid) -> list[int]:
+    """Make the applier refill the inboxes (to 3) at the moment the service next asks
+    Redis for candidates — after its inbox pop found nothing, before it reserves — once.
+    Returns a list that then holds the number of reservations the refill made."""
     from labelq.queue.decide import refill_inboxes
     from labelq.queue.hotstate import StateCache
     from labelq.queue.reaper import lease_key_ttl_ms
-
-    eng, pid = make_project(sqlite_url, n_tasks=20, n_gold=8, workers=1, policy="optkg",
-                            gold_schedule="onboarding:n=4,rate=0,half_life=50,floor=0")
-    s = Service(eng, r, settings=Settings(database_url=sqlite_url), worker_max_age=0)
-    first = s.next_assignment("p-w0")
-    assert first.task.startswith("g")
-    # When the applier refills the inbox (three held golds) just after the next request
-    # found it empty, while that request is deciding at once
     hot = StateCache().get(eng, r, pid)
     candidates, refilled = s.scripts.candidates, []
 
@@ -162,6 +155,20 @@ def test_inbox_refilled_while_deciding_at_once_is_served_first(r, sqlite_url):
                 key_ttl_ms=lease_key_ttl_ms(600_000), rng=np.random.default_rng(0)))
         return candidates(*args, **kwargs)
     s.scripts.candidates = applier_strikes
+    return refilled
+
+
+def test_inbox_refilled_while_deciding_at_once_is_served_first(r, sqlite_url):
+    # Given an onboarding schedule (the first 4 assignments are gold) and a worker with an
+    # empty inbox who has had one gold question
+    eng, pid = make_project(sqlite_url, n_tasks=20, n_gold=8, workers=1, policy="optkg",
+                            gold_schedule="onboarding:n=4,rate=0,half_life=50,floor=0")
+    s = Service(eng, r, settings=Settings(database_url=sqlite_url), worker_max_age=0)
+    first = s.next_assignment("p-w0")
+    assert first.task.startswith("g")
+    # When the applier refills the inbox (three held golds) just after the next request
+    # found it empty, while that request is deciding at once
+    refilled = applier_refills_inbox_at_next_candidates(s, eng, r, pid)
     got = [s.next_assignment("p-w0") for _ in range(4)]
     # Then the worker gets the inbox's golds first, in the order they were decided: the
     # schedule's first four are all gold, and nothing is left held in the inbox
@@ -210,26 +217,12 @@ def test_raw_inserts_store_what_core_would(db_url):
 
 def test_inbox_refilled_with_the_last_tasks_while_deciding_is_served(r, sqlite_url):
     # Given three tasks, one of them issued to the worker, whose inbox is empty
-    from labelq.queue.decide import refill_inboxes
-    from labelq.queue.hotstate import StateCache
-    from labelq.queue.reaper import lease_key_ttl_ms
-
     eng, pid = make_project(sqlite_url, n_tasks=3, workers=1, max_labels=1)
     s = Service(eng, r, settings=Settings(database_url=sqlite_url), worker_max_age=0)
     first = s.next_assignment("p-w0")
-    hot = StateCache().get(eng, r, pid)
-    candidates, refilled = s.scripts.candidates, []
-
-    def applier_strikes(*args, **kwargs):
-        if not refilled:
-            s.scripts.candidates = candidates  # once
-            refilled.append(refill_inboxes(
-                eng, r, s.scripts, hot, inbox_size=3, lease_ms=600_000,
-                key_ttl_ms=lease_key_ttl_ms(600_000), rng=np.random.default_rng(0)))
-        return candidates(*args, **kwargs)
     # When the applier puts the two open tasks in the inbox while the next request, which
     # found the inbox empty, looks for candidates (there are none left for it)
-    s.scripts.candidates = applier_strikes
+    refilled = applier_refills_inbox_at_next_candidates(s, eng, r, pid)
     got = s.next_assignment("p-w0")
     # Then the request serves the inbox's head instead of answering "nothing for you"
     assert refilled == [2]
