@@ -190,14 +190,16 @@ def test_raw_inserts_store_what_core_would(db_url):
         t0, t1 = (s.exec(select(Task.id).where(Task.seq == i)).one() for i in (0, 1))
         s.expunge_all()
     at = _utc(1_700_000_000_000)  # no microseconds: formats that differ would show
-    core = _Inserts(eng.dialect)
-    core.raw = False
-    raw = _Inserts.of(eng)
-    assert raw.raw
     # When one label is written through Core and one through the driver's plain SQL
+    from sqlalchemy import insert
     with eng.begin() as conn:
-        core.run(conn, [(w, p, "core-1", "a", True, t0)], at)
-        raw.run(conn, [(w, p, "raw-1", "a", True, t1)], at)
+        conn.execute(insert(Assignment.__table__), [dict(
+            id="core-1", project_id=p.id, task_id=t0, worker_id=w.id, is_gold=True,
+            state="submitted", issued=at, expires=at)])
+        conn.execute(insert(Label.__table__), [dict(
+            assignment_id="core-1", project_id=p.id, task_id=t0, worker_id=w.id, value="a",
+            is_gold=True, received=at)])
+        _Inserts.of(eng).run(conn, [(w, p, "raw-1", "a", True, t1)], at)
     # Then the rows read back the same, field by field
     with session_scope(eng) as s:
         got = {a.id: a for a in s.exec(select(Assignment))}
