@@ -26,7 +26,16 @@ import threading
 import weakref
 from dataclasses import dataclass
 
+from redis import Redis
+from redis.connection import ConnectionPool
+from redis.exceptions import NoScriptError, ResponseError
+
 from .keys import Keys
+
+try:  # packs commands in C (a dependency; redis-py's encoder if it is missing)
+    import hiredis
+except ImportError:  # pragma: no cover
+    hiredis = None
 
 __all__ = ["load_script", "RESERVE", "SUBMIT_BEGIN", "SUBMIT_FINISH", "RELEASE", "CANDIDATES",
            "POP_INBOX", "CANDIDATES_MANY", "Scripts", "ScriptPipeline", "ReserveResult"]
@@ -328,7 +337,6 @@ class ScriptPipeline:
         self._calls.append((script, keys, args))
 
     def execute(self) -> list:
-        from redis.exceptions import NoScriptError
         if not self._calls:
             return []
         outs = self._send()
@@ -340,9 +348,6 @@ class ScriptPipeline:
         return outs
 
     def _send(self) -> list:
-        from redis import Redis
-        from redis.connection import ConnectionPool
-        from redis.exceptions import ResponseError
         cmds = [("EVALSHA", script.sha, len(keys), *keys, *args)
                 for script, keys, args in self._calls]
         pool = getattr(self._redis, "connection_pool", None)
@@ -421,11 +426,12 @@ def _pack(conn, cmds: list) -> list:
     """The commands in the wire format, as chunks for ``send_packed_command``: hiredis packs
     a tuple of str/bytes/int in C; other arguments (numpy integers, say) go through
     redis-py's encoder."""
-    try:
-        import hiredis
-        return [b"".join([hiredis.pack_command(cmd) for cmd in cmds])]
-    except (ImportError, TypeError):
-        return conn.pack_commands(cmds)
+    if hiredis is not None:
+        try:
+            return [b"".join([hiredis.pack_command(cmd) for cmd in cmds])]
+        except TypeError:
+            pass
+    return conn.pack_commands(cmds)
 
 
 class Scripts:
