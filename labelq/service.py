@@ -90,7 +90,8 @@ class Service:
         self.worker_max_age = worker_max_age
         self._workers: dict[str, tuple[float, Worker]] = {}
         self._projects: dict[int, tuple[float, Project]] = {}
-        self._submits = Group(self._submit_batch)
+        self._submits = Group(self._submit_begin, self._submit_commit,
+                             self._submit_finish)
         self._inserts = _Inserts.of(engine)
 
     # --- helpers -------------------------------------------------------------------------
@@ -197,9 +198,9 @@ class Service:
     def submit(self, handle: str, assignment_id: str, value: str, *,
                then_next: bool = False) -> dict[str, Any]:
         """Record the label; returns only once it is committed to SQL. Concurrent submits of
-        this process's threads share one batch (:meth:`_submit_batch`): one Redis pipeline
-        for their ``SUBMIT_BEGIN``, one SQL transaction, one pipeline for their
-        ``SUBMIT_FINISH``.
+        this process's threads share one batch (group commit): one Redis pipeline for their
+        ``SUBMIT_BEGIN``, one SQL transaction, one pipeline for their ``SUBMIT_FINISH`` —
+        three stages, each overlapping the neighbouring batches' other stages.
 
         ``then_next``: also issue the worker's next assignment, as :meth:`next_assignment`
         would, under ``"next"`` (an :class:`Issued`, or ``None`` when there is nothing for
@@ -263,56 +264,61 @@ class Service:
         is_gold, task_id)`` tuples: one statement each, whatever their number."""
         self._inserts.run(conn, rows, _utc(now))
 
-    def _submit_batch(self, batch: list) -> None:
-        """Run the submits of ``batch`` (group commit, :mod:`labelq.queue.group`). Each
-        item's result is ``("done", None)`` once its label is committed and finished, else
-        ``(kind, began)`` for the caller to finish alone: ``"begin"`` when ``SUBMIT_BEGIN``
-        refused it, ``"single"`` when the shared transaction hit a constraint (a duplicate
-        somewhere in the batch) and nothing of it was committed."""
+    # the submit batch's three stages (group commit, :mod:`labelq.queue.group`): each
+    # item's result is ``("done", popped)`` once its label is committed and finished, else
+    # ``(kind, began)`` for the caller to finish alone — ``"begin"`` when ``SUBMIT_BEGIN``
+    # refused it, ``"single"`` when the shared transaction hit a constraint (a duplicate
+    # somewhere in the batch) and nothing of it was committed
+    def _submit_begin(self, batch: list) -> None:
+        """Stage 1: one pipeline of ``SUBMIT_BEGIN`` (validates and marks the leases)."""
         now = now_ms()
         pipe = self.scripts.pipeline()
         for it in batch:
             worker, project, aid, _value, _next = it.args
             self.scripts.submit_begin(Keys(project.id), aid, worker.seq, now, pipeline=pipe)
-        began = [self.scripts.begin_result(out) for out in pipe.execute()]
-        ok = []
-        for it, b in zip(batch, began):
+        for it, out in zip(batch, pipe.execute()):
+            b = self.scripts.begin_result(out)
             if b[0] == "ok":
-                ok.append((it, b))
+                it.state = b
             else:
                 it.result = ("begin", b)
-        if not ok:
-            return
+
+    def _submit_commit(self, batch: list) -> None:
+        """Stage 2: one SQL transaction for the batch's ``Assignment`` and ``Label`` rows."""
         try:
             with self.engine.begin() as conn:
                 rows = []
-                for it, (_, task, is_gold, _cost, task_id) in ok:
+                for it in batch:
                     worker, project, aid, value, _next = it.args
+                    _, task, is_gold, _cost, task_id = it.state
                     rows.append((worker, project, aid, value, is_gold,
                                  _task_id(conn, project.id, task, task_id)))
                 self._insert(conn, rows, now_ms())
         except IntegrityError:
-            for it, b in ok:
-                it.result = ("single", b)
-            return
+            for it in batch:
+                it.result = ("single", it.state)
+
+    def _submit_finish(self, batch: list) -> None:
+        """Stage 3: one pipeline of ``SUBMIT_FINISH`` (and the inbox pops of the submits
+        that asked for their next assignment); wakes the applier where a finish asked."""
         pipe = self.scripts.pipeline()
-        for it, _b in ok:
+        for it in batch:
             worker, project, aid, _value, _next = it.args
             self.scripts.submit_finish(Keys(project.id), aid, project.max_labels,
                                        pipeline=pipe, wake_ttl_ms=WANTED_TTL_MS)
         # the next assignments asked for with these submits: their inbox pops, same trip
         lease_ms = self.settings.lease_seconds * 1000
         now = now_ms()
-        nexts = [it for it, _b in ok if it.args[4]]
+        nexts = [it for it in batch if it.args[4]]
         for it in nexts:
             worker = it.args[0]
             self.scripts.pop_inbox(Keys(worker.project_id), worker.seq, now, lease_ms,
                                    self._key_ttl_ms(), pipeline=pipe)
         replies = pipe.execute()
-        woke = {it.args[1].id for (it, _b), out in zip(ok, replies) if int(out) == 2}
-        for it, _b in ok:
+        woke = {it.args[1].id for it, out in zip(batch, replies) if int(out) == 2}
+        for it in batch:
             it.result = ("done", None)
-        for it, out in zip(nexts, replies[len(ok):]):
+        for it, out in zip(nexts, replies[len(batch):]):
             it.result = ("done", (now, self.scripts.pop_result(out)))
         if self.notify:
             for project_id in woke:

@@ -1,14 +1,23 @@
-"""Group execution: the threads of one process share one batch (group commit).
+"""Group execution: the threads of one process share batches (group commit), and successive
+batches overlap stage by stage.
 
-``Group(run).call(item)`` queues ``item`` and returns once a batch holding it has run. The
-first caller to take the leader lock drains the queue and runs ``run(batch)`` for every item
-queued so far; callers that arrive meanwhile queue up behind the lock, and the next leader
-takes them all at once. So under load one SQL transaction (or one Redis pipeline) serves
-several requests, and each caller still returns only after *its* item was processed — for a
-submit, after its label is committed.
+``Group(stage_1, …, stage_n).call(args)`` queues ``args`` and returns once a batch holding
+it has run through every stage. A caller that finds no batch being formed becomes the
+leader: it takes every item queued so far and runs the stages on them in order; callers that
+arrive meanwhile queue up, and the first of them leads the next batch as soon as this one
+has entered its second stage. Each stage runs one batch at a time, in batch order (a batch
+takes stage *i + 1* before it lets go of stage *i*), so stage 1 of batch *k + 1* runs while
+batch *k* is in stage 2 — for a submit, the next batch's ``SUBMIT_BEGIN`` round trip
+overlaps this batch's SQL commit, and its commit this batch's ``SUBMIT_FINISH`` — much as
+the stages of MySQL's binary-log group commit (flush, sync, commit) each have their own
+queue. Each caller still returns only after *its* item was processed: for a submit, after
+its label is committed.
 
-``run(batch)`` must set ``item.result`` (or ``item.error``) on each item; an exception out
-of ``run`` is given to every item of the batch that has neither.
+A stage ``run(items)`` gets the items of the batch still open and may finish any of them by
+setting ``item.result`` or ``item.error`` (those callers return at once; later stages do not
+see them); ``item.state`` carries what one stage leaves for the next. An exception out of a
+stage is given to every item it was running. An item still open after the last stage
+returns ``item.result`` (``None`` unless set).
 """
 
 from __future__ import annotations
@@ -20,39 +29,92 @@ __all__ = ["Group", "Item"]
 
 
 class Item:
-    __slots__ = ("args", "result", "error", "done")
+    __slots__ = ("args", "result", "error", "state", "done", "_wake")
 
     def __init__(self, args: Any) -> None:
         self.args = args
         self.result: Any = None
         self.error: BaseException | None = None
+        self.state: Any = None
         self.done = False
+        self._wake: threading.Lock | None = None  # held while the caller must wait
 
 
 class Group:
-    def __init__(self, run: Callable[[list[Item]], None]) -> None:
-        self._run = run
-        self._queue: list[Item] = []
-        self._queue_lock = threading.Lock()
-        self._leader = threading.Lock()
+    def __init__(self, *stages: Callable[[list[Item]], None]) -> None:
+        if not stages:
+            raise ValueError("a group needs at least one stage")
+        self._stages = stages
+        self._stage_locks = [threading.Lock() for _ in stages]
+        self._mutex = threading.Lock()
+        self._queue: list[Item] = []  # waiting for the next batch; queue[0] will lead it
+        self._forming = False  # a leader is taking or running the first stage
 
     def call(self, args: Any) -> Any:
         item = Item(args)
-        with self._queue_lock:
-            self._queue.append(item)
-        with self._leader:
-            if not item.done:
-                with self._queue_lock:
-                    batch, self._queue = self._queue, []
-                try:
-                    self._run(batch)
-                except BaseException as exc:  # noqa: BLE001 - handed to every caller
-                    for it in batch:
-                        if it.error is None and not it.done:
-                            it.error = exc
-                finally:
-                    for it in batch:
-                        it.done = True
+        with self._mutex:
+            if self._forming:  # a batch is in its first stage: wait for a later one
+                item._wake = threading.Lock()
+                item._wake.acquire()
+                self._queue.append(item)
+            else:
+                self._forming = True
+        if item._wake is not None:
+            item._wake.acquire()  # released when the item is done, or when it is to lead
+        if not item.done:
+            self._lead(item)
         if item.error is not None:
             raise item.error
         return item.result
+
+    def _lead(self, leader: Item) -> None:
+        with self._mutex:
+            batch = [leader] + [it for it in self._queue if it is not leader]
+            self._queue = []
+        held, handed = None, False
+        try:
+            for i, (stage, lock) in enumerate(zip(self._stages, self._stage_locks)):
+                lock.acquire()  # the previous batch has left this stage
+                if held is not None:
+                    held.release()
+                held = lock
+                if i == 1:  # the first stage is free: the next batch may start
+                    self._next_leader()
+                    handed = True
+                live = [it for it in batch if not it.done]
+                if not live:
+                    break
+                try:
+                    stage(live)
+                except BaseException as exc:  # noqa: BLE001 - handed to every caller
+                    for it in live:
+                        if it.error is None and it.result is None:
+                            it.error = exc
+                for it in live:
+                    if it.error is not None or it.result is not None:
+                        self._finish(it, leader)
+        finally:
+            if held is not None:
+                held.release()
+            if not handed:
+                self._next_leader()
+            for it in batch:
+                self._finish(it, leader)
+
+    def _next_leader(self) -> None:
+        """The first stage is free for the next batch: wake the first queued caller to lead
+        it, or let the next caller lead."""
+        with self._mutex:
+            if self._queue:
+                nxt = self._queue[0]
+                nxt._wake.release()
+            else:
+                self._forming = False
+
+    @staticmethod
+    def _finish(item: Item, leader: Item) -> None:
+        if item.done:
+            return
+        item.done = True
+        if item is not leader:
+            item._wake.release()

@@ -49,6 +49,154 @@ def test_group_hands_an_error_of_the_run_to_every_caller_of_the_batch():
         Group(run).call(1)
 
 
+def test_stages_of_successive_batches_overlap():
+    # Given two stages, the second of which waits until another batch is in the first
+    in_first = threading.Event()
+    first_calls = []
+
+    def first(batch):
+        first_calls.append([it.args for it in batch])
+        if len(first_calls) == 2:
+            in_first.set()
+
+    def second(batch):
+        if batch[0].args == "a":  # the first batch stays here until the next one starts
+            assert in_first.wait(5), "the next batch never started its first stage"
+        for it in batch:
+            it.result = it.args.upper()
+
+    g = Group(first, second)
+    out = {}
+    ta = threading.Thread(target=lambda: out.__setitem__("a", g.call("a")))
+    ta.start()
+    while not first_calls:
+        time.sleep(0.001)
+    # When a second call comes while the first batch is in its second stage
+    out["b"] = g.call("b")
+    ta.join()
+    # Then it ran its first stage meanwhile (else the first batch's assertion failed), and
+    # both callers got their own results
+    assert out == {"a": "A", "b": "B"}
+    assert first_calls == [["a"], ["b"]]
+
+
+def test_an_item_finished_in_an_early_stage_returns_before_the_batch_ends():
+    # Given a first stage that refuses "no" (and holds the first batch, "hold", until told),
+    # and a last stage that waits until the refused caller has returned
+    gate, returned = threading.Event(), threading.Event()
+
+    def first(batch):
+        if batch[0].args == "hold":
+            assert gate.wait(5)
+        for it in batch:
+            if it.args == "no":
+                it.error = ValueError("refused")
+
+    def last(batch):
+        if batch[0].args != "hold":
+            assert returned.wait(5), "the refused caller waited for the whole batch"
+        for it in batch:
+            it.result = it.args
+
+    g = Group(first, last)
+    out, errors = {}, {}
+
+    def call(x):
+        try:
+            out[x] = g.call(x)
+        except ValueError as exc:
+            errors[x] = exc
+        finally:
+            if x == "no":
+                returned.set()
+
+    def queued(n):
+        deadline = time.monotonic() + 5
+        while len(g._queue) < n and time.monotonic() < deadline:
+            time.sleep(0.001)
+    ts = [threading.Thread(target=call, args=("hold",))]
+    ts[0].start()
+    time.sleep(0.02)
+    for x, n in (("yes", 1), ("no", 2)):  # "yes" queued first, so it leads their batch
+        ts.append(threading.Thread(target=call, args=(x,)))
+        ts[-1].start()
+        queued(n)
+    # When "yes" and "no" run as the next batch and "no" is refused in its first stage
+    gate.set()
+    [t.join(10) for t in ts]
+    # Then "no" got its error without waiting for the last stage, and "yes" its result
+    assert out == {"hold": "hold", "yes": "yes"} and str(errors["no"]) == "refused"
+
+
+def test_an_error_in_a_stage_goes_to_its_items_and_the_group_goes_on():
+    # Given a second stage that fails once
+    calls = []
+
+    def first(batch):
+        for it in batch:
+            if it.args < 0:
+                it.result = "early"
+
+    def second(batch):
+        calls.append(len(batch))
+        if len(calls) == 1:
+            raise RuntimeError("database down")
+        for it in batch:
+            it.result = it.args
+
+    g = Group(first, second)
+    # When the first call meets the failure
+    with pytest.raises(RuntimeError, match="database down"):
+        g.call(1)
+    # Then later calls are served, and an item finished early never reaches the failing
+    # stage
+    assert g.call(2) == 2
+    assert g.call(-1) == "early"
+    assert calls == [1, 1]
+
+
+def test_many_callers_through_three_stages_each_get_their_result_in_batch_order():
+    # Given three stages that record the batches they see, with small random delays
+    import random
+    seen = [[], [], []]
+    lock = threading.Lock()
+
+    def stage(i):
+        def run(batch):
+            with lock:
+                seen[i].append(tuple(it.args for it in batch))
+            time.sleep(random.random() / 2000)
+            if i == 2:
+                for it in batch:
+                    it.result = it.args * 2
+        return run
+
+    g = Group(stage(0), stage(1), stage(2))
+    out, errors = {}, []
+
+    def go(t):
+        try:
+            for j in range(100):
+                x = t * 1000 + j
+                got = g.call(x)
+                assert got == 2 * x
+                out[x] = got
+        except Exception as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+
+    # When sixteen threads call a hundred times each
+    ts = [threading.Thread(target=go, args=(t,)) for t in range(16)]
+    [t.start() for t in ts]
+    [t.join() for t in ts]
+    # Then every call got its own result, every stage saw the same batches in the same
+    # order, each item once, and some batch held several callers
+    assert not errors and len(out) == 1600
+    assert seen[0] == seen[1] == seen[2]
+    items = [x for b in seen[0] for x in b]
+    assert sorted(items) == sorted(out) and len(items) == 1600
+    assert max(len(b) for b in seen[0]) > 1
+
+
 def test_concurrent_submits_each_commit_once(r, sqlite_url):
     # Given eight workers holding one assignment each
     eng, pid = make_project(sqlite_url, n_tasks=40, workers=8, max_labels=3)
