@@ -48,7 +48,7 @@ from .queue.decide import InboxNotEmpty, WorkerInfo, decide, decision_rng
 from .queue.hotstate import Hot, StateCache
 from .queue.keys import Keys
 from .queue.applier import WANTED_TTL_MS
-from .queue.reaper import lease_key_ttl_ms
+from .queue.reaper import lease_key_ttl_ms, record_expired
 from .queue.rebuild import ensure_hot
 from .queue.scripts import Scripts
 from .settings import Settings, load_settings
@@ -240,7 +240,10 @@ class Service:
             raise Forbidden(f"assignment {assignment_id!r} was not issued to {handle!r}",
                             assignment=assignment_id, worker=handle)
         if began[0] == "expired":
-            self.scripts.release(k, assignment_id, expired_before_ms=now_ms())
+            res = self.scripts.release(k, assignment_id, expired_before_ms=now_ms())
+            if res[0]:
+                record_expired(self.engine, project.id, [(assignment_id, res)],
+                               lease_ms=self.settings.lease_seconds * 1000)
             raise LeaseExpired(f"assignment {assignment_id!r} expired",
                                assignment=assignment_id)
         # the batch's transaction failed on a constraint: this label alone, as before
@@ -352,7 +355,7 @@ class Service:
                 raise Conflict(f"assignment {assignment_id!r} is being submitted",
                                assignment=assignment_id)
             raise NotFound(f"no live assignment {assignment_id!r}", assignment=assignment_id)
-        _, task, wseq = res
+        task, wseq = res.task, res.worker
         with session_scope(self.engine) as session:
             row = session.exec(select(Task.id, Task.is_gold).where(
                 Task.project_id == worker.project_id, Task.seq == task)).one()

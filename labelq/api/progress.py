@@ -1,4 +1,5 @@
-"""An annotator's progress: labels given, gold answered and right, capacity left.
+"""An annotator's progress: labels given, assignments declined or let expire, gold answered
+and right, capacity left.
 
 Counts come from SQL (the record); live leases from the hot state in Redis, so that
 ``remaining_capacity`` matches what the service will still issue.
@@ -26,8 +27,9 @@ def worker_progress(session: Session, redis: Any, worker: Worker) -> dict[str, A
                                            else_=0)), 0))
         .join(Task, Task.id == Label.task_id)
         .where(Label.worker_id == worker.id)).one()
-    declined = session.exec(select(func.count()).select_from(Assignment).where(
-        Assignment.worker_id == worker.id, Assignment.state == "declined")).one()
+    closed = dict(session.exec(select(Assignment.state, func.count()).where(
+        Assignment.worker_id == worker.id, Assignment.state.in_(("declined", "expired")))
+        .group_by(Assignment.state)).all())
     k = Keys(worker.project_id)
     used = redis.hget(k.wcount, worker.seq)  # labels + live leases, when the state is hot
     in_use = max(int(used), int(labels)) if used is not None else int(labels)
@@ -36,7 +38,8 @@ def worker_progress(session: Session, redis: Any, worker: Worker) -> dict[str, A
         "handle": worker.handle,
         "status": worker.status,
         "labels": int(labels),
-        "declined": int(declined),
+        "declined": int(closed.get("declined", 0)),
+        "expired": int(closed.get("expired", 0)),
         "open_assignments": max(in_use - int(labels), 0),
         "gold": {"answered": int(gold), "correct": int(correct),
                  "accuracy": round(int(correct) / int(gold), 4) if gold else None},

@@ -68,6 +68,7 @@ class ProgressOut(_Out):
     status: str
     labels: int
     declined: int
+    expired: int
     open_assignments: int
     gold: GoldStats
     capacity: Optional[int]

@@ -7,20 +7,29 @@ crashed (or stalled) between ``SUBMIT_BEGIN`` and ``SUBMIT_FINISH``; SQL decides
 the assignment exists → ``SUBMIT_FINISH`` counts it; none → ``RELEASE``. (A submitter
 stalled longer than the grace *and* then committing is the one case where a counter can be
 off by one; ``labelq rebuild`` recomputes every counter from SQL.)
+
+An expired lease is written to SQL as an ``Assignment`` in state ``expired``
+(:func:`record_expired`), after ``RELEASE`` returned its task: the record shows who let
+what lapse, and ``labelq rebuild`` counts it where the hot state did (the task stays in the
+annotator's seen set; it was issued). A reservation still held in an inbox was never issued
+and leaves no row. A crash between the release and the row loses only that row.
 """
 
 from __future__ import annotations
 
 import time
 
+from datetime import datetime, timezone
+
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import select
 
 from ..db import session_scope
-from ..models import Label, Project
+from ..models import Assignment, Label, Project, Task, Worker
 from .keys import Keys
-from .scripts import Scripts
+from .scripts import Released, Scripts
 
-__all__ = ["SUBMIT_GRACE_MS", "lease_key_ttl_ms", "expire_leases"]
+__all__ = ["SUBMIT_GRACE_MS", "lease_key_ttl_ms", "expire_leases", "record_expired"]
 
 SUBMIT_GRACE_MS = 60_000
 
@@ -31,8 +40,12 @@ def lease_key_ttl_ms(lease_ms: int) -> int:
 
 
 def expire_leases(engine, redis, project_id: int, *, now_ms: int | None = None,
-                  grace_ms: int = 2_000, scripts: Scripts | None = None) -> dict[str, int]:
+                  grace_ms: int = 2_000, scripts: Scripts | None = None,
+                  lease_ms: int | None = None) -> dict[str, int]:
+    """Expire the project's lapsed leases; ``lease_ms`` (default: the settings') dates the
+    expired assignments' ``issued``."""
     scripts = scripts or Scripts(redis)
+    released: list[tuple[str, Released]] = []
     k = Keys(project_id)
     now = int(time.time() * 1000) if now_ms is None else now_ms
     cutoff = now - grace_ms
@@ -43,6 +56,7 @@ def expire_leases(engine, redis, project_id: int, *, now_ms: int | None = None,
         res = scripts.release(k, aid, expired_before_ms=cutoff)
         if res[0]:
             out["expired"] += 1
+            released.append((aid, res))
             continue
         if res[1] == "missing":
             redis.zrem(k.leases, aid)
@@ -59,6 +73,55 @@ def expire_leases(engine, redis, project_id: int, *, now_ms: int | None = None,
             if has_label is not None:
                 scripts.submit_finish(k, aid, None if cap < 0 else cap)
                 out["finished"] += 1
-            elif scripts.release(k, aid, allow_submitting=True)[0]:
-                out["expired"] += 1
+            else:
+                res = scripts.release(k, aid, allow_submitting=True)
+                if res[0]:
+                    out["expired"] += 1
+                    released.append((aid, res))
+    record_expired(engine, project_id, released, lease_ms=lease_ms)
     return out
+
+
+def record_expired(engine, project_id: int, released: list[tuple[str, Released]], *,
+                   lease_ms: int | None = None) -> int:
+    """Write the issued ones of ``(assignment id, Released)`` as ``Assignment`` rows in state
+    ``expired``, in one transaction; returns how many. An id that already has a row (a
+    stalled submit that committed after all) is left as it is."""
+    issued = [(aid, r) for aid, r in released if not r.held]
+    if not issued:
+        return 0
+    if lease_ms is None:
+        from ..settings import load_settings
+        lease_ms = load_settings().lease_seconds * 1000
+    with session_scope(engine) as session:
+        wids = dict(session.exec(select(Worker.seq, Worker.id).where(
+            Worker.project_id == project_id,
+            Worker.seq.in_({r.worker for _a, r in issued}))).all())
+        missing = {r.task for _a, r in issued if r.task_id is None}
+        tids = dict(session.exec(select(Task.seq, Task.id).where(
+            Task.project_id == project_id, Task.seq.in_(missing))).all()) if missing else {}
+        have = set(session.exec(select(Assignment.id).where(
+            Assignment.id.in_([aid for aid, _r in issued]))).all())
+    rows = [dict(id=aid, project_id=project_id,
+                 task_id=r.task_id if r.task_id is not None else tids[r.task],
+                 worker_id=wids[r.worker], is_gold=r.gold, state="expired",
+                 issued=_utc(r.expires_ms - lease_ms), expires=_utc(r.expires_ms))
+            for aid, r in issued if aid not in have]
+    try:
+        with session_scope(engine) as session:
+            session.add_all([Assignment(**row) for row in rows])
+        return len(rows)
+    except IntegrityError:  # a row appeared meanwhile (a stalled submit): one at a time
+        n = 0
+        for row in rows:
+            try:
+                with session_scope(engine) as session:
+                    session.add(Assignment(**row))
+                n += 1
+            except IntegrityError:
+                pass
+        return n
+
+
+def _utc(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)

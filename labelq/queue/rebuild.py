@@ -6,9 +6,11 @@ exactly) it drops every ``lq:{id}:`` key and recomputes them from the record:
 * the policy state: a fresh fold of the applied labels in ``applied_seq`` order (unapplied
   labels are left to the applier, which is woken);
 * ``pending``: the non-gold tasks below the cap, with their priorities; ``gold``;
-* ``nlabels``, ``wcount``, ``spent`` and ``seen`` from the labels and declined assignments.
+* ``nlabels``, ``wcount``, ``spent`` and ``seen`` (and ``nissued``) from the labels and the
+  declined and expired assignments.
 
-Live leases are not in SQL (an assignment row is written when it is submitted or declined),
+Live leases are not in SQL (an assignment row is written when it is submitted, declined or
+expired),
 so they are gone after a rebuild: their holders get ``NotFound`` on submit and ask again.
 Run it with the annotators' traffic stopped; it takes the apply lock so no applier runs
 during it.
@@ -86,7 +88,8 @@ def rebuild_project(engine, redis, project_id: int, *, cache: StateCache | None 
             declined = session.exec(
                 select(Worker.seq, Task.seq).join(Assignment, Assignment.worker_id == Worker.id)
                 .join(Task, Task.id == Assignment.task_id)
-                .where(Assignment.project_id == pid, Assignment.state == "declined")).all()
+                .where(Assignment.project_id == pid,
+                       Assignment.state.in_(("declined", "expired")))).all()
         delete_hot(redis, pid)
         view = hot.view
         nlabels = np.zeros(view.n_tasks, dtype=np.int64)

@@ -25,6 +25,7 @@ import os
 import threading
 import weakref
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from redis import Redis
 from redis.connection import ConnectionPool
@@ -38,7 +39,8 @@ except ImportError:  # pragma: no cover
     hiredis = None
 
 __all__ = ["load_script", "RESERVE", "SUBMIT_BEGIN", "SUBMIT_FINISH", "RELEASE", "CANDIDATES",
-           "POP_INBOX", "CANDIDATES_MANY", "Scripts", "ScriptPipeline", "ReserveResult"]
+           "POP_INBOX", "CANDIDATES_MANY", "Scripts", "ScriptPipeline", "ReserveResult",
+           "Released"]
 
 RESERVE = """
 -- keys: seen:{w} gold nlabels reserved wcount spent reserved_cost lease:{a} leases pending
@@ -249,11 +251,13 @@ RELEASE = """
 -- keys: lease:{a} leases reserved wcount reserved_cost pending parked nissued
 -- argv: assignment_id worker('' = any) expired_before_ms('' = no check) allow_submitting
 --       key_prefix
+-- answers {1, task, worker, held (1/0), task_id ('' if the lease has none), gold, expires}
+-- or {0, reason}.
 -- A reservation still held in an inbox (never popped) was never issued: its count in
 -- nissued (and the gold counters) is taken back and the task leaves the worker's seen set,
 -- so the gold schedule and the gold pool see only what the annotator was really given.
 local lease = redis.call('HMGET', KEYS[1], 'task', 'worker', 'cost', 'expires', 'submitting',
-                         'held', 'gold', 'cat')
+                         'held', 'gold', 'cat', 'tid')
 if not lease[1] then return {0, 'missing'} end
 if ARGV[2] ~= '' and lease[2] ~= ARGV[2] then return {0, 'forbidden'} end
 if lease[5] and ARGV[4] ~= '1' then return {0, 'submitting'} end
@@ -279,7 +283,7 @@ if s then
   redis.call('ZREM', KEYS[7], task)
   redis.call('ZADD', KEYS[6], s, task)
 end
-return {1, task, lease[2]}
+return {1, task, lease[2], lease[6] and 1 or 0, lease[9] or '', lease[7] or '0', lease[4]}
 """
 
 
@@ -310,6 +314,18 @@ def load_script(redis, source: str):
 class ReserveResult:
     ok: bool
     reason: str
+
+
+class Released(NamedTuple):
+    """What ``RELEASE`` returned to the pool. ``held``: a reservation still in an inbox,
+    never issued to the annotator (an expired one of those is not an expired assignment)."""
+    ok: bool
+    task: int  # seq
+    worker: int  # seq
+    held: bool
+    task_id: int | None  # the task's SQL id, when the lease carried it
+    gold: bool
+    expires_ms: int
 
 
 def _s(v) -> str:
@@ -579,8 +595,9 @@ class Scripts:
     def release(self, k: Keys, assignment_id: str, *, worker: int | None = None,
                 expired_before_ms: int | None = None, allow_submitting: bool = False,
                 pipeline=None):
-        """(True, task, worker) when released, else (False, reason). With ``pipeline``
-        the call is only queued there (returns None)."""
+        """A :class:`Released` (``(True, task, worker, …)``) when released, else
+        ``(False, reason)``. With ``pipeline`` the call is only queued there (returns
+        None)."""
         keys = [k.lease(assignment_id), k.leases, k.reserved, k.wcount, k.reserved_cost,
                 k.pending, k.parked, k.nissued]
         args = [assignment_id, "" if worker is None else worker,
@@ -590,5 +607,7 @@ class Scripts:
         if pipeline is not None:
             return None
         if int(out[0]) == 1:
-            return (True, int(out[1]), int(out[2]))
+            return Released(True, int(out[1]), int(out[2]), bool(int(out[3])),
+                            int(out[4]) if out[4] not in (b"", "") else None,
+                            _s(out[5]) == "1", int(out[6]))
         return (False, _s(out[1]))

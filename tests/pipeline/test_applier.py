@@ -197,3 +197,53 @@ def test_snapshot_interval_grows_with_the_snapshot_cost(r, sqlite_url):
     applier._last_snapshot[pid] = time.monotonic() - 11.0
     applier._maybe_snapshot(r, cache, pid, every_s=2.0)
     assert r.exists(k.state) and applier._snapshot_took[pid] < 0.5
+
+
+def test_expired_leases_are_recorded_and_rebuilt_as_issued(r, db_url):
+    from labelq.api.progress import worker_progress
+    from labelq.errors import LeaseExpired
+    from labelq.models import Assignment, Worker
+    from labelq.queue.reaper import expire_leases
+    eng, pid = make_project(db_url, n_tasks=12, workers=3, max_labels=3)
+    settings = Settings(database_url=db_url)
+    s = Service(eng, r, settings=settings)
+    k = Keys(pid)
+    # Given worker 0 holds a lease, worker 1 labelled one task, and the applier filled the
+    # active workers' inboxes with held reservations (never shown to anyone)
+    a = s.next_assignment("p-w0")
+    b = s.next_assignment("p-w1")
+    s.submit("p-w1", b.assignment_id, "a")
+    apply_pending(eng, r, pid, cache=StateCache())
+    assert r.llen(k.inbox(0)) and r.llen(k.inbox(1))
+    # and worker 2 holds a lease that lapses before they submit
+    c = s.next_assignment("p-w2")
+    r.hset(k.lease(c.assignment_id), "expires", 1)
+    with pytest.raises(LeaseExpired):
+        s.submit("p-w2", c.assignment_id, "a")
+    # When the reaper expires everything else
+    out = expire_leases(eng, r, pid, now_ms=a.expires_ms + 10_000)
+    # Then the two leases that lapsed are assignments in state "expired", with their worker,
+    # task and lease times; the held reservations left no row
+    assert out["expired"] >= 1 + r.llen(k.inbox(0))  # a, and every held reservation
+    with session_scope(eng) as ses:
+        rows = {x.id: x for x in ses.exec(select(Assignment)
+                                          .where(Assignment.state == "expired")).all()}
+        handles = dict(ses.exec(select(Worker.id, Worker.handle)).all())
+        w0 = ses.exec(select(Worker).where(Worker.handle == "p-w0")).one()
+        progress = worker_progress(ses, r, w0)
+    assert set(rows) == {a.assignment_id, c.assignment_id}
+    assert handles[rows[a.assignment_id].worker_id] == "p-w0"
+    lapse = rows[a.assignment_id]
+    assert int(lapse.expires.timestamp() * 1000) == pytest.approx(a.expires_ms, abs=1)
+    assert (lapse.expires - lapse.issued).total_seconds() == pytest.approx(
+        settings.lease_seconds, abs=0.01)
+    assert progress["expired"] == 1 and progress["declined"] == 0
+    # and a rebuild after a flush counts them as issued, as the hot state did: the tasks
+    # stay in the workers' seen sets
+    seen = {w: {int(t) for t in r.smembers(k.seen(w))} for w in range(3)}
+    nissued = {f: int(v) for f, v in r.hgetall(k.nissued).items() if int(v)}
+    assert a.task_seq in seen[0] and c.task_seq in seen[2]
+    r.flushdb()
+    rebuild_project(eng, r, pid)
+    assert {w: {int(t) for t in r.smembers(k.seen(w))} for w in range(3)} == seen
+    assert {f: int(v) for f, v in r.hgetall(k.nissued).items() if int(v)} == nissued

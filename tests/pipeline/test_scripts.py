@@ -78,7 +78,8 @@ def test_release_only_after_expiry_for_the_reaper(r):
     s = Scripts(r)
     assert reserve(s, 1, 0, "a", expires=NOW + 1000).ok
     assert s.release(K, "a", expired_before_ms=NOW) == (False, "live")
-    assert s.release(K, "a", expired_before_ms=NOW + 5000) == (True, 1, 0)
+    out = s.release(K, "a", expired_before_ms=NOW + 5000)
+    assert out[:3] == (True, 1, 0) and not out.held and out.expires_ms == NOW + 1000
     assert s.release(K, "a", expired_before_ms=NOW + 5000) == (False, "missing")
     assert int(r.hget(K.wcount, 0)) == 0 and int(r.hget(K.reserved, 1)) == 0
 
@@ -96,8 +97,9 @@ def test_a_held_reservation_released_unpopped_was_never_issued(r):
     # When the first is popped (issued) and both then expire and are released
     popped = s.pop_inbox(K, 0, now_ms=NOW, lease_ms=1_000, key_ttl_ms=600_000)
     assert popped and popped[0] == "h1"
-    assert s.release(K, "h1", allow_submitting=True)[0]
-    assert s.release(K, "h2", allow_submitting=True)[0]
+    h1 = s.release(K, "h1", allow_submitting=True)
+    h2 = s.release(K, "h2", allow_submitting=True)
+    assert h1.ok and h2.ok and (h1.held, h2.held) == (False, True) and h1.gold
     # Then only the popped one still counts as issued and as seen: the schedule and the
     # gold pool see what the annotator was really given
     assert [int(r.hget(K.nissued, f)) for f in ("0", "g0", "g0:1")] == [1, 1, 1]
