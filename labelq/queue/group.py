@@ -14,8 +14,8 @@ queue. Each caller still returns only after *its* item was processed: for a subm
 its label is committed.
 
 A stage ``run(items)`` gets the items of the batch still open and may finish any of them by
-setting ``item.result`` or ``item.error`` (those callers return at once; later stages do not
-see them); ``item.state`` carries what one stage leaves for the next. An exception out of a
+setting ``item.result`` or ``item.error`` (later stages do not see them, and their callers
+return at once — except the leader's, which runs the batch to its end); ``item.state`` carries what one stage leaves for the next. An exception out of a
 stage is given to every item it was running. An item still open after the last stage
 returns ``item.result`` (``None`` unless set).
 """
@@ -74,6 +74,9 @@ class Group:
         held, handed = None, False
         try:
             for i, (stage, lock) in enumerate(zip(self._stages, self._stage_locks)):
+                live = [it for it in batch if not it.done]
+                if not live:
+                    break
                 lock.acquire()  # the previous batch has left this stage
                 if held is not None:
                     held.release()
@@ -81,9 +84,6 @@ class Group:
                 if i == 1:  # the first stage is free: the next batch may start
                     self._next_leader()
                     handed = True
-                live = [it for it in batch if not it.done]
-                if not live:
-                    break
                 try:
                     stage(live)
                 except BaseException as exc:  # noqa: BLE001 - handed to every caller
