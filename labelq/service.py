@@ -256,6 +256,9 @@ class Service:
             done = self._existing(worker, assignment_id, value)
             if done is not None:
                 return done
+            if self._expired(assignment_id):  # stalled past the reaper's grace
+                raise LeaseExpired(f"assignment {assignment_id!r} expired while its label "
+                                   "was being saved", assignment=assignment_id) from None
             raise
         if self.scripts.submit_finish(k, assignment_id, project.max_labels,
                                       wake_ttl_ms=WANTED_TTL_MS) == 2 and self.notify:
@@ -326,6 +329,12 @@ class Service:
         if self.notify:
             for project_id in woke:
                 self.notify(project_id)
+
+    def _expired(self, aid: str) -> bool:
+        """Whether the record holds the assignment as expired (the reaper released it)."""
+        with self.engine.connect() as conn:
+            return conn.execute(select(Assignment.state).where(Assignment.id == aid)
+                                ).scalar() == "expired"
 
     def _existing(self, worker: Worker, aid: str, value: str) -> dict[str, Any] | None:
         with session_scope(self.engine) as session:

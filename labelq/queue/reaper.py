@@ -4,9 +4,10 @@ Leases are expired one ``grace_ms`` after their expiry, through the ``RELEASE`` 
 returns the task to the pool exactly once. A lease marked ``submitting`` is left alone for
 ``SUBMIT_GRACE_MS``: its label is being written to SQL. Older than that, the submitter
 crashed (or stalled) between ``SUBMIT_BEGIN`` and ``SUBMIT_FINISH``; SQL decides: a label for
-the assignment exists → ``SUBMIT_FINISH`` counts it; none → ``RELEASE``. (A submitter
-stalled longer than the grace *and* then committing is the one case where a counter can be
-off by one; ``labelq rebuild`` recomputes every counter from SQL.)
+the assignment exists → ``SUBMIT_FINISH`` counts it; none → ``RELEASE`` and an ``expired``
+row, on which a submitter that stalled longer than the grace and then commits fails (it gets
+``LeaseExpired``). (A stall that ends between the SQL check and that row is the one case
+where a counter can be off by one; ``labelq rebuild`` recomputes every counter from SQL.)
 
 An expired lease is written to SQL as an ``Assignment`` in state ``expired``
 (:func:`record_expired`), after ``RELEASE`` returned its task: the record shows who let
@@ -18,7 +19,6 @@ and leaves no row. A crash between the release and the row loses only that row.
 from __future__ import annotations
 
 import time
-
 from datetime import datetime, timezone
 
 from sqlalchemy.exc import IntegrityError
@@ -86,7 +86,8 @@ def record_expired(engine, project_id: int, released: list[tuple[str, Released]]
                    lease_ms: int | None = None) -> int:
     """Write the issued ones of ``(assignment id, Released)`` as ``Assignment`` rows in state
     ``expired``, in one transaction; returns how many. An id that already has a row (a
-    stalled submit that committed after all) is left as it is."""
+    stalled submit that committed after all) is left as it is; a stalled submit that
+    commits after this row gets ``LeaseExpired``."""
     issued = [(aid, r) for aid, r in released if not r.held]
     if not issued:
         return 0

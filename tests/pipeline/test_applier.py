@@ -247,3 +247,31 @@ def test_expired_leases_are_recorded_and_rebuilt_as_issued(r, db_url):
     rebuild_project(eng, r, pid)
     assert {w: {int(t) for t in r.smembers(k.seen(w))} for w in range(3)} == seen
     assert {f: int(v) for f, v in r.hgetall(k.nissued).items() if int(v)} == nissued
+
+
+def test_a_submit_stalled_past_the_reaper_gets_lease_expired(r, db_url, monkeypatch):
+    from labelq.errors import LeaseExpired
+    from labelq.models import Assignment
+    from labelq.queue.reaper import expire_leases
+    eng, pid = make_project(db_url, n_tasks=6, workers=2, max_labels=3)
+    s = Service(eng, r, settings=Settings(database_url=db_url))
+    a = s.next_assignment("p-w0")
+    # Given a submit that stalls between SUBMIT_BEGIN and its commit for longer than the
+    # reaper's grace, so the reaper finds no label, releases the lease and records it expired
+    insert, reaped = s._insert, []
+
+    def stalled(conn, rows, now):
+        if not reaped:  # (the submit retries alone after the conflict: no second stall)
+            reaped.append(expire_leases(eng, r, pid, now_ms=a.expires_ms + 20 * 60_000))
+        return insert(conn, rows, now)
+    monkeypatch.setattr(s, "_insert", stalled)
+    # When it commits after all
+    with pytest.raises(LeaseExpired, match="expired while its label"):
+        s.submit("p-w0", a.assignment_id, "a")
+    # Then no label is recorded, the assignment stays expired, and the counters moved once
+    assert reaped[0]["expired"] == 1
+    with session_scope(eng) as ses:
+        assert ses.exec(select(func.count()).select_from(Label)).one() == 0
+        assert ses.get(Assignment, a.assignment_id).state == "expired"
+    assert not r.exists(Keys(pid).lease(a.assignment_id))
+    assert int(r.hget(Keys(pid).reserved, a.task_seq) or 0) == 0
