@@ -83,10 +83,11 @@ def test_stages_of_successive_batches_overlap():
 def test_an_item_finished_in_an_early_stage_returns_before_the_batch_ends():
     # Given a first stage that refuses "no" (and holds the first batch, "hold", until told),
     # and a last stage that waits until the refused caller has returned
-    gate, returned = threading.Event(), threading.Event()
+    gate, returned, holding = threading.Event(), threading.Event(), threading.Event()
 
     def first(batch):
         if batch[0].args == "hold":
+            holding.set()
             assert gate.wait(5)
         for it in batch:
             if it.args == "no":
@@ -116,7 +117,7 @@ def test_an_item_finished_in_an_early_stage_returns_before_the_batch_ends():
             time.sleep(0.001)
     ts = [threading.Thread(target=call, args=("hold",))]
     ts[0].start()
-    time.sleep(0.02)
+    assert holding.wait(5)
     for x, n in (("yes", 1), ("no", 2)):  # "yes" queued first, so it leads their batch
         ts.append(threading.Thread(target=call, args=(x,)))
         ts[-1].start()
