@@ -184,13 +184,14 @@ def test_raw_inserts_store_what_core_would(db_url):
     # Given a project, one worker and two tasks, on SQLite and on PostgreSQL
     from labelq.models import Project, Task, Worker
     from labelq.service import _Inserts, _utc
-    eng, pid = make_project(db_url, n_tasks=2, workers=1)
+    eng, pid = make_project(db_url, n_tasks=3, workers=1)
     with session_scope(eng) as s:
         p, w = s.get(Project, pid), s.exec(select(Worker)).one()
-        t0, t1 = (s.exec(select(Task.id).where(Task.seq == i)).one() for i in (0, 1))
+        t0, t1, t2 = (s.exec(select(Task.id).where(Task.seq == i)).one() for i in (0, 1, 2))
         s.expunge_all()
     at = _utc(1_700_000_000_000)  # no microseconds: formats that differ would show
-    # When one label is written through Core and one through the driver's plain SQL
+    # When one label is written through Core and two through the driver's plain SQL (one
+    # statement per table for both rows on PostgreSQL)
     from sqlalchemy import insert
     with eng.begin() as conn:
         conn.execute(insert(Assignment.__table__), [dict(
@@ -199,12 +200,13 @@ def test_raw_inserts_store_what_core_would(db_url):
         conn.execute(insert(Label.__table__), [dict(
             assignment_id="core-1", project_id=p.id, task_id=t0, worker_id=w.id, value="a",
             is_gold=True, received=at)])
-        _Inserts.of(eng).run(conn, [(w, p, "raw-1", "a", True, t1)], at)
+        _Inserts.of(eng).run(conn, [(w, p, "raw-1", "a", True, t1),
+                                    (w, p, "raw-2", "a", True, t2)], at)
     # Then the rows read back the same, field by field
     with session_scope(eng) as s:
         got = {a.id: a for a in s.exec(select(Assignment))}
         labels = {x.assignment_id: x for x in s.exec(select(Label))}
-        for kind in ("core-1", "raw-1"):
+        for kind in ("core-1", "raw-1", "raw-2"):
             a, lab = got[kind], labels[kind]
             assert (a.is_gold, a.state, a.issued, a.expires) == \
                 (True, "submitted", got["core-1"].issued, got["core-1"].expires)
@@ -214,7 +216,7 @@ def test_raw_inserts_store_what_core_would(db_url):
     # and as stored, byte for byte
     with eng.connect() as conn:
         stored = dict(conn.exec_driver_sql("SELECT assignment_id, received FROM label").all())
-    assert stored["raw-1"] == stored["core-1"]
+    assert stored["raw-1"] == stored["raw-2"] == stored["core-1"]
 
 
 def test_inbox_refilled_with_the_last_tasks_while_deciding_is_served(r, sqlite_url):
