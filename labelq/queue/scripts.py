@@ -144,12 +144,24 @@ if KEYS[9] and redis.call('SET', KEYS[9], 1, 'NX', 'PX', ARGV[3]) then return 2 
 return 1
 """
 
+# the cap and "settled" checks of a task, shared by CANDIDATES and CANDIDATES_MANY
+_TASK_STATUS = """-- (shared) 0: the task is at the cap; 1: below it; 2: below it with nothing outstanding
+-- (no live reservation, every label applied)
+local function task_status(t, cap, nlabels, reserved, applied)
+  local done = tonumber(redis.call('HGET', nlabels, t) or '0')
+  local live = tonumber(redis.call('HGET', reserved, t) or '0')
+  if cap >= 0 and done + live >= cap then return 0 end
+  if done + live - tonumber(redis.call('HGET', applied, t) or '0') <= 0 then return 2 end
+  return 1
+end
+"""
+
 CANDIDATES = """
 -- keys: pending seen:{w} nlabels reserved applied
 -- argv: cap offset count enough [task ...] (with tasks: those, cap not applied — gold)
 -- returns {eligible, settled (eligible with nothing outstanding), number looked at}; stops
 -- early once ``enough`` settled candidates are found (0 = look at all)
-local cap = tonumber(ARGV[1])
+""" + _TASK_STATUS + """local cap = tonumber(ARGV[1])
 local enough = tonumber(ARGV[4])
 local raw
 if #ARGV > 4 then
@@ -164,14 +176,9 @@ for _, t in ipairs(raw) do
   if enough > 0 and #settled >= enough then break end
   looked = looked + 1
   if redis.call('SISMEMBER', KEYS[2], t) == 0 then
-    local done = tonumber(redis.call('HGET', KEYS[3], t) or '0')
-    local live = tonumber(redis.call('HGET', KEYS[4], t) or '0')
-    if cap < 0 or done + live < cap then
-      ok[#ok + 1] = t
-      if done + live - tonumber(redis.call('HGET', KEYS[5], t) or '0') <= 0 then
-        settled[#settled + 1] = t
-      end
-    end
+    local s = task_status(t, cap, KEYS[3], KEYS[4], KEYS[5])
+    if s > 0 then ok[#ok + 1] = t end
+    if s == 2 then settled[#settled + 1] = t end
   end
 end
 if looked < #raw then return {ok, settled, -1} end
@@ -185,21 +192,15 @@ CANDIDATES_MANY = """
 -- settled checks are made once (on first need) whatever the number of workers, the seen
 -- check per worker; each worker's scan stops once it has ``enough_i`` settled candidates
 -- (0 = look at all). Returns {eligible_1, settled_1, ..., eligible_n, settled_n}.
-local cap = tonumber(ARGV[1])
+""" + _TASK_STATUS + """local cap = tonumber(ARGV[1])
 local raw = redis.call('ZREVRANGE', KEYS[1], 0, tonumber(ARGV[2]) - 1)
 local state = {}  -- index -> 0 (at the cap), 1 (eligible), 2 (eligible and settled)
 local function info(j)
   local s = state[j]
-  if s then return s end
-  local t = raw[j]
-  local done = tonumber(redis.call('HGET', KEYS[2], t) or '0')
-  local live = tonumber(redis.call('HGET', KEYS[3], t) or '0')
-  s = 0
-  if cap < 0 or done + live < cap then
-    s = 1
-    if done + live - tonumber(redis.call('HGET', KEYS[4], t) or '0') <= 0 then s = 2 end
+  if not s then
+    s = task_status(raw[j], cap, KEYS[2], KEYS[3], KEYS[4])
+    state[j] = s
   end
-  state[j] = s
   return s
 end
 local out = {}
