@@ -7,7 +7,7 @@ from typing import Any, Iterator
 from sqlalchemy import case, func
 from sqlmodel import Session, select
 
-from .models import Label, Project, Task, Worker
+from .models import Assignment, Label, Project, Task, Worker
 
 __all__ = ["project_status", "iter_raw_labels", "RAW_COLUMNS"]
 
@@ -15,7 +15,8 @@ RAW_COLUMNS = ["task", "worker", "label", "received", "is_gold", "category"]
 
 
 def project_status(session: Session, project: Project) -> dict[str, Any]:
-    """Tasks by state, labels, budget spent and left, per-worker counts."""
+    """Tasks by state, labels, budget spent and left, per-worker counts (labels, gold
+    answered, assignments declined and let expire)."""
     per_task = (select(Task.id, Task.is_gold, func.count(Label.id).label("n"))
                 .join(Label, Label.task_id == Task.id, isouter=True)
                 .where(Task.project_id == project.id)
@@ -32,6 +33,13 @@ def project_status(session: Session, project: Project) -> dict[str, Any]:
         .where(Worker.project_id == project.id)
         .group_by(Worker.id, Worker.handle, Worker.status, Worker.cost, Worker.capacity)
         .order_by(Worker.seq)).all()
+    closed: dict[tuple[str, str], int] = {
+        (h, st): int(n) for h, st, n in session.exec(
+            select(Worker.handle, Assignment.state, func.count())
+            .join(Assignment, Assignment.worker_id == Worker.id)
+            .where(Worker.project_id == project.id,
+                   Assignment.state.in_(("declined", "expired")))
+            .group_by(Worker.handle, Assignment.state)).all()}
     spent = float(sum(cost * n for _, _, cost, _, n, _ in workers))
     labels = int(sum(n for *_, n, _g in workers))
     return {
@@ -44,7 +52,9 @@ def project_status(session: Session, project: Project) -> dict[str, Any]:
         "spent": spent,
         "left": None if project.budget is None else project.budget - spent,
         "workers": [{"handle": h, "status": st, "cost": c, "capacity": cap_,
-                     "labels": n, "gold_answered": int(g)}
+                     "labels": n, "gold_answered": int(g),
+                     "declined": closed.get((h, "declined"), 0),
+                     "expired": closed.get((h, "expired"), 0)}
                     for h, st, c, cap_, n, g in workers],
     }
 

@@ -134,6 +134,8 @@ class WorkerStatus(_Out):
     capacity: Optional[int]
     labels: int
     gold_answered: int
+    declined: int
+    expired: int
 
 
 class TaskCounts(_Out):

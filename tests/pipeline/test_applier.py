@@ -204,6 +204,7 @@ def test_expired_leases_are_recorded_and_rebuilt_as_issued(r, db_url):
     from labelq.errors import LeaseExpired
     from labelq.models import Assignment, Worker
     from labelq.queue.reaper import expire_leases
+    from labelq.reporting import project_status
     eng, pid = make_project(db_url, n_tasks=12, workers=3, max_labels=3)
     settings = Settings(database_url=db_url)
     s = Service(eng, r, settings=settings)
@@ -220,6 +221,8 @@ def test_expired_leases_are_recorded_and_rebuilt_as_issued(r, db_url):
     r.hset(k.lease(c.assignment_id), "expires", 1)
     with pytest.raises(LeaseExpired):
         s.submit("p-w2", c.assignment_id, "a")
+    # and worker 1 declines their next one
+    s.decline("p-w1", s.next_assignment("p-w1").assignment_id)
     # When the reaper expires everything else
     out = expire_leases(eng, r, pid, now_ms=a.expires_ms + 10_000)
     # Then the two leases that lapsed are assignments in state "expired", with their worker,
@@ -231,6 +234,8 @@ def test_expired_leases_are_recorded_and_rebuilt_as_issued(r, db_url):
         handles = dict(ses.exec(select(Worker.id, Worker.handle)).all())
         w0 = ses.exec(select(Worker).where(Worker.handle == "p-w0")).one()
         progress = worker_progress(ses, r, w0)
+        status = {w["handle"]: (w["declined"], w["expired"])
+                  for w in project_status(ses, ses.get(Project, pid))["workers"]}
     assert set(rows) == {a.assignment_id, c.assignment_id}
     assert handles[rows[a.assignment_id].worker_id] == "p-w0"
     lapse = rows[a.assignment_id]
@@ -238,6 +243,7 @@ def test_expired_leases_are_recorded_and_rebuilt_as_issued(r, db_url):
     assert (lapse.expires - lapse.issued).total_seconds() == pytest.approx(
         settings.lease_seconds, abs=0.01)
     assert progress["expired"] == 1 and progress["declined"] == 0
+    assert status == {"p-w0": (0, 1), "p-w1": (1, 0), "p-w2": (0, 1)}  # `labelq status`
     # and a rebuild after a flush counts them as issued, as the hot state did: the tasks
     # stay in the workers' seen sets
     seen = {w: {int(t) for t in r.smembers(k.seen(w))} for w in range(3)}
