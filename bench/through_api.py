@@ -1,0 +1,213 @@
+"""End-to-end labels/s through the HTTP API, as annotators' clients see it.
+
+    python bench/through_api.py --servers 1,2 --seconds 15
+
+``bench/pipeline.py`` calls the service in-process (one service per load process, like one
+API process); this one puts ``labelq serve`` (uvicorn, FastAPI) in between: ``--servers`` API
+processes, ``--annotators`` simulated annotators spread over ``--load-procs`` client processes,
+each a thread with one kept-alive HTTP connection that signs in with its token and then
+loops ``POST /api/v1/assignments/{id}/label?next=true`` — one request per label, the label
+committed to the record before the answer — while a Celery worker (``--procs`` processes)
+applies the labels and refills the inboxes. labels/s is counted from the first request to
+the moment the last label is folded into the posterior. Clients, servers, Celery and Redis
+share the machine's cores: the CPU columns say who used what.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench._report import command_line, machine, write_section  # noqa: E402
+from bench.pipeline import _cpu_seconds, fresh_database, project  # noqa: E402
+
+
+def _client(port_tokens, seconds, ready, go, out):
+    """One client process: a thread per annotator, each with its own connection."""
+    import http.client
+    counts, errors = {}, []
+
+    def one(i, port, token):
+        conn = http.client.HTTPConnection("127.0.0.1", port)
+        hdr = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+
+        def post(path, body=b""):
+            conn.request("POST", path, body=body, headers=hdr)
+            resp = conn.getresponse()
+            data = resp.read()
+            if resp.status != 200:
+                raise RuntimeError(f"{path}: {resp.status} {data[:200]!r}")
+            return json.loads(data)
+        ready.put(i)
+        go.wait()
+        n, stop = 0, time.monotonic() + seconds
+        try:
+            a = post("/api/v1/assignments/next").get("assignment")
+            while a is not None and time.monotonic() < stop:
+                got = post(f"/api/v1/assignments/{a['assignment_id']}/label?next=true",
+                           b'{"label": "a"}')
+                a = (got.get("next") or {}).get("assignment")
+                n += 1
+        except Exception as exc:  # noqa: BLE001 - reported by the parent
+            errors.append(repr(exc))
+        counts[i] = n
+    ts = [threading.Thread(target=one, args=(i, port, tok))
+          for i, (port, tok) in enumerate(port_tokens)]
+    [t.start() for t in ts]
+    go.wait()
+    cpu0 = time.process_time()
+    [t.join() for t in ts]
+    out.put((sum(counts.values()), time.process_time() - cpu0, errors))
+
+
+def _wait_http(url: str, proc, deadline: float) -> None:
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=1) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"{url} did not answer")
+        time.sleep(0.1)
+
+
+def run(redis_url, servers, procs, n_tasks, seconds, annotators, load_procs,
+        database="sqlite", port0=18600):
+    import multiprocessing as mp
+
+    import redis
+    from sqlalchemy import func
+    from sqlmodel import select
+
+    from labelq.db import session_scope
+    from labelq.models import Label, Project
+    from labelq.projects import enroll_worker
+    r = redis.Redis.from_url(redis_url)
+    r.flushdb()
+    d = tempfile.mkdtemp()
+    url, cleanup = fresh_database(database, d)
+    eng, pid = project(url, n_tasks, workers=0)
+    with session_scope(eng) as s:
+        p = s.get(Project, pid)
+        tokens = [enroll_worker(s, p, f"h{j}")[1] for j in range(annotators)]
+    env = {**os.environ, "LABELQ_DATABASE_URL": url, "LABELQ_REDIS_URL": redis_url,
+           "LABELQ_CELERY_QUEUE": "labelq-bench", "PYTHONPATH": str(ROOT)}
+    log = Path(d) / "celery.log"
+    started = [subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "workers.main", "worker", "-c", str(procs),
+         "-Q", "labelq-bench", "--loglevel", "info", "--without-gossip", "--without-mingle",
+         "--without-heartbeat"], cwd=ROOT, env=env, stdout=open(log, "wb"),
+        stderr=subprocess.STDOUT, start_new_session=True)]
+    ports = [port0 + i for i in range(servers)]
+    try:
+        for port in ports:
+            started.append(subprocess.Popen(
+                [sys.executable, "-m", "cli.main", "serve", "--port", str(port),
+                 "--log-level", "warning"], cwd=ROOT, env=env, start_new_session=True,
+                stdout=open(Path(d) / f"api{port}.log", "wb"), stderr=subprocess.STDOUT))
+        deadline = time.monotonic() + 120
+        while b"ready." not in log.read_bytes():
+            if started[0].poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"celery worker did not start: {log.read_text()[-1000:]}")
+            time.sleep(0.1)
+        for port, proc in zip(ports, started[1:]):
+            _wait_http(f"http://127.0.0.1:{port}/healthz", proc, deadline)
+        ctx = mp.get_context("spawn")
+        q, ready, go = ctx.Queue(), ctx.Queue(), ctx.Event()
+        assigned = [(ports[j % servers], tok) for j, tok in enumerate(tokens)]
+        ps = [ctx.Process(target=_client, args=(assigned[i::load_procs], seconds, ready, go, q))
+              for i in range(load_procs)]
+        [p_.start() for p_ in ps]
+        for _ in tokens:
+            ready.get(timeout=300)
+        redis_pid = int(r.info("server")["process_id"])
+        api_pids = {proc.pid for proc in started[1:]}
+        c0 = {"celery": _cpu_seconds(pgid=started[0].pid), "api": _cpu_seconds(pids=api_pids),
+              "redis": _cpu_seconds(pids={redis_pid})}
+        t0 = time.time()
+        go.set()
+        got = [q.get() for _ in ps]
+        t_sub = time.time() - t0
+        while True:
+            with session_scope(eng) as s:
+                left = s.exec(select(func.count()).select_from(Label)
+                              .where(Label.applied_seq.is_(None))).one()
+            if left == 0:
+                break
+            time.sleep(0.05)
+        t_all = time.time() - t0
+        [p_.join() for p_ in ps]
+        cpu = {"clients": sum(g[1] for g in got),
+               "api": _cpu_seconds(pids=api_pids) - c0["api"],
+               "celery": _cpu_seconds(pgid=started[0].pid) - c0["celery"],
+               "redis": _cpu_seconds(pids={redis_pid}) - c0["redis"]}
+        errors = [e for g in got for e in g[2]]
+        return sum(g[0] for g in got), t_sub, t_all, cpu, errors
+    finally:
+        for proc in started:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        for proc in started:
+            proc.wait(30)
+        eng.dispose()
+        cleanup()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--servers", default="1,2", help="numbers of API processes to try")
+    ap.add_argument("--procs", type=int, default=2, help="Celery processes")
+    ap.add_argument("--seconds", type=float, default=15.0)
+    ap.add_argument("--annotators", type=int, default=16)
+    ap.add_argument("--load-procs", type=int, default=2)
+    ap.add_argument("--database", default="sqlite",
+                    help="sqlite (a file, WAL) or a postgresql:// URL (a fresh schema there)")
+    ap.add_argument("--redis-url", default=os.environ.get("LABELQ_REDIS_URL",
+                                                          "redis://127.0.0.1:6379/14"))
+    args = ap.parse_args()
+    lines = ["## Through the HTTP API (`bench/through_api.py`)", "", f"Command: `{command_line()}`", "",
+             f"Machine: {machine()}; clients, API servers, the Celery worker ({args.procs} "
+             "processes) and Redis all share its cores.", "",
+             f"{args.annotators} annotators' clients in {args.load_procs} processes, one "
+             "kept-alive connection each, one request per label (`POST "
+             "/api/v1/assignments/{id}/label?next=true`), each label committed to "
+             f"{'SQLite' if args.database == 'sqlite' else 'PostgreSQL'} before the answer; "
+             "labels/s from the first request until the last label is folded into the "
+             "posterior:", "",
+             "| API processes | labels | submit phase (s) | until all applied (s) | labels/s "
+             "| CPU ms/label: clients | API | Celery | Redis | server side (API + Celery + "
+             "Redis) | load avg (1 min) |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for servers in [int(x) for x in args.servers.split(",") if x]:
+        total, t_sub, t_all, cpu, errors = run(args.redis_url, servers, args.procs, 20_000,
+                                               args.seconds, args.annotators, args.load_procs,
+                                               args.database)
+        if errors:
+            raise SystemExit(f"client errors: {errors[:3]}")
+        per = {k: 1000 * v / max(total, 1) for k, v in cpu.items()}
+        server = per["api"] + per["celery"] + per["redis"]
+        lines.append(f"| {servers} | {total} | {t_sub:.1f} | {t_all:.1f} | {total / t_all:.0f} "
+                     f"| {per['clients']:.2f} | {per['api']:.2f} | {per['celery']:.2f} "
+                     f"| {per['redis']:.2f} | {server:.2f} | {os.getloadavg()[0]:.1f} |")
+        print(lines[-1], flush=True)
+    write_section("http", "\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
