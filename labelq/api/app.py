@@ -10,7 +10,7 @@ does blocking SQL and Redis I/O, so FastAPI runs them in its thread pool; the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -52,6 +52,11 @@ class Runtime:
     service: Service
     send_task: Callable[[str, list], None]
     export_dir: Path
+    # signed-in annotators by token hash: (monotonic time, Annotator), kept
+    # ``signin_max_age`` seconds (a pause or removal takes effect within that long, as in
+    # the service's own worker cache)
+    signins: dict = field(default_factory=dict)
+    signin_max_age: float = 1.0
 
 
 def create_app(settings: Settings | None = None, *, max_body: int = DEFAULT_MAX_BODY,

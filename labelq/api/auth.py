@@ -1,8 +1,11 @@
 """Bearer tokens.
 
 * An annotator's token is the one ``enroll_worker`` returned; only its sha256 is stored, so
-  the lookup hashes the presented token (:func:`labelq.projects.worker_by_token`). No or an
-  unknown token: 401; a removed worker: 403. A worker acts only on its own assignments —
+  the lookup hashes the presented token (:func:`labelq.projects.worker_by_token`). No or
+  an unknown token: 401; a removed worker: 403. A signed-in annotator (worker and project
+  rows) is kept per token hash for ``Runtime.signin_max_age`` seconds (1 s), so a busy
+  annotator's requests do not each read SQL; a pause or removal takes effect within that
+  long, as in the service's own worker cache. Unknown tokens are not kept. A worker acts only on its own assignments —
   the service checks each assignment's owner (403 otherwise).
 * The operator token is ``LABELQ_OPERATOR_TOKEN``. Unset: operator endpoints answer 503
   ``operator_disabled``; wrong: 403.
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import time
 from dataclasses import dataclass
 
 from fastapi import Depends, Request
@@ -20,7 +24,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from ..db import session_scope
 from ..errors import Forbidden
 from ..models import Project, Worker
-from ..projects import worker_by_token
+from ..projects import hash_token, worker_by_token
 from .errors import OperatorDisabled, Unauthorized
 
 __all__ = ["Annotator", "current_annotator", "require_operator"]
@@ -47,17 +51,26 @@ def current_annotator(request: Request, creds: HTTPAuthorizationCredentials | No
         _annotator_scheme)) -> Annotator:
     if creds is None or not creds.credentials:
         raise Unauthorized("sign in: send 'Authorization: Bearer <your token>'")
-    engine = request.app.state.labelq.engine
-    with session_scope(engine) as session:
-        worker = worker_by_token(session, creds.credentials)
-        if worker is None:
-            raise Unauthorized("unknown token; ask your operator for a valid one")
-        project = session.get(Project, worker.project_id)
-    if worker.status == "removed":
-        raise Forbidden(f"worker {worker.handle!r} has been removed from the project",
-                        worker=worker.handle)
-    assert project is not None  # foreign key
-    return Annotator(worker, project)
+    rt = request.app.state.labelq
+    key = hash_token(creds.credentials)
+    hit = rt.signins.get(key)
+    if hit is not None and time.monotonic() - hit[0] < rt.signin_max_age:
+        who = hit[1]
+    else:
+        with session_scope(rt.engine) as session:
+            worker = worker_by_token(session, creds.credentials)
+            if worker is None:
+                raise Unauthorized("unknown token; ask your operator for a valid one")
+            project = session.get(Project, worker.project_id)
+        assert project is not None  # foreign key
+        who = Annotator(worker, project)
+        if len(rt.signins) > 10_000:  # many tokens seen: start afresh rather than grow
+            rt.signins.clear()
+        rt.signins[key] = (time.monotonic(), who)
+    if who.worker.status == "removed":
+        raise Forbidden(f"worker {who.worker.handle!r} has been removed from the project",
+                        worker=who.worker.handle)
+    return who
 
 
 def require_operator(request: Request, creds: HTTPAuthorizationCredentials | None = Depends(

@@ -211,6 +211,26 @@ def test_paused_annotator_is_403_on_next(stack):
     assert r.status_code == 403 and "paused" in r.json()["message"]
 
 
+def test_a_removed_annotator_is_refused_within_a_second(stack):
+    # Given a signed-in annotator (the server keeps sign-ins for up to 1 s)
+    import time
+    from labelq.projects import set_worker_status
+
+    make_project(stack, "removed")
+    token = stack.enroll("removed", "ann-removed")
+    with stack.client(token) as c:
+        assert c.get("/api/v1/me").status_code == 200
+        # When the operator removes them
+        with session_scope(stack.engine) as s:
+            set_worker_status(s, "ann-removed", "removed")
+        t0 = time.monotonic()
+        while (r := c.get("/api/v1/me")).status_code == 200 and time.monotonic() - t0 < 10:
+            time.sleep(0.05)
+    # Then their requests are refused once the kept sign-in is older than a second
+    assert r.status_code == 403 and "removed" in r.json()["message"]
+    assert time.monotonic() - t0 < 3
+
+
 def test_bodies_over_64_kib_are_413(stack):
     # Given a signed-in annotator
     make_project(stack, "big")
