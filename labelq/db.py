@@ -6,7 +6,7 @@ from contextlib import contextmanager
 from functools import lru_cache
 from typing import Iterator
 
-from sqlalchemy import event
+from sqlalchemy import event, make_url
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, SQLModel, create_engine
@@ -30,7 +30,12 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
 @lru_cache(maxsize=16)
 def engine_for(url: str) -> Engine:
     if url.startswith("sqlite"):
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        # a server's request threads each hold a connection: keep up to 32 open, so that
+        # a busy API process does not open (and set up) a connection per request beyond
+        # the default 5; SQLite connections to one file are cheap to keep
+        memory = make_url(url).database in (None, "", ":memory:")
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30},
+                               **({} if memory else {"pool_size": 32, "max_overflow": 32}))
         event.listen(engine, "connect", _sqlite_pragmas)
     else:
         engine = create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10)
