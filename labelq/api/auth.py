@@ -5,8 +5,9 @@
   an unknown token: 401; a removed worker: 403. A signed-in annotator (worker and project
   rows) is kept per token hash for ``Runtime.signin_max_age`` seconds (1 s), so a busy
   annotator's requests do not each read SQL; a pause or removal takes effect within that
-  long, as in the service's own worker cache. Unknown tokens are not kept. A worker acts only on its own assignments —
-  the service checks each assignment's owner (403 otherwise).
+  long, as in the service's own worker cache. Unknown tokens are not kept. A worker acts
+  only on its own assignments — the service checks each assignment's owner (403
+  otherwise).
 * The operator token is ``LABELQ_OPERATOR_TOKEN``. Unset: operator endpoints answer 503
   ``operator_disabled``; wrong: 403.
 """
