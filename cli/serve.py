@@ -14,7 +14,11 @@ from labelq.settings import load_settings
               envvar="LABELQ_PORT", help="TCP port [env: LABELQ_PORT].")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["critical", "error", "warning", "info", "debug"]))
-def serve(host: str, port: int, log_level: str) -> None:
+@click.option("--workers", type=click.IntRange(1, 256), default=1, show_default=True,
+              envvar="LABELQ_API_WORKERS",
+              help="API processes sharing the port; about one per core, since each spends "
+                   "~1.3 ms of CPU per label (docs/benchmarks.md) [env: LABELQ_API_WORKERS].")
+def serve(host: str, port: int, log_level: str, workers: int) -> None:
     """Serve the annotator and operator API and the labeling page at /label.
 
     Annotators sign in with the token `labelq workers enroll` printed; operator endpoints
@@ -23,16 +27,26 @@ def serve(host: str, port: int, log_level: str) -> None:
     """
     import uvicorn
 
-    from labelq.api import create_app
-    from workers.client import send_task
-
-    settings = load_settings()
-    app = create_app(settings, send_task=send_task)
+    settings = load_settings()  # checked here, so a bad setting fails before any fork
     if not settings.operator_token:
         click.echo("note: LABELQ_OPERATOR_TOKEN is unset; operator endpoints are disabled",
                    err=True)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, proxy_headers=False,
+    opts = dict(host=host, port=port, log_level=log_level, proxy_headers=False,
                 server_header=False, timeout_graceful_shutdown=10)
+    if workers > 1:  # each process builds its own app (engine, Redis, service)
+        from labelq.db import get_engine, init_schema
+        init_schema(get_engine(settings))  # once, here, not racing in every process
+        uvicorn.run("cli.serve:app_from_env", factory=True, workers=workers, **opts)
+    else:
+        uvicorn.run(app_from_env(settings), **opts)
+
+
+def app_from_env(settings=None):
+    """The application with the ``LABELQ_*`` settings and the Celery task sender (the
+    factory each ``--workers`` process calls)."""
+    from labelq.api import create_app
+    from workers.client import send_task
+    return create_app(settings or load_settings(), send_task=send_task)
 
 
 commands = [serve]

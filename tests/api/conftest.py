@@ -47,8 +47,9 @@ def free_port() -> int:
 class Server:
     """A real ``python -m cli.main serve`` subprocess on a free loopback port."""
 
-    def __init__(self, env: dict[str, str], cwd: Path, logfile: Path) -> None:
-        self.env, self.cwd, self.logfile = env, cwd, logfile
+    def __init__(self, env: dict[str, str], cwd: Path, logfile: Path,
+                 args: tuple[str, ...] = ()) -> None:
+        self.env, self.cwd, self.logfile, self.args = env, cwd, logfile, args
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
@@ -57,7 +58,7 @@ class Server:
         with open(self.logfile, "ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "cli.main", "serve", "--host", "127.0.0.1",
-                 "--port", str(self.port), "--log-level", "warning"],
+                 "--port", str(self.port), "--log-level", "warning", *self.args],
                 cwd=self.cwd, env=self.env, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True)
         deadline = time.monotonic() + timeout

@@ -1,4 +1,5 @@
-"""``labelq annotate`` (token from --token or LABELQ_TOKEN) against the real server."""
+"""``labelq annotate`` (token from --token or LABELQ_TOKEN) against the real server, and
+``labelq serve --workers``."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import sys
 
 from pipeline.conftest import ROOT
 
-from .conftest import make_project
+from .conftest import Server, make_project
 
 
 def labelq(stack, *args: str, token: str | None = None) -> subprocess.CompletedProcess:
@@ -48,3 +49,43 @@ def test_annotate_from_a_shell_with_the_token_in_the_environment(stack):
     # And a wrong token (given as an option) exits 6 (forbidden) with the reason
     wrong = labelq(stack, "next", "--token", "nope")
     assert wrong.returncode == 6 and "unknown token" in wrong.stderr
+
+
+def _children(pid: int) -> list[str]:
+    """Command lines of the direct children of ``pid`` (Linux /proc)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            if ppid == pid:
+                with open(f"/proc/{entry}/cmdline") as f:
+                    out.append(f.read().replace("\0", " "))
+        except (OSError, IndexError, ValueError):
+            continue
+    return out
+
+
+def test_serve_with_two_worker_processes_answers_from_both(stack, tmp_path):
+    # Given `labelq serve --workers 2` on the stack's database and Redis
+    make_project(stack, "twoproc", n_tasks=4)
+    token = stack.enroll("twoproc", "ann-twoproc")
+    srv = Server(stack.env, ROOT, tmp_path / "serve2.log", args=("--workers", "2")).start()
+    try:
+        # Then two server processes run under it
+        workers = [c for c in _children(srv.proc.pid) if "spawn_main" in c]
+        assert len(workers) == 2, _children(srv.proc.pid)
+        # and an annotator is served (new connections, so both may answer)
+        import httpx
+        for _ in range(10):
+            r = httpx.get(srv.base + "/api/v1/me", headers={"Authorization": f"Bearer {token}"})
+            assert r.status_code == 200 and r.json()["handle"] == "ann-twoproc"
+        nxt = httpx.post(srv.base + "/api/v1/assignments/next",
+                         headers={"Authorization": f"Bearer {token}"})
+        assert nxt.status_code == 200 and nxt.json()["assignment"] is not None
+    finally:
+        srv.stop()
+    # and stopping it stops them
+    assert srv.proc.poll() is not None
