@@ -86,7 +86,7 @@ def _wait_http(url: str, proc, deadline: float) -> None:
 
 
 def run(redis_url, servers, procs, n_tasks, seconds, annotators, load_procs,
-        database="sqlite", port0=18600):
+        database="sqlite", port0=18600, api_workers=1):
     import multiprocessing as mp
 
     import redis
@@ -117,7 +117,7 @@ def run(redis_url, servers, procs, n_tasks, seconds, annotators, load_procs,
         for port in ports:
             started.append(subprocess.Popen(
                 [sys.executable, "-m", "cli.main", "serve", "--port", str(port),
-                 "--log-level", "warning"], cwd=ROOT, env=env, start_new_session=True,
+                 "--log-level", "warning", "--workers", str(api_workers)], cwd=ROOT, env=env, start_new_session=True,
                 stdout=open(Path(d) / f"api{port}.log", "wb"), stderr=subprocess.STDOUT))
         deadline = time.monotonic() + 120
         while b"ready." not in log.read_bytes():
@@ -135,8 +135,10 @@ def run(redis_url, servers, procs, n_tasks, seconds, annotators, load_procs,
         for _ in tokens:
             ready.get(timeout=300)
         redis_pid = int(r.info("server")["process_id"])
-        api_pids = {proc.pid for proc in started[1:]}
-        c0 = {"celery": _cpu_seconds(pgid=started[0].pid), "api": _cpu_seconds(pids=api_pids),
+        api_groups = [proc.pid for proc in started[1:]]  # each serve's process group
+        def api_cpu():
+            return sum(_cpu_seconds(pgid=g) for g in api_groups)
+        c0 = {"celery": _cpu_seconds(pgid=started[0].pid), "api": api_cpu(),
               "redis": _cpu_seconds(pids={redis_pid})}
         t0 = time.time()
         go.set()
@@ -152,7 +154,7 @@ def run(redis_url, servers, procs, n_tasks, seconds, annotators, load_procs,
         t_all = time.time() - t0
         [p_.join() for p_ in ps]
         cpu = {"clients": sum(g[1] for g in got),
-               "api": _cpu_seconds(pids=api_pids) - c0["api"],
+               "api": api_cpu() - c0["api"],
                "celery": _cpu_seconds(pgid=started[0].pid) - c0["celery"],
                "redis": _cpu_seconds(pids={redis_pid}) - c0["redis"]}
         errors = [e for g in got for e in g[2]]
@@ -171,7 +173,9 @@ def run(redis_url, servers, procs, n_tasks, seconds, annotators, load_procs,
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--servers", default="1,2", help="numbers of API processes to try")
+    ap.add_argument("--servers", default="1,2", help="numbers of `labelq serve` to try")
+    ap.add_argument("--workers", default="1",
+                    help="numbers of processes per `labelq serve` (--workers) to try")
     ap.add_argument("--procs", type=int, default=2, help="Celery processes")
     ap.add_argument("--seconds", type=float, default=15.0)
     ap.add_argument("--annotators", type=int, default=16)
@@ -190,19 +194,20 @@ def main():
              f"{'SQLite' if args.database == 'sqlite' else 'PostgreSQL'} before the answer; "
              "labels/s from the first request until the last label is folded into the "
              "posterior:", "",
-             "| API processes | labels | submit phase (s) | until all applied (s) | labels/s "
+             "| `labelq serve` × `--workers` | labels | submit phase (s) | until all applied (s) | labels/s "
              "| CPU ms/label: clients | API | Celery | Redis | server side (API + Celery + "
              "Redis) | load avg (1 min) |",
              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for servers in [int(x) for x in args.servers.split(",") if x]:
+    for servers, api_workers in [(int(s_), int(w)) for s_ in args.servers.split(",") if s_
+                                 for w in args.workers.split(",") if w]:
         total, t_sub, t_all, cpu, errors = run(args.redis_url, servers, args.procs, 20_000,
                                                args.seconds, args.annotators, args.load_procs,
-                                               args.database)
+                                               args.database, api_workers=api_workers)
         if errors:
             raise SystemExit(f"client errors: {errors[:3]}")
         per = {k: 1000 * v / max(total, 1) for k, v in cpu.items()}
         server = per["api"] + per["celery"] + per["redis"]
-        lines.append(f"| {servers} | {total} | {t_sub:.1f} | {t_all:.1f} | {total / t_all:.0f} "
+        lines.append(f"| {servers} × {api_workers} | {total} | {t_sub:.1f} | {t_all:.1f} | {total / t_all:.0f} "
                      f"| {per['clients']:.2f} | {per['api']:.2f} | {per['celery']:.2f} "
                      f"| {per['redis']:.2f} | {server:.2f} | {os.getloadavg()[0]:.1f} |")
         print(lines[-1], flush=True)
