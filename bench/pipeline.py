@@ -198,13 +198,41 @@ def _cpu_seconds(pids=None, pgid=None) -> float:
     return total / tick
 
 
-def throughput(redis_url, procs, n_tasks, seconds, annotators, load_procs, database="sqlite",
-               separate=False):
-    import redis
+def start_celery(env: dict, procs: int, log: Path) -> subprocess.Popen:
+    """A real Celery worker (``procs`` processes, queue ``labelq-bench``) in its own process
+    group, once it says it is ready."""
+    proc = subprocess.Popen([sys.executable, "-m", "celery", "-A", "workers.main", "worker",
+                             "-c", str(procs), "-Q", "labelq-bench", "--loglevel", "info",
+                             "--without-gossip", "--without-mingle", "--without-heartbeat"],
+                            cwd=ROOT, env=env, stdout=open(log, "wb"),
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while b"ready." not in log.read_bytes():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            os.killpg(proc.pid, signal.SIGTERM)
+            raise RuntimeError(f"celery worker did not start: {log.read_text()[-1000:]}")
+        time.sleep(0.1)
+    return proc
+
+
+def wait_applied(eng) -> None:
+    """Return once every label in the record is folded into the posterior."""
     from sqlalchemy import func
     from sqlmodel import select
     from labelq.db import session_scope
     from labelq.models import Label
+    while True:
+        with session_scope(eng) as s:
+            left = s.exec(select(func.count()).select_from(Label)
+                          .where(Label.applied_seq.is_(None))).one()
+        if left == 0:
+            return
+        time.sleep(0.05)
+
+
+def throughput(redis_url, procs, n_tasks, seconds, annotators, load_procs, database="sqlite",
+               separate=False):
+    import redis
     r = redis.Redis.from_url(redis_url)
     r.flushdb()
     d = tempfile.mkdtemp()
@@ -212,18 +240,8 @@ def throughput(redis_url, procs, n_tasks, seconds, annotators, load_procs, datab
     eng, pid = project(url, n_tasks, workers=annotators)
     env = {**os.environ, "LABELQ_DATABASE_URL": url, "LABELQ_REDIS_URL": redis_url,
            "LABELQ_CELERY_QUEUE": "labelq-bench", "PYTHONPATH": str(ROOT)}
-    log = Path(d) / "celery.log"
-    proc = subprocess.Popen([sys.executable, "-m", "celery", "-A", "workers.main", "worker",
-                             "-c", str(procs), "-Q", "labelq-bench", "--loglevel", "info", "--without-gossip",
-                             "--without-mingle", "--without-heartbeat"], cwd=ROOT, env=env,
-                            stdout=open(log, "wb"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = start_celery(env, procs, Path(d) / "celery.log")
     try:
-        deadline = time.monotonic() + 120
-        while b"ready." not in log.read_bytes():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"celery worker did not start: {log.read_text()[-1000:]}")
-            time.sleep(0.1)
         import multiprocessing as mp
         ctx = mp.get_context("spawn")
         q, ready, go = ctx.Queue(), ctx.Queue(), ctx.Event()
@@ -240,13 +258,7 @@ def throughput(redis_url, procs, n_tasks, seconds, annotators, load_procs, datab
         go.set()
         got = [q.get() for _ in ps]  # put as a process's annotators finish, before it exits
         t_sub = time.time() - t0
-        while True:
-            with session_scope(eng) as s:
-                left = s.exec(select(func.count()).select_from(Label)
-                              .where(Label.applied_seq.is_(None))).one()
-            if left == 0:
-                break
-            time.sleep(0.05)
+        wait_applied(eng)
         t_all = time.time() - t0
         [p.join() for p in ps]
         cpu = {"load": sum(g[1] for g in got),

@@ -31,7 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench._report import command_line, machine, write_section  # noqa: E402
-from bench.pipeline import _cpu_seconds, fresh_database, project  # noqa: E402
+from bench.pipeline import (_cpu_seconds, fresh_database, project,  # noqa: E402
+                            start_celery, wait_applied)
 
 
 def _client(port_tokens, seconds, ready, go, out):
@@ -90,11 +91,9 @@ def run(redis_url, servers, procs, n_tasks, seconds, annotators, load_procs,
     import multiprocessing as mp
 
     import redis
-    from sqlalchemy import func
-    from sqlmodel import select
 
     from labelq.db import session_scope
-    from labelq.models import Label, Project
+    from labelq.models import Project
     from labelq.projects import enroll_worker
     r = redis.Redis.from_url(redis_url)
     r.flushdb()
@@ -106,12 +105,7 @@ def run(redis_url, servers, procs, n_tasks, seconds, annotators, load_procs,
         tokens = [enroll_worker(s, p, f"h{j}")[1] for j in range(annotators)]
     env = {**os.environ, "LABELQ_DATABASE_URL": url, "LABELQ_REDIS_URL": redis_url,
            "LABELQ_CELERY_QUEUE": "labelq-bench", "PYTHONPATH": str(ROOT)}
-    log = Path(d) / "celery.log"
-    started = [subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "workers.main", "worker", "-c", str(procs),
-         "-Q", "labelq-bench", "--loglevel", "info", "--without-gossip", "--without-mingle",
-         "--without-heartbeat"], cwd=ROOT, env=env, stdout=open(log, "wb"),
-        stderr=subprocess.STDOUT, start_new_session=True)]
+    started = [start_celery(env, procs, Path(d) / "celery.log")]
     ports = [port0 + i for i in range(servers)]
     try:
         for port in ports:
@@ -120,10 +114,6 @@ def run(redis_url, servers, procs, n_tasks, seconds, annotators, load_procs,
                  "--log-level", "warning", "--workers", str(api_workers)], cwd=ROOT, env=env, start_new_session=True,
                 stdout=open(Path(d) / f"api{port}.log", "wb"), stderr=subprocess.STDOUT))
         deadline = time.monotonic() + 120
-        while b"ready." not in log.read_bytes():
-            if started[0].poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"celery worker did not start: {log.read_text()[-1000:]}")
-            time.sleep(0.1)
         for port, proc in zip(ports, started[1:]):
             _wait_http(f"http://127.0.0.1:{port}/healthz", proc, deadline)
         ctx = mp.get_context("spawn")
@@ -144,13 +134,7 @@ def run(redis_url, servers, procs, n_tasks, seconds, annotators, load_procs,
         go.set()
         got = [q.get() for _ in ps]
         t_sub = time.time() - t0
-        while True:
-            with session_scope(eng) as s:
-                left = s.exec(select(func.count()).select_from(Label)
-                              .where(Label.applied_seq.is_(None))).one()
-            if left == 0:
-                break
-            time.sleep(0.05)
+        wait_applied(eng)
         t_all = time.time() - t0
         [p_.join() for p_ in ps]
         cpu = {"clients": sum(g[1] for g in got),
