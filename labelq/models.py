@@ -16,15 +16,23 @@ from typing import Any, Optional
 from sqlalchemy import JSON, Column, Index, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-__all__ = ["Project", "Task", "Worker", "Assignment", "Label", "utcnow",
-           "WORKER_STATUSES", "ASSIGNMENT_STATES"]
+__all__ = ["Project", "Task", "Worker", "Assignment", "Label", "utcnow", "utc_from_ms",
+           "WORKER_STATUSES", "ASSIGNMENT_STATES", "ENDED_UNLABELLED"]
 
 WORKER_STATUSES = ("active", "paused", "removed")
 ASSIGNMENT_STATES = ("issued", "submitted", "declined", "expired")
+# the states of an assignment that was issued and ended without a label: the task stays in
+# the worker's seen set (``labelq rebuild``), and status and progress count them
+ENDED_UNLABELLED = ("declined", "expired")
 
 
 def utcnow() -> datetime:
     return datetime.now(timezone.utc)
+
+
+def utc_from_ms(ms: int) -> datetime:
+    """The UTC datetime of a Unix time in milliseconds (the hot state's clock)."""
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
 
 
 class Project(SQLModel, table=True):

@@ -41,7 +41,7 @@ from sqlmodel import select
 from .db import session_scope
 from .errors import (BudgetExhausted, Conflict, DuplicateSubmission, Forbidden, InputError,
                      LeaseExpired, NotFound)
-from .models import Assignment, Label, Project, Task, Worker
+from .models import Assignment, Label, Project, Task, Worker, utc_from_ms
 from .projects import get_worker
 from .queue.group import Group
 from .queue.decide import InboxNotEmpty, WorkerInfo, decide, decision_rng
@@ -268,7 +268,7 @@ class Service:
     def _insert(self, conn, rows, now: int) -> None:
         """INSERT the ``Assignment`` and ``Label`` rows of ``(worker, project, aid, value,
         is_gold, task_id)`` tuples: one statement each, whatever their number."""
-        self._inserts.run(conn, rows, _utc(now))
+        self._inserts.run(conn, rows, utc_from_ms(now))
 
     # the submit batch's three stages (group commit, :mod:`labelq.queue.group`): each
     # item's result is ``("done", popped)`` once its label is committed and finished, else
@@ -313,13 +313,13 @@ class Service:
             self.scripts.submit_finish(Keys(project.id), aid, project.max_labels,
                                        pipeline=pipe, wake_ttl_ms=WANTED_TTL_MS)
         # the next assignments asked for with these submits: their inbox pops, same trip
-        lease_ms = self.settings.lease_seconds * 1000
+        lease_ms, key_ttl_ms = self.settings.lease_seconds * 1000, self._key_ttl_ms()
         now = now_ms()
         nexts = [it for it in batch if it.args[4]]
         for it in nexts:
             worker = it.args[0]
             self.scripts.pop_inbox(Keys(worker.project_id), worker.seq, now, lease_ms,
-                                   self._key_ttl_ms(), pipeline=pipe)
+                                   key_ttl_ms, pipeline=pipe)
         replies = pipe.execute()
         woke = {it.args[1].id for it, out in zip(batch, replies) if int(out) == 2}
         for it in batch:
@@ -370,7 +370,7 @@ class Service:
                 Task.project_id == worker.project_id, Task.seq == task)).one()
             session.add(Assignment(id=assignment_id, project_id=worker.project_id,
                                    task_id=row[0], worker_id=worker.id, is_gold=row[1],
-                                   state="declined", expires=_utc(now_ms())))
+                                   state="declined", expires=utc_from_ms(now_ms())))
         self.redis.rpush(k.declines, f"{task}:{wseq}")
         self._wake_applier(worker.project_id)
         return {"assignment_id": assignment_id, "declined": True}
@@ -415,6 +415,8 @@ class _Inserts:
             for w, p, aid, _v, g, tid in rows])
         conn.exec_driver_sql(self.label, [
             (aid, p.id, tid, w.id, v, bool(g), t) for w, p, aid, v, g, tid in rows])
+
+
 _TASK_ID = select(Task.id).where(Task.project_id == bindparam("p"), Task.seq == bindparam("s"))
 _TASK_ROW = (select(Task.external_id, Task.category, Task.payload)
              .where(Task.project_id == bindparam("p"), Task.seq == bindparam("s")))
@@ -425,8 +427,3 @@ def _task_id(conn, project_id: int, task: int, task_id: int | None) -> int:
     if task_id is not None:
         return task_id
     return conn.execute(_TASK_ID, {"p": project_id, "s": task}).scalar_one()
-
-
-def _utc(ms: int):
-    from datetime import datetime, timezone
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)

@@ -14,12 +14,10 @@ POST     /assignments/{id}/decline           give the assignment back
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-
 from fastapi import APIRouter, Depends, Path, Query, Request
 
 from ..db import session_scope
-from ..models import Worker
+from ..models import Worker, utc_from_ms
 from .auth import Annotator, current_annotator
 from .errors import ERROR_RESPONSES
 from .progress import worker_progress
@@ -71,7 +69,7 @@ def _next_out(issued, who: Annotator) -> NextOut:
     if issued is None:
         return NextOut(message="no task for you right now (all done, at your capacity, or "
                                "waiting for other labels); try again later")
-    expires = datetime.fromtimestamp(issued.expires_ms / 1000, tz=timezone.utc)
+    expires = utc_from_ms(issued.expires_ms)
     return NextOut(assignment=Assignment(
         assignment_id=issued.assignment_id, task=issued.task, category=issued.category,
         payload=issued.payload, labels=list(who.project.labels),

@@ -19,13 +19,12 @@ and leaves no row. A crash between the release and the row loses only that row.
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
 
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import select
 
 from ..db import session_scope
-from ..models import Assignment, Label, Project, Task, Worker
+from ..models import Assignment, Label, Project, Task, Worker, utc_from_ms
 from .keys import Keys
 from .scripts import Released, Scripts
 
@@ -106,7 +105,8 @@ def record_expired(engine, project_id: int, released: list[tuple[str, Released]]
     rows = [dict(id=aid, project_id=project_id,
                  task_id=r.task_id if r.task_id is not None else tids[r.task],
                  worker_id=wids[r.worker], is_gold=r.gold, state="expired",
-                 issued=_utc(r.expires_ms - lease_ms), expires=_utc(r.expires_ms))
+                 issued=utc_from_ms(r.expires_ms - lease_ms),
+                 expires=utc_from_ms(r.expires_ms))
             for aid, r in issued if aid not in have]
     try:
         with session_scope(engine) as session:
@@ -122,7 +122,3 @@ def record_expired(engine, project_id: int, released: list[tuple[str, Released]]
             except IntegrityError:
                 pass
         return n
-
-
-def _utc(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)

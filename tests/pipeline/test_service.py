@@ -183,13 +183,14 @@ def test_inbox_refilled_while_deciding_at_once_is_served_first(r, sqlite_url):
 def test_raw_inserts_store_what_core_would(db_url):
     # Given a project, one worker and two tasks, on SQLite and on PostgreSQL
     from labelq.models import Project, Task, Worker
-    from labelq.service import _Inserts, _utc
+    from labelq.models import utc_from_ms
+    from labelq.service import _Inserts
     eng, pid = make_project(db_url, n_tasks=3, workers=1)
     with session_scope(eng) as s:
         p, w = s.get(Project, pid), s.exec(select(Worker)).one()
         t0, t1, t2 = (s.exec(select(Task.id).where(Task.seq == i)).one() for i in (0, 1, 2))
         s.expunge_all()
-    at = _utc(1_700_000_000_000)  # no microseconds: formats that differ would show
+    at = utc_from_ms(1_700_000_000_000)  # no microseconds: formats that differ would show
     # When one label is written through Core and two through the driver's plain SQL (one
     # statement per table for both rows on PostgreSQL)
     from sqlalchemy import insert
