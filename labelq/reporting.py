@@ -7,7 +7,7 @@ from typing import Any, Iterator
 from sqlalchemy import case, func
 from sqlmodel import Session, select
 
-from .models import Assignment, Label, Project, Task, Worker
+from .models import ENDED_UNLABELLED, Assignment, Label, Project, Task, Worker
 
 __all__ = ["project_status", "iter_raw_labels", "RAW_COLUMNS"]
 
@@ -38,7 +38,7 @@ def project_status(session: Session, project: Project) -> dict[str, Any]:
             select(Worker.handle, Assignment.state, func.count())
             .join(Assignment, Assignment.worker_id == Worker.id)
             .where(Worker.project_id == project.id,
-                   Assignment.state.in_(("declined", "expired")))
+                   Assignment.state.in_(ENDED_UNLABELLED))
             .group_by(Worker.handle, Assignment.state)).all()}
     spent = float(sum(cost * n for _, _, cost, _, n, _ in workers))
     labels = int(sum(n for *_, n, _g in workers))

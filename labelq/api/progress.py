@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import and_, case, func
 from sqlmodel import Session, select
 
-from ..models import Assignment, Label, Task, Worker
+from ..models import ENDED_UNLABELLED, Assignment, Label, Task, Worker
 from ..queue.keys import Keys
 
 __all__ = ["worker_progress"]
@@ -28,7 +28,7 @@ def worker_progress(session: Session, redis: Any, worker: Worker) -> dict[str, A
         .join(Task, Task.id == Label.task_id)
         .where(Label.worker_id == worker.id)).one()
     closed = dict(session.exec(select(Assignment.state, func.count()).where(
-        Assignment.worker_id == worker.id, Assignment.state.in_(("declined", "expired")))
+        Assignment.worker_id == worker.id, Assignment.state.in_(ENDED_UNLABELLED))
         .group_by(Assignment.state)).all())
     k = Keys(worker.project_id)
     used = redis.hget(k.wcount, worker.seq)  # labels + live leases, when the state is hot

@@ -348,11 +348,11 @@ def _refill_batch(engine, redis, scripts: Scripts, hot: Hot, workers: list[Worke
     workers instead of two per reservation: one ``CANDIDATES_MANY`` (the top of
     ``pending`` for every worker at once, each task's counters read once), the policy's
     choices in process, one pipeline of ``RESERVE``. Decides as :func:`decide` would one
-    after the other: settled
-    candidates first, and a task chosen for one worker is no longer settled for the next
-    (nor offered to them in this batch). ``want`` is lowered by what was reserved; what is
-    left (a lost race, a window too small) goes through :func:`decide`. Projects with a
-    gold schedule do not come here (their schedule advances with every reservation).
+    after the other: settled candidates first, and a task chosen for one worker is no
+    longer settled for the next (nor offered to them in this batch). ``want`` is lowered
+    by what was reserved; what is left (a lost race, a window too small) goes through
+    :func:`decide`. Projects with a gold schedule do not come here (their schedule
+    advances with every reservation).
     Returns (reservations made, whether ``RESERVE`` found the budget exhausted)."""
     rng_lock = rng_lock or threading.Lock()
     project = hot.project

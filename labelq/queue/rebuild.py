@@ -10,10 +10,9 @@ exactly) it drops every ``lq:{id}:`` key and recomputes them from the record:
   declined and expired assignments.
 
 Live leases are not in SQL (an assignment row is written when it is submitted, declined or
-expired),
-so they are gone after a rebuild: their holders get ``NotFound`` on submit and ask again.
-Run it with the annotators' traffic stopped; it takes the apply lock so no applier runs
-during it.
+expired), so they are gone after a rebuild: their holders get ``NotFound`` on submit and ask
+again. Run it with the annotators' traffic stopped; it takes the apply lock so no applier
+runs during it.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from sqlalchemy import func
 from sqlmodel import select
 
 from ..db import session_scope
-from ..models import Assignment, Label, Project, Task, Worker
+from ..models import ENDED_UNLABELLED, Assignment, Label, Project, Task, Worker
 from .hotstate import StateCache, fold_from_sql, write_snapshot
 from .keys import GLOBAL_PROJECTS, Keys
 from .lock import RedisLock
@@ -85,11 +84,11 @@ def rebuild_project(engine, redis, project_id: int, *, cache: StateCache | None 
             seen_rows = session.exec(
                 select(Worker.seq, Task.seq).join(Label, Label.worker_id == Worker.id)
                 .join(Task, Task.id == Label.task_id).where(Label.project_id == pid)).all()
-            declined = session.exec(
+            unlabelled = session.exec(
                 select(Worker.seq, Task.seq).join(Assignment, Assignment.worker_id == Worker.id)
                 .join(Task, Task.id == Assignment.task_id)
                 .where(Assignment.project_id == pid,
-                       Assignment.state.in_(("declined", "expired")))).all()
+                       Assignment.state.in_(ENDED_UNLABELLED))).all()
         delete_hot(redis, pid)
         view = hot.view
         nlabels = np.zeros(view.n_tasks, dtype=np.int64)
@@ -116,7 +115,7 @@ def rebuild_project(engine, redis, project_id: int, *, cache: StateCache | None 
         pipe.set(k.reserved_cost, "0")
         seen: dict[int, list[int]] = {}
         issued: dict = {}
-        for w, t in list(seen_rows) + list(declined):
+        for w, t in list(seen_rows) + list(unlabelled):
             seen.setdefault(int(w), []).append(int(t))
             issued[int(w)] = issued.get(int(w), 0) + 1
             if view.is_gold[int(t)]:
