@@ -26,7 +26,7 @@ def check_token(handle: str, token: str, database_url=None) -> None:
     with session_scope(engine(database_url)) as s:
         worker = worker_by_token(s, token)
         if worker is None or worker.handle != handle:
-            raise Forbidden(f"the token given is not {handle!r}'s", worker=handle)
+            raise Forbidden(f"the token given does not belong to worker {handle!r}", worker=handle)
 
 
 def service(database_url=None, redis_url=None):

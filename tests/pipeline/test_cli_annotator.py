@@ -36,6 +36,6 @@ def test_next_submit_decline_with_token(r, redis_url, sqlite_url):
     with session_scope(eng) as s:
         assert [l.value for l in s.exec(select(Label))] == ["a"]
     res = run(cli, ["next", "alice"], env={**env, "LABELQ_TOKEN": bob})
-    assert res.exit_code == 6 and "not 'alice'" in res.output
+    assert res.exit_code == 6 and "does not belong to worker 'alice'" in res.output
     res = run(cli, ["next", "alice"], env={k: v for k, v in env.items() if k != "LABELQ_TOKEN"})
     assert res.exit_code == 2 and "--token" in res.output
