@@ -40,8 +40,8 @@ from ._common import (DB_OPTION, OUTPUT_OPTION, REDIS_OPTION, emit, emit_record,
 def export(name, method, fmt, out, raw, exclude_paused, background, wait, database_url,
            redis_url):
     """Export project NAME: one row per task with the aggregated label, its confidence,
-    per-class probabilities and the number of labels (gold questions are left out);
-    or, with --raw, every label."""
+    per-class probabilities and the number of labels (gold questions are left out; a task
+    with no label yet has an empty label); or, with --raw, every label."""
     if background:
         _export_background(name, method, fmt, out, raw, exclude_paused, wait, database_url,
                            redis_url)

@@ -76,6 +76,26 @@ def test_aggregated_export(project_db, method):
         assert correct >= 27
 
 
+@pytest.mark.parametrize("method", ["mv", "ds", "policy"])
+def test_a_task_nobody_labelled_is_exported_without_a_label(project_db, tmp_path, method):
+    """Its label is empty (CSV) / null (JSON), never the method's prior guess (the first
+    class, or the majority class under Dawid-Skene); its probabilities stay a distribution."""
+    engine = engine_for(project_db)
+    extra = tmp_path / "extra.csv"
+    extra.write_text("id,category\nnew0,c0\nnew1,c1\n")
+    with session_scope(engine) as s:
+        load_tasks(s, get_project(s, "p"), extra)
+    rows = {r["task"]: r for r in csv.DictReader(io.StringIO(
+        run(project_db, "export", "p", "--method", method)))}
+    lines = run(project_db, "export", "p", "--method", method, "--format", "jsonl").splitlines()
+    as_json = {r["task"]: r for r in map(json.loads, lines)}
+    for t in ("new0", "new1"):
+        assert rows[t]["label"] == "" and rows[t]["n_labels"] == "0"
+        assert as_json[t]["label"] is None
+        assert abs(float(rows[t]["p_neg"]) + float(rows[t]["p_pos"]) - 1) < 1e-5
+    assert rows["t0"]["label"] in ("neg", "pos") and as_json["t0"]["label"] == rows["t0"]["label"]
+
+
 def test_exclude_paused_and_raw(project_db, tmp_path):
     engine = engine_for(project_db)
     with session_scope(engine) as s:
