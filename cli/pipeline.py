@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 
 import click
-
 
 from ._common import (DB_OPTION, OUTPUT_OPTION, REDIS_OPTION, emit_record, engine,
                       redis_client)
@@ -50,13 +48,19 @@ def service(database_url=None, redis_url=None):
               help="Also run the periodic upkeep (lease expiry, new tasks).")
 @click.option("--loglevel", default="info", show_default=True)
 def worker_cmd(concurrency: int, beat: bool, loglevel: str) -> None:
-    """Run a Celery worker applying labels to the posterior (celery -A workers.main worker)."""
+    """Run a Celery worker applying labels to the posterior (celery -A workers.main worker).
+
+    This process becomes the Celery worker (exec, same PID), so a supervisor's SIGTERM or a
+    Ctrl-C reaches Celery itself, which finishes its current task and stops its pool; a
+    wrapper process would die alone and leave the worker running unsupervised."""
     args = [sys.executable, "-m", "celery", "-A", "workers.main", "worker",
             "-c", str(concurrency), "--loglevel", loglevel, "-Q",
             os.environ.get("LABELQ_CELERY_QUEUE", "labelq")]
     if beat:
         args.append("--beat")
-    raise SystemExit(subprocess.call(args))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, args)
 
 
 @click.command("rebuild")
