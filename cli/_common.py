@@ -79,6 +79,14 @@ def emit_record(record: dict[str, Any], fmt: str) -> None:
         emit([record], fmt)
 
 
+def emit_nothing(message: str, fmt: str) -> None:
+    """No record to print (no assignment for the worker now): say why on stderr, and give
+    a JSON reader an empty list rather than nothing."""
+    click.echo(message, err=True)
+    if fmt == "json":
+        click.echo("[]")
+
+
 def _cell(value: Any) -> str:
     if value is None:
         return "-"

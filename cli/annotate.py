@@ -16,7 +16,7 @@ import click
 from labelq.errors import (Conflict, Forbidden, InputError, LabelqError, NotFound,
                            ServiceUnavailable)
 
-from ._common import OUTPUT_OPTION, emit_record
+from ._common import OUTPUT_OPTION, emit_nothing, emit_record
 
 _BY_STATUS = {401: Forbidden, 403: Forbidden, 404: NotFound, 409: Conflict, 410: Conflict,
               413: InputError, 422: InputError, 503: ServiceUnavailable}
@@ -62,7 +62,7 @@ def next_(token: str, api_url: str, output: str) -> None:
     """Get your next assignment (its id, the task payload and the label set)."""
     out = call(api_url, token, "POST", "/assignments/next")
     if out["assignment"] is None:
-        click.echo(out.get("message") or "no task for you now", err=True)
+        emit_nothing(out.get("message") or "no task for you now", output)
         return
     emit_record(out["assignment"], output)
 

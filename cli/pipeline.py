@@ -7,8 +7,8 @@ import sys
 
 import click
 
-from ._common import (DB_OPTION, OUTPUT_OPTION, REDIS_OPTION, emit_record, engine,
-                      redis_client)
+from ._common import (DB_OPTION, OUTPUT_OPTION, REDIS_OPTION, emit_nothing, emit_record,
+                      engine, redis_client)
 
 TOKEN_OPTION = click.option(
     "--token", envvar="LABELQ_TOKEN", required=True,
@@ -92,10 +92,11 @@ def rebuild_cmd(name: str, database_url, redis_url, output: str) -> None:
 def next_cmd(handle: str, token: str, database_url, redis_url, output: str) -> None:
     """Issue the next assignment to worker HANDLE."""
     check_token(handle, token, database_url)
-    issued = service(database_url, redis_url).next_assignment(handle)
-    if issued is None:
-        click.echo("no task available for this worker now", err=True)
-        raise SystemExit(0)
+    svc = service(database_url, redis_url)
+    issued = svc.next_assignment(handle)
+    if issued is None:  # not an error
+        emit_nothing(svc.idle_reason(handle), output)
+        return
     emit_record(issued.to_dict(), output)
 
 

@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
 import numpy as np
-from sqlalchemy import bindparam
+from sqlalchemy import bindparam, func
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import select
 
@@ -148,6 +148,27 @@ class Service:
         if worker.status != "active":
             raise Forbidden(f"worker {handle!r} is {worker.status}", worker=handle)
         return self._next(worker)
+
+    def idle_reason(self, handle: str) -> str:
+        """Why :meth:`next_assignment` has nothing for the worker, in words for them: at
+        capacity (with open assignments still to finish, or not), else nothing right now.
+        One Redis read; call it only when there was nothing."""
+        worker = self._worker(handle)
+        if worker.status != "active":
+            return f"you are {worker.status}: no new assignments until the operator resumes you"
+        if worker.capacity is not None:
+            used = self.redis.hget(Keys(worker.project_id).wcount, worker.seq)
+            if used is not None and int(used) >= worker.capacity:
+                with session_scope(self.engine) as session:
+                    labels = session.exec(select(func.count(Label.id))
+                                          .where(Label.worker_id == worker.id)).one()
+                held = int(used) - int(labels)
+                if held > 0:
+                    return (f"you are at your capacity of {worker.capacity}: finish or "
+                            f"decline your {held} open assignment(s) first")
+                return f"you have reached your capacity of {worker.capacity} labels"
+        return ("no task for you right now (all done, or waiting for other labels); "
+                "try again later")
 
     def _next(self, worker: Worker, popped: tuple | None = None) -> Issued | None:
         """``popped``: ``(now, POP_INBOX's answer)`` of a pop already made (pipelined with

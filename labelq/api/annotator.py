@@ -62,13 +62,13 @@ def progress(request: Request, who: Annotator = Depends(current_annotator)) -> P
 def next_assignment(request: Request, who: Annotator = Depends(current_annotator)) -> NextOut:
     """Reserve the next task the project's policy picks for me. The lease lasts
     ``LABELQ_LEASE_SECONDS``; asking again while it is live may return another task."""
-    return _next_out(_runtime(request).service.next_assignment(who.handle), who)
+    service = _runtime(request).service
+    return _next_out(service.next_assignment(who.handle), who, service)
 
 
-def _next_out(issued, who: Annotator) -> NextOut:
+def _next_out(issued, who: Annotator, service) -> NextOut:
     if issued is None:
-        return NextOut(message="no task for you right now (all done, at your capacity, or "
-                               "waiting for other labels); try again later")
+        return NextOut(message=service.idle_reason(who.handle))
     expires = utc_from_ms(issued.expires_ms)
     return NextOut(assignment=Assignment(
         assignment_id=issued.assignment_id, task=issued.task, category=issued.category,
@@ -86,10 +86,10 @@ def submit(body: SubmitIn, request: Request, assignment_id: AssignmentId = Assig
     answers 200 with ``duplicate: true``; a different one, 409 ``duplicate_submission``.
     With ``?next=true`` the answer also carries my next assignment (``next``), as
     ``POST /assignments/next`` would give it — one request per label instead of two."""
-    out = _runtime(request).service.submit(who.handle, assignment_id, body.label,
-                                           then_next=next)
+    service = _runtime(request).service
+    out = service.submit(who.handle, assignment_id, body.label, then_next=next)
     if next:
-        out["next"] = _next_out(out.get("next"), who)
+        out["next"] = _next_out(out.get("next"), who, service)
     return SubmitOut(**out)
 
 

@@ -77,7 +77,8 @@ def test_submit_and_next_in_one_request(stack):
                 assert a["labels"] == ["pos", "neg", "neutral"] and a["task"] not in given
                 given.append(a["task"])
         # Then every answer carried the next assignment, and the last says why none is left
-        assert sorted(given) == ["t0", "t1", "t2"] and body["next"]["message"]
+        assert sorted(given) == ["t0", "t1", "t2"]
+        assert body["next"]["message"].startswith("no task for you right now")
         # and a replayed submit with ?next=true is still idempotent
         again = c.post(f"/api/v1/assignments/{body['assignment_id']}/label?next=true",
                        json={"label": "neg"}).json()
@@ -189,11 +190,17 @@ def test_capacity_limits_and_is_reported(stack):
     token = stack.enroll("capacity", "ann-cap", capacity=2)
     with stack.client(token) as c:
         # When they take two assignments
-        for _ in range(2):
-            a = c.post("/api/v1/assignments/next").json()["assignment"]
+        held = [c.post("/api/v1/assignments/next").json()["assignment"] for _ in range(2)]
+        # Then no third is issued while they hold both, and they are told why
+        out = c.post("/api/v1/assignments/next").json()
+        assert out["assignment"] is None
+        assert "at your capacity of 2" in out["message"] and "2 open" in out["message"]
+        for a in held:
             c.post(f"/api/v1/assignments/{a['assignment_id']}/label", json={"label": "neg"})
-        # Then no third is issued and nothing remains of their capacity
-        assert c.post("/api/v1/assignments/next").json()["assignment"] is None
+        # and once both are answered nothing remains of their capacity
+        out = c.post("/api/v1/assignments/next").json()
+        assert out["assignment"] is None
+        assert out["message"] == "you have reached your capacity of 2 labels"
         p = c.get("/api/v1/me/progress").json()
     assert p["labels"] == 2 and p["remaining_capacity"] == 0
 

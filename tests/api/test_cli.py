@@ -46,6 +46,10 @@ def test_annotate_from_a_shell_with_the_token_in_the_environment(stack):
     assert chained.returncode == 0, chained.stderr
     assert json.loads(chained.stdout)[0]["assignment_id"] == b["assignment_id"]
     assert "no task" in chained.stderr and b["task"] != a["task"]
+    # and `next` with nothing left is no error: an empty JSON list, and why on stderr
+    none = labelq(stack, "next", "-o", "json", token=token)
+    assert none.returncode == 0 and json.loads(none.stdout) == []
+    assert none.stderr.startswith("no task for you right now")
     # And a wrong token (given as an option) exits 6 (forbidden) with the reason
     wrong = labelq(stack, "next", "--token", "nope")
     assert wrong.returncode == 6 and "unknown token" in wrong.stderr

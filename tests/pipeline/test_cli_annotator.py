@@ -39,3 +39,24 @@ def test_next_submit_decline_with_token(r, redis_url, sqlite_url):
     assert res.exit_code == 6 and "does not belong to worker 'alice'" in res.output
     res = run(cli, ["next", "alice"], env={k: v for k, v in env.items() if k != "LABELQ_TOKEN"})
     assert res.exit_code == 2 and "--token" in res.output
+
+
+def test_next_with_nothing_left_says_why_and_prints_an_empty_json_list(r, redis_url,
+                                                                       sqlite_url):
+    # Given an annotator of capacity 1 who holds one assignment
+    eng, pid = make_project(sqlite_url, n_tasks=5, workers=0)
+    with session_scope(eng) as s:
+        _, tok = enroll_worker(s, get_project(s, "p"), "cara", capacity=1)
+    env = {"LABELQ_DATABASE_URL": sqlite_url, "LABELQ_REDIS_URL": redis_url,
+           "LABELQ_TOKEN": tok}
+    run = CliRunner().invoke
+    first = json.loads(run(cli, ["next", "cara", "-o", "json"], env=env).stdout)[0]
+    # When they ask again, as JSON and as a table
+    res = run(cli, ["next", "cara", "-o", "json"], env=env)
+    # Then it is no error: stdout is an empty JSON list, stderr says why
+    assert res.exit_code == 0 and json.loads(res.stdout) == []
+    assert "at your capacity of 1" in res.stderr and "1 open assignment" in res.stderr
+    assert run(cli, ["submit", "cara", first["assignment_id"], "a"], env=env).exit_code == 0
+    res = run(cli, ["next", "cara"], env=env)
+    assert res.exit_code == 0 and res.stdout == ""
+    assert "you have reached your capacity of 1 labels" in res.stderr
