@@ -158,8 +158,11 @@ def enroll_worker(session: Session, project: Project, handle: str, *, cost: floa
         raise InputError(f"cost per label must be non-negative, got {cost}")
     if capacity is not None and capacity < 1:
         raise InputError(f"capacity must be at least 1 label, got {capacity}")
-    if session.exec(select(Worker).where(Worker.handle == handle)).first():
-        raise AlreadyExists(f"worker handle {handle!r} is taken", worker=handle)
+    taken = session.exec(select(Project.name).join(Worker, Worker.project_id == Project.id)
+                         .where(Worker.handle == handle)).first()
+    if taken is not None:
+        raise AlreadyExists(f"worker handle {handle!r} is taken (in project {taken!r}; a "
+                            "handle names one annotator across all projects)", worker=handle)
     seq = session.exec(select(func.coalesce(func.max(Worker.seq) + 1, 0))
                        .where(Worker.project_id == project.id)).one()
     token = secrets.token_urlsafe(24)
