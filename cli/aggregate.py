@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 import numpy as np
 
-from labelq.aggregation import AGGREGATORS, aggregate, krippendorff_alpha
+from labelq.aggregation import AGGREGATORS, aggregate, expected_accuracy, krippendorff_alpha
 from labelq.datasets import _rows, read_labels
 from labelq.errors import FileFormatError, InputError
 
@@ -52,7 +52,8 @@ def aggregate_cmd(labels, method, categories, truth, weights, gold, out, as_json
 
     Writes task, label (original value), confidence, p_<class> per class and n_labels as
     CSV to --out or stdout. With --json, a summary is printed instead of the CSV on stdout
-    (the CSV still goes to --out if given). With --truth, accuracy is reported.
+    (the CSV still goes to --out if given). With --truth, accuracy is reported; a task
+    whose top classes tie counts 1/k (a uniform tie break), whichever label the CSV shows.
     """
     if weights and method != "wmv":
         raise InputError("--weights is only used with --method wmv", field="weights")
@@ -78,7 +79,11 @@ def aggregate_cmd(labels, method, categories, truth, weights, gold, out, as_json
             if out:
                 fh.close()
     known = data.truth >= 0
-    accuracy = data.accuracy(result.labels_) if known.any() else None
+    # a task whose top classes tie is counted as a uniform tie break would score it (1/k),
+    # not by the lowest-index label the CSV shows: that would favour the first class
+    top = result.probas_ >= result.probas_.max(axis=1, keepdims=True) - 1e-12
+    ties = int(np.sum(known & (top.sum(axis=1) > 1)))
+    accuracy = expected_accuracy(result.probas_, data.truth) if known.any() else None
     if as_json:
         summary = {
             "method": method, "file": str(labels), "n_tasks": data.n_tasks,
@@ -88,11 +93,13 @@ def aggregate_cmd(labels, method, categories, truth, weights, gold, out, as_json
             "mean_confidence": float(result.confidence_.mean()) if data.n_tasks else None,
             "krippendorff_alpha": _nan_to_none(krippendorff_alpha(data.task, data.label,
                                                                   data.n_tasks, data.n_classes)),
-            "n_truth": int(known.sum()), "accuracy": accuracy, "out": out,
+            "n_truth": int(known.sum()), "accuracy": accuracy, "ties_with_truth": ties,
+            "out": out,
         }
         click.echo(json.dumps(summary, indent=2))
     elif accuracy is not None:
-        click.echo(f"accuracy: {accuracy:.4f} on {int(known.sum())} tasks with truth",
+        tied = f" ({ties} tied, each counted 1/k)" if ties else ""
+        click.echo(f"accuracy: {accuracy:.4f} on {int(known.sum())} tasks with truth{tied}",
                    err=not out)
 
 

@@ -9,8 +9,8 @@ constructor, ``fit(...) -> self``, results in ``labels_`` / ``probas_`` / ``conf
 array([1, 0])
 """
 
-from .agreement import (WorkerAccuracy, fleiss_kappa, fleiss_kappa_counts, krippendorff_alpha,
-                        krippendorff_alpha_counts, worker_accuracy)
+from .agreement import (WorkerAccuracy, expected_accuracy, fleiss_kappa, fleiss_kappa_counts,
+                        krippendorff_alpha, krippendorff_alpha_counts, worker_accuracy)
 from .base import BaseAggregator
 from .category_ds import CategoryDawidSkene
 from .dawid_skene import DawidSkene, OneCoinDawidSkene
@@ -23,6 +23,6 @@ from .registry import AGGREGATORS, aggregate, get_aggregator
 __all__ = [
     "AGGREGATORS", "BaseAggregator", "CategoryDawidSkene", "DawidSkene", "GLAD", "KOS",
     "MajorityVote", "OneCoinDawidSkene", "PosteriorAggregator", "WeightedMajorityVote",
-    "WorkerAccuracy", "aggregate", "fleiss_kappa", "fleiss_kappa_counts", "get_aggregator",
+    "WorkerAccuracy", "aggregate", "expected_accuracy", "fleiss_kappa", "fleiss_kappa_counts", "get_aggregator",
     "krippendorff_alpha", "krippendorff_alpha_counts", "worker_accuracy",
 ]

@@ -14,7 +14,23 @@ from ..errors import InputError
 from .base import check_labels, count_matrix
 
 __all__ = ["krippendorff_alpha", "krippendorff_alpha_counts", "fleiss_kappa",
-           "fleiss_kappa_counts", "WorkerAccuracy", "worker_accuracy"]
+           "fleiss_kappa_counts", "WorkerAccuracy", "worker_accuracy", "expected_accuracy"]
+
+
+def expected_accuracy(scores: np.ndarray, truth: np.ndarray, tol: float = 1e-12) -> float:
+    """Accuracy of argmax(scores) against ``truth`` (entries < 0 ignored), ties counted as
+    the expectation of a uniform random tie break. ``scores`` may be (n, C) or class
+    indices (n,)."""
+    known = truth >= 0
+    if not known.any():
+        return float("nan")
+    scores = np.asarray(scores)
+    t = truth[known]
+    if scores.ndim == 1:
+        return float(np.mean(scores[known] == t))
+    s = scores[known]
+    top = s >= s.max(axis=1, keepdims=True) - tol
+    return float(np.mean(top[np.arange(t.size), t] / top.sum(axis=1)))
 
 
 def _counts(task, label, n_tasks, n_classes) -> np.ndarray:

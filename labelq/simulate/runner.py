@@ -46,6 +46,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ..aggregation.agreement import expected_accuracy
 from ..errors import PolicyError
 from ..policies.base import Observation, Policy
 from .environment import Environment
@@ -71,22 +72,6 @@ class Checkpoint:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-def expected_accuracy(scores: np.ndarray, truth: np.ndarray, tol: float = 1e-12) -> float:
-    """Accuracy of argmax(scores) against ``truth`` (entries < 0 ignored), ties counted as
-    the expectation of a uniform random tie break. ``scores`` may be (n, C) or class
-    indices (n,)."""
-    known = truth >= 0
-    if not known.any():
-        return float("nan")
-    scores = np.asarray(scores)
-    t = truth[known]
-    if scores.ndim == 1:
-        return float(np.mean(scores[known] == t))
-    s = scores[known]
-    top = s >= s.max(axis=1, keepdims=True) - tol
-    return float(np.mean(top[np.arange(t.size), t] / top.sum(axis=1)))
 
 
 def completed(state, per_task: np.ndarray) -> int:

@@ -45,6 +45,23 @@ def test_json_summary_reports_accuracy(files, method):
     assert sum(summary["class_counts"].values()) == 3
 
 
+def test_accuracy_counts_a_tie_as_a_uniform_tie_break(tmp_path):
+    # Given two tasks whose votes tie 1:1, both truly the first class in label order
+    labels = tmp_path / "tie.csv"
+    labels.write_text("task,worker,label\nt1,u,a\nt1,v,b\nt2,u,a\nt2,v,b\nt3,u,b\n")
+    truth = tmp_path / "truth.csv"
+    truth.write_text("task,truth\nt1,a\nt2,a\nt3,b\n")
+    # When majority vote aggregates them against the truth
+    r = CliRunner().invoke(cli, ["aggregate", str(labels), "-m", "mv", "--truth", str(truth),
+                                 "--json"])
+    s = json.loads(r.output)
+    # Then each tie scores 1/2, not the 1 its lowest-index label 'a' would give
+    assert s["accuracy"] == pytest.approx((0.5 + 0.5 + 1) / 3) and s["ties_with_truth"] == 2
+    r = CliRunner().invoke(cli, ["aggregate", str(labels), "-m", "mv", "--truth", str(truth),
+                                 "--out", str(tmp_path / "o.csv")])
+    assert "accuracy: 0.6667 on 3 tasks with truth (2 tied, each counted 1/k)" in r.output
+
+
 def test_errors_name_file_line_and_field(files, tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_text("task,worker,label\nq1,ann,yes\nq2,,no\n")
