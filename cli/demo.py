@@ -268,6 +268,13 @@ def demo_cmd(n_tasks, n_gold, n_workers, n_careless, n_categories, labels_per_ta
             server.shutdown()
 
 
+def _tie_score(row: dict, truth: str, labels: list[str]) -> float:
+    """1/k if the truth is among the row's k top classes (a uniform tie break), else 0."""
+    p = [row[f"p_{c}"] for c in labels]
+    top = [c for c, v in zip(labels, p) if v >= max(p) - 1e-9]
+    return 1.0 / len(top) if truth in top else 0.0
+
+
 def _report(eng, pid, n_tasks, accuracy, policy, truth, labels, out: Path) -> None:
     """Export as ``labelq export`` does and score each aggregation against the truth."""
     from sqlmodel import select
@@ -293,7 +300,8 @@ def _report(eng, pid, n_tasks, accuracy, policy, truth, labels, out: Path) -> No
             rows = list(aggregated_rows(pl, aggregate_project(s, project, pl, method)))
             labelled = [r for r in rows if r["n_labels"] > 0]
             scores[(method, exclude)] = (
-                sum(r["label"] == truth_of[r["task"]] for r in rows) / n_tasks, len(labelled))
+                sum(_tie_score(r, truth_of[r["task"]], labels) for r in labelled) / n_tasks,
+                len(labelled))
             if (method, exclude) == ("ds", True):
                 with atomic_output(str(out / "answers.csv")) as fh:
                     write_rows(rows, fh, "csv")
@@ -309,7 +317,8 @@ def _report(eng, pid, n_tasks, accuracy, policy, truth, labels, out: Path) -> No
                f"quality rule: {len(paused)} annotator(s)"
                + (f", of true accuracy {', '.join(f'{accuracy[q]:.2f}' for q in paused)}."
                   if paused else "."))
-    click.echo("Accuracy against the truth (every task; unlabelled ones count as wrong):")
+    click.echo("Accuracy against the truth (every task; unlabelled ones count as wrong, a tie "
+               "among k classes as 1/k):")
     for (method, exclude), name in ((("policy", False), f"posterior ({policy})"),
                                     (("mv", False), "majority vote"),
                                     (("ds", False), "Dawid-Skene, gold clamped"),
