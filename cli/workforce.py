@@ -22,7 +22,8 @@ def workers():
 @workers.command("enroll")
 @click.argument("name")
 @click.argument("handle")
-@click.option("--cost", type=float, required=True, help="Cost per label.")
+@click.option("--cost", type=float, default=1.0, show_default=True,
+              help="Cost per label, in the units of the project budget.")
 @click.option("--capacity", type=int, default=None, help="Most labels this worker can give.")
 @click.option("--categories", default="", help="Comma-separated task categories (empty: any).")
 @DB_OPTION
