@@ -44,13 +44,13 @@ from .errors import (BudgetExhausted, Conflict, DuplicateSubmission, Forbidden, 
 from .models import Assignment, Label, Project, Task, Worker, utc_from_ms
 from .projects import get_worker
 from .queue.group import Group
-from .queue.decide import InboxNotEmpty, WorkerInfo, decide, decision_rng
+from .queue.decide import HOLD_MS, InboxNotEmpty, WorkerInfo, decide, decision_rng
 from .queue.hotstate import Hot, StateCache
 from .queue.keys import Keys
 from .queue.applier import WANTED_TTL_MS
 from .queue.reaper import lease_key_ttl_ms, record_expired
 from .queue.rebuild import ensure_hot
-from .queue.scripts import Scripts
+from .queue.scripts import Scripts, _s
 from .settings import Settings, load_settings
 
 __all__ = ["Service", "Issued"]
@@ -175,6 +175,7 @@ class Service:
         a submit), used instead of the first pop."""
         k = Keys(worker.project_id)
         lease_ms = self.settings.lease_seconds * 1000
+        reclaimed = False
         # the inbox first; if it is empty, decide at once — unless the applier refilled the
         # inbox meanwhile (RESERVE refuses then), in which case its reservations come first
         for _ in range(8):
@@ -200,8 +201,54 @@ class Service:
             # in this worker's inbox (they are in its `seen` set now): pop them
             if issued is None and self.redis.llen(k.inbox(worker.seq)):
                 continue
+            # or that the open tasks sit in other workers' inboxes, held for them but not
+            # taken: take one back (once) and decide again
+            if issued is None and not reclaimed and self._reclaim(hot, worker, now):
+                reclaimed = True
+                continue
             return issued
         return None
+
+    def _reclaim(self, hot: Hot, worker: Worker, now: int) -> bool:
+        """Return to the pool one reservation held in another worker's inbox that this
+        worker could take (not gold — those follow each worker's own schedule —, a task
+        it has not seen, of a category it works on), from the worker holding the most,
+        the one it would reach last. Near a project's end the applier's inboxes can hold
+        every open task for up to ``HOLD_MS`` (renewed while their workers stay active),
+        leaving the others with nothing; a reservation is only a guess of what its worker
+        will want next, so one who asks now has the better claim. ``RELEASE`` refuses a
+        reservation its worker took meanwhile. True if one was released."""
+        if worker.capacity is not None:
+            used = self.redis.hget(Keys(worker.project_id).wcount, worker.seq)
+            if used is not None and int(used) >= worker.capacity:
+                return False
+        k = Keys(worker.project_id)
+        ids = self.redis.zrangebyscore(k.leases, now, now + HOLD_MS, start=0,
+                                       num=RECLAIM_SCAN)
+        if not ids:
+            return False
+        pipe = self.redis.pipeline(transaction=False)
+        for aid in ids:
+            pipe.hmget(k.lease(_s(aid)), "task", "worker", "held", "gold")
+        held = [(_s(aid), int(t), int(w)) for aid, (t, w, h, g) in zip(ids, pipe.execute())
+                if t is not None and h is not None and _s(g) != "1" and int(w) != worker.seq]
+        if not held:
+            return False
+        tasks = np.array([t for _, t, _ in held], dtype=np.int64)
+        ok = ~np.array(self.redis.smismember(k.seen(worker.seq), tasks.tolist()), dtype=bool)
+        if worker.categories:
+            allowed = [i for i, c in enumerate(hot.view.categories) if c in worker.categories]
+            ok &= np.isin(hot.view.task_category[tasks], allowed)
+        held = [h for h, good in zip(held, ok) if good]
+        per_owner: dict[int, int] = {}
+        for _, _, w in held:
+            per_owner[w] = per_owner.get(w, 0) + 1
+        # the biggest holder first; within a holder the latest expiry (the inbox's tail)
+        order = sorted(range(len(held)), key=lambda i: (-per_owner[held[i][2]], -i))
+        for i in order[:4]:
+            if self.scripts.release(k, held[i][0], held_only=True)[0] is True:
+                return True
+        return False
 
     def _key_ttl_ms(self) -> int:
         return lease_key_ttl_ms(self.settings.lease_seconds * 1000)
@@ -437,6 +484,9 @@ class _Inserts:
         conn.exec_driver_sql(self.label, [
             (aid, p.id, tid, w.id, v, bool(g), t) for w, p, aid, v, g, tid in rows])
 
+
+# held reservations looked at when a worker with nothing to do reclaims one
+RECLAIM_SCAN = 256
 
 _TASK_ID = select(Task.id).where(Task.project_id == bindparam("p"), Task.seq == bindparam("s"))
 _TASK_ROW = (select(Task.external_id, Task.category, Task.payload)

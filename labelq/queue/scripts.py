@@ -15,7 +15,9 @@ Each script opens with a comment listing every key it touches. The races they cl
   starts its lease *now* (held reservations have a short hold expiry), in one round trip;
   also records the worker as active and says when the project has no hot state.
 * ``RELEASE`` — expiry (reaper) and decline return a task to the pool exactly once, and never
-  a lease that is mid-submission unless the caller has checked SQL for its label.
+  a lease that is mid-submission unless the caller has checked SQL for its label; with
+  ``held_only`` (a worker with nothing to do reclaiming another's inbox reservation) never
+  one its worker has already taken.
 """
 
 from __future__ import annotations
@@ -251,7 +253,7 @@ end
 RELEASE = """
 -- keys: lease:{a} leases reserved wcount reserved_cost pending parked nissued
 -- argv: assignment_id worker('' = any) expired_before_ms('' = no check) allow_submitting
---       key_prefix
+--       key_prefix held_only('1': only a reservation still held in an inbox)
 -- answers {1, task, worker, held (1/0), task_id ('' if the lease has none), gold, expires}
 -- or {0, reason}.
 -- A reservation still held in an inbox (never popped) was never issued: its count in
@@ -263,6 +265,7 @@ if not lease[1] then return {0, 'missing'} end
 if ARGV[2] ~= '' and lease[2] ~= ARGV[2] then return {0, 'forbidden'} end
 if lease[5] and ARGV[4] ~= '1' then return {0, 'submitting'} end
 if ARGV[3] ~= '' and tonumber(lease[4]) >= tonumber(ARGV[3]) then return {0, 'live'} end
+if ARGV[6] == '1' and not lease[6] then return {0, 'issued'} end
 local task = lease[1]
 redis.call('DEL', KEYS[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
@@ -595,15 +598,16 @@ class Scripts:
 
     def release(self, k: Keys, assignment_id: str, *, worker: int | None = None,
                 expired_before_ms: int | None = None, allow_submitting: bool = False,
-                pipeline=None):
+                held_only: bool = False, pipeline=None):
         """A :class:`Released` (``(True, task, worker, …)``) when released, else
-        ``(False, reason)``. With ``pipeline`` the call is only queued there (returns
-        None)."""
+        ``(False, reason)``. ``held_only``: release only a reservation still held in an
+        inbox (``(False, 'issued')`` once its worker has taken it). With ``pipeline`` the
+        call is only queued there (returns None)."""
         keys = [k.lease(assignment_id), k.leases, k.reserved, k.wcount, k.reserved_cost,
                 k.pending, k.parked, k.nissued]
         args = [assignment_id, "" if worker is None else worker,
                 "" if expired_before_ms is None else expired_before_ms,
-                "1" if allow_submitting else "0", k.prefix]
+                "1" if allow_submitting else "0", k.prefix, "1" if held_only else "0"]
         out = self._run(self._release, keys, args, pipeline)
         if pipeline is not None:
             return None

@@ -233,3 +233,64 @@ def test_inbox_refilled_with_the_last_tasks_while_deciding_is_served(r, sqlite_u
     assert refilled == [2]
     assert got is not None and got.task_seq != first.task_seq
     assert r.llen(Keys(pid).inbox(0)) == 1
+
+
+def test_a_worker_with_nothing_reclaims_a_reservation_held_in_another_inbox(r, sqlite_url):
+    from labelq.queue.decide import refill_inboxes
+    from labelq.queue.hotstate import StateCache
+    from labelq.queue.reaper import lease_key_ttl_ms
+    # Given three tasks of one label each: w0 took one, and the applier then held the
+    # other two in w0's inbox (w0 was the only active worker)
+    eng, pid = make_project(sqlite_url, n_tasks=3, workers=3, max_labels=1)
+    s = Service(eng, r, settings=Settings(database_url=sqlite_url), worker_max_age=0)
+    first = s.next_assignment("p-w0")
+    hot = StateCache().get(eng, r, pid)
+    made = refill_inboxes(eng, r, s.scripts, hot, inbox_size=3, lease_ms=600_000,
+                          key_ttl_ms=lease_key_ttl_ms(600_000), rng=np.random.default_rng(0))
+    assert made == 2 and r.llen(Keys(pid).inbox(0)) == 2
+    k = Keys(pid)
+    # When w1, who has nothing in its inbox, asks
+    got = s.next_assignment("p-w1")
+    # Then it gets one of the two instead of "nothing for you" — the tail of w0's inbox
+    assert got is not None and got.task_seq != first.task_seq
+    # and w0 still gets the other, and then nothing (the reclaimed entry is skipped)
+    second = s.next_assignment("p-w0")
+    assert second is not None and {first.task_seq, got.task_seq, second.task_seq} == {0, 1, 2}
+    assert s.next_assignment("p-w0") is None and s.next_assignment("p-w2") is None
+    # and the counters say what was really given: one issued each, the reclaimed
+    # reservation taken back from w0's counts and seen set
+    assert {int(w): int(n) for w, n in r.hgetall(k.nissued).items()
+            if not w.startswith(b"g")} == {0: 2, 1: 1}
+    assert {int(t) for t in r.smembers(k.seen(0))} == {first.task_seq, second.task_seq}
+    assert {int(t) for t in r.smembers(k.seen(1))} == {got.task_seq}
+    assert r.zcard(k.pending) == 0
+    # and an issued lease is never reclaimed
+    assert s.scripts.release(k, got.assignment_id, held_only=True) == (False, "issued")
+
+
+def test_reclaim_passes_over_a_task_the_worker_has_seen(r, sqlite_url):
+    from labelq.queue.decide import refill_inboxes
+    from labelq.queue.hotstate import StateCache
+    from labelq.queue.reaper import lease_key_ttl_ms
+    # Given three tasks of one label each: w0 took one, w1 declined another (it will never
+    # get it again), and the applier holds the declined one and the last in w0's inbox,
+    # the declined one expiring last (the one a reclaim would try first)
+    eng, pid = make_project(sqlite_url, n_tasks=3, workers=2, max_labels=1)
+    s = Service(eng, r, settings=Settings(database_url=sqlite_url), worker_max_age=0)
+    k = Keys(pid)
+    taken = s.next_assignment("p-w0")
+    declined = s.next_assignment("p-w1")
+    s.decline("p-w1", declined.assignment_id)
+    hot = StateCache().get(eng, r, pid)
+    assert refill_inboxes(eng, r, s.scripts, hot, inbox_size=5, lease_ms=600_000,
+                          key_ttl_ms=lease_key_ttl_ms(600_000),
+                          rng=np.random.default_rng(0)) == 2
+    held = {int(r.hget(k.lease(a.decode()), "task")): a for a in r.lrange(k.inbox(0), 0, -1)}
+    r.zadd(k.leases, {held[declined.task_seq]: int(r.zscore(k.leases,
+                                                           held[declined.task_seq])) + 1},
+           xx=True)
+    # When w1 asks
+    got = s.next_assignment("p-w1")
+    # Then it gets the third task, and the declined one stays held for w0
+    assert got is not None and got.task_seq not in (declined.task_seq, taken.task_seq)
+    assert r.hget(k.lease(held[declined.task_seq].decode()), "held") is not None
