@@ -54,12 +54,13 @@ def test_sign_in_label_three_tasks_and_see_them_counted(stack, browser):
             img: document.getElementById('payload-image').hidden ? null
                  : document.getElementById('payload-image').src,
             buttons: [...document.querySelectorAll('#answers button')]
-                     .map(x => x.dataset.label)})"""))
+                     .map(x => x.dataset.label),
+            lastKey: document.getElementById('last-key').textContent})"""))
         payload = payloads[int(task[1:])]
         # (the payload is shown as text, never as markup; an image URL as an image)
         assert shown["text"] == payload.get("text", "")
         assert shown["img"] == payload.get("image_url")
-        assert shown["buttons"] == answers
+        assert shown["buttons"] == answers and shown["lastKey"] == "3"  # keys 1–3
         seen.append(task)
         if how == "button":
             b.js("document.querySelector('#answers button[data-label=\"neutral\"]').click()")
