@@ -116,7 +116,7 @@ def decide(redis, scripts: Scripts, hot: Hot, worker: WorkerInfo, now: int, *,
            rng: np.random.Generator, rng_lock: threading.Lock | None = None,
            lease_ms: int, key_ttl_ms: int, inbox: bool = False, top_k: int = 64,
            max_scan: int = 100_000, check_budget: bool = True,
-           enough: int = 16) -> Decision | None:
+           enough: int = 16, settled_scan: int = 1024) -> Decision | None:
     """Reserve the worker's next task; ``None`` when there is nothing for them now.
     Raises :class:`BudgetExhausted` when the budget cannot pay for this worker's next label
     (only with ``check_budget``). With ``inbox`` the reservation is held for ``HOLD_MS`` and
@@ -183,22 +183,41 @@ def decide(redis, scripts: Scripts, hot: Hot, worker: WorkerInfo, now: int, *,
                     got = attempt(_ints(ok))
                     if got is not False:
                         return got
-        offset, size = 0, top_k
+        # prefer a settled candidate (its priority is current); only if none turns up, an
+        # eligible one from the first window that had any. The top of pending can be all
+        # outstanding — tasks leased or held in inboxes keep their stale, high priority
+        # until their labels are applied — and taking one of those gave the same few tasks
+        # label after label, up to the cap, while fresh tasks of equal worth waited below
+        # the window. So when a window is all outstanding, look next just past as many
+        # tasks as there are leases (where the outstanding ones end when their priorities
+        # tie), then further down, ``settled_scan`` tasks at most beyond the first window.
+        offset, size, fallback, jumped, scanned = 0, top_k, None, False, 0
         while offset < max_scan:
             ok, settled, n = scripts.candidates(k, worker.seq, cap=project.max_labels,
                                                 offset=offset, count=size, enough=enough)
             if n == 0:
-                return None
-            # prefer the settled candidates (current priority); else any eligible one
-            for group in (settled, ok):
-                if group:
-                    got = attempt(_ints(group))
-                    if got is not False:
-                        return got
+                break
+            if settled:
+                got = attempt(_ints(settled))
+                if got is not False:
+                    return got
+            if ok and fallback is None:
+                fallback = ok
             if 0 <= n < size:
-                return None
-            offset += size
-            size *= 4
+                break
+            if offset > 0:
+                scanned += size
+            if fallback is not None and scanned >= settled_scan:
+                break
+            next_offset = offset + size
+            if fallback is not None and not jumped:
+                jumped = True
+                next_offset = max(next_offset, int(redis.zcard(k.leases)))
+            offset, size = next_offset, size * 4
+        if fallback is not None:
+            got = attempt(_ints(fallback))
+            if got is not False:
+                return got
         return None
 
     for _ in range(8):
@@ -288,7 +307,8 @@ def refill_inboxes(engine, redis, scripts: Scripts, hot: Hot, *, inbox_size: int
     for w in active:
         pipe.llen(k.inbox(w))
     pipe.hmget(k.requests, active)
-    *lengths, requests = pipe.execute()
+    pipe.zcard(k.leases)
+    *lengths, requests, outstanding = pipe.execute()
     depth = dict.fromkeys(active, inbox_size)
     if inbox_max is not None:
         paces = (pace or PACE).update(hot.project.id, {
@@ -305,7 +325,8 @@ def refill_inboxes(engine, redis, scripts: Scripts, hot: Hot, *, inbox_size: int
     if not hot.project.gold_schedule:
         made, out_of_budget = _refill_batch(engine, redis, scripts, hot, workers, want, now,
                                             rng=rng, rng_lock=rng_lock,
-                                            key_ttl_ms=key_ttl_ms, top_k=top_k)
+                                            key_ttl_ms=key_ttl_ms, top_k=top_k,
+                                            outstanding=int(outstanding))
         if out_of_budget:
             return made
     for worker in workers:
@@ -343,32 +364,32 @@ def _task_rows(engine, project_id: int, tasks: list[int]) -> dict[int, str]:
 def _refill_batch(engine, redis, scripts: Scripts, hot: Hot, workers: list[WorkerInfo],
                   want: dict[int, int], now: int, *, rng: np.random.Generator,
                   rng_lock: threading.Lock | None, key_ttl_ms: int, top_k: int,
-                  enough: int = 16) -> tuple[int, bool]:
+                  enough: int = 16, outstanding: int = 0) -> tuple[int, bool]:
     """The common case of :func:`refill_inboxes` in three Redis round trips for all the
     workers instead of two per reservation: one ``CANDIDATES_MANY`` (the top of
     ``pending`` for every worker at once, each task's counters read once), the policy's
     choices in process, one pipeline of ``RESERVE``. Decides as :func:`decide` would one
-    after the other: settled candidates first, and a task chosen for one worker is no
-    longer settled for the next (nor offered to them in this batch). ``want`` is lowered
-    by what was reserved; what is left (a lost race, a window too small) goes through
-    :func:`decide`. Projects with a gold schedule do not come here (their schedule
+    after the other, but from settled candidates only (a task chosen for one worker is no
+    longer settled for the next, nor offered to them in this batch). ``want`` is lowered
+    by what was reserved; what is left (a lost race, a window with nothing settled) goes
+    through :func:`decide`. Projects with a gold schedule do not come here (their schedule
     advances with every reservation).
     Returns (reservations made, whether ``RESERVE`` found the budget exhausted)."""
     rng_lock = rng_lock or threading.Lock()
     project = hot.project
     k = Keys(project.id)
-    # every worker reads the same top of ``pending``: look far enough for all of them
+    # every worker reads the same top of ``pending``: look far enough for all of them,
+    # past the ``outstanding`` leases and reservations, whose tasks are not settled
     total = sum(want[w.seq] for w in workers)
-    count, enough = max(top_k, 2 * total), enough + total
+    count, enough = max(top_k, 2 * total + outstanding), enough + total
     found = scripts.candidates_many(k, [w.seq for w in workers], cap=project.max_labels,
                                     count=count, enough=[enough] * len(workers))
     taken: set[int] = set()
     plan: list[tuple[WorkerInfo, int]] = []
-    for w, (ok, settled) in zip(workers, found):
-        for group in (settled, ok):
-            cand = np.array([t for t in _ints(group) if int(t) not in taken], dtype=np.int64)
-            if cand.size:
-                break
+    for w, (_ok, settled) in zip(workers, found):
+        # settled candidates only: a worker with none here is left to ``decide``, which
+        # looks deeper before it settles for an outstanding task
+        cand = np.array([t for t in _ints(settled) if int(t) not in taken], dtype=np.int64)
         for _ in range(want[w.seq]):
             if cand.size == 0:
                 break

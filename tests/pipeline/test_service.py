@@ -294,3 +294,23 @@ def test_reclaim_passes_over_a_task_the_worker_has_seen(r, sqlite_url):
     # Then it gets the third task, and the declined one stays held for w0
     assert got is not None and got.task_seq not in (declined.task_seq, taken.task_seq)
     assert r.hget(k.lease(held[declined.task_seq].decode()), "held") is not None
+
+
+def test_outstanding_tasks_atop_pending_do_not_soak_up_labels(r, sqlite_url):
+    # Given 40 tasks of equal priority (cap 3) and a decision window of 4 tasks
+    eng, pid = make_project(sqlite_url, n_tasks=40, workers=10, max_labels=3)
+    s = Service(eng, r, settings=Settings(database_url=sqlite_url), worker_max_age=0,
+                top_k=4)
+    # When ten workers each take an assignment and hold it (the top of pending is all
+    # outstanding after the fourth)
+    got = [s.next_assignment(f"p-w{j}") for j in range(10)]
+    # Then each gets a task nobody holds, found below the window, rather than a second
+    # lease on a task already out (as long as such tasks remain)
+    assert all(g is not None for g in got)
+    assert len({g.task_seq for g in got}) == 10
+    # and once every task is out, a worker still gets an eligible (outstanding) one
+    make_project(sqlite_url, n_tasks=3, workers=4, max_labels=2, name="q")
+    taken = [s.next_assignment(f"q-w{j}") for j in range(4)]
+    assert all(t is not None for t in taken)
+    assert len({t.task_seq for t in taken[:3]}) == 3 and taken[3].task_seq in \
+        {t.task_seq for t in taken[:3]}
