@@ -156,19 +156,25 @@ class Service:
         worker = self._worker(handle)
         if worker.status != "active":
             return f"you are {worker.status}: no new assignments until the operator resumes you"
-        if worker.capacity is not None:
-            used = self.redis.hget(Keys(worker.project_id).wcount, worker.seq)
-            if used is not None and int(used) >= worker.capacity:
-                with session_scope(self.engine) as session:
-                    labels = session.exec(select(func.count(Label.id))
-                                          .where(Label.worker_id == worker.id)).one()
-                held = int(used) - int(labels)
-                if held > 0:
-                    return (f"you are at your capacity of {worker.capacity}: finish or "
-                            f"decline your {held} open assignment(s) first")
-                return f"you have reached your capacity of {worker.capacity} labels"
+        used = self._at_capacity(worker)
+        if used is not None:
+            with session_scope(self.engine) as session:
+                labels = session.exec(select(func.count(Label.id))
+                                      .where(Label.worker_id == worker.id)).one()
+            held = used - int(labels)
+            if held > 0:
+                return (f"you are at your capacity of {worker.capacity}: finish or "
+                        f"decline your {held} open assignment(s) first")
+            return f"you have reached your capacity of {worker.capacity} labels"
         return ("no task for you right now (all done, or waiting for other labels); "
                 "try again later")
+
+    def _at_capacity(self, worker: Worker) -> int | None:
+        """The worker's labels + live leases if that reaches their capacity, else None."""
+        if worker.capacity is None:
+            return None
+        used = self.redis.hget(Keys(worker.project_id).wcount, worker.seq)
+        return int(used) if used is not None and int(used) >= worker.capacity else None
 
     def _next(self, worker: Worker, popped: tuple | None = None) -> Issued | None:
         """``popped``: ``(now, POP_INBOX's answer)`` of a pop already made (pipelined with
@@ -218,10 +224,8 @@ class Service:
         leaving the others with nothing; a reservation is only a guess of what its worker
         will want next, so one who asks now has the better claim. ``RELEASE`` refuses a
         reservation its worker took meanwhile. True if one was released."""
-        if worker.capacity is not None:
-            used = self.redis.hget(Keys(worker.project_id).wcount, worker.seq)
-            if used is not None and int(used) >= worker.capacity:
-                return False
+        if self._at_capacity(worker) is not None:
+            return False
         k = Keys(worker.project_id)
         ids = self.redis.zrangebyscore(k.leases, now, now + HOLD_MS, start=0,
                                        num=RECLAIM_SCAN)
