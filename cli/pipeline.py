@@ -108,11 +108,22 @@ def next_cmd(handle: str, token: str, database_url, redis_url, output: str) -> N
 @DB_OPTION
 @REDIS_OPTION
 @OUTPUT_OPTION
+@click.option("--next", "then_next", is_flag=True,
+              help="Also issue HANDLE's next assignment (printed after the submission; on "
+                   "stderr why there is none), as 'labelq annotate submit --next' does.")
 def submit_cmd(handle: str, assignment: str, label: str, token: str, database_url, redis_url,
-               output: str) -> None:
+               output: str, then_next: bool) -> None:
     """Record LABEL for ASSIGNMENT issued to worker HANDLE (durable before it answers)."""
     check_token(handle, token, database_url)
-    emit_record(service(database_url, redis_url).submit(handle, assignment, label), output)
+    svc = service(database_url, redis_url)
+    out = svc.submit(handle, assignment, label, then_next=then_next)
+    nxt = out.pop("next", None)
+    emit_record(out, output)
+    if then_next:
+        if nxt is None:
+            click.echo(svc.idle_reason(handle), err=True)
+        else:
+            emit_record(nxt.to_dict(), output)
 
 
 @click.command("decline")

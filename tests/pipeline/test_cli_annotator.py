@@ -60,3 +60,31 @@ def test_next_with_nothing_left_says_why_and_prints_an_empty_json_list(r, redis_
     res = run(cli, ["next", "cara"], env=env)
     assert res.exit_code == 0 and res.stdout == ""
     assert "you have reached your capacity of 1 labels" in res.stderr
+
+
+def test_submit_next_records_the_label_and_issues_the_next_assignment(r, redis_url,
+                                                                      sqlite_url):
+    # Given an annotator of capacity 2 holding their first assignment
+    eng, pid = make_project(sqlite_url, n_tasks=5, workers=0)
+    with session_scope(eng) as s:
+        _, tok = enroll_worker(s, get_project(s, "p"), "dana", capacity=2)
+    env = {"LABELQ_DATABASE_URL": sqlite_url, "LABELQ_REDIS_URL": redis_url,
+           "LABELQ_TOKEN": tok}
+    run = CliRunner().invoke
+    first = json.loads(run(cli, ["next", "dana", "-o", "json"], env=env).stdout)[0]
+    # When they answer it with --next
+    res = run(cli, ["submit", "dana", first["assignment_id"], "a", "--next", "-o", "json"],
+              env=env)
+    # Then the submission and a new assignment for another task are printed
+    assert res.exit_code == 0, res.output
+    decoder, out = json.JSONDecoder(), res.stdout.strip()
+    done, end = decoder.raw_decode(out)
+    second = decoder.raw_decode(out[end:].lstrip())[0]
+    assert done[0]["label"] == "a" and done[0]["duplicate"] is False
+    assert second[0]["task"] != first["task"]
+    # and answering that one with --next says on stderr why nothing follows
+    res = run(cli, ["submit", "dana", second[0]["assignment_id"], "b", "--next"], env=env)
+    assert res.exit_code == 0, res.output
+    assert "you have reached your capacity of 2 labels" in res.stderr
+    with session_scope(eng) as s:
+        assert sorted(l.value for l in s.exec(select(Label))) == ["a", "b"]
