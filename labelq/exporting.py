@@ -4,7 +4,8 @@ The labels of a project become the aggregation package's dense arrays (task seq,
 class index). Gold questions take part in the fit with their answers clamped — they teach
 the model how reliable each worker is — but are never exported as data. ``method="policy"``
 uses the project's own policy posterior (Opt-KG's Beta/Dirichlet, BBTA's weighted vote),
-folded from SQL exactly as the live pipeline folds it.
+folded from SQL exactly as the live pipeline folds it — the labels its applier has not
+reached yet included, in the order it will take them.
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ def aggregate_project(session: Session, project: Project, pl: ProjectLabels, met
     if method == "policy":
         from .queue.hotstate import fold_from_sql
 
-        hot = fold_from_sql(session, project)
+        hot = fold_from_sql(session, project, unapplied=True)
         return PosteriorAggregator(hot.policy.predict_proba(hot.state))
     v = pl.view
     return aggregate(pl.task, pl.worker, pl.label, method, n_tasks=v.n_tasks,

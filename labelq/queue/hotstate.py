@@ -106,12 +106,18 @@ def _replay(session: Session, hot: Hot, upto: int | None = None) -> int:
             n += 1
 
 
-def fold_from_sql(session: Session, project: Project) -> Hot:
-    """A fresh fold of every applied label (the reference the tests compare against)."""
+def fold_from_sql(session: Session, project: Project, *, unapplied: bool = False) -> Hot:
+    """A fresh fold of every applied label (the reference the tests compare against); with
+    ``unapplied``, then of the labels the applier has not folded yet, in the order it will
+    take them (by id), so the result counts every label durable in SQL."""
     view = load_view(session, project)
     policy = build(project.policy)
     hot = Hot(view, policy, policy.init_state(view.problem()), 0)
     _replay(session, hot)
+    if unapplied:
+        idx = {v: i for i, v in enumerate(project.labels)}
+        for row in label_rows(session, project.id, unapplied=True):
+            policy.update(hot.state, to_observation(row, idx))
     return hot
 
 

@@ -11,9 +11,10 @@ from click.testing import CliRunner
 
 from cli.main import cli
 from labelq.db import engine_for, init_schema, session_scope
-from labelq.models import Assignment, Label, utcnow
+from labelq.models import Assignment, Label, Task, utcnow
 from labelq.projects import create_project, enroll_worker, get_project, set_worker_status
 from labelq.loading import load_tasks
+from sqlmodel import select
 
 
 @pytest.fixture
@@ -153,3 +154,21 @@ def test_project_gold_and_quality_options_are_validated(db_url, opt, value, need
                              env={"LABELQ_DATABASE_URL": db_url})
     assert res.exit_code in (3, 8), res.output
     assert needle in res.output
+
+
+def test_policy_export_counts_labels_the_applier_has_not_reached(project_db):
+    """The fixture's labels were never applied (no Celery worker ran): the policy posterior
+    of the export still folds every one of them, as the applier will."""
+    rows = list(csv.DictReader(io.StringIO(run(project_db, "export", "p", "--method",
+                                               "policy"))))
+    with session_scope(engine_for(project_db)) as s:
+        only = s.exec(select(Label.value).join(Task, Task.id == Label.task_id)
+                      .where(Task.external_id == "t29")).one()
+    single = next(r for r in rows if r["task"] == "t29")
+    assert single["n_labels"] == "1" and single["label"] == only
+    assert float(single[f"p_{only}"]) > 0.5
+    correct = sum(r["label"] == ("pos" if int(r["task"][1:]) % 2 == 0 else "neg")
+                  for r in rows)
+    assert correct >= 24, correct
+    with session_scope(engine_for(project_db)) as s:
+        assert all(l.applied_seq is None for l in s.exec(select(Label)))
