@@ -11,7 +11,7 @@ from .models import ENDED_UNLABELLED, Assignment, Label, Project, Task, Worker
 
 __all__ = ["project_status", "iter_raw_labels", "RAW_COLUMNS"]
 
-RAW_COLUMNS = ["task", "worker", "label", "received", "is_gold", "category"]
+RAW_COLUMNS = ["task", "worker", "label", "received", "is_gold", "category", "assignment"]
 
 
 def project_status(session: Session, project: Project) -> dict[str, Any]:
@@ -61,11 +61,14 @@ def project_status(session: Session, project: Project) -> dict[str, Any]:
 
 def iter_raw_labels(session: Session, project: Project, batch: int = 5000
                     ) -> Iterator[dict[str, Any]]:
+    """Every label in arrival order, with the assignment it answered (the id annotators
+    see and quote)."""
     q = (select(Task.external_id, Worker.handle, Label.value, Label.received, Label.is_gold,
-                Task.category)
+                Task.category, Label.assignment_id)
          .join(Task, Task.id == Label.task_id).join(Worker, Worker.id == Label.worker_id)
          .where(Label.project_id == project.id).order_by(Label.id)
          .execution_options(yield_per=batch))
-    for ext, handle, value, received, gold, cat in session.exec(q):
+    for ext, handle, value, received, gold, cat, aid in session.exec(q):
         yield {"task": ext, "worker": handle, "label": value,
-               "received": received.isoformat(), "is_gold": bool(gold), "category": cat}
+               "received": received.isoformat(), "is_gold": bool(gold), "category": cat,
+               "assignment": aid}

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
@@ -66,7 +66,11 @@ class Issued:
     expires_ms: int
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """What the annotator is shown (``labelq next``), as the API's assignment: no task
+        id or seq, which would tell a gold question from a task."""
+        return {"assignment_id": self.assignment_id, "category": self.category,
+                "payload": self.payload, "expires_ms": self.expires_ms,
+                "expires_at": utc_from_ms(self.expires_ms).isoformat()}
 
 
 def now_ms() -> int:

@@ -71,7 +71,7 @@ def _next_out(issued, who: Annotator, service) -> NextOut:
         return NextOut(message=service.idle_reason(who.handle))
     expires = utc_from_ms(issued.expires_ms)
     return NextOut(assignment=Assignment(
-        assignment_id=issued.assignment_id, task=issued.task, category=issued.category,
+        assignment_id=issued.assignment_id, category=issued.category,
         payload=issued.payload, labels=list(who.project.labels),
         expires_ms=issued.expires_ms, expires_at=expires.isoformat()))
 

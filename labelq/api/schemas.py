@@ -23,8 +23,11 @@ class _Out(BaseModel):
 
 
 class Assignment(_Out):
-    assignment_id: str = Field(description="Send it back with the label or the decline.")
-    task: str = Field(description="The task's external id.")
+    """What an annotator sees of a task. No task id: the operator's ids (``g17``,
+    ``gold-3``) would tell a gold question from a task, and gold measures an annotator only
+    while it looks like any other task."""
+    assignment_id: str = Field(description="Send it back with the label or the decline; "
+                                           "quote it to report a problem with the task.")
     category: str
     payload: dict[str, Any] = Field(description="What to label: text, image_url, ...")
     labels: list[str] = Field(description="The label set; answer with one of these.")

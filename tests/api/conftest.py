@@ -22,6 +22,10 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlmodel import select
+
+from labelq.db import session_scope
+from labelq.models import Assignment, Task
 
 from pipeline.conftest import ROOT, CeleryWorker  # the pipeline tests' real-worker helper
 
@@ -101,6 +105,20 @@ class Stack:
 
     def operator(self) -> httpx.Client:
         return self.client(self.operator_token)
+
+    def task_of(self, assignment_id: str) -> str:
+        """The external id of the task an assignment is for (annotators are not shown it):
+        from its live lease in Redis, else from the durable record once it has ended."""
+        for key in self.redis.scan_iter(match=f"lq:*:lease:{assignment_id}"):
+            project_id, seq = int(key.split(b":")[1]), int(self.redis.hget(key, "task"))
+            where = (Task.project_id == project_id, Task.seq == seq)
+            break
+        else:
+            where = (Assignment.id == assignment_id,)
+        with session_scope(self.engine) as s:
+            return s.exec(select(Task.external_id).join(Assignment, isouter=True,
+                                                        onclause=Assignment.task_id == Task.id)
+                          .where(*where)).first()
 
     def enroll(self, project: str, handle: str, **body: Any) -> str:
         with self.operator() as op:

@@ -39,13 +39,16 @@ def test_happy_path_next_submit_progress(stack):
         while (r := c.post("/api/v1/assignments/next")).json()["assignment"] is not None:
             a = r.json()["assignment"]
             assert a["labels"] == ["pos", "neg", "neutral"]
+            # (a gold question shows exactly what a task shows: no id to tell them apart)
+            assert set(a) == {"assignment_id", "category", "payload", "labels", "expires_ms",
+                              "expires_at"}
             assert a["payload"]["text"].startswith(("sentence number", "gold"))
             assert a["expires_ms"] > time.time() * 1000 + 60_000
             s = c.post(f"/api/v1/assignments/{a['assignment_id']}/label", json={"label": "pos"})
             assert s.status_code == 200, s.text
             assert s.json() == {"assignment_id": a["assignment_id"], "label": "pos",
                                 "duplicate": False, "next": None}  # next: not asked for
-            given.append(a["task"])
+            given.append(stack.task_of(a["assignment_id"]))
         # Then each task came once, none is left, and the progress counts them
         assert sorted(given) == ["g0", "t0", "t1", "t2", "t3"]
         assert r.status_code == 200 and r.json()["message"]
@@ -63,7 +66,7 @@ def test_submit_and_next_in_one_request(stack):
     token = stack.enroll("chain", "ann-chain")
     with stack.client(token) as c:
         a = c.post("/api/v1/assignments/next").json()["assignment"]
-        given = [a["task"]]
+        given = [stack.task_of(a["assignment_id"])]
         # When they submit each label with ?next=true
         while a is not None:
             s = c.post(f"/api/v1/assignments/{a['assignment_id']}/label?next=true",
@@ -74,8 +77,9 @@ def test_submit_and_next_in_one_request(stack):
                 (a["assignment_id"], "neg", False)
             a = body["next"]["assignment"]
             if a is not None:
-                assert a["labels"] == ["pos", "neg", "neutral"] and a["task"] not in given
-                given.append(a["task"])
+                assert a["labels"] == ["pos", "neg", "neutral"] and "task" not in a
+                assert stack.task_of(a["assignment_id"]) not in given
+                given.append(stack.task_of(a["assignment_id"]))
         # Then every answer carried the next assignment, and the last says why none is left
         assert sorted(given) == ["t0", "t1", "t2"]
         assert body["next"]["message"].startswith("no task for you right now")
@@ -181,7 +185,8 @@ def test_decline_returns_the_task_and_closes_the_assignment(stack):
         late = c1.post(f"/api/v1/assignments/{a['assignment_id']}/label", json={"label": "pos"})
         assert late.status_code == 404 and late.json()["code"] == "not_found"
         assert c1.get("/api/v1/me/progress").json()["declined"] == 1
-        assert c2.post("/api/v1/assignments/next").json()["assignment"]["task"] == a["task"]
+        b = c2.post("/api/v1/assignments/next").json()["assignment"]
+        assert stack.task_of(b["assignment_id"]) == stack.task_of(a["assignment_id"])
 
 
 def test_capacity_limits_and_is_reported(stack):

@@ -43,12 +43,14 @@ def test_sign_in_label_three_tasks_and_see_them_counted(stack, browser):
     b.wait("document.getElementById('handle').textContent === 'ann-page'")
     assert b.js("document.getElementById('project').textContent") == "page"
     # And answer three tasks: key 1, key 2, then the third label's button
-    answers, seen = ["pos", "neg", "neutral"], []
+    answers, seen, ids = ["pos", "neg", "neutral"], [], []
     for n, how in enumerate(["1", "2", "button"], start=1):
-        task = b.wait("document.body.dataset.busy !== '1' && "
-                      "!document.getElementById('task').hidden && "
-                      f"!{json.dumps(seen)}.includes(document.getElementById('task-id')"
-                      ".textContent) && document.getElementById('task-id').textContent")
+        card = "document.getElementById('task').dataset.assignment"
+        aid = b.wait("document.body.dataset.busy !== '1' && "
+                     "!document.getElementById('task').hidden && "
+                     f"!{json.dumps(ids)}.includes({card}) && {card}")
+        ids.append(aid)
+        task = stack.task_of(aid)
         shown = json.loads(b.js("""JSON.stringify({
             text: document.getElementById('payload-text').textContent,
             img: document.getElementById('payload-image').hidden ? null
@@ -57,6 +59,8 @@ def test_sign_in_label_three_tasks_and_see_them_counted(stack, browser):
                      .map(x => x.dataset.label),
             lastKey: document.getElementById('last-key').textContent})"""))
         payload = payloads[int(task[1:])]
+        # (no task id on the card: it would tell gold from tasks)
+        assert task not in b.js("document.getElementById('task').textContent")
         # (the payload is shown as text, never as markup; an image URL as an image)
         assert shown["text"] == payload.get("text", "")
         assert shown["img"] == payload.get("image_url")

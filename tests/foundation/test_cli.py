@@ -51,7 +51,7 @@ def test_operator_flow(run, tmp_path):
     assert shown["max_labels"] == 3 and shown["policy"] == "uniform"
     out_file = tmp_path / "labels.csv"
     run("export", "demo", "--raw", "--format", "csv", "--out", out_file)
-    assert out_file.read_text().splitlines()[0] == "task,worker,label,received,is_gold,category"
+    assert out_file.read_text().splitlines()[0] == "task,worker,label,received,is_gold,category,assignment"
 
 
 @pytest.mark.parametrize("args,code,needle", [

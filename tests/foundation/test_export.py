@@ -103,6 +103,11 @@ def test_exclude_paused_and_raw(project_db, tmp_path):
         set_worker_status(s, "evil", "paused")
     raw = run(project_db, "export", "p", "--raw", "--format", "jsonl")
     assert sum(json.loads(l)["worker"] == "evil" for l in raw.splitlines()) == 31
+    with session_scope(engine) as s:  # each label names the assignment it answered
+        answered = {(a.id, a.task_id) for a in s.exec(select(Assignment))}
+        task_ids = {t.external_id: t.id for t in s.exec(select(Task))}
+    assert {(r["assignment"], task_ids[r["task"]]) for r in map(json.loads, raw.splitlines())} \
+        == answered
     kept = run(project_db, "export", "p", "--raw", "--format", "jsonl", "--exclude-paused")
     assert not any(json.loads(l)["worker"] == "evil" for l in kept.splitlines())
     rows = list(csv.DictReader(io.StringIO(run(project_db, "export", "p", "--method", "mv",

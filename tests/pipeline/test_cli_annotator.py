@@ -7,7 +7,8 @@ from sqlmodel import select
 
 from cli.main import cli
 from labelq.db import engine_for, session_scope
-from labelq.models import Label
+from labelq.models import Assignment, Label, Task
+from labelq.queue.keys import Keys
 from labelq.projects import enroll_worker, get_project
 
 from .conftest import make_project
@@ -81,7 +82,12 @@ def test_submit_next_records_the_label_and_issues_the_next_assignment(r, redis_u
     done, end = decoder.raw_decode(out)
     second = decoder.raw_decode(out[end:].lstrip())[0]
     assert done[0]["label"] == "a" and done[0]["duplicate"] is False
-    assert second[0]["task"] != first["task"]
+    lease = r.hgetall(Keys(pid).lease(second[0]["assignment_id"]))  # (open: in Redis)
+    with session_scope(eng) as s:
+        done_seq = s.exec(select(Task.seq).join(Assignment, Assignment.task_id == Task.id)
+                          .where(Assignment.id == first["assignment_id"])).one()
+    assert int(lease[b"task"]) != done_seq
+    assert "task" not in first and "task_seq" not in first  # (it would tell gold apart)
     # and answering that one with --next says on stderr why nothing follows
     res = run(cli, ["submit", "dana", second[0]["assignment_id"], "b", "--next"], env=env)
     assert res.exit_code == 0, res.output
