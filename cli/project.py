@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from labelq.db import session_scope
-from labelq.projects import create_project, get_project, list_projects, update_project
+from labelq.projects import (budget_spent, create_project, get_project, list_projects,
+                             update_project)
 
 from ._common import DB_OPTION, OUTPUT_OPTION, emit, emit_record, engine
 
@@ -84,7 +85,11 @@ def update(name, budget, max_labels, aggregation, gold_schedule, quality, databa
         p = update_project(s, name, budget=budget, max_labels=max_labels,
                            aggregation=aggregation, gold_schedule=gold_schedule,
                            quality=quality)
+        spent = budget_spent(s, p) if budget is not None else 0.0
         emit_record(_project_row(p), output)
+    if budget is not None and spent >= budget:
+        click.echo(f"warning: {spent:g} of the budget is already spent, so a budget of "
+                   f"{budget:g} issues no more assignments", err=True)
 
 
 @project.command("list")

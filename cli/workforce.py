@@ -9,7 +9,8 @@ from sqlmodel import select
 from labelq.db import session_scope
 from labelq.goldstats import project_gold_scores
 from labelq.models import Label, Project
-from labelq.projects import enroll_worker, get_project, list_workers, set_worker_status
+from labelq.projects import (enroll_worker, get_project, list_workers, set_worker_status,
+                             unknown_categories)
 
 from ._common import DB_OPTION, OUTPUT_OPTION, emit, emit_record, engine
 
@@ -31,12 +32,17 @@ def workers():
 def enroll(name, handle, cost, capacity, categories, database_url, output):
     """Enroll annotator HANDLE in project NAME; prints the worker's token once."""
     with session_scope(engine(database_url)) as s:
-        w, token = enroll_worker(s, get_project(s, name), handle, cost=cost, capacity=capacity,
+        p = get_project(s, name)
+        w, token = enroll_worker(s, p, handle, cost=cost, capacity=capacity,
                                  categories=categories.split(",") if categories else [])
+        unknown = unknown_categories(s, p, w.categories)
         emit_record({"handle": w.handle, "project": name, "cost": w.cost,
                      "capacity": w.capacity, "categories": w.categories, "token": token}, output)
     if output == "table":
         click.echo("(the token is shown only now; hand it to the annotator)", err=True)
+    if unknown:
+        click.echo(f"warning: no task in {name!r} has category {', '.join(map(repr, unknown))} "
+                   f"yet; {handle} gets work only from tasks of their categories", err=True)
 
 
 @workers.command("list")

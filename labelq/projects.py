@@ -14,12 +14,13 @@ from sqlalchemy import func
 from sqlmodel import Session, select
 
 from .errors import AlreadyExists, InputError, NotFound
-from .models import Project, Worker
+from .models import Label, Project, Task, Worker
 from .policies import PolicySpec, build
 
-__all__ = ["create_project", "parse_quality", "check_gold_schedule", "update_project", "get_project", "list_projects", "enroll_worker", "get_worker",
-           "list_workers", "set_worker_status", "hash_token", "worker_by_token",
-           "parse_label_set"]
+__all__ = ["create_project", "parse_quality", "check_gold_schedule", "update_project",
+           "get_project", "list_projects", "enroll_worker", "get_worker", "budget_spent",
+           "unknown_categories", "list_workers", "set_worker_status", "hash_token",
+           "worker_by_token", "parse_label_set"]
 
 
 POLICY_AGGREGATED = ("bbta",)
@@ -172,6 +173,20 @@ def enroll_worker(session: Session, project: Project, handle: str, *, cost: floa
     session.add(worker)
     session.flush()
     return worker, token
+
+
+def budget_spent(session: Session, project: Project) -> float:
+    """What the project's labels have cost so far (each its worker's cost per label)."""
+    return float(session.exec(select(func.coalesce(func.sum(Worker.cost), 0.0))
+                              .select_from(Label).join(Worker, Worker.id == Label.worker_id)
+                              .where(Label.project_id == project.id)).one())
+
+
+def unknown_categories(session: Session, project: Project, categories: list[str]) -> list[str]:
+    """Those of ``categories`` that no task of the project has (yet)."""
+    known = set(session.exec(select(Task.category).distinct()
+                             .where(Task.project_id == project.id)))
+    return [c for c in categories if c not in known]
 
 
 def get_worker(session: Session, handle: str) -> Worker:

@@ -96,3 +96,37 @@ def test_every_command_has_help():
             walk(sub, [*path, name])
 
     walk(cli, [])
+
+
+def test_enrolling_for_an_unknown_category_and_a_budget_below_spent_warn(run, db_url, tmp_path):
+    # Given a project with tasks of category x, and two labels of cost 3 each
+    run("init")
+    run("project", "create", "w", "--labels", "0,1")
+    tasks = tmp_path / "tasks.csv"
+    tasks.write_text("id,category\na,x\nb,x\n")
+    run("tasks", "load", "w", tasks)
+    run("workers", "enroll", "w", "wa", "--cost", "3", "-o", "json")
+    from labelq.db import engine_for, session_scope
+    from labelq.models import Assignment, Label, Task, Worker, utcnow
+    from labelq.projects import budget_spent, get_project
+    from sqlmodel import select
+    with session_scope(engine_for(db_url)) as s:
+        w = s.exec(select(Worker).where(Worker.handle == "wa")).one()
+        for t in s.exec(select(Task)):
+            s.add(Assignment(id=f"a-{t.id}", project_id=t.project_id, task_id=t.id,
+                             worker_id=w.id, expires=utcnow(), state="submitted"))
+            s.flush()
+            s.add(Label(assignment_id=f"a-{t.id}", project_id=t.project_id, task_id=t.id,
+                        worker_id=w.id, value="1"))
+    # When an annotator is enrolled for categories x and z (no task has z)
+    res = run("workers", "enroll", "w", "wb", "--categories", "x,z")
+    # Then they are enrolled, with a warning naming z only
+    assert "warning: no task in 'w' has category 'z' yet" in res.stderr
+    assert "'x'" not in res.stderr
+    assert "warning" not in run("workers", "enroll", "w", "wc", "--categories", "x").stderr
+    # And lowering the budget to what is spent (6) or below warns; above it does not
+    with session_scope(engine_for(db_url)) as s:
+        assert budget_spent(s, get_project(s, "w")) == 6.0
+    assert "6 of the budget is already spent" in run("project", "update", "w", "--budget",
+                                                     "6").stderr
+    assert "warning" not in run("project", "update", "w", "--budget", "6.5").stderr
