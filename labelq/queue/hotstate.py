@@ -8,7 +8,10 @@ base. A snapshot is only ever a shortcut; SQL decides.
 
 A :class:`StateCache` is per process and thread-safe; both the applier (Celery) and the
 service (deciding the next task) use one. The cache is dropped when the project's shape
-changes (tasks loaded, workers enrolled), and the fold restarts from SQL.
+changes (tasks loaded, workers enrolled), and the fold restarts from SQL. Each catch-up also
+re-reads the project row, so ``labelq project update`` (budget, label cap, gold schedule,
+quality rule) reaches running processes; a budget-aware policy, whose state copies the
+budget and the cap from its problem, is then folded again from SQL under the new ones.
 
 Declines are applied by the applier from the ``declines`` list and are not replayed from SQL
 (see docs/architecture.md): only policies that learn from declines notice the difference.
@@ -20,7 +23,7 @@ import json
 import threading
 import time
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sqlmodel import Session
@@ -60,8 +63,18 @@ class Hot:
         return self.view.project
 
 
+def _limits(project: Project) -> list:
+    """The project settings a policy's problem copies (``ProjectView.problem``)."""
+    return [project.budget, project.max_labels]
+
+
+def _settings(project: Project) -> tuple:
+    return (project.budget, project.max_labels, project.aggregation, project.gold_schedule,
+            project.quality)
+
+
 def encode_snapshot(hot: Hot) -> bytes:
-    data = {"dims": list(hot.view.dims), "seq": hot.seq,
+    data = {"dims": list(hot.view.dims), "seq": hot.seq, "limits": _limits(hot.project),
             "policy": hot.project.policy, "state": hot.policy.state_to_dict(hot.state)}
     return zlib.compress(json.dumps(data, separators=(",", ":"), default=_default).encode(), 1)
 
@@ -149,7 +162,8 @@ class StateCache:
             if hot is not None:
                 with hot.lock:
                     if count_workers(session, project_id) == hot.view.n_workers and \
-                            _n_tasks(redis, session, project_id) == hot.view.n_tasks:
+                            _n_tasks(redis, session, project_id) == hot.view.n_tasks and \
+                            self._same_problem(session, hot):
                         _replay(session, hot)
                         hot.checked = time.monotonic()
                         return hot
@@ -158,6 +172,20 @@ class StateCache:
         with self._lock:
             self._items[int(project_id)] = hot
         return hot
+
+    @staticmethod
+    def _same_problem(session: Session, hot: Hot) -> bool:
+        """Re-read the project row. Changed settings replace the view's project; False
+        when they change the problem a budget-aware policy's state was made from (then the
+        state is folded again)."""
+        fresh = session.get(Project, hot.project.id)
+        if fresh is None or _settings(fresh) == _settings(hot.project):
+            return True
+        session.expunge(fresh)
+        if hot.policy.budget_aware and _limits(fresh) != _limits(hot.project):
+            return False
+        hot.view = replace(hot.view, project=fresh)
+        return True
 
     def _load(self, session: Session, redis, project_id: int) -> Hot:
         project = session.get(Project, project_id)
@@ -172,7 +200,8 @@ class StateCache:
         if blob:
             snap = decode_snapshot(blob)
             if tuple(snap["dims"]) == view.dims and snap["policy"] == project.policy and \
-                    snap["seq"] <= max_applied(session, project_id):
+                    snap["seq"] <= max_applied(session, project_id) and \
+                    (not policy.budget_aware or snap.get("limits") == _limits(project)):
                 hot = Hot(view, policy, policy.state_from_dict(snap["state"]), int(snap["seq"]))
         if hot is None:
             hot = Hot(view, policy, policy.init_state(view.problem()), 0)

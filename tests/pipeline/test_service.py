@@ -314,3 +314,32 @@ def test_outstanding_tasks_atop_pending_do_not_soak_up_labels(r, sqlite_url):
     assert all(t is not None for t in taken)
     assert len({t.task_seq for t in taken[:3]}) == 3 and taken[3].task_seq in \
         {t.task_seq for t in taken[:3]}
+
+
+@pytest.mark.parametrize("policy", ["uniform", "bkube"])
+def test_project_update_reaches_a_running_service(r, sqlite_url, policy):
+    """A long-running process (an API worker) sees ``labelq project update``: a budget
+    lowered to what is spent stops issuing, a raised one resumes; a budget-aware policy's
+    state is folded again under the new budget."""
+    from labelq.projects import update_project
+    # Given a running service whose annotator has spent 1 of a budget of 10
+    eng, pid = make_project(sqlite_url, n_tasks=6, workers=2, budget=10, policy=policy)
+    s = Service(eng, r, settings=Settings(database_url=sqlite_url), worker_max_age=0,
+                state_max_age=0)
+    a = s.next_assignment("p-w0")
+    s.submit("p-w0", a.assignment_id, "a")
+    assert s.cache.peek(pid).project.budget == 10
+    # When the operator lowers the budget to what is spent, from another process
+    with session_scope(eng) as db:
+        update_project(db, "p", budget=1)
+    # Then the running service issues nothing more
+    with pytest.raises(BudgetExhausted):
+        s.next_assignment("p-w1")
+    hot = s.cache.peek(pid)
+    assert hot.project.budget == 1
+    if policy == "bkube":  # its state copies the budget: folded again under the new one
+        assert hot.state.budget == 1
+    # And raising it again resumes
+    with session_scope(eng) as db:
+        update_project(db, "p", budget=5)
+    assert s.next_assignment("p-w1") is not None
