@@ -4,7 +4,8 @@
   the new labels into the posterior, then refill the inboxes of the active workers. A
   redelivered or duplicate message finds nothing unapplied (and at most tops up inboxes).
 * ``labelq.maintain()`` (beat) → expire leases and held inbox reservations whose hold ran
-  out, take in new tasks, and run every project's applier (which refreshes the inboxes).
+  out, take in new tasks, reopen tasks below a raised label cap, and run every project's
+  applier (which refreshes the inboxes).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from labelq.db import get_engine
 from labelq.queue.applier import apply_pending
 from labelq.queue.keys import GLOBAL_PROJECTS, Keys
 from labelq.queue.reaper import expire_leases
-from labelq.queue.rebuild import add_new_tasks
+from labelq.queue.rebuild import add_new_tasks, reopen_below_cap
 from labelq.settings import load_settings
 
 from .main import app
@@ -60,6 +61,7 @@ def maintain() -> dict:
         pid = int(raw)
         out[pid] = expire_leases(_engine(), r, pid)
         add_new_tasks(_engine(), r, pid, CACHE)
+        reopen_below_cap(_engine(), r, pid, CACHE)
         apply_labels.delay(pid)
     return out
 

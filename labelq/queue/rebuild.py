@@ -29,7 +29,7 @@ from .hotstate import StateCache, fold_from_sql, write_snapshot
 from .keys import GLOBAL_PROJECTS, Keys
 from .lock import RedisLock
 
-__all__ = ["rebuild_project", "ensure_hot", "add_new_tasks", "delete_hot"]
+__all__ = ["rebuild_project", "ensure_hot", "add_new_tasks", "reopen_below_cap", "delete_hot"]
 
 CHUNK = 10_000
 
@@ -49,9 +49,10 @@ def delete_hot(redis, project_id: int) -> int:
     return n
 
 
-def _zadd_chunks(pipe, key, tasks: np.ndarray, pri: np.ndarray) -> None:
+def _zadd_chunks(pipe, key, tasks: np.ndarray, pri: np.ndarray, nx: bool = False) -> None:
     for i in range(0, tasks.size, CHUNK):
-        pipe.zadd(key, {int(t): float(p) for t, p in zip(tasks[i:i + CHUNK], pri[i:i + CHUNK])})
+        pipe.zadd(key, {int(t): float(p) for t, p in zip(tasks[i:i + CHUNK], pri[i:i + CHUNK])},
+                  nx=nx)
 
 
 def rebuild_project(engine, redis, project_id: int, *, cache: StateCache | None = None,
@@ -128,7 +129,8 @@ def rebuild_project(engine, redis, project_id: int, *, cache: StateCache | None 
         pipe.execute()
         write_snapshot(redis, hot)
         redis.hset(k.meta, mapping={"built": 1, "n_tasks": view.n_tasks,
-                                    "n_workers": view.n_workers})
+                                    "n_workers": view.n_workers,
+                                    "cap": _cap_field(project.max_labels)})
         redis.sadd(GLOBAL_PROJECTS, pid)
         if cache is not None:
             cache.drop(pid)
@@ -186,3 +188,44 @@ def add_new_tasks(engine, redis, project_id: int, cache: StateCache) -> int:
             pipe.sadd(k.gold, *map(int, gold))
         pipe.execute()
     return int(new.size)
+
+
+def _cap_field(cap: int | None) -> str:
+    return "" if cap is None else str(int(cap))
+
+
+def reopen_below_cap(engine, redis, project_id: int, cache: StateCache) -> int:
+    """After the label cap was raised (or lifted) by ``labelq project update``, put back
+    into ``pending`` the tasks that left it at the old cap and are below the new one
+    (labels + live leases; ZADD NX, out of ``parked``). Returns how many came back; a
+    lowered cap needs nothing (decisions and submits check the cap they are given)."""
+    k = Keys(project_id)
+    known = redis.hget(k.meta, "cap")
+    hot = cache.get(engine, redis, project_id)  # re-reads the project row (its cap)
+    now = _cap_field(hot.project.max_labels)
+    if known is not None and known.decode() == now:
+        return 0
+    old = None if not known else int(known)  # (None too for a state built before caps
+    # were recorded: nothing to reopen, the cap is recorded from now on)
+    new = hot.project.max_labels
+    back = 0
+    if old is not None and (new is None or new > old):
+        with hot.lock:
+            seqs = np.flatnonzero(~hot.view.is_gold)
+            held = np.zeros(hot.view.n_tasks, dtype=np.int64)
+            for name in (k.nlabels, k.reserved):
+                for t, n in redis.hgetall(name).items():
+                    if int(t) < held.size:
+                        held[int(t)] += int(n)
+            below = True if new is None else held[seqs] < new
+            seqs = seqs[(held[seqs] >= old) & below]
+            if seqs.size:
+                pri = hot.policy.priority(hot.state, seqs)
+                pipe = redis.pipeline(transaction=False)
+                _zadd_chunks(pipe, k.pending, seqs, pri, nx=True)
+                for i in range(0, seqs.size, CHUNK):
+                    pipe.zrem(k.parked, *map(int, seqs[i:i + CHUNK]))
+                pipe.execute()
+            back = int(seqs.size)
+    redis.hset(k.meta, "cap", now)
+    return back

@@ -343,3 +343,27 @@ def test_project_update_reaches_a_running_service(r, sqlite_url, policy):
     with session_scope(eng) as db:
         update_project(db, "p", budget=5)
     assert s.next_assignment("p-w1") is not None
+
+
+def test_a_raised_label_cap_reopens_the_tasks_that_reached_the_old_one(r, sqlite_url):
+    from labelq.projects import update_project
+    from labelq.queue.rebuild import reopen_below_cap
+    # Given three tasks at a cap of 1, all labelled once, so nothing is left to issue
+    eng, pid = make_project(sqlite_url, n_tasks=3, workers=2, max_labels=1)
+    s = Service(eng, r, settings=Settings(database_url=sqlite_url), worker_max_age=0,
+                state_max_age=0)
+    while (a := s.next_assignment("p-w0")) is not None:
+        s.submit("p-w0", a.assignment_id, "a")
+    assert s.next_assignment("p-w1") is None and r.zcard(Keys(pid).pending) == 0
+    assert reopen_below_cap(eng, r, pid, s.cache) == 0  # (nothing changed)
+    # When the operator raises the cap to 2 and the upkeep runs
+    with session_scope(eng) as db:
+        update_project(db, "p", max_labels=2)
+    assert reopen_below_cap(eng, r, pid, s.cache) == 3
+    # Then the other annotator gets each task once more, and then nothing
+    got = []
+    while (a := s.next_assignment("p-w1")) is not None:
+        got.append(a.task)
+        s.submit("p-w1", a.assignment_id, "b")
+    assert sorted(got) == ["t0", "t1", "t2"]
+    assert reopen_below_cap(eng, r, pid, s.cache) == 0
