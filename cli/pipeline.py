@@ -25,6 +25,9 @@ def check_token(handle: str, token: str, database_url=None) -> None:
         worker = worker_by_token(s, token)
         if worker is None or worker.handle != handle:
             raise Forbidden(f"the token given does not belong to worker {handle!r}", worker=handle)
+        if worker.status == "removed":  # as the API answers
+            raise Forbidden(f"worker {handle!r} has been removed from the project",
+                            worker=handle)
 
 
 def service(database_url=None, redis_url=None):

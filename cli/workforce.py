@@ -9,8 +9,8 @@ from sqlmodel import select
 from labelq.db import session_scope
 from labelq.goldstats import project_gold_scores
 from labelq.models import Label, Project
-from labelq.projects import (enroll_worker, get_project, list_workers, set_worker_status,
-                             unknown_categories)
+from labelq.projects import (enroll_worker, get_project, list_workers, reset_token,
+                             set_worker_status, unknown_categories)
 
 from ._common import DB_OPTION, OUTPUT_OPTION, emit, emit_record, engine
 
@@ -101,5 +101,23 @@ def _status_command(status: str, verb: str):
 
 workers.add_command(_status_command("paused", "pause"))
 workers.add_command(_status_command("active", "resume"))
+remove = _status_command("removed", "remove")
+remove.help = ("Remove annotator HANDLE: their token no longer signs in and they get no "
+               "more work; their labels stay (export --exclude-paused leaves them out).")
+workers.add_command(remove)
+
+
+@workers.command("reset-token")
+@click.argument("handle")
+@DB_OPTION
+@OUTPUT_OPTION
+def reset_token_cmd(handle, database_url, output):
+    """Give annotator HANDLE a new token, for one that was lost (tokens are stored hashed
+    and cannot be shown again); the old token stops working within a second."""
+    with session_scope(engine(database_url)) as s:
+        w, token = reset_token(s, handle)
+        emit_record({"handle": w.handle, "token": token}, output)
+    if output == "table":
+        click.echo("(the token is shown only now; hand it to the annotator)", err=True)
 
 commands = [workers]

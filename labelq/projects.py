@@ -20,7 +20,7 @@ from .policies import PolicySpec, build
 __all__ = ["create_project", "parse_quality", "check_gold_schedule", "update_project",
            "get_project", "list_projects", "enroll_worker", "get_worker", "budget_spent",
            "unknown_categories", "list_workers", "set_worker_status", "hash_token",
-           "worker_by_token", "parse_label_set"]
+           "worker_by_token", "reset_token", "parse_label_set"]
 
 
 POLICY_AGGREGATED = ("bbta",)
@@ -194,6 +194,17 @@ def get_worker(session: Session, handle: str) -> Worker:
     if worker is None:
         raise NotFound(f"no worker with handle {handle!r}", worker=handle)
     return worker
+
+
+def reset_token(session: Session, handle: str) -> tuple[Worker, str]:
+    """Give annotator ``handle`` a new token (a lost one cannot be shown again: only its
+    hash is stored); the old one stops working."""
+    worker = get_worker(session, handle)
+    token = secrets.token_urlsafe(24)
+    worker.token_hash = hash_token(token)
+    session.add(worker)
+    session.flush()
+    return worker, token
 
 
 def worker_by_token(session: Session, token: str) -> Worker | None:

@@ -130,3 +130,29 @@ def test_enrolling_for_an_unknown_category_and_a_budget_below_spent_warn(run, db
     assert "6 of the budget is already spent" in run("project", "update", "w", "--budget",
                                                      "6").stderr
     assert "warning" not in run("project", "update", "w", "--budget", "6.5").stderr
+
+
+def test_reset_token_and_remove(run, db_url):
+    from labelq.db import engine_for, session_scope
+    from labelq.projects import worker_by_token
+    # Given an enrolled annotator whose token was lost
+    run("init")
+    run("project", "create", "rt", "--labels", "0,1")
+    old = json.loads(run("workers", "enroll", "rt", "lost", "-o", "json").output)[0]["token"]
+    # When the operator issues a new one
+    res = run("workers", "reset-token", "lost", "-o", "json")
+    new = json.loads(res.output)[0]["token"]
+    # Then the new token signs in as them and the old one no longer does
+    eng = engine_for(db_url)
+    with session_scope(eng) as s:
+        assert worker_by_token(s, old) is None and worker_by_token(s, new).handle == "lost"
+    env = {"LABELQ_DATABASE_URL": db_url}
+    res = CliRunner().invoke(cli, ["next", "lost", "--token", old], env=env)
+    assert res.exit_code == 6 and "does not belong to worker 'lost'" in res.output
+    # And once removed, the annotator cannot act even with the right token; labels stay
+    assert "lost: removed" in run("workers", "remove", "lost").output
+    res = CliRunner().invoke(cli, ["next", "lost", "--token", new], env=env)
+    assert res.exit_code == 6 and "has been removed" in res.output
+    rows = json.loads(run("workers", "list", "--project", "rt", "-o", "json").output)
+    assert rows[0]["status"] == "removed"
+    assert run("workers", "reset-token", "nobody", ok=False).exit_code == 4
