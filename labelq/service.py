@@ -155,8 +155,9 @@ class Service:
 
     def idle_reason(self, handle: str) -> str:
         """Why :meth:`next_assignment` has nothing for the worker, in words for them: at
-        capacity (with open assignments still to finish, or not), else nothing right now.
-        One Redis read; call it only when there was nothing."""
+        capacity (with open assignments still to finish, or not), the budget left all held
+        by open assignments, else nothing right now. A Redis read or two; call it only
+        when there was nothing."""
         worker = self._worker(handle)
         if worker.status != "active":
             return f"you are {worker.status}: no new assignments until the operator resumes you"
@@ -170,6 +171,13 @@ class Service:
                 return (f"you are at your capacity of {worker.capacity}: finish or "
                         f"decline your {held} open assignment(s) first")
             return f"you have reached your capacity of {worker.capacity} labels"
+        budget = self._project(worker.project_id).budget
+        if budget is not None:
+            k = Keys(worker.project_id)
+            spent, held = self.redis.mget(k.spent, k.reserved_cost)
+            if float(spent or 0) + float(held or 0) + worker.cost > budget + 1e-9:
+                return ("the rest of the project's budget is held by open assignments; "
+                        "try again later (it frees up if they are declined or expire)")
         return ("no task for you right now (all done, or waiting for other labels); "
                 "try again later")
 

@@ -367,3 +367,17 @@ def test_a_raised_label_cap_reopens_the_tasks_that_reached_the_old_one(r, sqlite
         s.submit("p-w1", a.assignment_id, "b")
     assert sorted(got) == ["t0", "t1", "t2"]
     assert reopen_below_cap(eng, r, pid, s.cache) == 0
+
+
+def test_idle_reason_says_when_open_assignments_hold_the_rest_of_the_budget(r, sqlite_url):
+    # Given a budget of 2 labels, both held by open assignments of two annotators
+    eng, pid = make_project(sqlite_url, n_tasks=6, workers=3, budget=2)
+    s = Service(eng, r, settings=Settings(database_url=sqlite_url), worker_max_age=0)
+    first = s.next_assignment("p-w0")
+    assert s.next_assignment("p-w1") is not None
+    # When a third asks, there is nothing, and the reason names the held budget
+    assert s.next_assignment("p-w2") is None
+    assert "budget is held by open assignments" in s.idle_reason("p-w2")
+    # Once one is declined, there is work again
+    s.decline("p-w0", first.assignment_id)
+    assert s.next_assignment("p-w2") is not None
