@@ -15,10 +15,12 @@ TOKEN_OPTION = click.option(
     help="The annotator's token (printed at enrollment) [env: LABELQ_TOKEN].")
 
 
-def check_token(handle: str, token: str, database_url=None) -> None:
-    """The token must be HANDLE's own: an annotator acts only as themselves."""
+def check_token(handle: str, token: str, database_url=None) -> list[str]:
+    """The token must be HANDLE's own: an annotator acts only as themselves. Returns the
+    label set of their project."""
     from labelq.db import session_scope
     from labelq.errors import Forbidden
+    from labelq.models import Project
     from labelq.projects import worker_by_token
 
     with session_scope(engine(database_url)) as s:
@@ -28,6 +30,7 @@ def check_token(handle: str, token: str, database_url=None) -> None:
         if worker.status == "removed":  # as the API answers
             raise Forbidden(f"worker {handle!r} has been removed from the project",
                             worker=handle)
+        return list(s.get(Project, worker.project_id).labels)
 
 
 def service(database_url=None, redis_url=None):
@@ -94,13 +97,13 @@ def rebuild_cmd(name: str, database_url, redis_url, output: str) -> None:
 @OUTPUT_OPTION
 def next_cmd(handle: str, token: str, database_url, redis_url, output: str) -> None:
     """Issue the next assignment to worker HANDLE."""
-    check_token(handle, token, database_url)
+    labels = check_token(handle, token, database_url)
     svc = service(database_url, redis_url)
     issued = svc.next_assignment(handle)
     if issued is None:  # not an error
         emit_nothing(svc.idle_reason(handle), output)
         return
-    emit_record(issued.to_dict(), output)
+    emit_record({**issued.to_dict(), "labels": labels}, output)
 
 
 @click.command("submit")
@@ -117,7 +120,7 @@ def next_cmd(handle: str, token: str, database_url, redis_url, output: str) -> N
 def submit_cmd(handle: str, assignment: str, label: str, token: str, database_url, redis_url,
                output: str, then_next: bool) -> None:
     """Record LABEL for ASSIGNMENT issued to worker HANDLE (durable before it answers)."""
-    check_token(handle, token, database_url)
+    labels = check_token(handle, token, database_url)
     svc = service(database_url, redis_url)
     out = svc.submit(handle, assignment, label, then_next=then_next)
     nxt = out.pop("next", None)
@@ -126,7 +129,7 @@ def submit_cmd(handle: str, assignment: str, label: str, token: str, database_ur
         if nxt is None:
             click.echo(svc.idle_reason(handle), err=True)
         else:
-            emit_record(nxt.to_dict(), output)
+            emit_record({**nxt.to_dict(), "labels": labels}, output)
 
 
 @click.command("decline")

@@ -88,6 +88,7 @@ def test_submit_next_records_the_label_and_issues_the_next_assignment(r, redis_u
                           .where(Assignment.id == first["assignment_id"])).one()
     assert int(lease[b"task"]) != done_seq
     assert "task" not in first and "task_seq" not in first  # (it would tell gold apart)
+    assert first["labels"] == second[0]["labels"] == ["a", "b"]  # what to answer with
     # and answering that one with --next says on stderr why nothing follows
     res = run(cli, ["submit", "dana", second[0]["assignment_id"], "b", "--next"], env=env)
     assert res.exit_code == 0, res.output
