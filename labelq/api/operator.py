@@ -5,6 +5,8 @@ method   path                                does
 =======  ==================================  =============================================
 GET      /projects/{name}/status             tasks by state, labels, budget, workers
 POST     /projects/{name}/workers            enroll an annotator; returns its token once
+POST     /workers/{handle}/status            pause, resume or remove an annotator
+POST     /workers/{handle}/token             a new token for a lost one (the old one stops)
 POST     /projects/{name}/exports            start an export job (202)
 GET      /exports/{job}                      the job's state and progress
 GET      /exports/{job}/result               the exported file, once the job is done
@@ -24,11 +26,12 @@ from fastapi.responses import FileResponse
 from ..db import session_scope
 from ..errors import Conflict, NotFound
 from ..jobs import create_export_job, get_job
-from ..projects import enroll_worker, get_project
+from ..projects import enroll_worker, get_project, reset_token, set_worker_status
 from ..reporting import project_status
 from .auth import require_operator
 from .errors import ERROR_RESPONSES
-from .schemas import EnrollIn, EnrollOut, ExportIn, JobOut, Name, ProjectStatusOut
+from .schemas import (EnrollIn, EnrollOut, ExportIn, JobOut, Name, ProjectStatusOut, TokenOut,
+                      WorkerStatusIn, WorkerStatusOut)
 
 __all__ = ["router"]
 
@@ -42,6 +45,8 @@ MEDIA_TYPES = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson"
 
 ProjectPath = PathParam(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$",
                    description="The project's name.")
+HandlePath = PathParam(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$",
+                       description="The annotator's handle.")
 JobPath = PathParam(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
 
 
@@ -62,6 +67,25 @@ def enroll(body: EnrollIn, request: Request, name: Name = ProjectPath) -> Enroll
         return EnrollOut(handle=worker.handle, project=project.name, cost=worker.cost,
                          capacity=worker.capacity, categories=list(worker.categories),
                          token=token)
+
+
+@router.post("/workers/{handle}/status", response_model=WorkerStatusOut,
+             summary="Pause, resume or remove an annotator", responses=_404)
+def worker_status(body: WorkerStatusIn, request: Request,
+                  handle: Name = HandlePath) -> WorkerStatusOut:
+    """Takes effect within a second (sign-ins and worker rows are cached that long)."""
+    with session_scope(request.app.state.labelq.engine) as session:
+        worker = set_worker_status(session, handle, body.status)
+        return WorkerStatusOut(handle=worker.handle, status=worker.status)
+
+
+@router.post("/workers/{handle}/token", response_model=TokenOut,
+             summary="Issue an annotator a new token", responses=_404)
+def new_token(request: Request, handle: Name = HandlePath) -> TokenOut:
+    """Tokens are stored hashed and cannot be shown again; this replaces a lost one."""
+    with session_scope(request.app.state.labelq.engine) as session:
+        worker, token = reset_token(session, handle)
+        return TokenOut(handle=worker.handle, token=token)
 
 
 @router.post("/projects/{name}/exports", response_model=JobOut, status_code=202,

@@ -10,7 +10,8 @@ from ..exporting import METHODS
 
 __all__ = ["Name", "AssignmentId", "Assignment", "NextOut", "SubmitIn", "SubmitOut",
            "DeclineOut", "GoldStats", "ProgressOut", "MeOut", "EnrollIn", "EnrollOut",
-           "ExportIn", "JobOut", "WorkerStatus", "TaskCounts", "ProjectStatusOut", "HealthOut"]
+           "ExportIn", "JobOut", "WorkerStatus", "TaskCounts", "ProjectStatusOut", "HealthOut",
+           "WorkerStatusIn", "WorkerStatusOut", "TokenOut"]
 
 # printable text without control characters (they are refused by PostgreSQL or are noise)
 _TEXT = r"^[^\x00-\x1f\x7f]+$"
@@ -102,6 +103,23 @@ class EnrollOut(_Out):
     capacity: Optional[int]
     categories: list[str]
     token: str = Field(description="Shown only now; stored hashed. Hand it to the annotator.")
+
+
+class WorkerStatusIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    status: Literal["active", "paused", "removed"] = Field(
+        description="paused: no new work; removed: no sign-in either; active: back to work.")
+
+
+class WorkerStatusOut(_Out):
+    handle: str
+    status: str
+
+
+class TokenOut(_Out):
+    handle: str
+    token: str = Field(description="Shown only now; the annotator's previous token no longer "
+                                   "signs in (within a second).")
 
 
 class ExportIn(BaseModel):

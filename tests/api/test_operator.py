@@ -131,3 +131,36 @@ def test_openapi_schema_describes_both_apis(stack):
     assert "/api/v1/assignments/{assignment_id}/label" in spec["paths"]
     assert "/api/v1/projects/{name}/exports" in spec["paths"]
     assert httpx.get(stack.base + "/label").headers["content-security-policy"]
+
+
+def test_pause_remove_and_reset_token_through_the_api(stack):
+    # Given an annotator with work available
+    make_project(stack, "manage", n_tasks=4)
+    old = stack.enroll("manage", "mg-1")
+    with stack.operator() as op, stack.client(old) as c:
+        assert c.post("/api/v1/assignments/next").json()["assignment"] is not None
+        # When the operator pauses them, they get no new work (within the cache's second)
+        r = op.post("/api/v1/workers/mg-1/status", json={"status": "paused"})
+        assert r.status_code == 200 and r.json() == {"handle": "mg-1", "status": "paused"}
+        time.sleep(1.1)
+        paused = c.post("/api/v1/assignments/next")
+        assert paused.status_code == 403 and "paused" in paused.json()["message"]
+        # and resumed, they do again
+        op.post("/api/v1/workers/mg-1/status", json={"status": "active"})
+        time.sleep(1.1)
+        assert c.post("/api/v1/assignments/next").json()["assignment"] is not None
+        # When the operator issues a new token, it signs in and the old one does not
+        t = op.post("/api/v1/workers/mg-1/token")
+        assert t.status_code == 200 and t.json()["handle"] == "mg-1"
+        time.sleep(1.1)
+        assert c.get("/api/v1/me").status_code == 401
+        with stack.client(t.json()["token"]) as c2:
+            assert c2.get("/api/v1/me").json()["handle"] == "mg-1"
+            # And once removed, even the new token is refused
+            op.post("/api/v1/workers/mg-1/status", json={"status": "removed"})
+            time.sleep(1.1)
+            assert c2.get("/api/v1/me").status_code == 403
+        # Unknown handles and statuses are refused with codes
+        assert op.post("/api/v1/workers/nobody/token").status_code == 404
+        bad = op.post("/api/v1/workers/mg-1/status", json={"status": "gone"})
+        assert bad.status_code == 422 and bad.json()["code"] == "validation_error"
