@@ -201,15 +201,16 @@ def reopen_below_cap(engine, redis, project_id: int, cache: StateCache) -> int:
     lowered cap needs nothing (decisions and submits check the cap they are given)."""
     k = Keys(project_id)
     known = redis.hget(k.meta, "cap")
-    hot = cache.get(engine, redis, project_id)  # re-reads the project row (its cap)
-    now = _cap_field(hot.project.max_labels)
+    with session_scope(engine) as session:
+        new = session.exec(select(Project.max_labels).where(Project.id == project_id)).one()
+    now = _cap_field(new)
     if known is not None and known.decode() == now:
         return 0
     old = None if not known else int(known)  # (None too for a state built before caps
     # were recorded: nothing to reopen, the cap is recorded from now on)
-    new = hot.project.max_labels
     back = 0
     if old is not None and (new is None or new > old):
+        hot = cache.get(engine, redis, project_id)
         with hot.lock:
             seqs = np.flatnonzero(~hot.view.is_gold)
             held = np.zeros(hot.view.n_tasks, dtype=np.int64)
