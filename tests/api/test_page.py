@@ -43,6 +43,8 @@ def test_sign_in_label_three_tasks_and_see_them_counted(stack, browser):
     b.wait("document.getElementById('handle').textContent === 'ann-page'")
     assert b.js("document.getElementById('project').textContent") == "page"
     # And answer three tasks: key 1, key 2, then the third label's button
+    b.js("window.calls = []; const f = window.fetch; window.fetch = (u, i) => "
+         "{ window.calls.push(((i && i.method) || 'GET') + ' ' + u); return f(u, i); }; 1")
     answers, seen, ids = ["pos", "neg", "neutral"], [], []
     for n, how in enumerate(["1", "2", "button"], start=1):
         card = "document.getElementById('task').dataset.assignment"
@@ -76,6 +78,10 @@ def test_sign_in_label_three_tasks_and_see_them_counted(stack, browser):
     assert b.js("document.getElementById('progress-labels').textContent") == "3"
     assert b.js("document.getElementById('progress-remaining').textContent") == "no limit"
     assert b.exceptions == []
+    # (each label took the next assignment in the same request: no separate asks)
+    calls = json.loads(b.js("JSON.stringify(window.calls)"))
+    assert sum(c.endswith("/label?next=true") for c in calls) == 3, calls
+    assert not any(c.endswith("/assignments/next") for c in calls), calls
     # And the durable record has exactly those answers, in that order, from that worker
     with session_scope(stack.engine) as s:
         rows = s.exec(select(Task.external_id, Label.value)
@@ -83,3 +89,28 @@ def test_sign_in_label_three_tasks_and_see_them_counted(stack, browser):
                       .join(Worker, Worker.id == Label.worker_id)
                       .where(Worker.handle == "ann-page").order_by(Label.id)).all()
     assert [tuple(r) for r in rows] == list(zip(seen, answers))
+
+
+@pytest.mark.timeout(120)
+def test_an_empty_page_checks_again_by_itself(stack, browser):
+    # Given a one-task project whose task another annotator holds
+    make_project(stack, "again", n_tasks=1, max_labels=1)
+    token, other = stack.enroll("again", "ann-again"), stack.enroll("again", "ann-other")
+    with stack.client(other) as c:
+        held = c.post("/api/v1/assignments/next").json()["assignment"]
+        assert held is not None
+        # When the annotator signs in, there is nothing for them
+        b = browser
+        b.navigate(stack.base + "/label")
+        b.wait("document.readyState === 'complete' && !!document.getElementById('token')")
+        b.js("document.getElementById('token').focus()")
+        b.type_text(token)
+        b.js("document.getElementById('signin-button').click()")
+        b.wait("!document.getElementById('empty').hidden")
+        # and the other annotator gives the task back
+        assert c.post(f"/api/v1/assignments/{held['assignment_id']}/decline").status_code == 200
+    # Then the page shows it without being asked (it looks again every 10 s)
+    aid = b.wait("!document.getElementById('task').hidden && "
+                 "document.getElementById('task').dataset.assignment", timeout=30)
+    assert stack.task_of(aid) == "t0"
+    assert b.exceptions == []
