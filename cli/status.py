@@ -34,6 +34,10 @@ def status(name, database_url, output):
                "labels": st["labels"], "budget": st["budget"], "spent": st["spent"],
                "left": st["left"]}
     emit_record(summary, output)
+    if output == "table" and len(st["categories"]) > 1:
+        click.echo("")
+        emit([{"category": c["category"] or "-", **{k: v for k, v in c.items() if k != "category"}}
+              for c in st["categories"]], output)
     if output == "table":
         click.echo("")
     emit(st["workers"], output)

@@ -11,21 +11,27 @@ from .models import ENDED_UNLABELLED, Assignment, Label, Project, Task, Worker
 
 __all__ = ["project_status", "iter_raw_labels", "RAW_COLUMNS"]
 
+TASK_STATES = ("unlabeled", "in_progress", "complete", "gold")
 RAW_COLUMNS = ["task", "worker", "label", "received", "is_gold", "category", "assignment"]
 
 
 def project_status(session: Session, project: Project) -> dict[str, Any]:
-    """Tasks by state, labels, budget spent and left, per-worker counts (labels, gold
-    answered, assignments declined and let expire)."""
-    per_task = (select(Task.id, Task.is_gold, func.count(Label.id).label("n"))
+    """Tasks by state (in all and per category), labels, budget spent and left, per-worker
+    counts (labels, gold answered, assignments declined and let expire)."""
+    per_task = (select(Task.id, Task.is_gold, Task.category, func.count(Label.id).label("n"))
                 .join(Label, Label.task_id == Task.id, isouter=True)
                 .where(Task.project_id == project.id)
-                .group_by(Task.id, Task.is_gold).subquery())
+                .group_by(Task.id, Task.is_gold, Task.category).subquery())
     cap = project.max_labels
     state = case((per_task.c.is_gold, "gold"), (per_task.c.n == 0, "unlabeled"),
                  *([(per_task.c.n >= cap, "complete")] if cap else []),
                  else_="in_progress")
-    by_state = dict(session.exec(select(state, func.count()).group_by(state)).all())
+    by_state: dict[str, int] = {k: 0 for k in TASK_STATES}
+    by_category: dict[str, dict[str, int]] = {}
+    for category, st, n in session.exec(select(per_task.c.category, state, func.count())
+                                        .group_by(per_task.c.category, state)).all():
+        by_state[st] += int(n)
+        by_category.setdefault(category, {k: 0 for k in TASK_STATES})[st] += int(n)
     workers = session.exec(
         select(Worker.handle, Worker.status, Worker.cost, Worker.capacity,
                func.count(Label.id), func.coalesce(func.sum(case((Label.is_gold, 1), else_=0)), 0))
@@ -45,8 +51,8 @@ def project_status(session: Session, project: Project) -> dict[str, Any]:
     return {
         "project": project.name,
         "policy": project.policy,
-        "tasks": {k: int(by_state.get(k, 0))
-                  for k in ("unlabeled", "in_progress", "complete", "gold")},
+        "tasks": by_state,
+        "categories": [{"category": c, **by_category[c]} for c in sorted(by_category)],
         "labels": labels,
         "budget": project.budget,
         "spent": spent,

@@ -10,7 +10,7 @@ from ..exporting import METHODS
 
 __all__ = ["Name", "AssignmentId", "Assignment", "NextOut", "SubmitIn", "SubmitOut",
            "DeclineOut", "GoldStats", "ProgressOut", "MeOut", "EnrollIn", "EnrollOut",
-           "ExportIn", "JobOut", "WorkerStatus", "TaskCounts", "ProjectStatusOut", "HealthOut",
+           "ExportIn", "JobOut", "WorkerStatus", "TaskCounts", "CategoryCounts", "ProjectStatusOut", "HealthOut",
            "WorkerStatusIn", "WorkerStatusOut", "TokenOut"]
 
 # printable text without control characters (they are refused by PostgreSQL or are noise)
@@ -166,10 +166,15 @@ class TaskCounts(_Out):
     gold: int
 
 
+class CategoryCounts(TaskCounts):
+    category: str = Field(description="The category ('' for tasks loaded without one).")
+
+
 class ProjectStatusOut(_Out):
     project: str
     policy: dict[str, Any]
     tasks: TaskCounts
+    categories: list[CategoryCounts] = Field(description="Tasks by state, per category.")
     labels: int
     budget: Optional[float]
     spent: float

@@ -177,3 +177,23 @@ def test_policy_export_counts_labels_the_applier_has_not_reached(project_db):
     assert correct >= 24, correct
     with session_scope(engine_for(project_db)) as s:
         assert all(l.applied_seq is None for l in s.exec(select(Label)))
+
+
+def test_status_counts_tasks_by_state_per_category(project_db, tmp_path):
+    # Given the fixture (30 tasks in c0/c1, all labelled; 2 gold without a category) and two
+    # new tasks in c1 nobody has labelled
+    extra = tmp_path / "extra.csv"
+    extra.write_text("id,category\nnew0,c1\nnew1,c1\n")
+    with session_scope(engine_for(project_db)) as s:
+        load_tasks(s, get_project(s, "p"), extra)
+    st = json.loads(run(project_db, "status", "p", "-o", "json"))
+    # Then each category has its own counts, and they add up to the totals
+    cats = {c["category"]: c for c in st["categories"]}
+    assert cats["c0"] == {"category": "c0", "unlabeled": 0, "in_progress": 15, "complete": 0,
+                          "gold": 0}
+    assert cats["c1"]["unlabeled"] == 2 and cats["c1"]["in_progress"] == 15
+    assert cats[""]["gold"] == 2
+    for k in ("unlabeled", "in_progress", "complete", "gold"):
+        assert sum(c[k] for c in st["categories"]) == st["tasks"][k]
+    table = run(project_db, "status", "p")
+    assert "category" in table and "c1" in table
