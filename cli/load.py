@@ -10,7 +10,9 @@ from labelq.db import session_scope
 from labelq.loading import load_tasks
 from labelq.projects import get_project
 
-from ._common import DB_OPTION, engine
+from labelq.errors import LabelqError
+
+from ._common import DB_OPTION, REDIS_OPTION, engine, redis_client
 
 FORMAT_OPTION = click.option("--format", "fmt", type=click.Choice(["csv", "jsonl"]),
                              default=None, help="File format (default: from the extension).")
@@ -80,6 +82,50 @@ def gold_load(name, file, fmt, database_url):
     """Load gold questions from FILE (as for tasks, plus `answer`, which must be in the
     project's label set) into project NAME."""
     _load(name, file, fmt, database_url, gold=True)
+
+
+@gold.command("correct")
+@click.argument("name")
+@click.argument("task_id")
+@click.argument("answer")
+@DB_OPTION
+@REDIS_OPTION
+def gold_correct(name, task_id, answer, database_url, redis_url):
+    """Set the answer of gold question TASK_ID in project NAME to ANSWER, when the one
+    loaded was wrong: the annotators' gold scores and exports follow at once, running
+    policies fold their state again, and paused annotators the corrected scores no longer
+    flag are named (resume them with labelq workers resume)."""
+    from labelq.gold.quality import QualityRule
+    from labelq.models import Worker
+    from labelq.projects import correct_gold
+    from labelq.queue.quality import gold_scores
+    from sqlmodel import select
+
+    with session_scope(engine(database_url)) as s:
+        project = get_project(s, name)
+        out = correct_gold(s, project, task_id, answer)
+        pid, quality = project.id, project.quality
+        paused = s.exec(select(Worker.seq, Worker.handle).where(
+            Worker.project_id == pid, Worker.status == "paused")).all()
+        cleared = []
+        if quality and paused:
+            from labelq.queue.problem import load_view
+            scores = gold_scores(s, pid, [w for w, _ in paused],
+                                 load_view(s, project).categories)
+            flagged = set(QualityRule(**quality).workers_to_pause(scores).tolist())
+            cleared = [h for i, (_, h) in enumerate(paused) if i not in flagged]
+    n = out["labels"]
+    click.echo(f"{task_id}: answer {out['old_answer']} -> {out['answer']} "
+               f"({n} gold answer{'' if n == 1 else 's'} re-scored)")
+    try:
+        from labelq.queue.hotstate import bump_epoch
+        bump_epoch(redis_client(redis_url), pid)
+    except LabelqError as exc:
+        click.echo(f"warning: {exc}; running policies keep the old answer until "
+                   f"'labelq rebuild {name}'", err=True)
+    if cleared:
+        click.echo(f"paused annotators the rule no longer flags: {', '.join(cleared)} "
+                   f"(labelq workers resume HANDLE)")
 
 
 commands = [tasks, gold]

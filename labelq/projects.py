@@ -20,7 +20,7 @@ from .policies import PolicySpec, build
 __all__ = ["create_project", "parse_quality", "check_gold_schedule", "update_project",
            "get_project", "list_projects", "enroll_worker", "get_worker", "budget_spent",
            "unknown_categories", "list_workers", "set_worker_status", "hash_token",
-           "worker_by_token", "reset_token", "parse_label_set"]
+           "worker_by_token", "reset_token", "correct_gold", "parse_label_set"]
 
 
 POLICY_AGGREGATED = ("bbta",)
@@ -173,6 +173,30 @@ def enroll_worker(session: Session, project: Project, handle: str, *, cost: floa
     session.add(worker)
     session.flush()
     return worker, token
+
+
+def correct_gold(session: Session, project: Project, external_id: str,
+                 answer: str) -> dict[str, Any]:
+    """Set the answer of gold question ``external_id`` (a wrong one scores careful
+    annotators as wrong, and may pause them). Returns the old and new answer and how many
+    labels it re-scores. Gold scores, the quality rule and exports read answers from SQL;
+    the live policy state must be folded again (:func:`labelq.queue.hotstate.bump_epoch`)."""
+    if answer not in project.labels:
+        raise InputError(f"answer {answer!r} is not in the label set {project.labels}",
+                         field="answer")
+    task = session.exec(select(Task).where(Task.project_id == project.id,
+                                           Task.external_id == external_id)).first()
+    if task is None:
+        raise NotFound(f"no task {external_id!r} in project {project.name!r}",
+                       task=external_id)
+    if not task.is_gold:
+        raise InputError(f"task {external_id!r} is not a gold question", task=external_id)
+    old = task.gold_answer
+    task.gold_answer = answer
+    session.add(task)
+    session.flush()
+    n = session.exec(select(func.count(Label.id)).where(Label.task_id == task.id)).one()
+    return {"task": external_id, "old_answer": old, "answer": answer, "labels": int(n)}
 
 
 def budget_spent(session: Session, project: Project) -> float:

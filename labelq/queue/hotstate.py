@@ -37,7 +37,7 @@ from .problem import (ProjectView, count_workers, label_rows, load_view, max_app
                       to_observation)
 
 __all__ = ["Hot", "StateCache", "encode_snapshot", "decode_snapshot", "write_snapshot",
-           "fold_from_sql"]
+           "fold_from_sql", "bump_epoch"]
 
 
 @dataclass
@@ -57,6 +57,9 @@ class Hot:
     # task seq -> JSON row [external id, category, payload] of tasks this process put in
     # inboxes (tasks do not change once loaded; this goes with the view on a reload)
     rows: dict = field(default_factory=dict)
+    # ``meta`` epoch this state was folded under: a corrected gold answer bumps it, and
+    # every holder then folds again from SQL (the history's gold truths changed)
+    epoch: int = 0
 
     @property
     def project(self) -> Project:
@@ -75,6 +78,7 @@ def _settings(project: Project) -> tuple:
 
 def encode_snapshot(hot: Hot) -> bytes:
     data = {"dims": list(hot.view.dims), "seq": hot.seq, "limits": _limits(hot.project),
+            "epoch": hot.epoch,
             "policy": hot.project.policy, "state": hot.policy.state_to_dict(hot.state)}
     return zlib.compress(json.dumps(data, separators=(",", ":"), default=_default).encode(), 1)
 
@@ -161,8 +165,9 @@ class StateCache:
         with session_scope(engine) as session:
             if hot is not None:
                 with hot.lock:
+                    n_tasks, epoch = _meta(redis, session, project_id)
                     if count_workers(session, project_id) == hot.view.n_workers and \
-                            _n_tasks(redis, session, project_id) == hot.view.n_tasks and \
+                            n_tasks == hot.view.n_tasks and epoch == hot.epoch and \
                             self._same_problem(session, hot):
                         _replay(session, hot)
                         hot.checked = time.monotonic()
@@ -196,27 +201,43 @@ class StateCache:
         view = load_view(session, project)
         policy = build(project.policy)
         hot = None
+        epoch = _meta(redis, session, project_id)[1]
         blob = redis.get(Keys(project_id).state) if redis is not None else None
         if blob:
             snap = decode_snapshot(blob)
             if tuple(snap["dims"]) == view.dims and snap["policy"] == project.policy and \
                     snap["seq"] <= max_applied(session, project_id) and \
+                    snap.get("epoch", 0) == epoch and \
                     (not policy.budget_aware or snap.get("limits") == _limits(project)):
                 hot = Hot(view, policy, policy.state_from_dict(snap["state"]), int(snap["seq"]))
         if hot is None:
             hot = Hot(view, policy, policy.init_state(view.problem()), 0)
+        hot.epoch = epoch
         if self.track_dirty:
             hot.dirty = set()
         _replay(session, hot)
         return hot
 
 
-def _n_tasks(redis, session: Session, project_id: int) -> int:
-    """Task count as recorded by the last rebuild (cheap), else counted in SQL."""
-    if redis is not None:
-        raw = redis.hget(Keys(project_id).meta, "n_tasks")
-        if raw is not None:
-            return int(raw)
+def _meta(redis, session: Session, project_id: int) -> tuple[int, int]:
+    """(task count, epoch) as recorded in ``meta`` (one round trip); the count falls back
+    to SQL when there is none."""
+    if redis is None:
+        return _n_tasks(session, project_id), 0
+    n, epoch = redis.hmget(Keys(project_id).meta, "n_tasks", "epoch")
+    return (int(n) if n is not None else _n_tasks(session, project_id)), int(epoch or 0)
+
+
+def bump_epoch(redis, project_id: int) -> int:
+    """Make every process fold the project's state again from SQL (after a gold answer was
+    corrected): a new epoch in ``meta``, and no snapshot of the old one."""
+    pipe = redis.pipeline(transaction=True)
+    pipe.hincrby(Keys(project_id).meta, "epoch", 1)
+    pipe.delete(Keys(project_id).state)
+    return int(pipe.execute()[0])
+
+
+def _n_tasks(session: Session, project_id: int) -> int:
     from sqlalchemy import func
     from sqlmodel import select
     from ..models import Task

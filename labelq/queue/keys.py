@@ -4,7 +4,8 @@
 key (after the prefix)     type    TTL    meaning
 =========================  ======  =====  ====================================================
 ``meta``                   HASH    none   built=1, n_tasks, n_workers, cap (set by a rebuild;
-                                          cap follows ``project update``)
+                                          cap follows ``project update``), epoch (bumped by
+                                          ``gold correct``: every holder refolds its state)
 ``pending``                ZSET    none   open non-gold task seq -> policy priority (higher =
                                           ask sooner); a task leaves it when labels + live
                                           leases reach the cap, and comes back on release
