@@ -12,7 +12,8 @@ from labelq.projects import get_project
 
 from labelq.errors import LabelqError
 
-from ._common import DB_OPTION, REDIS_OPTION, engine, redis_client
+from ._common import (DB_OPTION, OUTPUT_OPTION, REDIS_OPTION, emit, emit_record, engine,
+                      redis_client)
 
 FORMAT_OPTION = click.option("--format", "fmt", type=click.Choice(["csv", "jsonl"]),
                              default=None, help="File format (default: from the extension).")
@@ -66,6 +67,30 @@ def tasks_load(name, file, fmt, database_url):
     """Load tasks from FILE (CSV or JSONL with `id`, optional `category`, any payload
     fields) into project NAME. All or nothing; ids already present are skipped."""
     _load(name, file, fmt, database_url, gold=False)
+
+
+@tasks.command("show")
+@click.argument("name")
+@click.argument("task_id")
+@DB_OPTION
+@OUTPUT_OPTION
+def tasks_show(name, task_id, database_url, output):
+    """Show task TASK_ID of project NAME (gold questions too): category, payload, gold
+    answer, and every label with its worker, time and assignment."""
+    from labelq.reporting import task_detail
+
+    with session_scope(engine(database_url)) as s:
+        detail = task_detail(s, get_project(s, name), task_id)
+    if output == "json":
+        import json
+        click.echo(json.dumps(detail, indent=2))
+        return
+    labels = detail.pop("labels")
+    if output == "table":
+        emit_record({**detail, "labels": len(labels)}, output)
+        if labels:
+            click.echo("")
+    emit(labels, output, columns=["worker", "label", "received", "assignment"])
 
 
 @click.group()

@@ -9,7 +9,7 @@ from sqlmodel import Session, select
 
 from .models import ENDED_UNLABELLED, Assignment, Label, Project, Task, Worker
 
-__all__ = ["project_status", "iter_raw_labels", "RAW_COLUMNS"]
+__all__ = ["project_status", "iter_raw_labels", "task_detail", "RAW_COLUMNS"]
 
 TASK_STATES = ("unlabeled", "in_progress", "complete", "gold")
 RAW_COLUMNS = ["task", "worker", "label", "received", "is_gold", "category", "assignment"]
@@ -78,3 +78,21 @@ def iter_raw_labels(session: Session, project: Project, batch: int = 5000
         yield {"task": ext, "worker": handle, "label": value,
                "received": received.isoformat(), "is_gold": bool(gold), "category": cat,
                "assignment": aid}
+
+
+def task_detail(session: Session, project: Project, external_id: str) -> dict[str, Any]:
+    """One task as the operator audits it: category, payload, gold answer, and every label
+    with its worker, time and assignment."""
+    task = session.exec(select(Task).where(Task.project_id == project.id,
+                                           Task.external_id == external_id)).first()
+    if task is None:
+        from .errors import NotFound
+        raise NotFound(f"no task {external_id!r} in project {project.name!r}",
+                       task=external_id)
+    rows = session.exec(select(Worker.handle, Label.value, Label.received, Label.assignment_id)
+                        .join(Worker, Worker.id == Label.worker_id)
+                        .where(Label.task_id == task.id).order_by(Label.id)).all()
+    return {"task": task.external_id, "category": task.category, "gold": task.is_gold,
+            "gold_answer": task.gold_answer, "payload": task.payload,
+            "labels": [{"worker": h, "label": v, "received": t.isoformat(), "assignment": a}
+                       for h, v, t, a in rows]}

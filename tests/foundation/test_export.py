@@ -197,3 +197,20 @@ def test_status_counts_tasks_by_state_per_category(project_db, tmp_path):
         assert sum(c[k] for c in st["categories"]) == st["tasks"][k]
     table = run(project_db, "status", "p")
     assert "category" in table and "c1" in table
+
+
+def test_tasks_show_lists_a_task_and_its_labels(project_db):
+    detail = json.loads(run(project_db, "tasks", "show", "p", "t29", "-o", "json"))
+    assert (detail["task"], detail["category"], detail["gold"]) == ("t29", "c1", False)
+    assert [l["worker"] for l in detail["labels"]] == ["a"]  # (its single label)
+    with session_scope(engine_for(project_db)) as s:
+        aid = s.exec(select(Label.assignment_id).join(Task, Task.id == Label.task_id)
+                     .where(Task.external_id == "t29")).one()
+    assert detail["labels"][0]["assignment"] == aid
+    gold = json.loads(run(project_db, "tasks", "show", "p", "g0", "-o", "json"))
+    assert gold["gold"] is True and gold["gold_answer"] == "pos" and len(gold["labels"]) == 4
+    table = run(project_db, "tasks", "show", "p", "g0")
+    assert "gold_answer  pos" in table and "evil" in table
+    res = CliRunner().invoke(cli, ["tasks", "show", "p", "nope"],
+                             env={"LABELQ_DATABASE_URL": project_db})
+    assert res.exit_code == 4 and "no task 'nope'" in res.output
