@@ -25,6 +25,15 @@ def browser(tmp_path):
     b.close()
 
 
+def sign_in(b: Browser, stack, token: str) -> None:
+    """Open the page and sign in by typing the token, as an annotator does."""
+    b.navigate(stack.base + "/label")
+    b.wait("document.readyState === 'complete' && !!document.getElementById('token')")
+    b.js("document.getElementById('token').focus()")
+    b.type_text(token)
+    b.js("document.getElementById('signin-button').click()")
+
+
 @pytest.mark.timeout(180)
 def test_sign_in_label_three_tasks_and_see_them_counted(stack, browser):
     # Given a project whose three tasks are two texts and one image, and an annotator
@@ -35,11 +44,7 @@ def test_sign_in_label_three_tasks_and_see_them_counted(stack, browser):
     token = stack.enroll("page", "ann-page")
     b = browser
     # When they open the page and sign in with their token
-    b.navigate(stack.base + "/label")
-    b.wait("document.readyState === 'complete' && !!document.getElementById('token')")
-    b.js("document.getElementById('token').focus()")
-    b.type_text(token)
-    b.js("document.getElementById('signin-button').click()")
+    sign_in(b, stack, token)
     b.wait("document.getElementById('handle').textContent === 'ann-page'")
     assert b.js("document.getElementById('project').textContent") == "page"
     # And answer three tasks: key 1, key 2, then the third label's button
@@ -101,11 +106,7 @@ def test_an_empty_page_checks_again_by_itself(stack, browser):
         assert held is not None
         # When the annotator signs in, there is nothing for them
         b = browser
-        b.navigate(stack.base + "/label")
-        b.wait("document.readyState === 'complete' && !!document.getElementById('token')")
-        b.js("document.getElementById('token').focus()")
-        b.type_text(token)
-        b.js("document.getElementById('signin-button').click()")
+        sign_in(b, stack, token)
         b.wait("!document.getElementById('empty').hidden")
         # and the other annotator gives the task back
         assert c.post(f"/api/v1/assignments/{held['assignment_id']}/decline").status_code == 200
