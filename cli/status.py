@@ -12,6 +12,9 @@ from labelq.reporting import project_status
 from ._common import DB_OPTION, OUTPUT_OPTION, emit, emit_record, engine
 
 
+STALE_APPLY_S = 60  # the applier folds labels within a second or so when it runs
+
+
 @click.command()
 @click.argument("name")
 @DB_OPTION
@@ -26,12 +29,16 @@ def status(name, database_url, output):
         click.secho(f"warning: {w['worker']} has seen {w['gold_seen']} of the "
                     f"{w['gold_pool']} gold questions; load more gold (labelq gold load)",
                     fg="yellow", err=True)
+    if (st["oldest_unapplied_s"] or 0) > STALE_APPLY_S:
+        click.secho(f"warning: {st['unapplied']} labels wait to be applied, the oldest for "
+                    f"{st['oldest_unapplied_s']:.0f} s: is a labelq worker running?",
+                    fg="yellow", err=True)
     if output == "json":
         import json
         click.echo(json.dumps(st, indent=2, default=str))
         return
     summary = {"project": st["project"], **{f"tasks {k}": v for k, v in st["tasks"].items()},
-               "labels": st["labels"], "budget": st["budget"], "spent": st["spent"],
+               "labels": st["labels"], "unapplied": st["unapplied"], "budget": st["budget"], "spent": st["spent"],
                "left": st["left"]}
     emit_record(summary, output)
     if output == "table" and len(st["categories"]) > 1:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any, Iterator
 
 from sqlalchemy import case, func
@@ -48,12 +49,22 @@ def project_status(session: Session, project: Project) -> dict[str, Any]:
             .group_by(Worker.handle, Assignment.state)).all()}
     spent = float(sum(cost * n for _, _, cost, _, n, _ in workers))
     labels = int(sum(n for *_, n, _g in workers))
+    unapplied, oldest = session.exec(
+        select(func.count(Label.id), func.min(Label.received))
+        .where(Label.project_id == project.id, Label.applied_seq.is_(None))).one()
+    if oldest is not None and oldest.tzinfo is None:
+        oldest = oldest.replace(tzinfo=timezone.utc)  # (SQLite gives it back naive)
     return {
         "project": project.name,
         "policy": project.policy,
         "tasks": by_state,
         "categories": [{"category": c, **by_category[c]} for c in sorted(by_category)],
         "labels": labels,
+        # durable but not yet folded into the policy state by the applier (Celery); old
+        # ones mean no `labelq worker` is running for this project
+        "unapplied": int(unapplied),
+        "oldest_unapplied_s": None if oldest is None else
+        round(max(0.0, (datetime.now(timezone.utc) - oldest).total_seconds()), 1),
         "budget": project.budget,
         "spent": spent,
         "left": None if project.budget is None else project.budget - spent,

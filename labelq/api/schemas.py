@@ -176,6 +176,11 @@ class ProjectStatusOut(_Out):
     tasks: TaskCounts
     categories: list[CategoryCounts] = Field(description="Tasks by state, per category.")
     labels: int
+    unapplied: int = Field(description="Labels durable in SQL that the applier (Celery) has "
+                                       "not folded into the policy state yet.")
+    oldest_unapplied_s: Optional[float] = Field(
+        description="Age of the oldest of them, in seconds; minutes mean no labelq worker "
+                    "is applying this project's labels.")
     budget: Optional[float]
     spent: float
     left: Optional[float]

@@ -214,3 +214,26 @@ def test_tasks_show_lists_a_task_and_its_labels(project_db):
     res = CliRunner().invoke(cli, ["tasks", "show", "p", "nope"],
                              env={"LABELQ_DATABASE_URL": project_db})
     assert res.exit_code == 4 and "no task 'nope'" in res.output
+
+
+def test_status_counts_labels_waiting_for_the_applier_and_warns_when_they_are_old(
+        project_db):
+    # Given the fixture's labels, none applied (no Celery worker ran), just received
+    st = json.loads(run(project_db, "status", "p", "-o", "json"))
+    assert st["unapplied"] == st["labels"] == 125
+    assert 0 <= st["oldest_unapplied_s"] < 60
+    res = CliRunner().invoke(cli, ["status", "p"], env={"LABELQ_DATABASE_URL": project_db})
+    assert "is a labelq worker running" not in res.stderr
+    # When the oldest has waited two hours
+    from datetime import timedelta
+    with session_scope(engine_for(project_db)) as s:
+        first = s.exec(select(Label).order_by(Label.id)).first()
+        first.received = utcnow() - timedelta(hours=2)
+        s.add(first)
+    # Then status says so and asks whether a worker runs
+    res = CliRunner().invoke(cli, ["status", "p"], env={"LABELQ_DATABASE_URL": project_db})
+    assert res.exit_code == 0 and "125 labels wait to be applied" in res.stderr
+    assert "is a labelq worker running?" in res.stderr
+    res = CliRunner().invoke(cli, ["status", "p", "-o", "json"],
+                             env={"LABELQ_DATABASE_URL": project_db})
+    assert 7190 < json.loads(res.stdout)["oldest_unapplied_s"] < 7300
