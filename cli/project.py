@@ -8,7 +8,8 @@ from labelq.db import session_scope
 from labelq.projects import (budget_spent, create_project, get_project, list_projects,
                              update_project)
 
-from ._common import DB_OPTION, OUTPUT_OPTION, emit, emit_record, engine
+from ._common import (DB_OPTION, OUTPUT_OPTION, REDIS_OPTION, emit, emit_record, engine,
+                      redis_client)
 
 GOLD_OPTION = click.option(
     "--gold-schedule", default=None,
@@ -109,6 +110,37 @@ def show(name, database_url, output):
     """Show project NAME."""
     with session_scope(engine(database_url)) as s:
         emit_record(_project_row(get_project(s, name)), output)
+
+
+@project.command("delete")
+@click.argument("name")
+@click.option("--yes", is_flag=True, help="Really delete (without it, say what would go).")
+@DB_OPTION
+@REDIS_OPTION
+def delete(name, yes, database_url, redis_url):
+    """Delete project NAME with its tasks, gold, annotators (their tokens stop working) and
+    labels — export first what you want to keep. Stop its annotators' traffic first."""
+    from labelq.projects import delete_project, project_counts
+
+    eng = engine(database_url)
+    with session_scope(eng) as s:
+        p = get_project(s, name)
+        pid, counts = p.id, project_counts(s, p)
+    what = ", ".join(f"{k}: {n}" for k, n in counts.items())
+    if not yes:
+        raise click.UsageError(f"this would delete project {name!r} with {what}; "
+                               "add --yes to do it")
+    # the hot state goes first: were the SQL delete to fail, the project would rebuild it
+    # from SQL on its next use; the other way round, a new project given the same id
+    # (SQLite reuses the largest) would find this one's state
+    from labelq.queue.keys import GLOBAL_PROJECTS
+    from labelq.queue.rebuild import delete_hot
+    r = redis_client(redis_url)
+    r.srem(GLOBAL_PROJECTS, pid)
+    delete_hot(r, pid)
+    with session_scope(eng) as s:
+        delete_project(s, get_project(s, name))
+    click.echo(f"deleted project {name!r} ({what})")
 
 
 commands = [init, project]

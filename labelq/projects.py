@@ -10,17 +10,18 @@ import hashlib
 import secrets
 from typing import Any
 
-from sqlalchemy import func
+from sqlalchemy import delete, func
 from sqlmodel import Session, select
 
 from .errors import AlreadyExists, InputError, NotFound
-from .models import Label, Project, Task, Worker
+from .models import Assignment, Label, Project, Task, Worker
 from .policies import PolicySpec, build
 
 __all__ = ["create_project", "parse_quality", "check_gold_schedule", "update_project",
            "get_project", "list_projects", "enroll_worker", "get_worker", "budget_spent",
            "unknown_categories", "list_workers", "set_worker_status", "hash_token",
-           "worker_by_token", "reset_token", "correct_gold", "parse_label_set"]
+           "worker_by_token", "reset_token", "correct_gold", "project_counts",
+           "delete_project", "parse_label_set"]
 
 
 POLICY_AGGREGATED = ("bbta",)
@@ -173,6 +174,26 @@ def enroll_worker(session: Session, project: Project, handle: str, *, cost: floa
     session.add(worker)
     session.flush()
     return worker, token
+
+
+def project_counts(session: Session, project: Project) -> dict[str, int]:
+    """How many rows of each kind the project owns."""
+    return {name: int(session.exec(select(func.count()).select_from(model)
+                                   .where(model.project_id == project.id)).one())
+            for name, model in (("tasks", Task), ("workers", Worker), ("labels", Label),
+                                ("assignments", Assignment))}
+
+
+def delete_project(session: Session, project: Project) -> dict[str, int]:
+    """Delete the project and everything it owns from SQL (labels, assignments, tasks,
+    workers, in that order for the foreign keys), in the caller's transaction; returns
+    what was deleted. Its Redis state is the caller's to drop first."""
+    counts = project_counts(session, project)
+    for model in (Label, Assignment, Task, Worker):
+        session.exec(delete(model).where(model.project_id == project.id))
+    session.delete(project)
+    session.flush()
+    return counts
 
 
 def correct_gold(session: Session, project: Project, external_id: str,
