@@ -72,8 +72,9 @@ def _limits(project: Project) -> list:
 
 
 def _settings(project: Project) -> tuple:
-    return (project.budget, project.max_labels, project.aggregation, project.gold_schedule,
-            project.quality)
+    return (project.name, project.created, project.budget, project.max_labels,
+            project.aggregation, project.gold_schedule, project.quality, project.policy,
+            project.labels)
 
 
 def encode_snapshot(hot: Hot) -> bytes:
@@ -187,6 +188,8 @@ class StateCache:
         if fresh is None or _settings(fresh) == _settings(hot.project):
             return True
         session.expunge(fresh)
+        if (fresh.name, fresh.created) != (hot.project.name, hot.project.created):
+            return False  # another project under a deleted one's id (SQLite reuses ids)
         if hot.policy.budget_aware and _limits(fresh) != _limits(hot.project):
             return False
         hot.view = replace(hot.view, project=fresh)
