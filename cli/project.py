@@ -39,7 +39,8 @@ def project():
 def _project_row(p) -> dict:
     return {"name": p.name, "labels": p.labels, "policy": _spec_text(p.policy),
             "budget": p.budget, "max_labels": p.max_labels, "aggregation": p.aggregation,
-            "gold_schedule": p.gold_schedule, "quality": p.quality or None, "created": p.created.isoformat(timespec="seconds")}
+            "gold_schedule": p.gold_schedule, "quality": p.quality or None,
+            "created": p.created.isoformat(timespec="seconds")}
 
 
 def _spec_text(policy: dict) -> str:
@@ -49,7 +50,8 @@ def _spec_text(policy: dict) -> str:
 
 @project.command("create")
 @click.argument("name")
-@click.option("--labels", required=True, help="Comma-separated label set, e.g. 0,1 or cat,dog,bird.")
+@click.option("--labels", required=True,
+              help="Comma-separated label set, e.g. 0,1 or cat,dog,bird.")
 @click.option("--policy", default="uniform", show_default=True,
               help="Assignment policy spec: name or name:key=value,...")
 @click.option("--budget", type=float, default=None, help="Total budget (sum of label costs).")

@@ -38,13 +38,13 @@ def status(name, database_url, output):
         click.echo(json.dumps(st, indent=2, default=str))
         return
     summary = {"project": st["project"], **{f"tasks {k}": v for k, v in st["tasks"].items()},
-               "labels": st["labels"], "unapplied": st["unapplied"], "budget": st["budget"], "spent": st["spent"],
+               "labels": st["labels"], "unapplied": st["unapplied"], "budget": st["budget"],
+               "spent": st["spent"],
                "left": st["left"]}
     emit_record(summary, output)
     if output == "table" and len(st["categories"]) > 1:
         click.echo("")
-        emit([{"category": c["category"] or "-", **{k: v for k, v in c.items() if k != "category"}}
-              for c in st["categories"]], output)
+        emit([{**c, "category": c["category"] or "-"} for c in st["categories"]], output)
     if output == "table":
         click.echo("")
     emit(st["workers"], output)

@@ -10,7 +10,8 @@ from ..exporting import METHODS
 
 __all__ = ["Name", "AssignmentId", "Assignment", "NextOut", "SubmitIn", "SubmitOut",
            "DeclineOut", "GoldStats", "ProgressOut", "MeOut", "EnrollIn", "EnrollOut",
-           "ExportIn", "JobOut", "WorkerStatus", "TaskCounts", "CategoryCounts", "ProjectStatusOut", "HealthOut",
+           "ExportIn", "JobOut", "WorkerStatus", "TaskCounts", "CategoryCounts",
+           "ProjectStatusOut", "HealthOut",
            "WorkerStatusIn", "WorkerStatusOut", "TokenOut"]
 
 # printable text without control characters (they are refused by PostgreSQL or are noise)
