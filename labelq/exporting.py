@@ -89,16 +89,18 @@ def aggregate_project(session: Session, project: Project, pl: ProjectLabels, met
 
 
 def aggregated_rows(pl: ProjectLabels, result) -> Iterator[dict[str, Any]]:
-    """One row per non-gold task: id, label, confidence, per-class probabilities, labels.
+    """One row per non-gold task: id, category, label, confidence, labels, per-class
+    probabilities.
 
     A task nobody has labelled yet has no label (``None``: an empty CSV field, JSON null);
     its confidence and probabilities are the method's prior guess, so that a consumer who
     reads only ``label`` never takes a guess for an answer."""
     counts = np.bincount(pl.task, minlength=pl.view.n_tasks)
-    classes = pl.classes
+    classes, names = pl.classes, pl.view.categories
     for seq in np.flatnonzero(~pl.view.is_gold):
         label = classes[result.labels_[seq]] if counts[seq] else None
-        row = {"task": pl.external_ids[seq], "label": label,
+        category = names[pl.view.task_category[seq]] if names else ""
+        row = {"task": pl.external_ids[seq], "category": category, "label": label,
                "confidence": round(float(result.confidence_[seq]), 6),
                "n_labels": int(counts[seq])}
         for k, c in enumerate(classes):

@@ -65,7 +65,9 @@ def run(db_url, *args):
 def test_aggregated_export(project_db, method):
     rows = list(csv.DictReader(io.StringIO(run(project_db, "export", "p", "--method", method))))
     assert len(rows) == 30 and not any(r["task"].startswith("g") for r in rows)
-    assert set(rows[0]) == {"task", "label", "confidence", "n_labels", "p_neg", "p_pos"}
+    assert list(rows[0]) == ["task", "category", "label", "confidence", "n_labels", "p_neg",
+                             "p_pos"]
+    assert all(r["category"] == f"c{int(r['task'][1:]) % 2}" for r in rows)
     for r in rows:
         assert abs(float(r["p_neg"]) + float(r["p_pos"]) - 1) < 1e-5
         assert float(r["confidence"]) == max(float(r["p_neg"]), float(r["p_pos"]))
