@@ -31,6 +31,9 @@ def serve(host: str, port: int, log_level: str, workers: int) -> None:
     if not settings.operator_token:
         click.echo("note: LABELQ_OPERATOR_TOKEN is unset; operator endpoints are disabled",
                    err=True)
+    shown = "localhost" if host in ("0.0.0.0", "::", "127.0.0.1") else host
+    click.echo(f"labeling page: http://{shown}:{port}/label · API schema: "
+               f"http://{shown}:{port}/docs · labels are applied by 'labelq worker'", err=True)
     opts = dict(host=host, port=port, log_level=log_level, proxy_headers=False,
                 server_header=False, timeout_graceful_shutdown=10)
     if workers > 1:  # each process builds its own app (engine, Redis, service)
