@@ -65,6 +65,28 @@ def export(name, method, fmt, out, raw, exclude_paused, background, wait, databa
         click.echo(f"wrote {n} {what} to {out}", err=True)
 
 
+@click.command("export-dataset")
+@click.argument("name")
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option("--truth", type=click.Choice(["gold", "ds"]), default="gold", show_default=True,
+              help="gold: the gold answers are the truth (the simulator scores on gold "
+                   "tasks); ds: also Dawid-Skene's answer from all the labels, for every task.")
+@DB_OPTION
+def export_dataset(name, directory, truth, database_url):
+    """Write project NAME's labels as a data set folder DIRECTORY (labels.csv, truth.csv,
+    task_types.csv) that `labelq simulate --data DIRECTORY` replays: which policy would have
+    done best with these annotators?"""
+    from labelq.exporting import write_dataset
+
+    with session_scope(engine(database_url)) as s:
+        n = write_dataset(s, get_project(s, name), directory, truth=truth)
+    click.echo(f"wrote {n['labels']} labels on {n['tasks']} tasks to {directory} "
+               f"(truth for {n['truth']} tasks)", err=True)
+    if n["truth"] == 0:
+        click.echo("warning: no task has a truth (no gold answered): the simulator cannot "
+                   "score; try --truth ds", err=True)
+
+
 def _export_background(name, method, fmt, out, raw, exclude_paused, wait, database_url,
                        redis_url):
     from labelq.errors import InputError
@@ -150,4 +172,4 @@ def agreement(name, method, database_url, output):
     emit(report["workers"], output)
 
 
-commands = [export, job, agreement]
+commands = [export, export_dataset, job, agreement]

@@ -29,7 +29,7 @@ from .models import Label, Project, Task, Worker
 from .queue.problem import ProjectView, load_view
 
 __all__ = ["ProjectLabels", "load_project_labels", "aggregate_project", "aggregated_rows",
-           "agreement_report", "METHODS", "atomic_output", "write_rows"]
+           "agreement_report", "METHODS", "atomic_output", "write_rows", "write_dataset"]
 
 METHODS = ("mv", "wmv", "ds", "onecoin", "glad", "kos", "ds-category", "policy")
 
@@ -175,3 +175,62 @@ def write_rows(rows: Iterable[dict[str, Any]], out: IO[str], fmt: str, *,
     if fmt == "csv" and writer is None and columns:
         csv.writer(out).writerow(columns)
     return n
+
+
+def write_dataset(session: Session, project: Project, directory: str | os.PathLike[str], *,
+                  truth: str = "gold") -> dict[str, int]:
+    """Write the project as a data set the simulator replays (``labelq simulate --data``):
+    ``labels.csv`` (task, worker, label: every label, gold included), ``truth.csv`` and,
+    when tasks have categories, ``task_types.csv``. ``truth="gold"``: the gold answers only
+    (the simulator then scores on the gold tasks); ``truth="ds"``: also Dawid-Skene's answer
+    for every labelled task, from all the project's labels — a reference to ask how close a
+    policy gets with fewer. The folder must not exist or be empty; files are written to a
+    temporary folder beside it and moved in at the end."""
+    import shutil
+    from pathlib import Path
+
+    if truth not in ("gold", "ds"):
+        raise InputError(f"truth must be gold or ds, got {truth!r}", field="truth")
+    target = Path(directory)
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise InputError(f"{target} exists and is not an empty folder", path=str(target))
+    pl = load_project_labels(session, project)
+    v = pl.view
+    if pl.task.size == 0:
+        raise InputError(f"project {project.name!r} has no labels to write", project=project.name)
+    classes, ext = pl.classes, pl.external_ids
+    reference: dict[int, str] = {int(t): classes[int(v.gold_answer[t])]
+                                 for t in np.flatnonzero(v.is_gold) if v.gold_answer[t] >= 0}
+    if truth == "ds":
+        result = aggregate_project(session, project, pl, "ds")
+        for t in np.unique(pl.task):
+            if not v.is_gold[t]:
+                reference[int(t)] = classes[int(result.labels_[t])]
+    parent = target.resolve().parent
+    parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=parent))
+    try:
+        with open(tmp / "labels.csv", "w", newline="", encoding="utf-8") as f:
+            w = csv.writer(f)
+            w.writerow(["task", "worker", "label"])
+            w.writerows((ext[t], pl.handles[j], classes[k])
+                        for t, j, k in zip(pl.task, pl.worker, pl.label))
+        with open(tmp / "truth.csv", "w", newline="", encoding="utf-8") as f:
+            w = csv.writer(f)
+            w.writerow(["task", "truth"])
+            w.writerows((ext[t], c) for t, c in sorted(reference.items()))
+        labelled = np.unique(pl.task)
+        typed = [t for t in labelled if v.categories and v.categories[v.task_category[t]]]
+        if typed:
+            with open(tmp / "task_types.csv", "w", newline="", encoding="utf-8") as f:
+                w = csv.writer(f)
+                w.writerow(["task", "type"])
+                w.writerows((ext[t], v.categories[v.task_category[t]]) for t in labelled)
+        if target.exists():
+            target.rmdir()
+        os.replace(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return {"labels": int(pl.task.size), "tasks": int(labelled.size),
+            "truth": len(reference), "categorised": len(typed)}

@@ -239,3 +239,37 @@ def test_status_counts_labels_waiting_for_the_applier_and_warns_when_they_are_ol
     res = CliRunner().invoke(cli, ["status", "p", "-o", "json"],
                              env={"LABELQ_DATABASE_URL": project_db})
     assert 7190 < json.loads(res.stdout)["oldest_unapplied_s"] < 7300
+
+
+def test_export_dataset_is_replayed_by_the_simulator(project_db, tmp_path):
+    from labelq.datasets import load_dataset
+    # When the project is written as a data set, with the gold answers and then with
+    # Dawid-Skene's answers as the truth
+    gold_dir, ds_dir = tmp_path / "gold", tmp_path / "ds"
+    res = CliRunner().invoke(cli, ["export-dataset", "p", str(gold_dir)],
+                             env={"LABELQ_DATABASE_URL": project_db})
+    assert res.exit_code == 0, res.output
+    assert "wrote 125 labels on 32 tasks" in res.stderr and "truth for 2 tasks" in res.stderr
+    run(project_db, "export-dataset", "p", ds_dir, "--truth", "ds")
+    # Then the simulator's loader reads back every label, the truths and the categories
+    data = load_dataset(ds_dir)
+    assert data.task.size == 125 and data.n_tasks == 32 and data.n_workers == 4
+    assert int((data.truth >= 0).sum()) == 32
+    assert set(data.categories) == {"c0", "c1", ""}  # (gold has none: a category of its own)
+    ds = {r["task"]: r["label"] for r in csv.DictReader(io.StringIO(
+        run(project_db, "export", "p", "--method", "ds")))}
+    truth = dict(csv.reader(io.StringIO((ds_dir / "truth.csv").read_text())))
+    assert all(truth[t] == ds[t] for t in ds)
+    assert (truth["g0"], truth["g1"]) == ("pos", "neg")  # gold answers, not DS's
+    assert load_dataset(gold_dir).truth.tolist().count(-1) == 30
+    # and `labelq simulate --data` replays it
+    out = run(project_db, "simulate", "--data", ds_dir, "--policy", "uniform",
+              "--budget-per-task", "1,2", "--runs", "2")
+    assert "uniform" in out
+    # A folder that is not empty is refused, and nothing is written into it
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "keep.txt").write_text("x")
+    res = CliRunner().invoke(cli, ["export-dataset", "p", str(tmp_path / "full")],
+                             env={"LABELQ_DATABASE_URL": project_db})
+    assert res.exit_code == 3 and "not an empty folder" in res.output
+    assert [f.name for f in (tmp_path / "full").iterdir()] == ["keep.txt"]
