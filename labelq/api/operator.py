@@ -5,6 +5,7 @@ method   path                                does
 =======  ==================================  =============================================
 GET      /projects/{name}/status             tasks by state, labels, budget, workers
 POST     /projects/{name}/workers            enroll an annotator; returns its token once
+GET      /projects/{name}/task?id=ID         a task, its gold answer and every label
 POST     /workers/{handle}/status            pause, resume or remove an annotator
 POST     /workers/{handle}/token             a new token for a lost one (the old one stops)
 POST     /projects/{name}/exports            start an export job (202)
@@ -19,7 +20,7 @@ import re
 import uuid
 from pathlib import Path
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi import Path as PathParam
 from fastapi.responses import FileResponse
 
@@ -27,11 +28,11 @@ from ..db import session_scope
 from ..errors import Conflict, NotFound
 from ..jobs import create_export_job, get_job
 from ..projects import enroll_worker, get_project, reset_token, set_worker_status
-from ..reporting import project_status
+from ..reporting import project_status, task_detail
 from .auth import require_operator
 from .errors import ERROR_RESPONSES
-from .schemas import (EnrollIn, EnrollOut, ExportIn, JobOut, Name, ProjectStatusOut, TokenOut,
-                      WorkerStatusIn, WorkerStatusOut)
+from .schemas import (EnrollIn, EnrollOut, ExportIn, JobOut, Name, ProjectStatusOut,
+                      TaskDetailOut, TokenOut, WorkerStatusIn, WorkerStatusOut)
 
 __all__ = ["router"]
 
@@ -67,6 +68,16 @@ def enroll(body: EnrollIn, request: Request, name: Name = ProjectPath) -> Enroll
         return EnrollOut(handle=worker.handle, project=project.name, cost=worker.cost,
                          capacity=worker.capacity, categories=list(worker.categories),
                          token=token)
+
+
+@router.get("/projects/{name}/task", response_model=TaskDetailOut,
+            summary="A task and its labels", responses=_404)
+def task(request: Request, name: Name = ProjectPath,
+         id: Name = Query(description="The task's id (as loaded).")) -> TaskDetailOut:
+    """As ``labelq tasks show``: category, payload, gold answer, and every label with its
+    worker, time and assignment id (the id annotators quote when they report a problem)."""
+    with session_scope(request.app.state.labelq.engine) as session:
+        return TaskDetailOut(**task_detail(session, get_project(session, name), id))
 
 
 @router.post("/workers/{handle}/status", response_model=WorkerStatusOut,

@@ -12,7 +12,7 @@ __all__ = ["Name", "AssignmentId", "Assignment", "NextOut", "SubmitIn", "SubmitO
            "DeclineOut", "GoldStats", "ProgressOut", "MeOut", "EnrollIn", "EnrollOut",
            "ExportIn", "JobOut", "WorkerStatus", "TaskCounts", "CategoryCounts",
            "ProjectStatusOut", "HealthOut",
-           "WorkerStatusIn", "WorkerStatusOut", "TokenOut"]
+           "WorkerStatusIn", "WorkerStatusOut", "TokenOut", "TaskLabel", "TaskDetailOut"]
 
 # printable text without control characters (they are refused by PostgreSQL or are noise)
 _TEXT = r"^[^\x00-\x1f\x7f]+$"
@@ -104,6 +104,22 @@ class EnrollOut(_Out):
     capacity: Optional[int]
     categories: list[str]
     token: str = Field(description="Shown only now; stored hashed. Hand it to the annotator.")
+
+
+class TaskLabel(_Out):
+    worker: str
+    label: str
+    received: str
+    assignment: str = Field(description="The assignment id the annotator saw.")
+
+
+class TaskDetailOut(_Out):
+    task: str
+    category: str
+    gold: bool
+    gold_answer: Optional[str]
+    payload: dict[str, Any]
+    labels: list[TaskLabel]
 
 
 class WorkerStatusIn(BaseModel):

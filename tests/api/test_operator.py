@@ -169,3 +169,20 @@ def test_pause_remove_and_reset_token_through_the_api(stack):
         assert op.post("/api/v1/workers/nobody/token").status_code == 404
         bad = op.post("/api/v1/workers/mg-1/status", json={"status": "gone"})
         assert bad.status_code == 422 and bad.json()["code"] == "validation_error"
+
+
+def test_task_detail_through_the_api(stack):
+    # Given a task labelled by two annotators
+    make_project(stack, "detail", n_tasks=1, max_labels=2)
+    n = label_all(stack, "detail", "dt-1", "pos") + label_all(stack, "detail", "dt-2", "neg")
+    with stack.operator() as op:
+        got = op.get("/api/v1/projects/detail/task", params={"id": "t0"})
+        missing = op.get("/api/v1/projects/detail/task", params={"id": "nope"})
+    # Then the operator sees both labels, with the assignment ids the annotators saw
+    assert n == 2 and got.status_code == 200, got.text
+    body = got.json()
+    assert (body["task"], body["gold"], body["gold_answer"]) == ("t0", False, None)
+    assert [(l["worker"], l["label"]) for l in body["labels"]] == [("dt-1", "pos"),
+                                                                  ("dt-2", "neg")]
+    assert all(stack.task_of(l["assignment"]) == "t0" for l in body["labels"])
+    assert missing.status_code == 404 and missing.json()["code"] == "not_found"
