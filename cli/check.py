@@ -1,0 +1,93 @@
+"""``labelq check``: is this deployment ready — database, Redis, a Celery worker?"""
+
+from __future__ import annotations
+
+import click
+
+from labelq.settings import load_settings
+
+from ._common import DB_OPTION, OUTPUT_OPTION, REDIS_OPTION, emit
+
+
+def _database(url: str) -> tuple[bool, str]:
+    from pathlib import Path
+
+    from sqlalchemy import inspect
+    from sqlalchemy.engine import make_url
+
+    from labelq.db import engine_for
+    try:
+        parsed = make_url(url)
+    except Exception as exc:  # noqa: BLE001
+        return False, f"{url}: {exc}"
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:") \
+            and not Path(parsed.database).exists():
+        return False, f"{url}: no such database file (run labelq init)"  # (not created here)
+    try:
+        eng = engine_for(url)
+        with eng.connect() as conn:
+            tables = set(inspect(conn).get_table_names())
+    except Exception as exc:  # noqa: BLE001 - any failure is the answer
+        return False, f"{url}: {str(exc).splitlines()[0]}"
+    missing = {"project", "task", "worker", "assignment", "label"} - tables
+    if missing:
+        return False, f"{url}: no tables {', '.join(sorted(missing))} (run labelq init)"
+    return True, url
+
+
+def _redis(url: str) -> tuple[bool, str]:
+    import redis
+
+    try:
+        info = redis.Redis.from_url(url, socket_timeout=5).info("server")
+    except redis.RedisError as exc:
+        return False, f"{url}: {exc}"
+    return True, f"{url} (Redis {info.get('redis_version', '?')})"
+
+
+def _workers(url: str, timeout: float) -> tuple[bool, str]:
+    from workers.main import QUEUE, create_app
+
+    try:
+        queues = create_app(url).control.inspect(timeout=timeout).active_queues() or {}
+    except Exception as exc:  # noqa: BLE001 - broker unreachable and the like
+        return False, f"no answer: {str(exc).splitlines()[0]}"
+    names = sorted(w for w, qs in queues.items() if any(q.get("name") == QUEUE for q in qs))
+    if not names:
+        return False, (f"no Celery worker consumes queue {QUEUE!r} on this broker (asked for "
+                       f"{timeout:g} s): labels are recorded but not applied; start "
+                       "`labelq worker`")
+    return True, ", ".join(names)
+
+
+@click.command("check")
+@DB_OPTION
+@REDIS_OPTION
+@click.option("--timeout", type=float, default=2.0, show_default=True,
+              help="Seconds to wait for Celery workers to answer.")
+@OUTPUT_OPTION
+def check(database_url, redis_url, timeout, output):
+    """Check that this deployment can run: the database (and its schema), Redis, and a
+    Celery worker answering on the broker (without one, labels are recorded but never
+    applied). Exit code 9 when a check fails."""
+    settings = load_settings()
+    db = database_url or settings.database_url
+    rd = redis_url or settings.redis_url
+    rows = []
+    for what, (ok, detail) in (("database", _database(db)), ("redis", _redis(rd))):
+        rows.append({"check": what, "ok": ok, "detail": detail})
+    if rows[1]["ok"]:
+        ok, detail = _workers(rd, timeout)
+    else:
+        ok, detail = False, "not checked: Redis (the broker) does not answer"
+    rows.append({"check": "celery worker", "ok": ok, "detail": detail})
+    rows.append({"check": "operator token", "ok": True,
+                 "detail": "set" if settings.operator_token else
+                 "unset: the API's operator endpoints are disabled"})
+    emit(rows if output == "json" else
+         [{**r, "ok": "ok" if r["ok"] else "FAIL"} for r in rows], output)
+    if not all(r["ok"] for r in rows):
+        raise click.exceptions.Exit(9)
+
+
+commands = [check]
