@@ -96,18 +96,19 @@ def test_serve_with_two_worker_processes_answers_from_both(stack, tmp_path):
 
 
 def test_check_finds_the_running_worker_and_says_when_there_is_none(stack):
-    def check(**extra) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "cli.main", "check", "-o", "json"],
+    def check(timeout: str, **extra) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "cli.main", "check", "-o", "json",
+                               "--timeout", timeout],
                               cwd=ROOT, env={**stack.env, **extra}, capture_output=True,
                               text=True, timeout=60)
     # Given the test stack (PostgreSQL, Redis, a Celery worker on the queue)
-    ok = check()
+    ok = check("5")  # (inspect waits this long for replies; a loaded machine has margin)
     assert ok.returncode == 0, ok.stdout + ok.stderr
     rows = {r["check"]: r for r in json.loads(ok.stdout)}
     assert all(r["ok"] for r in rows.values()) and rows["celery worker"]["detail"]
     # When the broker is another Redis database, where no worker listens
     base, db = stack.redis_url.rsplit("/", 1)
-    alone = check(LABELQ_REDIS_URL=f"{base}/{(int(db) + 1) % 16}")
+    alone = check("1", LABELQ_REDIS_URL=f"{base}/{(int(db) + 1) % 16}")
     # Then the check fails with exit code 9 and says what is missing
     assert alone.returncode == 9
     rows = {r["check"]: r for r in json.loads(alone.stdout)}
