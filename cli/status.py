@@ -37,7 +37,9 @@ def status(name, database_url, output):
         import json
         click.echo(json.dumps(st, indent=2, default=str))
         return
-    summary = {"project": st["project"], **{f"tasks {k}": v for k, v in st["tasks"].items()},
+    from labelq.policies import PolicySpec
+    summary = {"project": st["project"], "policy": str(PolicySpec.from_json(st["policy"])),
+               **{f"tasks {k}": v for k, v in st["tasks"].items()},
                "labels": st["labels"], "unapplied": st["unapplied"], "budget": st["budget"],
                "spent": st["spent"],
                "left": st["left"]}
