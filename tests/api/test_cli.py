@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 
 from pipeline.conftest import ROOT
 
@@ -106,9 +107,8 @@ def test_check_finds_the_running_worker_and_says_when_there_is_none(stack):
     assert ok.returncode == 0, ok.stdout + ok.stderr
     rows = {r["check"]: r for r in json.loads(ok.stdout)}
     assert all(r["ok"] for r in rows.values()) and rows["celery worker"]["detail"]
-    # When the broker is another Redis database, where no worker listens
-    base, db = stack.redis_url.rsplit("/", 1)
-    alone = check("1", LABELQ_REDIS_URL=f"{base}/{(int(db) + 1) % 16}")
+    # When the queue is one no worker consumes
+    alone = check("1", LABELQ_CELERY_QUEUE=f"nobody-{uuid.uuid4().hex[:8]}")
     # Then the check fails with exit code 9 and says what is missing
     assert alone.returncode == 9
     rows = {r["check"]: r for r in json.loads(alone.stdout)}
