@@ -11,6 +11,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import time
+import traceback
 from collections import Counter
 
 import numpy as np
@@ -69,7 +70,9 @@ def _annotators(url: str, redis_url: str, js: list[int], out) -> None:
                 svc.submit(f"s{j}", a.assignment_id, "abc"[int(local.integers(3))])
                 acked.append(a.assignment_id)
         except BaseException as exc:  # noqa: BLE001 - reported by the test
-            err = repr(exc)
+            # the message and where (redis-py's repr names only the class)
+            where = "".join(traceback.format_tb(exc.__traceback__)[-3:])
+            err = f"{type(exc).__name__}: {exc}\n{where}"
         res[j] = (acked, declined, err)
 
     ts = [threading.Thread(target=one, args=(j,)) for j in js]
