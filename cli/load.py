@@ -120,25 +120,22 @@ def gold_correct(name, task_id, answer, database_url, redis_url):
     loaded was wrong: the annotators' gold scores and exports follow at once, running
     policies fold their state again, and paused annotators the corrected scores no longer
     flag are named (resume them with labelq workers resume)."""
-    from labelq.gold.quality import QualityRule
     from labelq.models import Worker
     from labelq.projects import correct_gold
-    from labelq.queue.quality import gold_scores
+    from labelq.queue.problem import load_view
+    from labelq.queue.quality import flagged
     from sqlmodel import select
 
     with session_scope(engine(database_url)) as s:
         project = get_project(s, name)
         out = correct_gold(s, project, task_id, answer)
-        pid, quality = project.id, project.quality
-        paused = s.exec(select(Worker.seq, Worker.handle).where(
-            Worker.project_id == pid, Worker.status == "paused")).all()
+        pid = project.id
+        paused = dict(s.exec(select(Worker.seq, Worker.handle).where(
+            Worker.project_id == pid, Worker.status == "paused")).all())
         cleared = []
-        if quality and paused:
-            from labelq.queue.problem import load_view
-            scores = gold_scores(s, pid, [w for w, _ in paused],
-                                 load_view(s, project).categories)
-            flagged = set(QualityRule(**quality).workers_to_pause(scores).tolist())
-            cleared = [h for i, (_, h) in enumerate(paused) if i not in flagged]
+        if project.quality and paused:
+            still = set(flagged(s, project, list(paused), load_view(s, project).categories))
+            cleared = [h for seq, h in paused.items() if seq not in still]
     n = out["labels"]
     click.echo(f"{task_id}: answer {out['old_answer']} -> {out['answer']} "
                f"({n} gold answer{'' if n == 1 else 's'} re-scored)")

@@ -18,8 +18,8 @@ from .models import Assignment, Label, Project, Task, Worker
 from .policies import PolicySpec, build
 
 __all__ = ["create_project", "parse_quality", "check_gold_schedule", "update_project",
-           "get_project", "list_projects", "enroll_worker", "get_worker", "budget_spent",
-           "unknown_categories", "list_workers", "set_worker_status", "hash_token",
+           "get_project", "list_projects", "enroll_worker", "get_task", "get_worker",
+           "budget_spent", "unknown_categories", "list_workers", "set_worker_status", "hash_token",
            "worker_by_token", "reset_token", "correct_gold", "project_counts",
            "delete_project", "parse_label_set"]
 
@@ -205,11 +205,7 @@ def correct_gold(session: Session, project: Project, external_id: str,
     if answer not in project.labels:
         raise InputError(f"answer {answer!r} is not in the label set {project.labels}",
                          field="answer")
-    task = session.exec(select(Task).where(Task.project_id == project.id,
-                                           Task.external_id == external_id)).first()
-    if task is None:
-        raise NotFound(f"no task {external_id!r} in project {project.name!r}",
-                       task=external_id)
+    task = get_task(session, project, external_id)
     if not task.is_gold:
         raise InputError(f"task {external_id!r} is not a gold question", task=external_id)
     old = task.gold_answer
@@ -232,6 +228,15 @@ def unknown_categories(session: Session, project: Project, categories: list[str]
     known = set(session.exec(select(Task.category).distinct()
                              .where(Task.project_id == project.id)))
     return [c for c in categories if c not in known]
+
+
+def get_task(session: Session, project: Project, external_id: str) -> Task:
+    task = session.exec(select(Task).where(Task.project_id == project.id,
+                                           Task.external_id == external_id)).first()
+    if task is None:
+        raise NotFound(f"no task {external_id!r} in project {project.name!r}",
+                       task=external_id)
+    return task
 
 
 def get_worker(session: Session, handle: str) -> Worker:

@@ -9,6 +9,7 @@ from sqlalchemy import case, func
 from sqlmodel import Session, select
 
 from .models import ENDED_UNLABELLED, Assignment, Label, Project, Task, Worker
+from .projects import get_task
 
 __all__ = ["project_status", "iter_raw_labels", "task_detail", "RAW_COLUMNS"]
 
@@ -94,12 +95,7 @@ def iter_raw_labels(session: Session, project: Project, batch: int = 5000
 def task_detail(session: Session, project: Project, external_id: str) -> dict[str, Any]:
     """One task as the operator audits it: category, payload, gold answer, and every label
     with its worker, time and assignment."""
-    task = session.exec(select(Task).where(Task.project_id == project.id,
-                                           Task.external_id == external_id)).first()
-    if task is None:
-        from .errors import NotFound
-        raise NotFound(f"no task {external_id!r} in project {project.name!r}",
-                       task=external_id)
+    task = get_task(session, project, external_id)
     rows = session.exec(select(Worker.handle, Label.value, Label.received, Label.assignment_id)
                         .join(Worker, Worker.id == Label.worker_id)
                         .where(Label.task_id == task.id).order_by(Label.id)).all()

@@ -15,7 +15,7 @@ from ..gold.quality import QualityRule
 from ..gold.scoring import GoldScores
 from ..models import Label, Project, Task, Worker
 
-__all__ = ["gold_scores", "apply_quality_rule"]
+__all__ = ["gold_scores", "flagged", "apply_quality_rule"]
 
 
 def gold_scores(session: Session, project_id: int, worker_seqs: list[int],
@@ -36,17 +36,24 @@ def gold_scores(session: Session, project_id: int, worker_seqs: list[int],
     return scores
 
 
-def apply_quality_rule(session: Session, project: Project, worker_seqs: list[int],
-                       categories: list[str] | None = None) -> list[str]:
-    """Pause the active workers among ``worker_seqs`` the rule flags; returns handles."""
+def flagged(session: Session, project: Project, worker_seqs: list[int],
+            categories: list[str] | None = None) -> list[int]:
+    """Those of ``worker_seqs`` the project's quality rule flags on their gold scores in
+    SQL now (none without a rule)."""
     if not project.quality or not worker_seqs:
         return []
     rule = QualityRule(**project.quality)
     scores = gold_scores(session, project.id, worker_seqs, categories or [""])
+    return [worker_seqs[int(i)] for i in rule.workers_to_pause(scores)]
+
+
+def apply_quality_rule(session: Session, project: Project, worker_seqs: list[int],
+                       categories: list[str] | None = None) -> list[str]:
+    """Pause the active workers among ``worker_seqs`` the rule flags; returns handles."""
     paused = []
-    for i in rule.workers_to_pause(scores):
+    for seq in flagged(session, project, worker_seqs, categories):
         w = session.exec(select(Worker).where(Worker.project_id == project.id,
-                                              Worker.seq == worker_seqs[int(i)])).one()
+                                              Worker.seq == seq)).one()
         if w.status == "active":
             w.status = "paused"
             session.add(w)
