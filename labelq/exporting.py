@@ -96,11 +96,11 @@ def aggregated_rows(pl: ProjectLabels, result) -> Iterator[dict[str, Any]]:
     its confidence and probabilities are the method's prior guess, so that a consumer who
     reads only ``label`` never takes a guess for an answer."""
     counts = np.bincount(pl.task, minlength=pl.view.n_tasks)
-    classes, names = pl.classes, pl.view.categories
+    classes = pl.classes
     for seq in np.flatnonzero(~pl.view.is_gold):
         label = classes[result.labels_[seq]] if counts[seq] else None
-        category = names[pl.view.task_category[seq]] if names else ""
-        row = {"task": pl.external_ids[seq], "category": category, "label": label,
+        row = {"task": pl.external_ids[seq], "category": pl.view.category_of(seq),
+               "label": label,
                "confidence": round(float(result.confidence_[seq]), 6),
                "n_labels": int(counts[seq])}
         for k, c in enumerate(classes):
@@ -197,35 +197,29 @@ def write_dataset(session: Session, project: Project, directory: str | os.PathLi
     pl = load_project_labels(session, project)
     v = pl.view
     if pl.task.size == 0:
-        raise InputError(f"project {project.name!r} has no labels to write", project=project.name)
+        raise InputError(f"project {project.name!r} has no labels to write",
+                         project=project.name)
     classes, ext = pl.classes, pl.external_ids
+    labelled = np.unique(pl.task)
     reference: dict[int, str] = {int(t): classes[int(v.gold_answer[t])]
                                  for t in np.flatnonzero(v.is_gold) if v.gold_answer[t] >= 0}
     if truth == "ds":
         result = aggregate_project(session, project, pl, "ds")
-        for t in np.unique(pl.task):
-            if not v.is_gold[t]:
-                reference[int(t)] = classes[int(result.labels_[t])]
+        for t in labelled[~v.is_gold[labelled]]:
+            reference[int(t)] = classes[int(result.labels_[t])]
+    typed = [t for t in labelled if v.category_of(t)]
     parent = target.resolve().parent
     parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=parent))
     try:
-        with open(tmp / "labels.csv", "w", newline="", encoding="utf-8") as f:
-            w = csv.writer(f)
-            w.writerow(["task", "worker", "label"])
-            w.writerows((ext[t], pl.handles[j], classes[k])
-                        for t, j, k in zip(pl.task, pl.worker, pl.label))
-        with open(tmp / "truth.csv", "w", newline="", encoding="utf-8") as f:
-            w = csv.writer(f)
-            w.writerow(["task", "truth"])
-            w.writerows((ext[t], c) for t, c in sorted(reference.items()))
-        labelled = np.unique(pl.task)
-        typed = [t for t in labelled if v.categories and v.categories[v.task_category[t]]]
+        _write_csv(tmp / "labels.csv", ["task", "worker", "label"],
+                   ((ext[t], pl.handles[j], classes[k])
+                    for t, j, k in zip(pl.task, pl.worker, pl.label)))
+        _write_csv(tmp / "truth.csv", ["task", "truth"],
+                   ((ext[t], c) for t, c in sorted(reference.items())))
         if typed:
-            with open(tmp / "task_types.csv", "w", newline="", encoding="utf-8") as f:
-                w = csv.writer(f)
-                w.writerow(["task", "type"])
-                w.writerows((ext[t], v.categories[v.task_category[t]]) for t in labelled)
+            _write_csv(tmp / "task_types.csv", ["task", "type"],
+                       ((ext[t], v.category_of(t)) for t in labelled))
         if target.exists():
             target.rmdir()
         os.replace(tmp, target)
@@ -234,3 +228,10 @@ def write_dataset(session: Session, project: Project, directory: str | os.PathLi
         raise
     return {"labels": int(pl.task.size), "tasks": int(labelled.size),
             "truth": len(reference), "categorised": len(typed)}
+
+
+def _write_csv(path, header: list[str], rows: Iterable) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        w.writerows(rows)

@@ -43,6 +43,10 @@ class ProjectView:
     def dims(self) -> tuple[int, int]:
         return (self.n_tasks, self.n_workers)
 
+    def category_of(self, seq: int) -> str:
+        """Task ``seq``'s category name ('' when it has none, or none are loaded)."""
+        return self.categories[self.task_category[seq]] if self.categories else ""
+
     def problem(self) -> Problem:
         p = self.project
         return Problem(
