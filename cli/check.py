@@ -29,7 +29,10 @@ def _database(url: str) -> tuple[bool, str]:
             tables = set(inspect(conn).get_table_names())
     except Exception as exc:  # noqa: BLE001 - any failure is the answer
         return False, f"{url}: {str(exc).splitlines()[0]}"
-    missing = {"project", "task", "worker", "assignment", "label"} - tables
+    import labelq.models  # noqa: F401 - registers the tables
+    from sqlmodel import SQLModel
+
+    missing = set(SQLModel.metadata.tables) - tables
     if missing:
         return False, f"{url}: no tables {', '.join(sorted(missing))} (run labelq init)"
     return True, url
