@@ -42,14 +42,20 @@ def test_next_submit_decline_with_token(r, redis_url, sqlite_url):
     assert res.exit_code == 2 and "--token" in res.output
 
 
+def one_annotator(sqlite_url: str, redis_url: str, handle: str, capacity: int):
+    """A five-task project with one annotator; returns (engine, project id, the CLI
+    environment with their token)."""
+    eng, pid = make_project(sqlite_url, n_tasks=5, workers=0)
+    with session_scope(eng) as s:
+        _, tok = enroll_worker(s, get_project(s, "p"), handle, capacity=capacity)
+    return eng, pid, {"LABELQ_DATABASE_URL": sqlite_url, "LABELQ_REDIS_URL": redis_url,
+                      "LABELQ_TOKEN": tok}
+
+
 def test_next_with_nothing_left_says_why_and_prints_an_empty_json_list(r, redis_url,
                                                                        sqlite_url):
     # Given an annotator of capacity 1 who holds one assignment
-    eng, pid = make_project(sqlite_url, n_tasks=5, workers=0)
-    with session_scope(eng) as s:
-        _, tok = enroll_worker(s, get_project(s, "p"), "cara", capacity=1)
-    env = {"LABELQ_DATABASE_URL": sqlite_url, "LABELQ_REDIS_URL": redis_url,
-           "LABELQ_TOKEN": tok}
+    _, _, env = one_annotator(sqlite_url, redis_url, "cara", capacity=1)
     run = CliRunner().invoke
     first = json.loads(run(cli, ["next", "cara", "-o", "json"], env=env).stdout)[0]
     # When they ask again, as JSON and as a table
@@ -66,11 +72,7 @@ def test_next_with_nothing_left_says_why_and_prints_an_empty_json_list(r, redis_
 def test_submit_next_records_the_label_and_issues_the_next_assignment(r, redis_url,
                                                                       sqlite_url):
     # Given an annotator of capacity 2 holding their first assignment
-    eng, pid = make_project(sqlite_url, n_tasks=5, workers=0)
-    with session_scope(eng) as s:
-        _, tok = enroll_worker(s, get_project(s, "p"), "dana", capacity=2)
-    env = {"LABELQ_DATABASE_URL": sqlite_url, "LABELQ_REDIS_URL": redis_url,
-           "LABELQ_TOKEN": tok}
+    eng, pid, env = one_annotator(sqlite_url, redis_url, "dana", capacity=2)
     run = CliRunner().invoke
     first = json.loads(run(cli, ["next", "dana", "-o", "json"], env=env).stdout)[0]
     # When they answer it with --next
