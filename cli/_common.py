@@ -97,3 +97,9 @@ def _cell(value: Any) -> str:
     if isinstance(value, dict):
         return json.dumps(value, separators=(",", ":"))
     return str(value)
+
+
+def spec_text(policy: dict) -> str:
+    """A project's stored policy as it is written on the command line (``name:k=v``)."""
+    from labelq.policies import PolicySpec
+    return str(PolicySpec.from_json(policy))

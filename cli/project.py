@@ -9,7 +9,7 @@ from labelq.projects import (budget_spent, create_project, get_project, list_pro
                              update_project)
 
 from ._common import (DB_OPTION, OUTPUT_OPTION, REDIS_OPTION, emit, emit_record, engine,
-                      redis_client)
+                      redis_client, spec_text)
 
 GOLD_OPTION = click.option(
     "--gold-schedule", default=None,
@@ -37,15 +37,10 @@ def project():
 
 
 def _project_row(p) -> dict:
-    return {"name": p.name, "labels": p.labels, "policy": _spec_text(p.policy),
+    return {"name": p.name, "labels": p.labels, "policy": spec_text(p.policy),
             "budget": p.budget, "max_labels": p.max_labels, "aggregation": p.aggregation,
             "gold_schedule": p.gold_schedule, "quality": p.quality or None,
             "created": p.created.isoformat(timespec="seconds")}
-
-
-def _spec_text(policy: dict) -> str:
-    from labelq.policies import PolicySpec
-    return str(PolicySpec.from_json(policy))
 
 
 @project.command("create")

@@ -9,7 +9,7 @@ from labelq.projects import get_project
 from labelq.goldstats import gold_exhaustion
 from labelq.reporting import project_status
 
-from ._common import DB_OPTION, OUTPUT_OPTION, emit, emit_record, engine
+from ._common import DB_OPTION, OUTPUT_OPTION, emit, emit_record, engine, spec_text
 
 
 STALE_APPLY_S = 60  # the applier folds labels within a second or so when it runs
@@ -37,8 +37,7 @@ def status(name, database_url, output):
         import json
         click.echo(json.dumps(st, indent=2, default=str))
         return
-    from labelq.policies import PolicySpec
-    summary = {"project": st["project"], "policy": str(PolicySpec.from_json(st["policy"])),
+    summary = {"project": st["project"], "policy": spec_text(st["policy"]),
                **{f"tasks {k}": v for k, v in st["tasks"].items()},
                "labels": st["labels"], "unapplied": st["unapplied"], "budget": st["budget"],
                "spent": st["spent"],
