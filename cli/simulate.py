@@ -62,11 +62,13 @@ def simulate(data_dir, synthetic_spec, policies, budgets, runs, seed, jobs, max_
              aggregate, mode, json_out, plot_out, markdown):
     """Accuracy against budget for each policy (mean ± standard error over runs)."""
     from labelq.simulate.experiment import EnvSource, run_experiment
-    from labelq.simulate.report import format_table, write_json, write_plot
+    from labelq.simulate.report import format_table, pyplot, write_json, write_plot
     from labelq.simulate.synthetic import SyntheticSpec
 
     if (data_dir is None) == (synthetic_spec is None):
         raise click.UsageError("give exactly one of --data DIR or --synthetic SPEC")
+    if plot_out:
+        pyplot()  # before the runs: a missing matplotlib is said at once, not after them
     if synthetic_spec is not None:
         SyntheticSpec.parse(synthetic_spec)
         source = EnvSource("synthetic", synthetic_spec)
