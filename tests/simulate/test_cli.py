@@ -113,3 +113,15 @@ def test_plot_without_matplotlib_says_what_to_install_before_running(tmp_path, m
     assert "matplotlib" in result.output and "'.[plot]'" in result.output
     assert "simulating" not in result.output
     assert not out.exists() and not png.exists()
+
+
+@pytest.mark.parametrize("what", ["missing", "file", "empty folder"])
+def test_data_that_is_not_a_data_set_folder_exits_3(tmp_path, what):
+    data = tmp_path / "data"
+    if what == "file":
+        data.write_text("x")
+    elif what == "empty folder":
+        data.mkdir()
+    result = CliRunner().invoke(cli, ["simulate", "--data", str(data), "--policy", "uniform"])
+    assert result.exit_code == 3, result.output
+    assert f"{data}: no labels.csv" in result.output
