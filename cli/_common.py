@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 from typing import Any, Sequence
 
 import click
@@ -39,8 +40,9 @@ def redis_client(url: str | None = None):
 
 def engine(database_url: str | None = None):
     """The engine for the configured database, with the schema created (idempotent)."""
-    env = {"LABELQ_DATABASE_URL": database_url} if database_url else None
-    settings = load_settings(env) if env else load_settings()
+    # the other variables are read (and validated) too, with the URL given replacing its own
+    env = {**os.environ, "LABELQ_DATABASE_URL": database_url} if database_url else None
+    settings = load_settings(env)
     eng = get_engine(settings)
     init_schema(eng)
     return eng

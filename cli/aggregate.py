@@ -32,14 +32,14 @@ def _read_weights(path: str, workers: list[str]) -> np.ndarray:
 
 
 @click.command("aggregate")
-@click.argument("labels", type=click.Path(dir_okay=False))
+@click.argument("labels", type=click.Path())  # unreadable: InputError, exit 3
 @click.option("--method", "-m", type=click.Choice(list(AGGREGATORS)), default="ds",
               show_default=True, help="aggregation algorithm")
-@click.option("--categories", type=click.Path(dir_okay=False),
+@click.option("--categories", type=click.Path(),
               help="task,type CSV (used by ds-category)")
-@click.option("--truth", type=click.Path(dir_okay=False),
+@click.option("--truth", type=click.Path(),
               help="task,truth CSV: report accuracy against it")
-@click.option("--weights", type=click.Path(dir_okay=False),
+@click.option("--weights", type=click.Path(),
               help="worker,weight CSV for wmv (default: agreement with majority vote)")
 @click.option("--gold/--no-gold", default=False,
               help="clamp the --truth answers as gold in EM methods (accuracy is then not "

@@ -7,9 +7,12 @@ subprocess applying the labels to the posterior and the gold quality rule. At th
 exports (through :mod:`labelq.exporting`, as ``labelq export`` writes them) and the accuracy
 of each aggregation against the truth.
 
-Redis: ``LABELQ_REDIS_URL`` when it is set and answers; otherwise an embedded in-process
-Redis (fakeredis on a free loopback port, so the Celery subprocess can connect too). The
-demo uses its own Celery queue and deletes its keys afterwards.
+Redis: ``LABELQ_REDIS_URL`` when it is set and answers; otherwise a private memory-only
+``redis-server`` where one is installed; otherwise an embedded in-process Redis (fakeredis
+on a free loopback port, so the Celery subprocess can connect too), from the ``embedded``
+extra: fakeredis is a test double, kept out of the runtime install, and the demo says what
+to install when it is needed and missing. The demo uses its own Celery queue and deletes
+its keys afterwards.
 """
 
 from __future__ import annotations
@@ -67,7 +70,14 @@ def _redis(url: str | None):
                 time.sleep(0.05)
         click.echo(f"Running on a private redis-server at {url} (stopped at the end).")
         return client, url, _Stop(proc.terminate)
-    from fakeredis import TcpFakeServer
+    try:
+        from fakeredis import TcpFakeServer
+    except ImportError:
+        from labelq.errors import ServiceUnavailable
+        raise ServiceUnavailable(
+            "the demo needs a Redis: set LABELQ_REDIS_URL to a running one, install "
+            "redis-server (the demo starts a private one), or pip install -e '.[embedded]' "
+            "for an in-process one") from None
     server = TcpFakeServer(("127.0.0.1", port), server_type="redis")
     threading.Thread(target=server.serve_forever, daemon=True).start()
     click.echo(f"Running on an embedded in-process Redis (fakeredis) at {url}.")

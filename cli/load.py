@@ -60,7 +60,7 @@ def tasks():
 
 @tasks.command("load")
 @click.argument("name")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.argument("file", type=click.Path())  # unreadable: InputError, exit 3
 @FORMAT_OPTION
 @DB_OPTION
 def tasks_load(name, file, fmt, database_url):
@@ -100,7 +100,7 @@ def gold():
 
 @gold.command("load")
 @click.argument("name")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.argument("file", type=click.Path())  # unreadable: InputError, exit 3
 @FORMAT_OPTION
 @DB_OPTION
 def gold_load(name, file, fmt, database_url):

@@ -19,6 +19,7 @@ import click
 
 from labelq import __version__
 from labelq.errors import LabelqError
+from labelq.settings import check_environment
 
 COMMAND_MODULES = sorted(
     m.name for m in pkgutil.iter_modules([str(Path(__file__).parent)])
@@ -31,10 +32,21 @@ class LabelqGroup(click.Group):
 
     def invoke(self, ctx: click.Context):
         try:
+            if not _asks_for_help(ctx):
+                # every LABELQ_* variable, before any command: a command given its database
+                # by --database-url/LABELQ_DATABASE_URL used to read no other setting, so a
+                # malformed one passed unnoticed there and failed elsewhere
+                check_environment()
             return super().invoke(ctx)
         except LabelqError as exc:
             click.secho(f"Error: {exc}", fg="red", err=True)
             ctx.exit(exc.exit_code)
+
+
+def _asks_for_help(ctx: click.Context) -> bool:
+    protected = getattr(ctx, "_protected_args", None)  # Click >= 8.2; protected_args before
+    args = [*(protected if protected is not None else ctx.protected_args), *ctx.args]
+    return any(a in ("-h", "--help") for a in args)
 
 
 @click.group(cls=LabelqGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
@@ -34,7 +35,7 @@ def parse_budgets(text: str) -> list[float]:
 
 
 @click.command("simulate")
-@click.option("--data", "data_dir", type=click.Path(exists=True, file_okay=False),
+@click.option("--data", "data_dir", type=click.Path(),  # checked below: exit 3, not 2
               help="Replay a data set folder (labels.csv, truth.csv[, task_types.csv]).")
 @click.option("--synthetic", "synthetic_spec", metavar="SPEC",
               help='Synthetic task set, e.g. "tasks=500,categories=4,workers=40,'
@@ -62,15 +63,20 @@ def simulate(data_dir, synthetic_spec, policies, budgets, runs, seed, jobs, max_
              aggregate, mode, json_out, plot_out, markdown):
     """Accuracy against budget for each policy (mean ± standard error over runs)."""
     from labelq.simulate.experiment import EnvSource, run_experiment
-    from labelq.simulate.report import format_table, write_json, write_plot
+    from labelq.simulate.report import format_table, pyplot, write_json, write_plot
     from labelq.simulate.synthetic import SyntheticSpec
 
     if (data_dir is None) == (synthetic_spec is None):
         raise click.UsageError("give exactly one of --data DIR or --synthetic SPEC")
+    if plot_out:
+        pyplot()  # before the runs: a missing matplotlib is said at once, not after them
     if synthetic_spec is not None:
         SyntheticSpec.parse(synthetic_spec)
         source = EnvSource("synthetic", synthetic_spec)
     else:
+        if not (Path(data_dir) / "labels.csv").is_file():
+            raise InputError(f"{data_dir}: no labels.csv (expected a data set folder)",
+                             path=str(data_dir))
         source = EnvSource("data", str(data_dir))
     per_task = parse_budgets(budgets)
     err = sys.stderr

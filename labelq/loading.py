@@ -2,13 +2,17 @@
 
 A file is parsed and validated completely before anything is written; the rows are then
 inserted in one transaction. Any malformed row — missing or duplicate id, a gold answer not
-in the label set, broken JSON, bad encoding, a wrong column count — raises
+in the label set, broken JSON, bad encoding, a wrong column count, a quote left open (CSV is
+read strictly: the error names the line the quote opened on), a control character in an id
+or category, an id over 500 or a category over 200 characters, a NUL in the payload — raises
 :class:`~labelq.errors.FileFormatError` naming the file, the line and the field, and the
 database stays exactly as it was. Rows whose id is already in the project are skipped, so
 loading the same file twice does not duplicate tasks.
 
 Columns / keys: ``id`` (required), ``category`` (optional), ``answer`` (gold only; required
-there); every other column or key becomes the task's JSON payload.
+there); every other column or key becomes the task's JSON payload. A JSONL file's lines end
+at ``\n`` only (U+2028 or U+0085 inside a JSON string are text, not line ends). A file that
+cannot be read (missing, a directory) is an :class:`~labelq.errors.InputError` too.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
@@ -30,6 +35,9 @@ __all__ = ["ParsedRow", "parse_task_file", "load_tasks", "LoadResult"]
 
 RESERVED = ("id", "category", "answer")
 CHUNK = 20_000
+MAX_ID = 500  # the columns' lengths (models.Task)
+MAX_TEXT = 200
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 @dataclass(frozen=True)
@@ -62,7 +70,9 @@ def _decode(path: Path) -> str:
 
 
 def _csv_rows(path: Path, text: str) -> Iterator[tuple[int, dict]]:
-    reader = csv.reader(io.StringIO(text, newline=""))
+    """Rows with the line each record starts on. ``strict``: a quote left open no longer
+    swallows the rest of the file into one field; the error names the line it opened on."""
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     try:
         header = next(reader)
     except StopIteration:
@@ -75,22 +85,40 @@ def _csv_rows(path: Path, text: str) -> Iterator[tuple[int, dict]]:
     if len(set(header)) != len(header):
         raise FileFormatError(str(path), 1, None, f"duplicate column name in header {header}")
     width = len(header)
-    line = 1
-    try:
-        for row in reader:
-            line = reader.line_num
-            if not row:
-                continue
-            if len(row) != width:
-                raise FileFormatError(str(path), line, None,
-                                      f"expected {width} columns, found {len(row)}")
-            yield line, dict(zip(header, row))
-    except csv.Error as exc:
-        raise FileFormatError(str(path), line + 1, None, f"malformed CSV: {exc}") from exc
+    end = reader.line_num
+    while True:
+        start = end + 1  # a record may span lines (a quoted field with newlines)
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise FileFormatError(str(path), start, None,
+                                  _csv_problem(exc, start, reader.line_num)) from exc
+        end = reader.line_num
+        if not row:
+            continue
+        if len(row) != width:
+            raise FileFormatError(str(path), start, None,
+                                  f"expected {width} columns, found {len(row)}")
+        yield start, dict(zip(header, row))
+
+
+def _csv_problem(exc: csv.Error, start: int, stop: int) -> str:
+    if "unexpected end of data" in str(exc):
+        return "unterminated quote: the quoted field opened on this line is never closed"
+    if "expected after" in str(exc):
+        return (f"malformed CSV: a quoted field opened on this line is closed on line {stop} "
+                f"and followed by more text ({exc}); a quote inside a quoted field is "
+                'written twice ("")')
+    return f"malformed CSV: {exc}"
 
 
 def _jsonl_rows(path: Path, text: str) -> Iterator[tuple[int, dict]]:
-    for line, raw in enumerate(text.splitlines(), start=1):
+    # only "\n" ends a line: str.splitlines() also splits on U+2028, U+0085 and other
+    # separators that JSON allows unescaped inside strings
+    for line, raw in enumerate(text.split("\n"), start=1):
+        raw = raw.removesuffix("\r")
         if not raw.strip():
             continue
         try:
@@ -168,14 +196,40 @@ def detect_format(path: Path, fmt: str | None) -> str:
                      "pass --format csv or --format jsonl", path=str(path))
 
 
-def _text(value, path: Path, line: int, field: str, required: bool) -> str:
+def _text(value, path: Path, line: int, field: str, required: bool,
+          max_length: int = MAX_TEXT) -> str:
+    """A key column's value: a string or number, without control characters (PostgreSQL
+    refuses NUL; the API cannot name such an id), at most ``max_length`` characters."""
     if value is None or (isinstance(value, str) and not value.strip()):
         if required:
             raise FileFormatError(str(path), line, field, "missing value")
         return ""
     if isinstance(value, (dict, list)):
         raise FileFormatError(str(path), line, field, "must be a string or number")
-    return str(value).strip()
+    text = str(value).strip()
+    bad = _CONTROL.search(text)
+    if bad:
+        raise FileFormatError(str(path), line, field,
+                              f"control character {bad.group()!r} at position {bad.start() + 1}")
+    if len(text) > max_length:
+        raise FileFormatError(str(path), line, field,
+                              f"longer than {max_length} characters ({len(text)})")
+    return text
+
+
+def _check_payload(value, path: Path, line: int, field: str) -> None:
+    """No NUL anywhere in the payload (PostgreSQL cannot store it); names the column/key."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise FileFormatError(str(path), line, field, "contains a NUL character")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            if "\x00" in k:
+                raise FileFormatError(str(path), line, field, "a key contains a NUL character")
+            _check_payload(v, path, line, field)
+    elif isinstance(value, list):
+        for v in value:
+            _check_payload(v, path, line, field)
 
 
 def parse_task_file(path: str | Path, *, gold: bool = False, label_set: list[str] | None = None,
@@ -189,9 +243,7 @@ def parse_task_file(path: str | Path, *, gold: bool = False, label_set: list[str
     allowed = set(label_set or [])
     out: list[ParsedRow] = []
     for line, row in rows_iter:
-        ext = _text(row.get("id"), path, line, "id", required=True)
-        if len(ext) > 500:
-            raise FileFormatError(str(path), line, "id", "longer than 500 characters")
+        ext = _text(row.get("id"), path, line, "id", required=True, max_length=MAX_ID)
         if ext in seen:
             raise FileFormatError(str(path), line, "id",
                                   f"duplicate id {ext!r} (first on line {seen[ext]})")
@@ -204,6 +256,8 @@ def parse_task_file(path: str | Path, *, gold: bool = False, label_set: list[str
                 raise FileFormatError(str(path), line, "answer",
                                       f"{answer!r} is not in the label set {sorted(allowed)}")
         payload = {k: v for k, v in row.items() if k not in RESERVED}
+        for key, value in payload.items():
+            _check_payload({key: value}, path, line, key)
         out.append(ParsedRow(line, ext, category, payload, answer))
     if not out:
         raise FileFormatError(str(path), 1, None, "no rows to load")

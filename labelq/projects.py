@@ -7,24 +7,51 @@ raises :mod:`labelq.errors` exceptions with context.
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
 from typing import Any
 
 from sqlalchemy import delete, func
 from sqlmodel import Session, select
 
-from .errors import AlreadyExists, InputError, NotFound
+from .errors import AlreadyExists, InputError, NotFound, PolicyError
 from .models import Assignment, Label, Project, Task, Worker
-from .policies import PolicySpec, build
+from .policies import PolicySpec, Problem, build
 
 __all__ = ["create_project", "parse_quality", "check_gold_schedule", "update_project",
            "get_project", "list_projects", "enroll_worker", "get_task", "get_worker",
            "budget_spent", "unknown_categories", "list_workers", "set_worker_status", "hash_token",
            "worker_by_token", "reset_token", "correct_gold", "project_counts",
-           "delete_project", "parse_label_set"]
+           "delete_project", "parse_label_set", "NAME_PATTERN", "check_name",
+           "check_policy_fits"]
 
 
 POLICY_AGGREGATED = ("bbta",)
+
+# Project names and worker handles travel in URLs, file names and log lines: letters and
+# digits first, then also . _ @ -, at most 64 characters (no '/', '..' paths, markup, spaces).
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$"
+_NAME = re.compile(NAME_PATTERN)
+
+
+def check_name(value: str, what: str) -> str:
+    """``value`` stripped, if it matches :data:`NAME_PATTERN`; else an InputError naming it."""
+    value = value.strip()
+    if not _NAME.fullmatch(value):
+        raise InputError(f"{what} {value!r} is not allowed: use 1 to 64 letters, digits and "
+                         ". _ @ -, starting with a letter or digit", field=what)
+    return value
+
+
+def check_policy_fits(spec: PolicySpec, labels: list[str]) -> None:
+    """Refuse a policy that cannot serve ``labels`` (a binary one on three labels would
+    fail every ``next`` later): its ``init_state`` on a one-task problem with that many
+    classes must succeed. Asking the policy itself keeps this true as policies change."""
+    try:
+        build(spec).init_state(Problem(n_tasks=1, n_workers=1, n_classes=len(labels)))
+    except PolicyError as exc:
+        raise PolicyError(f"policy {spec} cannot serve the label set {labels} "
+                          f"({len(labels)} classes): {exc}", policy=spec.name) from exc
 
 
 def parse_label_set(text: str | list[str]) -> list[str]:
@@ -79,12 +106,10 @@ def create_project(session: Session, name: str, labels: str | list[str], *,
                    max_labels: int | None = None, aggregation: str | None = None,
                    gold_schedule: str | None = None,
                    quality: str | dict[str, Any] | None = None) -> Project:
-    name = name.strip()
-    if not name:
-        raise InputError("project name must not be empty")
+    name = check_name(name, "project name")
     label_set = parse_label_set(labels)
     spec = PolicySpec.parse(policy) if isinstance(policy, str) else PolicySpec.from_json(policy)
-    build(spec)  # validates name and parameters; raises PolicyError
+    check_policy_fits(spec, label_set)  # name, parameters, label set; raises PolicyError
     if aggregation is None:
         # a BBTA project's labels are best read with its own learned per-category weights
         aggregation = "policy" if spec.name in POLICY_AGGREGATED else "ds"
@@ -109,8 +134,10 @@ def create_project(session: Session, name: str, labels: str | list[str], *,
 
 def update_project(session: Session, name: str, **changes: Any) -> Project:
     """Change a project's budget, label cap, aggregation, gold schedule or quality rule.
-    ``None`` leaves a setting as it is."""
+    ``None`` leaves a setting as it is. A project whose policy cannot serve its label set
+    (created before that was checked) is refused: no setting makes its ``next`` work."""
     project = get_project(session, name)
+    check_policy_fits(PolicySpec.from_json(project.policy), project.labels)
     if changes.get("budget") is not None:
         if changes["budget"] <= 0:
             raise InputError(f"budget must be positive, got {changes['budget']}")
@@ -153,9 +180,7 @@ def enroll_worker(session: Session, project: Project, handle: str, *, cost: floa
                   capacity: int | None = None,
                   categories: list[str] | None = None) -> tuple[Worker, str]:
     """Enroll an annotator; returns the worker and its token (shown once, stored hashed)."""
-    handle = handle.strip()
-    if not handle:
-        raise InputError("worker handle must not be empty")
+    handle = check_name(handle, "worker handle")
     if cost < 0:
         raise InputError(f"cost per label must be non-negative, got {cost}")
     if capacity is not None and capacity < 1:

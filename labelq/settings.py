@@ -11,6 +11,9 @@ LABELQ_OPERATOR_TOKEN      bearer token of the HTTP API's         (unset: operat
                            operator endpoints (status, export,    endpoints answer 503)
                            enroll); at least 16 characters
 =========================  =====================================  ==========================
+
+:func:`check_environment` also checks the variables other modules read (the decision seed,
+the server's port and process count, the Celery worker's timings, the annotator's API URL).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from urllib.parse import urlparse
 
 from .errors import ConfigError
 
-__all__ = ["Settings", "load_settings"]
+__all__ = ["Settings", "load_settings", "check_environment"]
 
 _DB_SCHEMES = ("sqlite", "postgresql", "postgresql+psycopg", "postgresql+psycopg2")
 _REDIS_SCHEMES = ("redis", "rediss", "unix")
@@ -80,6 +83,50 @@ def _secret(env: Mapping[str, str], name: str, min_length: int) -> str | None:
         raise ConfigError(f"{name} must be at least {min_length} characters without "
                           f"surrounding spaces (got {len(raw)} characters)", variable=name)
     return raw
+
+
+def _int_in(env: Mapping[str, str], name: str, low: int, high: int | None) -> None:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a whole number, got {raw!r}", variable=name) from None
+    if value < low or (high is not None and value > high):
+        upper = f" and at most {high}" if high is not None else ""
+        raise ConfigError(f"{name} must be at least {low}{upper}, got {value}", variable=name)
+
+
+def _positive_number(env: Mapping[str, str], name: str) -> None:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return
+    try:
+        ok = float(raw) > 0
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ConfigError(f"{name} must be a positive number of seconds, got {raw!r}",
+                          variable=name)
+
+
+def check_environment(env: Mapping[str, str] | None = None) -> Settings:
+    """Validate every ``LABELQ_*`` variable labelq reads, not only those of
+    :class:`Settings`; the CLI calls it before any command, so a malformed value stops every
+    command (exit code 2), not only those that happen to read it. Returns the settings."""
+    env = os.environ if env is None else env
+    settings = load_settings(env)
+    _int_in(env, "LABELQ_DECISION_SEED", 0, None)  # labelq.queue.decide
+    _int_in(env, "LABELQ_PORT", 0, 65535)  # labelq serve
+    _int_in(env, "LABELQ_API_WORKERS", 1, 256)
+    _int_in(env, "LABELQ_VISIBILITY_TIMEOUT", 1, None)  # workers.main (Celery's broker)
+    _positive_number(env, "LABELQ_BEAT_SECONDS")
+    api_url = env.get("LABELQ_API_URL")
+    if api_url and urlparse(api_url).scheme not in ("http", "https"):
+        raise ConfigError(f"LABELQ_API_URL must be an http:// or https:// URL; got {api_url!r}",
+                          variable="LABELQ_API_URL")
+    return settings
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..errors import ConfigError
 from .experiment import Experiment
 
-__all__ = ["format_table", "write_json", "write_plot"]
+__all__ = ["format_table", "write_json", "write_plot", "pyplot"]
 
 
 def format_table(exp: Experiment, markdown: bool = False) -> str:
@@ -42,11 +43,22 @@ def write_json(exp: Experiment, path: str | Path) -> None:
     Path(path).write_text(json.dumps(exp.to_dict(), indent=2) + "\n")
 
 
-def write_plot(exp: Experiment, path: str | Path, title: str | None = None) -> None:
-    """Accuracy against labels per task, one line per policy, error bars = standard error."""
-    import matplotlib
+def pyplot():
+    """matplotlib's pyplot on the file-only Agg backend; matplotlib is the ``plot`` extra
+    (only plots need it), so its absence is a :class:`ConfigError` saying what to install."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise ConfigError("plots need matplotlib: pip install -e '.[plot]' "
+                          "(or pip install matplotlib)") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    return plt
+
+
+def write_plot(exp: Experiment, path: str | Path, title: str | None = None) -> None:
+    """Accuracy against labels per task, one line per policy, error bars = standard error."""
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for p in exp.to_dict()["policies"]:

@@ -186,3 +186,14 @@ def test_task_detail_through_the_api(stack):
                                                                   ("dt-2", "neg")]
     assert all(stack.task_of(l["assignment"]) == "t0" for l in body["labels"])
     assert missing.status_code == 404 and missing.json()["code"] == "not_found"
+
+
+def test_enroll_refuses_handles_outside_the_documented_pattern(stack):
+    make_project(stack, "handles", n_tasks=2)
+    with stack.operator() as op:
+        for handle in ("../../x", "<script>", "a b"):
+            res = op.post("/api/v1/projects/handles/workers", json={"handle": handle})
+            assert res.status_code == 422, (handle, res.text)
+            assert res.json()["code"] == "invalid_input" and "worker handle" in res.text
+        ok = op.post("/api/v1/projects/handles/workers", json={"handle": "h.ok@x-1"})
+    assert ok.status_code == 201, ok.text

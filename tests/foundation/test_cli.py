@@ -156,3 +156,27 @@ def test_reset_token_and_remove(run, db_url):
     rows = json.loads(run("workers", "list", "--project", "rt", "-o", "json").output)
     assert rows[0]["status"] == "removed"
     assert run("workers", "reset-token", "nobody", ok=False).exit_code == 4
+
+
+@pytest.mark.parametrize("what", ["missing", "directory"])
+@pytest.mark.parametrize("command", [("tasks", "load", "p"), ("gold", "load", "p"),
+                                     ("aggregate",)])
+def test_unreadable_input_file_exits_3(run, tmp_path, what, command):
+    # README: 3 = bad input file or argument (Click's own check said 2, a usage error)
+    run("project", "create", "p", "--labels", "0,1")
+    path = tmp_path / "in.csv"
+    if what == "directory":
+        path.mkdir()
+    res = run(*command, path, ok=False)
+    assert res.exit_code == 3, res.output
+    assert "in.csv" in res.output and "cannot" in res.output
+
+
+def test_csv_with_an_unterminated_quote_exits_3_and_loads_nothing(run, tmp_path):
+    run("project", "create", "p", "--labels", "0,1")
+    path = tmp_path / "t.csv"
+    path.write_text('id,text\na,one\nb,"two\nc,three\nd,four\n')
+    res = run("tasks", "load", "p", path, ok=False)
+    assert res.exit_code == 3, res.output
+    assert f"{path}, line 3: unterminated quote" in res.output
+    assert json.loads(run("status", "p", "-o", "json").output)["tasks"]["unlabeled"] == 0

@@ -145,3 +145,79 @@ def test_missing_id_column(eng, tmp_path):
     with pytest.raises(FileFormatError) as exc:
         load(eng, path)
     assert (exc.value.line, exc.value.field) == (1, "id")
+
+
+def test_csv_unterminated_quote_names_the_line_it_opened_on(eng, tmp_path):
+    # a quote left open used to swallow the rest of the file into one field, and load
+    path = write_csv(tmp_path / "t.csv", 50, bad_line=20, bad='t20,c1,"unclosed text')
+    with pytest.raises(FileFormatError) as exc:
+        load(eng, path)
+    assert exc.value.line == 20 and "unterminated quote" in str(exc.value)
+    assert count(eng) == 0
+
+
+def test_csv_quote_closed_lines_later_names_where_it_opened(eng, tmp_path):
+    path = write_csv(tmp_path / "t.csv", 50, bad_line=20, bad='t20,c1,"opened here')
+    path.write_text(path.read_text().replace("t30,c0,text 30", 't30,c0,"text" 30'))
+    with pytest.raises(FileFormatError) as exc:
+        load(eng, path)
+    assert exc.value.line == 20 and "closed on line 30" in str(exc.value)
+    assert count(eng) == 0
+
+
+def test_csv_quoted_field_over_several_lines_still_loads(eng, tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text('id,text\na,"two\nlines"\nb,plain\n')
+    assert load(eng, path).inserted == 2
+    with session_scope(eng) as s:
+        assert s.exec(select(Task.payload).where(Task.external_id == "a")).one() == \
+            {"text": "two\nlines"}
+
+
+def test_jsonl_line_separators_inside_strings_are_text(eng, tmp_path):
+    # U+2028, U+2029 and U+0085 are valid unescaped in JSON strings; only \n ends a line
+    path = tmp_path / "t.jsonl"
+    texts = ["a\u2028b", "c\u0085d", "e\u2029f"]
+    path.write_text("".join(json.dumps({"id": f"j{i}", "text": t}, ensure_ascii=False) + "\r\n"
+                            for i, t in enumerate(texts)), newline="")
+    assert load(eng, path).inserted == 3
+    with session_scope(eng) as s:
+        got = dict(s.exec(select(Task.external_id, Task.payload)).all())
+    assert got == {f"j{i}": {"text": t} for i, t in enumerate(texts)}
+
+
+@pytest.mark.parametrize("row,field,needle", [
+    ({"id": "t\x00x"}, "id", "control character '\\x00'"),
+    ({"id": "t\tx"}, "id", "control character '\\t'"),
+    ({"id": "x" * 501}, "id", "longer than 500 characters"),
+    ({"id": "t", "category": "c" * 201}, "category", "longer than 200 characters"),
+    ({"id": "t", "category": "a\x00"}, "category", "control character"),
+    ({"id": "t", "text": {"deep": ["ok", "n\x00ul"]}}, "text", "NUL"),
+])
+def test_bad_values_are_validated_not_tracebacks(eng, tmp_path, row, field, needle):
+    path = tmp_path / "t.jsonl"
+    good = [json.dumps({"id": f"g{i}", "text": "fine"}) for i in range(5)]
+    path.write_text("\n".join(good[:3] + [json.dumps(row)] + good[3:]) + "\n")
+    with pytest.raises(FileFormatError) as exc:
+        load(eng, path)
+    assert (exc.value.line, exc.value.field) == (4, field)
+    assert needle in str(exc.value)
+    assert count(eng) == 0
+
+
+def test_csv_nul_in_payload_names_the_column(eng, tmp_path):
+    path = write_csv(tmp_path / "t.csv", 10, bad_line=6, bad="t6,c0,te\x00xt")
+    with pytest.raises(FileFormatError) as exc:
+        load(eng, path)
+    assert (exc.value.line, exc.value.field) == (6, "text")
+    assert count(eng) == 0
+
+
+@pytest.mark.parametrize("what", ["missing", "directory"])
+def test_unreadable_file_is_an_input_error(eng, tmp_path, what):
+    path = tmp_path / "nope.csv"
+    if what == "directory":
+        path.mkdir()
+    with pytest.raises(InputError, match="nope.csv: cannot read") as exc:
+        load(eng, path)
+    assert exc.value.exit_code == 3

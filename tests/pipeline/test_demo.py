@@ -57,3 +57,23 @@ def test_demo_without_any_redis_runs_embedded(tmp_path):
     assert "No Redis configured" in out and "embedded in-process Redis" in out
     # the embedded server is slower and spreads labels less evenly (see the issue notes)
     check_report(out, tmp_path, min_labelled=60)
+
+
+def test_demo_without_redis_nor_fakeredis_says_what_to_install(tmp_path, monkeypatch):
+    # fakeredis is the `embedded` extra, not a runtime requirement: where no Redis is
+    # configured, no redis-server is installed and fakeredis is absent, the demo says
+    # what to install instead of failing with an ImportError
+    from click.testing import CliRunner
+
+    from cli.main import cli
+
+    monkeypatch.setitem(sys.modules, "fakeredis", None)  # as if not installed
+    monkeypatch.setenv("PATH", str(tmp_path))  # no redis-server
+    monkeypatch.delenv("LABELQ_REDIS_URL", raising=False)
+    res = CliRunner().invoke(cli, ["demo", "--tasks", "9", "--gold", "1", "--workers", "2",
+                                   "--out", str(tmp_path / "out")])
+    assert res.exit_code == 9, res.output
+    assert "No Redis configured" in res.output
+    assert "LABELQ_REDIS_URL" in res.output and "redis-server" in res.output
+    assert "'.[embedded]'" in res.output
+    assert not isinstance(res.exception, ImportError)

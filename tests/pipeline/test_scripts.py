@@ -248,20 +248,40 @@ def test_scripts_are_loaded_once_per_client_and_survive_a_script_flush(r):
 
 
 
+def kill_connections_named(r, name: str) -> int:
+    """Close, server side, the connections whose CLIENT SETNAME is ``name`` (by CLIENT KILL
+    ID), and no other: the Redis server may serve other suites and a user's worker, in
+    other databases too, and ``CLIENT KILL TYPE normal`` would drop them all."""
+    ids = [c["id"] for c in r.client_list() if c.get("name") == name]
+    for cid in ids:
+        r.execute_command("CLIENT", "KILL", "ID", cid)
+    return len(ids)
+
+
 def test_a_pipeline_connection_closed_by_the_server_is_replaced_before_reuse(r):
-    # Given a script pipeline whose connection now waits idle for its next use
+    # Given a script pipeline whose connection, named for this test, now waits idle
+    import uuid
+
     import redis as redis_lib
     kw = r.connection_pool.connection_kwargs
-    client = redis_lib.Redis(host=kw["host"], port=kw["port"], db=kw.get("db", 0))
+    name = f"labelq-test-{uuid.uuid4().hex[:8]}"
+    client = redis_lib.Redis(host=kw["host"], port=kw["port"], db=kw.get("db", 0),
+                             client_name=name)
     s = Scripts(client)
     pipe = s.pipeline()
     s.candidates(K, 0, cap=2, count=10, pipeline=pipe)
     pipe.execute()
-    # When the server closes every other client connection (as a restart would)
-    r.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+    # and a bystander: another client of the same server, in another database
+    bystander = redis_lib.Redis(host=kw["host"], port=kw["port"], db=(kw.get("db", 0) + 1) % 16)
+    bystander_id = bystander.client_id()
+    # When the server closes that connection (as a restart would)
+    assert kill_connections_named(r, name) >= 1
     # Then the next pipelined call reconnects instead of failing
     pipe = s.pipeline()
     s.reserve(K, task=8, worker=0, cap=2, capacity=None, cost=1.0, budget=None,
               assignment_id="k1", expires_ms=NOW + 60_000, key_ttl_ms=600_000, pipeline=pipe)
     assert s.reserve_result(pipe.execute()[0]).ok and r.exists(K.lease("k1"))
+    # and no other client of the server lost its connection
+    assert str(bystander_id) in {str(c["id"]) for c in r.client_list()}
+    bystander.close()
     client.close()

@@ -98,3 +98,30 @@ def test_mode_task_on_the_command_line():
     bad = CliRunner().invoke(cli, ["simulate", "--synthetic", SPEC, "--policy", "optkg",
                                    "--mode", "sideways"])
     assert bad.exit_code != 0 and "sideways" in bad.output
+
+
+def test_plot_without_matplotlib_says_what_to_install_before_running(tmp_path, monkeypatch):
+    # matplotlib is the `plot` extra: without it --plot stops at once (exit 2, usage or
+    # configuration) with what to install, before the runs and before writing the JSON
+    import sys
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed
+    out, png = tmp_path / "r.json", tmp_path / "r.png"
+    result = CliRunner().invoke(cli, [
+        "simulate", "--synthetic", SPEC, "--policy", "uniform", "--budget-per-task", "1",
+        "--runs", "1", "--json", str(out), "--plot", str(png)])
+    assert result.exit_code == 2, result.output
+    assert "matplotlib" in result.output and "'.[plot]'" in result.output
+    assert "simulating" not in result.output
+    assert not out.exists() and not png.exists()
+
+
+@pytest.mark.parametrize("what", ["missing", "file", "empty folder"])
+def test_data_that_is_not_a_data_set_folder_exits_3(tmp_path, what):
+    data = tmp_path / "data"
+    if what == "file":
+        data.write_text("x")
+    elif what == "empty folder":
+        data.mkdir()
+    result = CliRunner().invoke(cli, ["simulate", "--data", str(data), "--policy", "uniform"])
+    assert result.exit_code == 3, result.output
+    assert f"{data}: no labels.csv" in result.output
