@@ -155,8 +155,8 @@ class Service:
 
     def idle_reason(self, handle: str) -> str:
         """Why :meth:`next_assignment` has nothing for the worker, in words for them: at
-        capacity (with open assignments still to finish, or not), the budget left all held
-        by open assignments, else nothing right now. A Redis read or two; call it only
+        capacity (with open assignments still to finish, or not), the budget spent, or what
+        is left of it all held by open assignments, else nothing right now. A Redis read or two; call it only
         when there was nothing."""
         worker = self._worker(handle)
         if worker.status != "active":
@@ -175,6 +175,8 @@ class Service:
         if budget is not None:
             k = Keys(worker.project_id)
             spent, held = self.redis.mget(k.spent, k.reserved_cost)
+            if float(spent or 0) + worker.cost > budget + 1e-9:
+                return "the project's budget is spent: there is no more work in it"
             if float(spent or 0) + float(held or 0) + worker.cost > budget + 1e-9:
                 return ("the rest of the project's budget is held by open assignments; "
                         "try again later (it frees up if they are declined or expire)")
@@ -290,7 +292,9 @@ class Service:
         would, under ``"next"`` (an :class:`Issued`, or ``None`` when there is nothing for
         them or they are paused); its inbox pop rides in the ``SUBMIT_FINISH`` pipeline, so
         an annotator's submit-and-continue costs one request and no extra round trip. The
-        label is recorded first: an error there raises as without ``then_next``."""
+        label is recorded first: an error there raises as without ``then_next``; after it,
+        an exhausted budget is ``"next": None`` (:meth:`idle_reason` says why), not an
+        error that would hide the recorded label."""
         worker = self._worker(handle)
         project = self._project(worker.project_id)
         if value not in project.labels:
@@ -304,7 +308,12 @@ class Service:
         else:
             out, popped = self._submit_alone(worker, project, assignment_id, value, began), None
         if then_next:
-            out["next"] = self._next(worker, popped)
+            try:
+                out["next"] = self._next(worker, popped)
+            except BudgetExhausted:
+                # the label is recorded (and its answer must say so): the budget that ran out
+                # is a reason for no next assignment, as capacity and a pause are
+                out["next"] = None
         return out
 
     def _submit_alone(self, worker: Worker, project: Project, assignment_id: str,

@@ -101,6 +101,33 @@ def test_budget_exhausted(r, sqlite_url):
         s.next_assignment("p-w0")
 
 
+def test_submit_with_next_records_the_label_when_the_budget_runs_out(r, sqlite_url):
+    """Budget 0.2 at 0.1 a label: the second submit-and-next spends the budget. Its answer
+    says the label was recorded and that there is no next (before: BudgetExhausted after
+    the commit, so the annotator was told 409 for a label that was saved)."""
+    eng, pid = make_project(sqlite_url, n_tasks=5, workers=1, budget=0.2, cost=0.1)
+    s = Service(eng, r, settings=Settings(database_url=sqlite_url))
+    a = s.next_assignment("p-w0")
+    out = s.submit("p-w0", a.assignment_id, "a", then_next=True)
+    b = out["next"]
+    assert b is not None
+    # When the second label is submitted with its next
+    out = s.submit("p-w0", b.assignment_id, "b", then_next=True)
+    # Then the answer records the label and carries no next, and says why
+    assert out == {"assignment_id": b.assignment_id, "label": "b", "duplicate": False,
+                   "next": None}
+    with session_scope(eng) as db:
+        assert db.exec(select(Label.value).where(Label.assignment_id == b.assignment_id)
+                       ).one() == "b"
+    assert s.idle_reason("p-w0") == "the project's budget is spent: there is no more work in it"
+    # and a retry of it is the idempotent duplicate, again without a next
+    again = s.submit("p-w0", b.assignment_id, "b", then_next=True)
+    assert again["duplicate"] is True and again["next"] is None
+    # while a plain next still answers BudgetExhausted
+    with pytest.raises(BudgetExhausted):
+        s.next_assignment("p-w0")
+
+
 def test_gold_schedule_and_quality_rule_pause_a_bad_worker(r, sqlite_url):
     from labelq.queue.applier import apply_pending
     from labelq.queue.hotstate import StateCache
