@@ -325,7 +325,7 @@ class Service:
         if began[0] != "ok":
             done = self._existing(worker, assignment_id, value)  # a retried submission?
             if done is not None:
-                return done
+                return self._finish_duplicate(project, assignment_id, done)
         if began[0] == "missing":
             raise NotFound(f"no live assignment {assignment_id!r} (never issued, or expired "
                            "and returned to the pool)", assignment=assignment_id)
@@ -348,7 +348,7 @@ class Service:
         except IntegrityError:
             done = self._existing(worker, assignment_id, value)
             if done is not None:
-                return done
+                return self._finish_duplicate(project, assignment_id, done)
             if self._expired(assignment_id):  # stalled past the reaper's grace
                 raise LeaseExpired(f"assignment {assignment_id!r} expired while its label "
                                    "was being saved", assignment=assignment_id) from None
@@ -357,6 +357,19 @@ class Service:
                                       wake_ttl_ms=WANTED_TTL_MS) == 2 and self.notify:
             self.notify(project.id)
         return {"assignment_id": assignment_id, "label": value, "duplicate": False}
+
+    def _finish_duplicate(self, project: Project, assignment_id: str,
+                          done: dict[str, Any]) -> dict[str, Any]:
+        """A retried submission whose label SQL already holds: finish its reservation in
+        Redis too, if nobody did — the first attempt may have died between its commit and
+        its ``SUBMIT_FINISH`` (an API process killed, Redis down), and the hot state would
+        stay one label short until the reaper's grace ran out. ``SUBMIT_FINISH`` is
+        idempotent (the lease hash is the token): after a finished first attempt, this
+        does nothing."""
+        if self.scripts.submit_finish(Keys(project.id), assignment_id, project.max_labels,
+                                      wake_ttl_ms=WANTED_TTL_MS) == 2 and self.notify:
+            self.notify(project.id)
+        return done
 
     def _insert(self, conn, rows, now: int) -> None:
         """INSERT the ``Assignment`` and ``Label`` rows of ``(worker, project, aid, value,

@@ -3,6 +3,8 @@ durable-before-OK submit."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from sqlmodel import select
@@ -126,6 +128,36 @@ def test_submit_with_next_records_the_label_when_the_budget_runs_out(r, sqlite_u
     # while a plain next still answers BudgetExhausted
     with pytest.raises(BudgetExhausted):
         s.next_assignment("p-w0")
+
+
+def test_retry_after_a_crash_between_commit_and_finish_finishes_it(r, sqlite_url):
+    """An API process died after committing the label and before SUBMIT_FINISH: the
+    annotator's retry answers ``duplicate`` and finishes the reservation in Redis (before,
+    Redis stayed one label short until the lease expired and the reaper's grace ran out)."""
+    eng, pid = make_project(sqlite_url, n_tasks=5, workers=1, max_labels=1)
+    woken = []
+    s = Service(eng, r, settings=Settings(database_url=sqlite_url), notify=woken.append)
+    k = Keys(pid)
+    a = s.next_assignment("p-w0")
+    # Given the first attempt's SUBMIT_BEGIN and commit, and no SUBMIT_FINISH
+    began = s.scripts.submit_begin(k, a.assignment_id, 0, int(time.time() * 1000))
+    with eng.begin() as conn:
+        s._insert(conn, [(s._worker("p-w0"), s._project(pid), a.assignment_id, "a", False,
+                          began[4])], int(time.time() * 1000))
+    assert r.hget(k.nlabels, a.task_seq) is None
+    # When the annotator retries
+    out = s.submit("p-w0", a.assignment_id, "a")
+    # Then it is the idempotent duplicate, and Redis counts the label: the task is closed
+    # at its cap, the reservation is gone, the cost is spent, and the applier is woken
+    assert out == {"assignment_id": a.assignment_id, "label": "a", "duplicate": True}
+    assert int(r.hget(k.nlabels, a.task_seq)) == 1
+    assert int(r.hget(k.reserved, a.task_seq) or 0) == 0
+    assert not r.exists(k.lease(a.assignment_id))
+    assert float(r.get(k.spent)) == 1.0 and float(r.get(k.reserved_cost)) == 0.0
+    assert r.zscore(k.pending, a.task_seq) is None and woken == [pid]
+    # and a second retry changes nothing
+    assert s.submit("p-w0", a.assignment_id, "a")["duplicate"] is True
+    assert int(r.hget(k.nlabels, a.task_seq)) == 1 and float(r.get(k.spent)) == 1.0
 
 
 def test_gold_schedule_and_quality_rule_pause_a_bad_worker(r, sqlite_url):
