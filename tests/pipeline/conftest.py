@@ -87,12 +87,21 @@ class CeleryWorker:
             self.proc.wait(10)
 
     def stop(self) -> None:
+        """A warm shutdown: SIGTERM to the main process only, which lets the running task
+        finish. Sent to the whole group it also reached the pool process, where Celery
+        resets SIGTERM to its default, so it died at once — an applier between its SQL
+        commit and its Redis writes, and a test reading Redis next saw a stale priority."""
         if self.proc and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.terminate()
             try:
-                self.proc.wait(15)
+                self.proc.wait(30)
             except subprocess.TimeoutExpired:
-                self.kill9()
+                pass
+            self.kill9()
+            try:  # anything of the group left behind
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 @pytest.fixture
