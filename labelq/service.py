@@ -40,7 +40,7 @@ from sqlmodel import select
 
 from .db import session_scope
 from .errors import (BudgetExhausted, Conflict, DuplicateSubmission, Forbidden, InputError,
-                     LeaseExpired, NotFound)
+                     LeaseExpired, NotFound, ServiceUnavailable)
 from .models import Assignment, Label, Project, Task, Worker, utc_from_ms
 from .projects import get_worker
 from .queue.group import Group
@@ -53,7 +53,7 @@ from .queue.rebuild import ensure_hot
 from .queue.scripts import Scripts, _s
 from .settings import Settings, load_settings
 
-__all__ = ["Service", "Issued"]
+__all__ = ["Service", "Issued", "UNAVAILABLE", "unavailable"]
 
 
 @dataclass(frozen=True)
@@ -314,6 +314,8 @@ class Service:
                 # the label is recorded (and its answer must say so): the budget that ran out
                 # is a reason for no next assignment, as capacity and a pause are
                 out["next"] = None
+            except UNAVAILABLE as exc:
+                raise unavailable(exc, recorded=True) from exc
         return out
 
     def _submit_alone(self, worker: Worker, project: Project, assignment_id: str,
@@ -345,6 +347,8 @@ class Service:
             with self.engine.begin() as conn:
                 self._insert(conn, [(worker, project, assignment_id, value, is_gold,
                                      _task_id(conn, project.id, task, task_id))], now_ms())
+        except UNAVAILABLE as exc:
+            raise unavailable(exc, recorded=None) from exc
         except IntegrityError:
             done = self._existing(worker, assignment_id, value)
             if done is not None:
@@ -353,10 +357,8 @@ class Service:
                 raise LeaseExpired(f"assignment {assignment_id!r} expired while its label "
                                    "was being saved", assignment=assignment_id) from None
             raise
-        if self.scripts.submit_finish(k, assignment_id, project.max_labels,
-                                      wake_ttl_ms=WANTED_TTL_MS) == 2 and self.notify:
-            self.notify(project.id)
-        return {"assignment_id": assignment_id, "label": value, "duplicate": False}
+        return self._finish_duplicate(project, assignment_id, {
+            "assignment_id": assignment_id, "label": value, "duplicate": False})
 
     def _finish_duplicate(self, project: Project, assignment_id: str,
                           done: dict[str, Any]) -> dict[str, Any]:
@@ -365,9 +367,14 @@ class Service:
         its ``SUBMIT_FINISH`` (an API process killed, Redis down), and the hot state would
         stay one label short until the reaper's grace ran out. ``SUBMIT_FINISH`` is
         idempotent (the lease hash is the token): after a finished first attempt, this
-        does nothing."""
-        if self.scripts.submit_finish(Keys(project.id), assignment_id, project.max_labels,
-                                      wake_ttl_ms=WANTED_TTL_MS) == 2 and self.notify:
+        does nothing. (Also the finish of a label committed alone.)"""
+        try:
+            finished = self.scripts.submit_finish(Keys(project.id), assignment_id,
+                                                  project.max_labels,
+                                                  wake_ttl_ms=WANTED_TTL_MS)
+        except UNAVAILABLE as exc:
+            raise unavailable(exc, recorded=True) from exc
+        if finished == 2 and self.notify:
             self.notify(project.id)
         return done
 
@@ -388,7 +395,12 @@ class Service:
         for it in batch:
             worker, project, aid, _value, _next = it.args
             self.scripts.submit_begin(Keys(project.id), aid, worker.seq, now, pipeline=pipe)
-        for it, out in zip(batch, pipe.execute()):
+        try:
+            outs = pipe.execute()
+        except UNAVAILABLE as exc:
+            _fail(batch, unavailable(exc, recorded=False))
+            return
+        for it, out in zip(batch, outs):
             b = self.scripts.begin_result(out)
             if b[0] == "ok":
                 it.state = b
@@ -409,10 +421,18 @@ class Service:
         except IntegrityError:
             for it in batch:
                 it.result = ("single", it.state)
+        except UNAVAILABLE as exc:  # lost during the commit: it may have happened
+            _fail(batch, unavailable(exc, recorded=None))
 
     def _submit_finish(self, batch: list) -> None:
         """Stage 3: one pipeline of ``SUBMIT_FINISH`` (and the inbox pops of the submits
         that asked for their next assignment); wakes the applier where a finish asked."""
+        try:
+            self._finish_batch(batch)
+        except UNAVAILABLE as exc:  # the labels are committed: a retry finishes them
+            _fail(batch, unavailable(exc, recorded=True))
+
+    def _finish_batch(self, batch: list) -> None:
         pipe = self.scripts.pipeline()
         for it in batch:
             worker, project, aid, _value, _next = it.args
@@ -521,6 +541,40 @@ class _Inserts:
             for w, p, aid, _v, g, tid in rows])
         conn.exec_driver_sql(self.label, [
             (aid, p.id, tid, w.id, v, bool(g), t) for w, p, aid, v, g, tid in rows])
+
+
+def _unavailable_errors() -> tuple:
+    import redis
+    from sqlalchemy.exc import OperationalError
+    return (redis.ConnectionError, redis.TimeoutError, OperationalError)
+
+
+# Redis or the database not answering (the API answers 503)
+UNAVAILABLE = _unavailable_errors()
+
+_RECORDED = {
+    True: "your label was recorded, but Redis did not answer to finish it; sending it again "
+          "is safe (the answer is then a duplicate, and finishes it)",
+    False: "your label was not recorded; send it again shortly",
+    None: "the database connection was lost while your label was being committed: it may or "
+          "may not be recorded; sending it again is safe (a duplicate if it was)",
+}
+
+
+def unavailable(exc: BaseException, *, recorded: bool | None) -> ServiceUnavailable:
+    """A submit cut off by an outage, saying whether its label was recorded (``None``:
+    unknown) — a client must know whether to send it again, and a retry is always safe."""
+    what = "the database" if recorded is None else "Redis or the database"
+    err = ServiceUnavailable(f"{what} does not answer ({type(exc).__name__}); "
+                             f"{_RECORDED[recorded]}", recorded=recorded, retry_safe=True)
+    err.__cause__ = exc  # also when a batch's caller raises it (the server logs the cause)
+    return err
+
+
+def _fail(batch: list, error: BaseException) -> None:
+    for it in batch:
+        if it.result is None and it.error is None:
+            it.error = error
 
 
 # held reservations looked at when a worker with nothing to do reclaims one

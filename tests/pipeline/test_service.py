@@ -160,6 +160,32 @@ def test_retry_after_a_crash_between_commit_and_finish_finishes_it(r, sqlite_url
     assert int(r.hget(k.nlabels, a.task_seq)) == 1 and float(r.get(k.spent)) == 1.0
 
 
+def test_an_outage_after_the_commit_says_the_label_was_recorded(r, sqlite_url, monkeypatch):
+    """Redis stops answering between the commit and SUBMIT_FINISH: the error says the label
+    was recorded and that a retry is safe; the retry is the duplicate and finishes it."""
+    import redis as redis_lib
+
+    from labelq.errors import ServiceUnavailable
+
+    eng, pid = make_project(sqlite_url, n_tasks=5, workers=1)
+    s = Service(eng, r, settings=Settings(database_url=sqlite_url))
+    a = s.next_assignment("p-w0")
+
+    def down(*_a, **_kw):
+        raise redis_lib.ConnectionError("Redis went away")
+    monkeypatch.setattr(s.scripts, "submit_finish", down)
+    with pytest.raises(ServiceUnavailable) as err:
+        s.submit("p-w0", a.assignment_id, "a")
+    assert err.value.to_dict()["recorded"] is True and err.value.retry_safe is True
+    assert "was recorded" in err.value.message
+    with session_scope(eng) as db:
+        assert db.exec(select(Label.value).where(Label.assignment_id == a.assignment_id)
+                       ).one() == "a"
+    monkeypatch.undo()
+    assert s.submit("p-w0", a.assignment_id, "a")["duplicate"] is True
+    assert int(r.hget(Keys(pid).nlabels, a.task_seq)) == 1
+
+
 def test_gold_schedule_and_quality_rule_pause_a_bad_worker(r, sqlite_url):
     from labelq.queue.applier import apply_pending
     from labelq.queue.hotstate import StateCache
