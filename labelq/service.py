@@ -201,7 +201,8 @@ class Service:
         for _ in range(8):
             if popped is None:
                 now = now_ms()
-                got = self.scripts.pop_inbox(k, worker.seq, now, lease_ms, self._key_ttl_ms())
+                got = self.scripts.pop_inbox(k, worker.seq, now, lease_ms, self._key_ttl_ms(),
+                                             max_open=self.settings.max_open)
             else:
                 (now, got), popped = popped, None
             if isinstance(got, tuple):
@@ -274,7 +275,8 @@ class Service:
     def _decide(self, hot: Hot, worker: Worker, now: int) -> Issued | None:
         d = decide(self.redis, self.scripts, hot, WorkerInfo.of(worker), now, rng=self._rng,
                    rng_lock=self._rng_lock, lease_ms=self.settings.lease_seconds * 1000,
-                   key_ttl_ms=self._key_ttl_ms(), top_k=self.top_k, max_scan=self.max_scan)
+                   key_ttl_ms=self._key_ttl_ms(), top_k=self.top_k, max_scan=self.max_scan,
+                   max_open=self.settings.max_open)
         if d is None:
             return None
         return self._issued(d.assignment_id, d.task, self._task_row(hot.project.id, d.task),
@@ -445,7 +447,7 @@ class Service:
         for it in nexts:
             worker = it.args[0]
             self.scripts.pop_inbox(Keys(worker.project_id), worker.seq, now, lease_ms,
-                                   key_ttl_ms, pipeline=pipe)
+                                   key_ttl_ms, pipeline=pipe, max_open=self.settings.max_open)
         replies = pipe.execute()
         woke = {it.args[1].id for it, out in zip(batch, replies) if int(out) == 2}
         for it in batch:

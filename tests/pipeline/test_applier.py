@@ -164,7 +164,11 @@ def test_applier_refills_active_inboxes_and_pop_starts_the_lease(r, db_url):
     assert out["expired"] == settings.inbox_size - 1
     assert all(int(r.hget(k.reserved, t) or 0) == 0 for t in held[1:])
     assert r.exists(k.lease(b.assignment_id))
-    # a worker that popped stale ids (released) gets a fresh decision instead
+    # asking again while holding it gives it again (one open assignment at a time)
+    assert s.next_assignment("p-w0") == b
+    # and once it is answered, a worker that popped stale ids (released) gets a fresh
+    # decision instead
+    s.submit("p-w0", b.assignment_id, "a")
     c = s.next_assignment("p-w0")
     assert c is not None and c.task_seq not in (a.task_seq, b.task_seq)
 

@@ -58,12 +58,13 @@ def test_next_with_nothing_left_says_why_and_prints_an_empty_json_list(r, redis_
     _, _, env = one_annotator(sqlite_url, redis_url, "cara", capacity=1)
     run = CliRunner().invoke
     first = json.loads(run(cli, ["next", "cara", "-o", "json"], env=env).stdout)[0]
-    # When they ask again, as JSON and as a table
+    # When they ask again, they get the same one (a repeated next is idempotent)
     res = run(cli, ["next", "cara", "-o", "json"], env=env)
-    # Then it is no error: stdout is an empty JSON list, stderr says why
-    assert res.exit_code == 0 and json.loads(res.stdout) == []
-    assert "at your capacity of 1" in res.stderr and "1 open assignment" in res.stderr
+    assert res.exit_code == 0 and json.loads(res.stdout)[0] == first
+    # and once it is answered, asking again is no error: stdout is empty, stderr says why
     assert run(cli, ["submit", "cara", first["assignment_id"], "a"], env=env).exit_code == 0
+    res = run(cli, ["next", "cara", "-o", "json"], env=env)
+    assert res.exit_code == 0 and json.loads(res.stdout) == []
     res = run(cli, ["next", "cara"], env=env)
     assert res.exit_code == 0 and res.stdout == ""
     assert "you have reached your capacity of 1 labels" in res.stderr

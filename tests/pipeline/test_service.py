@@ -186,6 +186,58 @@ def test_an_outage_after_the_commit_says_the_label_was_recorded(r, sqlite_url, m
     assert int(r.hget(Keys(pid).nlabels, a.task_seq)) == 1
 
 
+def test_next_returns_the_open_assignment_and_bounds_them(r, sqlite_url):
+    """Before: every next issued a new lease, so one token could reserve every task."""
+    from labelq.queue.applier import refill_project
+
+    eng, pid = make_project(sqlite_url, n_tasks=30, workers=2)
+    s = Service(eng, r, settings=Settings(database_url=sqlite_url))
+    k = Keys(pid)
+    # When an annotator asks for work many times without answering
+    a = s.next_assignment("p-w0")
+    again = [s.next_assignment("p-w0") for _ in range(20)]
+    # Then every answer is the same assignment (its lease unchanged): one lease is held
+    assert all(x == a for x in again)
+    assert int(r.hget(k.wcount, 0)) == 1 and r.zcard(k.leases) == 1
+    # also when the applier has filled their inbox meanwhile
+    assert refill_project(eng, r, pid) > 0
+    assert s.next_assignment("p-w0") == a
+    # and once it is answered (with next), declined or has expired, they get a new one
+    b = s.submit("p-w0", a.assignment_id, "a", then_next=True)["next"]
+    assert b is not None and b.assignment_id != a.assignment_id
+    assert s.next_assignment("p-w0") == b
+    s.decline("p-w0", b.assignment_id)
+    c = s.next_assignment("p-w0")
+    assert c.assignment_id not in (a.assignment_id, b.assignment_id)
+    r.hset(k.lease(c.assignment_id), "expires", 1)  # its lease ran out
+    d = s.next_assignment("p-w0")
+    assert d.assignment_id != c.assignment_id and s.next_assignment("p-w0") == d
+
+
+def test_concurrent_nexts_of_one_annotator_issue_one_assignment(r, sqlite_url):
+    """The bound is checked in the scripts that issue (POP_INBOX, RESERVE): requests of
+    one annotator at once cannot both issue past it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    eng, pid = make_project(sqlite_url, n_tasks=30, workers=1)
+    s = Service(eng, r, settings=Settings(database_url=sqlite_url))
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda _: s.next_assignment("p-w0"), range(40)))
+    assert len({x.assignment_id for x in got}) == 1
+    assert int(r.hget(Keys(pid).wcount, 0)) == 1
+
+
+def test_max_open_allows_that_many_then_repeats_the_oldest(r, sqlite_url):
+    eng, pid = make_project(sqlite_url, n_tasks=30, workers=1)
+    s = Service(eng, r, settings=Settings(database_url=sqlite_url, max_open=3))
+    got = [s.next_assignment("p-w0") for _ in range(6)]
+    assert len({x.assignment_id for x in got[:3]}) == 3
+    assert got[3:] == [got[0]] * 3
+    s.submit("p-w0", got[0].assignment_id, "a")
+    assert s.next_assignment("p-w0").assignment_id not in {x.assignment_id for x in got}
+    assert s.next_assignment("p-w0") == got[1]
+
+
 def test_gold_schedule_and_quality_rule_pause_a_bad_worker(r, sqlite_url):
     from labelq.queue.applier import apply_pending
     from labelq.queue.hotstate import StateCache
@@ -248,7 +300,8 @@ def test_inbox_refilled_while_deciding_at_once_is_served_first(r, sqlite_url):
     # empty inbox who has had one gold question
     eng, pid = make_project(sqlite_url, n_tasks=20, n_gold=8, workers=1, policy="optkg",
                             gold_schedule="onboarding:n=4,rate=0,half_life=50,floor=0")
-    s = Service(eng, r, settings=Settings(database_url=sqlite_url), worker_max_age=0)
+    s = Service(eng, r, settings=Settings(database_url=sqlite_url, max_open=10),
+                worker_max_age=0)  # several open assignments at once
     first = s.next_assignment("p-w0")
     assert first.task.startswith("g")
     # When the applier refills the inbox (three held golds) just after the next request
@@ -308,7 +361,8 @@ def test_raw_inserts_store_what_core_would(db_url):
 def test_inbox_refilled_with_the_last_tasks_while_deciding_is_served(r, sqlite_url):
     # Given three tasks, one of them issued to the worker, whose inbox is empty
     eng, pid = make_project(sqlite_url, n_tasks=3, workers=1, max_labels=1)
-    s = Service(eng, r, settings=Settings(database_url=sqlite_url), worker_max_age=0)
+    s = Service(eng, r, settings=Settings(database_url=sqlite_url, max_open=10),
+                worker_max_age=0)  # several open assignments at once
     first = s.next_assignment("p-w0")
     # When the applier puts the two open tasks in the inbox while the next request, which
     # found the inbox empty, looks for candidates (there are none left for it)
@@ -327,7 +381,8 @@ def test_a_worker_with_nothing_reclaims_a_reservation_held_in_another_inbox(r, s
     # Given three tasks of one label each: w0 took one, and the applier then held the
     # other two in w0's inbox (w0 was the only active worker)
     eng, pid = make_project(sqlite_url, n_tasks=3, workers=3, max_labels=1)
-    s = Service(eng, r, settings=Settings(database_url=sqlite_url), worker_max_age=0)
+    s = Service(eng, r, settings=Settings(database_url=sqlite_url, max_open=10),
+                worker_max_age=0)  # several open assignments at once
     first = s.next_assignment("p-w0")
     hot = StateCache().get(eng, r, pid)
     made = refill_inboxes(eng, r, s.scripts, hot, inbox_size=3, lease_ms=600_000,
