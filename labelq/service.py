@@ -156,8 +156,8 @@ class Service:
     def idle_reason(self, handle: str) -> str:
         """Why :meth:`next_assignment` has nothing for the worker, in words for them: at
         capacity (with open assignments still to finish, or not), the budget spent, or what
-        is left of it all held by open assignments, else nothing right now. A Redis read or two; call it only
-        when there was nothing."""
+        is left of it all held by open assignments, else nothing right now. A Redis read or
+        two; call it only when there was nothing."""
         worker = self._worker(handle)
         if worker.status != "active":
             return f"you are {worker.status}: no new assignments until the operator resumes you"
@@ -329,7 +329,7 @@ class Service:
         if began[0] != "ok":
             done = self._existing(worker, assignment_id, value)  # a retried submission?
             if done is not None:
-                return self._finish_duplicate(project, assignment_id, done)
+                return self._finish_one(project, assignment_id, done)
         if began[0] == "missing":
             raise NotFound(f"no live assignment {assignment_id!r} (never issued, or expired "
                            "and returned to the pool)", assignment=assignment_id)
@@ -354,22 +354,23 @@ class Service:
         except IntegrityError:
             done = self._existing(worker, assignment_id, value)
             if done is not None:
-                return self._finish_duplicate(project, assignment_id, done)
+                return self._finish_one(project, assignment_id, done)
             if self._expired(assignment_id):  # stalled past the reaper's grace
                 raise LeaseExpired(f"assignment {assignment_id!r} expired while its label "
                                    "was being saved", assignment=assignment_id) from None
             raise
-        return self._finish_duplicate(project, assignment_id, {
+        return self._finish_one(project, assignment_id, {
             "assignment_id": assignment_id, "label": value, "duplicate": False})
 
-    def _finish_duplicate(self, project: Project, assignment_id: str,
+    def _finish_one(self, project: Project, assignment_id: str,
                           done: dict[str, Any]) -> dict[str, Any]:
-        """A retried submission whose label SQL already holds: finish its reservation in
-        Redis too, if nobody did — the first attempt may have died between its commit and
+        """``SUBMIT_FINISH`` of one label SQL holds: committed alone, or a retried
+        submission (a duplicate), whose reservation is finished in Redis too if nobody did
+        — the first attempt may have died between its commit and
         its ``SUBMIT_FINISH`` (an API process killed, Redis down), and the hot state would
         stay one label short until the reaper's grace ran out. ``SUBMIT_FINISH`` is
         idempotent (the lease hash is the token): after a finished first attempt, this
-        does nothing. (Also the finish of a label committed alone.)"""
+        does nothing."""
         try:
             finished = self.scripts.submit_finish(Keys(project.id), assignment_id,
                                                   project.max_labels,

@@ -47,8 +47,8 @@ __all__ = ["load_script", "RESERVE", "SUBMIT_BEGIN", "SUBMIT_FINISH", "RELEASE",
            "Released"]
 
 # the worker's open assignments, shared by RESERVE and POP_INBOX
-_OPEN_LEASES = """-- (shared) the worker's open assignments — issued leases that are live and not being
--- submitted — oldest first, as {aid, task, expires, row}; drops from open:{w} those that
+_OPEN_LEASES = """-- (shared) the worker's open assignments — issued leases, live, not being submitted —
+-- oldest first, as {aid, task, expires, row}; drops from open:{w} those that
 -- ended (submitted, declined, expired, or gone with a rebuild)
 local function open_leases(okey, prefix, worker, now)
   local live = {}
