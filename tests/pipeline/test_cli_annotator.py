@@ -98,3 +98,29 @@ def test_submit_next_records_the_label_and_issues_the_next_assignment(r, redis_u
     assert "you have reached your capacity of 2 labels" in res.stderr
     with session_scope(eng) as s:
         assert sorted(l.value for l in s.exec(select(Label))) == ["a", "b"]
+
+
+def test_submit_next_that_spends_the_budget_records_the_label(r, redis_url, sqlite_url):
+    # Given a budget of 0.2, an annotator paid 0.1 a label, their second assignment taken
+    eng, pid = make_project(sqlite_url, n_tasks=5, workers=0, budget=0.2)
+    with session_scope(eng) as s:
+        _, tok = enroll_worker(s, get_project(s, "p"), "erin", cost=0.1)
+    env = {"LABELQ_DATABASE_URL": sqlite_url, "LABELQ_REDIS_URL": redis_url,
+           "LABELQ_TOKEN": tok}
+    run = CliRunner().invoke
+    first = json.loads(run(cli, ["next", "erin", "-o", "json"], env=env).stdout)[0]
+    res = run(cli, ["submit", "erin", first["assignment_id"], "a", "--next", "-o", "json"],
+              env=env)
+    out = res.stdout.strip()
+    _, end = json.JSONDecoder().raw_decode(out)
+    second = json.loads(out[end:])[0]
+    # When the label that spends the budget is submitted with --next
+    res = run(cli, ["submit", "erin", second["assignment_id"], "b", "--next", "-o", "json"],
+              env=env)
+    # Then it succeeds (exit 0, not 7 budget exhausted): the label is printed and recorded,
+    # and stderr says why there is no next
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)[0]["label"] == "b"
+    assert "budget is spent" in res.stderr
+    with session_scope(eng) as s:
+        assert sorted(l.value for l in s.exec(select(Label))) == ["a", "b"]
