@@ -40,7 +40,7 @@ from sqlmodel import select
 
 from .db import session_scope
 from .errors import (BudgetExhausted, Conflict, DuplicateSubmission, Forbidden, InputError,
-                     LeaseExpired, NotFound)
+                     LeaseExpired, NotFound, ServiceUnavailable)
 from .models import Assignment, Label, Project, Task, Worker, utc_from_ms
 from .projects import get_worker
 from .queue.group import Group
@@ -53,7 +53,7 @@ from .queue.rebuild import ensure_hot
 from .queue.scripts import Scripts, _s
 from .settings import Settings, load_settings
 
-__all__ = ["Service", "Issued"]
+__all__ = ["Service", "Issued", "UNAVAILABLE", "unavailable"]
 
 
 @dataclass(frozen=True)
@@ -155,9 +155,9 @@ class Service:
 
     def idle_reason(self, handle: str) -> str:
         """Why :meth:`next_assignment` has nothing for the worker, in words for them: at
-        capacity (with open assignments still to finish, or not), the budget left all held
-        by open assignments, else nothing right now. A Redis read or two; call it only
-        when there was nothing."""
+        capacity (with open assignments still to finish, or not), the budget spent, or what
+        is left of it all held by open assignments, else nothing right now. A Redis read or
+        two; call it only when there was nothing."""
         worker = self._worker(handle)
         if worker.status != "active":
             return f"you are {worker.status}: no new assignments until the operator resumes you"
@@ -175,6 +175,8 @@ class Service:
         if budget is not None:
             k = Keys(worker.project_id)
             spent, held = self.redis.mget(k.spent, k.reserved_cost)
+            if float(spent or 0) + worker.cost > budget + 1e-9:
+                return "the project's budget is spent: there is no more work in it"
             if float(spent or 0) + float(held or 0) + worker.cost > budget + 1e-9:
                 return ("the rest of the project's budget is held by open assignments; "
                         "try again later (it frees up if they are declined or expire)")
@@ -199,7 +201,8 @@ class Service:
         for _ in range(8):
             if popped is None:
                 now = now_ms()
-                got = self.scripts.pop_inbox(k, worker.seq, now, lease_ms, self._key_ttl_ms())
+                got = self.scripts.pop_inbox(k, worker.seq, now, lease_ms, self._key_ttl_ms(),
+                                             max_open=self.settings.max_open)
             else:
                 (now, got), popped = popped, None
             if isinstance(got, tuple):
@@ -272,7 +275,8 @@ class Service:
     def _decide(self, hot: Hot, worker: Worker, now: int) -> Issued | None:
         d = decide(self.redis, self.scripts, hot, WorkerInfo.of(worker), now, rng=self._rng,
                    rng_lock=self._rng_lock, lease_ms=self.settings.lease_seconds * 1000,
-                   key_ttl_ms=self._key_ttl_ms(), top_k=self.top_k, max_scan=self.max_scan)
+                   key_ttl_ms=self._key_ttl_ms(), top_k=self.top_k, max_scan=self.max_scan,
+                   max_open=self.settings.max_open)
         if d is None:
             return None
         return self._issued(d.assignment_id, d.task, self._task_row(hot.project.id, d.task),
@@ -290,7 +294,9 @@ class Service:
         would, under ``"next"`` (an :class:`Issued`, or ``None`` when there is nothing for
         them or they are paused); its inbox pop rides in the ``SUBMIT_FINISH`` pipeline, so
         an annotator's submit-and-continue costs one request and no extra round trip. The
-        label is recorded first: an error there raises as without ``then_next``."""
+        label is recorded first: an error there raises as without ``then_next``; after it,
+        an exhausted budget is ``"next": None`` (:meth:`idle_reason` says why), not an
+        error that would hide the recorded label."""
         worker = self._worker(handle)
         project = self._project(worker.project_id)
         if value not in project.labels:
@@ -304,7 +310,14 @@ class Service:
         else:
             out, popped = self._submit_alone(worker, project, assignment_id, value, began), None
         if then_next:
-            out["next"] = self._next(worker, popped)
+            try:
+                out["next"] = self._next(worker, popped)
+            except BudgetExhausted:
+                # the label is recorded (and its answer must say so): the budget that ran out
+                # is a reason for no next assignment, as capacity and a pause are
+                out["next"] = None
+            except UNAVAILABLE as exc:
+                raise unavailable(exc, recorded=True) from exc
         return out
 
     def _submit_alone(self, worker: Worker, project: Project, assignment_id: str,
@@ -316,7 +329,7 @@ class Service:
         if began[0] != "ok":
             done = self._existing(worker, assignment_id, value)  # a retried submission?
             if done is not None:
-                return done
+                return self._finish_one(project, assignment_id, done)
         if began[0] == "missing":
             raise NotFound(f"no live assignment {assignment_id!r} (never issued, or expired "
                            "and returned to the pool)", assignment=assignment_id)
@@ -336,18 +349,37 @@ class Service:
             with self.engine.begin() as conn:
                 self._insert(conn, [(worker, project, assignment_id, value, is_gold,
                                      _task_id(conn, project.id, task, task_id))], now_ms())
+        except UNAVAILABLE as exc:
+            raise unavailable(exc, recorded=None) from exc
         except IntegrityError:
             done = self._existing(worker, assignment_id, value)
             if done is not None:
-                return done
+                return self._finish_one(project, assignment_id, done)
             if self._expired(assignment_id):  # stalled past the reaper's grace
                 raise LeaseExpired(f"assignment {assignment_id!r} expired while its label "
                                    "was being saved", assignment=assignment_id) from None
             raise
-        if self.scripts.submit_finish(k, assignment_id, project.max_labels,
-                                      wake_ttl_ms=WANTED_TTL_MS) == 2 and self.notify:
+        return self._finish_one(project, assignment_id, {
+            "assignment_id": assignment_id, "label": value, "duplicate": False})
+
+    def _finish_one(self, project: Project, assignment_id: str,
+                          done: dict[str, Any]) -> dict[str, Any]:
+        """``SUBMIT_FINISH`` of one label SQL holds: committed alone, or a retried
+        submission (a duplicate), whose reservation is finished in Redis too if nobody did
+        — the first attempt may have died between its commit and
+        its ``SUBMIT_FINISH`` (an API process killed, Redis down), and the hot state would
+        stay one label short until the reaper's grace ran out. ``SUBMIT_FINISH`` is
+        idempotent (the lease hash is the token): after a finished first attempt, this
+        does nothing."""
+        try:
+            finished = self.scripts.submit_finish(Keys(project.id), assignment_id,
+                                                  project.max_labels,
+                                                  wake_ttl_ms=WANTED_TTL_MS)
+        except UNAVAILABLE as exc:
+            raise unavailable(exc, recorded=True) from exc
+        if finished == 2 and self.notify:
             self.notify(project.id)
-        return {"assignment_id": assignment_id, "label": value, "duplicate": False}
+        return done
 
     def _insert(self, conn, rows, now: int) -> None:
         """INSERT the ``Assignment`` and ``Label`` rows of ``(worker, project, aid, value,
@@ -366,7 +398,12 @@ class Service:
         for it in batch:
             worker, project, aid, _value, _next = it.args
             self.scripts.submit_begin(Keys(project.id), aid, worker.seq, now, pipeline=pipe)
-        for it, out in zip(batch, pipe.execute()):
+        try:
+            outs = pipe.execute()
+        except UNAVAILABLE as exc:
+            _fail(batch, unavailable(exc, recorded=False))
+            return
+        for it, out in zip(batch, outs):
             b = self.scripts.begin_result(out)
             if b[0] == "ok":
                 it.state = b
@@ -387,10 +424,18 @@ class Service:
         except IntegrityError:
             for it in batch:
                 it.result = ("single", it.state)
+        except UNAVAILABLE as exc:  # lost during the commit: it may have happened
+            _fail(batch, unavailable(exc, recorded=None))
 
     def _submit_finish(self, batch: list) -> None:
         """Stage 3: one pipeline of ``SUBMIT_FINISH`` (and the inbox pops of the submits
         that asked for their next assignment); wakes the applier where a finish asked."""
+        try:
+            self._finish_batch(batch)
+        except UNAVAILABLE as exc:  # the labels are committed: a retry finishes them
+            _fail(batch, unavailable(exc, recorded=True))
+
+    def _finish_batch(self, batch: list) -> None:
         pipe = self.scripts.pipeline()
         for it in batch:
             worker, project, aid, _value, _next = it.args
@@ -403,7 +448,7 @@ class Service:
         for it in nexts:
             worker = it.args[0]
             self.scripts.pop_inbox(Keys(worker.project_id), worker.seq, now, lease_ms,
-                                   key_ttl_ms, pipeline=pipe)
+                                   key_ttl_ms, pipeline=pipe, max_open=self.settings.max_open)
         replies = pipe.execute()
         woke = {it.args[1].id for it, out in zip(batch, replies) if int(out) == 2}
         for it in batch:
@@ -499,6 +544,40 @@ class _Inserts:
             for w, p, aid, _v, g, tid in rows])
         conn.exec_driver_sql(self.label, [
             (aid, p.id, tid, w.id, v, bool(g), t) for w, p, aid, v, g, tid in rows])
+
+
+def _unavailable_errors() -> tuple:
+    import redis
+    from sqlalchemy.exc import OperationalError
+    return (redis.ConnectionError, redis.TimeoutError, OperationalError)
+
+
+# Redis or the database not answering (the API answers 503)
+UNAVAILABLE = _unavailable_errors()
+
+_RECORDED = {
+    True: "your label was recorded, but Redis did not answer to finish it; sending it again "
+          "is safe (the answer is then a duplicate, and finishes it)",
+    False: "your label was not recorded; send it again shortly",
+    None: "the database connection was lost while your label was being committed: it may or "
+          "may not be recorded; sending it again is safe (a duplicate if it was)",
+}
+
+
+def unavailable(exc: BaseException, *, recorded: bool | None) -> ServiceUnavailable:
+    """A submit cut off by an outage, saying whether its label was recorded (``None``:
+    unknown) — a client must know whether to send it again, and a retry is always safe."""
+    what = "the database" if recorded is None else "Redis or the database"
+    err = ServiceUnavailable(f"{what} does not answer ({type(exc).__name__}); "
+                             f"{_RECORDED[recorded]}", recorded=recorded, retry_safe=True)
+    err.__cause__ = exc  # also when a batch's caller raises it (the server logs the cause)
+    return err
+
+
+def _fail(batch: list, error: BaseException) -> None:
+    for it in batch:
+        if it.result is None and it.error is None:
+            it.error = error
 
 
 # held reservations looked at when a worker with nothing to do reclaims one

@@ -7,6 +7,9 @@ LABELQ_DATABASE_URL        SQLAlchemy URL of the durable record   sqlite:///./la
 LABELQ_REDIS_URL           Redis URL of the hot state and broker  redis://localhost:6379/0
 LABELQ_LEASE_SECONDS       how long an issued assignment lives    600
 LABELQ_INBOX_SIZE          ready assignments kept per annotator   5
+LABELQ_MAX_OPEN            assignments an annotator may hold      1
+                           open at once (``next`` then returns
+                           the oldest of them again)
 LABELQ_OPERATOR_TOKEN      bearer token of the HTTP API's         (unset: operator
                            operator endpoints (status, export,    endpoints answer 503)
                            enroll); at least 16 characters
@@ -38,6 +41,7 @@ class Settings:
     lease_seconds: int = 600
     inbox_size: int = 5
     inbox_max: int = 50
+    max_open: int = 1
     operator_token: str | None = field(default=None, repr=False)
 
     @property
@@ -138,5 +142,6 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         lease_seconds=_positive_int(env, "LABELQ_LEASE_SECONDS", Settings.lease_seconds),
         inbox_size=_positive_int(env, "LABELQ_INBOX_SIZE", Settings.inbox_size),
         inbox_max=_positive_int(env, "LABELQ_INBOX_MAX", Settings.inbox_max),
+        max_open=_positive_int(env, "LABELQ_MAX_OPEN", Settings.max_open),
         operator_token=_secret(env, "LABELQ_OPERATOR_TOKEN", 16),
     )

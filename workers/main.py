@@ -6,6 +6,10 @@ process died goes back to the queue), ``worker_prefetch_multiplier=1`` (a worker
 message at a time). The broker is ``LABELQ_REDIS_URL``; its keys never start with ``lq:``.
 Correctness does not rest on redelivery anyway: the applier works from SQL (unapplied
 labels), and the beat wakes it every few seconds.
+
+A Redis outage does not end the worker: it reconnects for as long as it takes (kombu's
+backoff, 2 s growing to 30 s between tries), with the transport of :mod:`workers.broker`
+(kombu's, less a crash when the connection drops while a message is unacknowledged).
 """
 
 from __future__ import annotations
@@ -34,6 +38,16 @@ def create_app(redis_url: str | None = None) -> Celery:
         task_ignore_result=True,
         task_default_queue=QUEUE,
         broker_connection_retry_on_startup=True,
+        # keep reconnecting for as long as Redis is away (the default gives up after 100
+        # tries, about 3 hours at the top interval, and the worker exits)
+        broker_connection_max_retries=None,
+        # kombu's Redis transport with the fix that keeps the worker alive when Redis
+        # restarts while a task is unacknowledged (workers/broker.py)
+        broker_transport="workers.broker:Transport",
+        # a task running when the connection drops finishes (its ack is lost; the message
+        # comes back after the visibility timeout and finds nothing to do): cancelling it
+        # would kill an applier between its SQL commit and its Redis writes
+        worker_cancel_long_running_tasks_on_connection_loss=False,
         # an unacknowledged message of a vanished worker is redelivered after this long
         broker_transport_options={"visibility_timeout": int(
             os.environ.get("LABELQ_VISIBILITY_TIMEOUT", "300"))},

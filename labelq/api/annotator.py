@@ -61,7 +61,8 @@ def progress(request: Request, who: Annotator = Depends(current_annotator)) -> P
              responses=_409)
 def next_assignment(request: Request, who: Annotator = Depends(current_annotator)) -> NextOut:
     """Reserve the next task the project's policy picks for me. The lease lasts
-    ``LABELQ_LEASE_SECONDS``; asking again while it is live may return another task."""
+    ``LABELQ_LEASE_SECONDS``; asking again while I hold it returns it again (same id and
+    expiry; up to ``LABELQ_MAX_OPEN`` open assignments at once, 1 by default)."""
     service = _runtime(request).service
     return _next_out(service.next_assignment(who.handle), who, service)
 

@@ -10,11 +10,20 @@
     starlette HTTPException          its status; not_found, method_not_allowed, http_error
     redis / SQL connection errors    503 service_unavailable
     anything else                    500 internal_error (details only in the server log)
+
+An outage of Redis or the database is logged once, when the first request meets it, and
+again when requests succeed ("... is back", :class:`OutageLog`) — not a traceback per
+request. Its 503s are answered by exception handlers of their own (Starlette's handler for
+``Exception`` re-raises after answering, so the server logged a traceback and closed the
+keep-alive connection). A submit's 503 says whether the label was recorded (``recorded``:
+true, false, or null when unknown) and that sending it again is safe (``retry_safe``).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -26,7 +35,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ..errors import LabelqError, ServiceUnavailable
 
 __all__ = ["Unauthorized", "OperatorDisabled", "PayloadTooLarge", "ErrorBody",
-           "install_error_handlers", "error_response", "ERROR_RESPONSES"]
+           "install_error_handlers", "error_response", "ERROR_RESPONSES", "OutageLog"]
 
 log = logging.getLogger("labelq.api")
 
@@ -76,10 +85,63 @@ def error_response(status: int, body: dict[str, Any],
     return JSONResponse(body, status_code=status, headers=headers)
 
 
-def _labelq_error(_request: Request, exc: LabelqError) -> JSONResponse:
+class OutageLog:
+    """Logs an outage of Redis or the database once: a warning at the first request that
+    meets it, then one when a request succeeds again (with how long it lasted and how many
+    requests were answered 503 meanwhile). Cheap when there is no outage: the middleware
+    of :func:`install_error_handlers` looks at one attribute per request."""
+
+    def __init__(self) -> None:
+        self.since: float | None = None
+        self.failed = 0
+        self._lock = threading.Lock()
+
+    def down(self, exc: BaseException) -> None:
+        with self._lock:
+            self.failed += 1
+            if self.since is not None:
+                return
+            self.since = time.monotonic()
+        log.warning("Redis or the database does not answer (%s: %s); answering 503 until "
+                    "it is back", type(exc).__name__, exc)
+
+    def up(self) -> None:
+        with self._lock:
+            if self.since is None:
+                return
+            took, failed = time.monotonic() - self.since, self.failed
+            self.since, self.failed = None, 0
+        log.warning("Redis and the database answer again, after %.1f s (%d requests "
+                    "answered 503)", took, failed)
+
+
+class _OutageWatch:
+    """ASGI middleware: during an outage, a response below 500 means it is over."""
+
+    def __init__(self, app, outage: OutageLog) -> None:
+        self.app, self.outage = app, outage
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or self.outage.since is None:
+            await self.app(scope, receive, send)
+            return
+        status: list[int] = []
+
+        async def watch(message) -> None:
+            if message["type"] == "http.response.start":
+                status.append(message["status"])
+            await send(message)
+        await self.app(scope, receive, watch)
+        if status and status[0] < 500:
+            self.outage.up()
+
+
+def _labelq_error(request: Request, exc: LabelqError) -> JSONResponse:
     status = exc.http_status
     if status >= 500 and not isinstance(exc, ServiceUnavailable):
         log.error("labelq error answered with %s: %s", status, exc, exc_info=exc)
+    if isinstance(exc, ServiceUnavailable) and exc.__cause__ is not None:
+        request.app.state.outage.down(exc.__cause__)
     headers = {"WWW-Authenticate": 'Bearer realm="labelq"'} if status == 401 else None
     return error_response(status, exc.to_dict(), headers)
 
@@ -100,25 +162,37 @@ def _http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
                           getattr(exc, "headers", None))
 
 
-def _unexpected(_request: Request, exc: Exception) -> JSONResponse:
-    if _is_unavailable(exc):
-        log.warning("backing service unavailable: %s", exc)
-        return error_response(503, {"code": "service_unavailable",
-                                    "message": "Redis or the database does not answer; "
-                                               "try again shortly"})
+def _unavailable(request: Request, exc: Exception) -> JSONResponse:
+    request.app.state.outage.down(exc)
+    return error_response(503, {"code": "service_unavailable",
+                                "message": "Redis or the database does not answer; "
+                                           "try again shortly"})
+
+
+def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    if _is_unavailable(exc):  # raised where the handlers above do not reach
+        return _unavailable(request, exc)
     log.exception("unexpected error", exc_info=exc)
     return error_response(500, {"code": "internal_error",
                                 "message": "internal server error (see the server log)"})
 
 
-def _is_unavailable(exc: BaseException) -> bool:
+def _unavailable_types() -> tuple:
     import redis
     from sqlalchemy.exc import OperationalError
 
-    return isinstance(exc, (redis.ConnectionError, redis.TimeoutError, OperationalError))
+    return (redis.ConnectionError, redis.TimeoutError, OperationalError)
+
+
+def _is_unavailable(exc: BaseException) -> bool:
+    return isinstance(exc, _unavailable_types())
 
 
 def install_error_handlers(app: FastAPI) -> None:
+    app.state.outage = OutageLog()
+    app.add_middleware(_OutageWatch, outage=app.state.outage)
+    for kind in _unavailable_types():
+        app.add_exception_handler(kind, _unavailable)  # type: ignore[arg-type]
     app.add_exception_handler(LabelqError, _labelq_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(StarletteHTTPException, _http_error)  # type: ignore[arg-type]

@@ -44,7 +44,7 @@ from .problem import label_rows, to_observation
 from .quality import apply_quality_rule
 
 __all__ = ["apply_pending", "refill_project", "ApplyReport", "CACHE", "push_priorities",
-           "WANTED_TTL_MS"]
+           "WANTED_TTL_MS", "applied_counts"]
 
 log = logging.getLogger(__name__)
 CACHE = StateCache(track_dirty=True)  # the applier's per-process cache
@@ -95,6 +95,18 @@ def push_priorities(redis, hot: Hot, tasks, pipeline=None) -> None:
     pipe.zadd(k.parked, mapping, xx=True)
     if pipeline is None:
         pipe.execute()
+
+
+def applied_counts(engine, project_id: int) -> dict[int, int]:
+    """task seq -> labels applied, from SQL (one GROUP BY; only after a replay)."""
+    from sqlalchemy import func, select
+
+    from ..models import Task
+    stmt = (select(Task.seq, func.count(Label.id)).join(Task, Task.id == Label.task_id)
+            .where(Label.project_id == project_id, Label.applied_seq.is_not(None))
+            .group_by(Task.seq))
+    with engine.connect() as conn:
+        return {int(t): int(n) for t, n in conn.execute(stmt)}
 
 
 class _Reshaped(Exception):
@@ -155,8 +167,17 @@ def _apply_batch(engine, redis, project_id: int, lock: RedisLock, cache: StateCa
         report.declines += len(raw)
         pipe = redis.pipeline(transaction=False)
         push_priorities(redis, hot, touched, pipeline=pipe)
+        # tasks of labels replayed from SQL (applied by a holder that died before its Redis
+        # writes, or that did them): their ``applied`` counts are set from SQL, where the
+        # increments may be missing; the others are incremented by this batch's labels
+        replayed = set(hot.dirty or ())
+        if replayed:
+            counts = applied_counts(engine, project_id)
+            for task in sorted(replayed):
+                pipe.hset(k.applied, task, counts.get(task, 0))
         for task, n in applied_per_task.items():
-            pipe.hincrby(k.applied, task, n)
+            if task not in replayed:
+                pipe.hincrby(k.applied, task, n)
         pipe.execute()
         if hot.dirty:
             hot.dirty.clear()

@@ -76,7 +76,8 @@ class _Stale(Exception):
 
 class InboxNotEmpty(Exception):
     """A decision made at once found reservations in the worker's inbox (the applier
-    refilled it meanwhile): the worker must get those first — pop the inbox again."""
+    refilled it meanwhile), or the worker at their bound of open assignments (another
+    request of theirs): the worker must get those first — pop the inbox again."""
 
 
 def _ints(raw) -> np.ndarray:
@@ -98,7 +99,8 @@ def _select(hot: Hot, worker: WorkerInfo, cand: np.ndarray, rng, rng_lock) -> in
 def _reserve(scripts: Scripts, k: Keys, hot: Hot, worker: WorkerInfo, task: int,
              assignment_id: str, expires_ms: int, key_ttl_ms: int, *, inbox: bool,
              pipeline=None, row: str | None = None,
-             expect_issued: tuple[int, int] | None = None, empty_inbox: bool = False):
+             expect_issued: tuple[int, int] | None = None, empty_inbox: bool = False,
+             max_open: int | None = None, now_ms: int | None = None):
     """``RESERVE`` of ``task`` for ``worker`` under the project's limits; the task's SQL
     id goes into the lease (submit needs no lookup) and its category into the gold counts."""
     ids = hot.view.task_id
@@ -109,21 +111,26 @@ def _reserve(scripts: Scripts, k: Keys, hot: Hot, worker: WorkerInfo, task: int,
         cost=worker.cost, budget=project.budget, assignment_id=assignment_id,
         expires_ms=expires_ms, key_ttl_ms=key_ttl_ms,
         category=int(hot.view.task_category[task]), inbox=inbox, pipeline=pipeline, row=row,
-        expect_issued=expect_issued, empty_inbox=empty_inbox)
+        expect_issued=expect_issued, empty_inbox=empty_inbox, max_open=max_open,
+        now_ms=now_ms)
 
 
 def decide(redis, scripts: Scripts, hot: Hot, worker: WorkerInfo, now: int, *,
            rng: np.random.Generator, rng_lock: threading.Lock | None = None,
            lease_ms: int, key_ttl_ms: int, inbox: bool = False, top_k: int = 64,
            max_scan: int = 100_000, check_budget: bool = True,
-           enough: int = 16, settled_scan: int = 1024) -> Decision | None:
+           enough: int = 16, settled_scan: int = 1024,
+           max_open: int | None = None) -> Decision | None:
     """Reserve the worker's next task; ``None`` when there is nothing for them now.
     Raises :class:`BudgetExhausted` when the budget cannot pay for this worker's next label
     (only with ``check_budget``). With ``inbox`` the reservation is held for ``HOLD_MS`` and
     appended to the worker's inbox; else the lease runs ``lease_ms`` from ``now``, and
     :class:`InboxNotEmpty` is raised if the worker's inbox was refilled meanwhile (checked
     atomically by ``RESERVE``): the reservations there were decided first — on the gold
-    schedule's earlier counts — and must reach the worker first."""
+    schedule's earlier counts — and must reach the worker first. ``max_open`` (decisions
+    made at once): :class:`InboxNotEmpty` too when the worker holds that many open
+    assignments already (another request of theirs issued one meanwhile); the pop that
+    follows hands out the oldest of them."""
     rng_lock = rng_lock or threading.Lock()
     project = hot.project
     k = Keys(project.id)
@@ -142,10 +149,11 @@ def decide(redis, scripts: Scripts, hot: Hot, worker: WorkerInfo, now: int, *,
     def reserve(task: int) -> str:
         aid = uuid.uuid4().hex
         res = _reserve(scripts, k, hot, worker, task, aid, expires, key_ttl_ms, inbox=inbox,
-                       expect_issued=expect[0], empty_inbox=not inbox)
+                       expect_issued=expect[0], empty_inbox=not inbox,
+                       max_open=None if inbox else max_open, now_ms=now)
         if res.reason == "stale":
             raise _Stale()
-        if res.reason == "inbox":
+        if res.reason in ("inbox", "open"):
             raise InboxNotEmpty()
         return aid if res.ok else res.reason
 

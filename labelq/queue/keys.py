@@ -20,6 +20,9 @@ key (after the prefix)     type    TTL    meaning
                                           (SQL task id, may be empty), submitting
                                           (1 once the label is being written to SQL)
 ``leases``                 ZSET    none   assignment id -> expiry in ms (for the reaper)
+``open:{w}``               ZSET    none   assignment id -> expiry of the leases issued to
+                                          worker w (popped or decided at once), pruned as
+                                          they end: bounds their number (``max_open``)
 ``nlabels``                HASH    none   task seq -> labels recorded (SQL) and counted
 ``reserved``               HASH    none   task seq -> live leases and held reservations
 ``applied``                HASH    none   task seq -> labels folded into the posterior (the
@@ -101,6 +104,9 @@ class Keys:
 
     def seen(self, worker: int) -> str:
         return self._k(f"seen:{int(worker)}")
+
+    def open_leases(self, worker: int) -> str:
+        return self._k(f"open:{int(worker)}")
 
     def pattern(self) -> str:
         """Glob matching every key of the project (for a rebuild's cleanup)."""

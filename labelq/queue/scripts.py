@@ -13,7 +13,9 @@ Each script opens with a comment listing every key it touches. The races they cl
   has seen and those at the cap, in one round trip; ``RESERVE`` re-checks whatever is chosen.
 * ``POP_INBOX`` — pops the worker's inbox until a live reservation of theirs turns up and
   starts its lease *now* (held reservations have a short hold expiry), in one round trip;
-  also records the worker as active and says when the project has no hot state.
+  also records the worker as active and says when the project has no hot state. With a
+  bound on open assignments, a worker who holds that many gets the oldest again: two
+  ``next`` requests at once cannot both issue past the bound (``RESERVE`` checks it too).
 * ``RELEASE`` — expiry (reaper) and decline return a task to the pool exactly once, and never
   a lease that is mid-submission unless the caller has checked SQL for its label; with
   ``held_only`` (a worker with nothing to do reclaiming another's inbox reservation) never
@@ -44,25 +46,51 @@ __all__ = ["load_script", "RESERVE", "SUBMIT_BEGIN", "SUBMIT_FINISH", "RELEASE",
            "POP_INBOX", "CANDIDATES_MANY", "Scripts", "ScriptPipeline", "ReserveResult",
            "Released"]
 
+# the worker's open assignments, shared by RESERVE and POP_INBOX
+_OPEN_LEASES = """-- (shared) the worker's open assignments — issued leases, live, not being submitted —
+-- oldest first, as {aid, task, expires, row}; drops from open:{w} those that
+-- ended (submitted, declined, expired, or gone with a rebuild)
+local function open_leases(okey, prefix, worker, now)
+  local live = {}
+  for _, aid in ipairs(redis.call('ZRANGE', okey, 0, -1)) do
+    local l = redis.call('HMGET', prefix .. 'lease:' .. aid, 'task', 'worker', 'expires',
+                         'submitting', 'row', 'held')
+    if not l[1] or l[2] ~= worker or l[6] or tonumber(l[3]) <= now then
+      redis.call('ZREM', okey, aid)
+    elseif not l[4] then
+      live[#live + 1] = {aid, l[1], l[3], l[5]}
+    end
+  end
+  return live
+end
+"""
+
 RESERVE = """
 -- keys: seen:{w} gold nlabels reserved wcount spent reserved_cost lease:{a} leases pending
---       parked nissued [inbox:{w}]
+--       parked nissued [inbox:{w} [open:{w}]]
 -- argv: task worker cap capacity cost budget assignment_id expires_ms key_ttl_ms task_id
 --       category (index of the task's category, counted per worker for gold)
 --       [row: JSON [external id, category, payload] of the task, kept in the lease so that
 --       POP_INBOX can answer without a SQL read]
 --       [expected issued, expected gold issued: the worker's counts in nissued that the
 --       gold schedule's decision was made on ('' for none); if either moved since, 'stale']
---       [mode: 'hold' (default) or 'empty']
+--       [mode: 'hold' (default) or 'empty'] [max open, key prefix, now_ms: mode 'empty']
 --       (with the 13th key, the worker's inbox: in mode 'hold' the assignment id is appended
 --       to it, a held reservation; in mode 'empty' — a decision made at once because the
 --       inbox was empty — the script answers 'inbox' if reservations arrived there since,
---       so that the worker gets them first and in the order they were decided)
-local task, worker = ARGV[1], ARGV[2]
+--       so that the worker gets them first and in the order they were decided; and, with
+--       the 14th key, 'open' if the worker holds max open assignments already — another
+--       request of theirs issued one meanwhile —, else the lease is recorded there)
+""" + _OPEN_LEASES + """local task, worker = ARGV[1], ARGV[2]
 local cap, capacity = tonumber(ARGV[3]), tonumber(ARGV[4])
 local cost, budget = tonumber(ARGV[5]), tonumber(ARGV[6])
 local hold = KEYS[13] and ARGV[15] ~= 'empty'
 if KEYS[13] and not hold and redis.call('LLEN', KEYS[13]) > 0 then return {0, 'inbox'} end
+local bounded = KEYS[14] and not hold
+if bounded and #open_leases(KEYS[14], ARGV[17], worker, tonumber(ARGV[18])) >=
+    tonumber(ARGV[16]) then
+  return {0, 'open'}
+end
 if ARGV[13] and ARGV[13] ~= '' and
     (tonumber(redis.call('HGET', KEYS[12], worker) or '0') ~= tonumber(ARGV[13]) or
      tonumber(redis.call('HGET', KEYS[12], 'g' .. worker) or '0') ~= tonumber(ARGV[14])) then
@@ -102,6 +130,7 @@ if hold then
   redis.call('HSET', KEYS[8], 'held', 1, 'cat', ARGV[11])
   redis.call('RPUSH', KEYS[13], ARGV[7])
 end
+if bounded then redis.call('ZADD', KEYS[14], ARGV[8], ARGV[7]) end
 if gold == 0 and cap >= 0 and done + live + 1 >= cap then
   local s = redis.call('ZSCORE', KEYS[10], task)
   if s then
@@ -224,15 +253,25 @@ return out
 """
 
 POP_INBOX = """
--- keys: inbox:{w} active leases meta requests, and lease:{a} of each popped id (named from
---       argv[5]: all in the project's key space)
--- argv: worker now_ms lease_ms key_ttl_ms key_prefix min_left_ms
+-- keys: inbox:{w} active leases meta requests [open:{w}], and lease:{a} of each popped id
+--       (named from argv[5]: all in the project's key space)
+-- argv: worker now_ms lease_ms key_ttl_ms key_prefix min_left_ms [max_open]
 -- returns {} (inbox empty), {'unbuilt'} (no hot state), or {aid, task, expires_ms[, row]}
--- (row: the task's JSON row when the reservation carries it)
-if redis.call('HEXISTS', KEYS[4], 'built') == 0 then return {'unbuilt'} end
+-- (row: the task's JSON row when the reservation carries it). With open:{w}: when the
+-- worker holds max_open open assignments already, the oldest of them is returned again
+-- (a repeated next is idempotent: a reload, a retry), else a popped lease is recorded there
+""" + _OPEN_LEASES + """if redis.call('HEXISTS', KEYS[4], 'built') == 0 then return {'unbuilt'} end
 local now = tonumber(ARGV[2])
 redis.call('ZADD', KEYS[2], now, ARGV[1])
 redis.call('HINCRBY', KEYS[5], ARGV[1], 1)
+if KEYS[6] then
+  local live = open_leases(KEYS[6], ARGV[5], ARGV[1], now)
+  if #live > 0 and #live >= tonumber(ARGV[7]) then
+    local o = live[1]
+    if o[4] then return {o[1], o[2], o[3], o[4]} end
+    return {o[1], o[2], o[3]}
+  end
+end
 while true do
   local aid = redis.call('LPOP', KEYS[1])
   if not aid then return {} end
@@ -244,6 +283,7 @@ while true do
     redis.call('HDEL', lk, 'held')
     redis.call('PEXPIRE', lk, ARGV[4])
     redis.call('ZADD', KEYS[3], exp, aid)
+    if KEYS[6] then redis.call('ZADD', KEYS[6], exp, aid) end
     if l[5] then return {aid, l[1], exp, l[5]} end
     return {aid, l[1], exp}
   end
@@ -484,9 +524,11 @@ class Scripts:
                 task_id: int | None = None, category: int | None = None,
                 pipeline=None, inbox: bool = False, row: str | None = None,
                 expect_issued: tuple[int, int] | None = None,
-                empty_inbox: bool = False) -> ReserveResult:
+                empty_inbox: bool = False, max_open: int | None = None,
+                now_ms: int | None = None) -> ReserveResult:
         """``inbox``: hold the reservation in the worker's inbox. ``empty_inbox`` (a
-        decision made at once): refuse with ``inbox`` if the worker's inbox is not empty.
+        decision made at once): refuse with ``inbox`` if the worker's inbox is not empty,
+        and with ``open`` if the worker holds ``max_open`` open assignments (at ``now_ms``).
         ``expect_issued``: the worker's (issued, gold issued) counts a gold-schedule
         decision was made on; the script answers ``stale`` if another decision moved them."""
         if inbox and empty_inbox:
@@ -496,6 +538,8 @@ class Scripts:
                 k.nissued]
         if inbox or empty_inbox:
             keys.append(k.inbox(worker))
+        if empty_inbox and max_open is not None:
+            keys.append(k.open_leases(worker))
         args = [task, worker, -1 if cap is None else cap,
                 -1 if capacity is None else capacity, repr(float(cost)),
                 -1 if budget is None else repr(float(budget)), assignment_id, expires_ms,
@@ -505,6 +549,8 @@ class Scripts:
             args += [int(expect_issued[0]), int(expect_issued[1])]
         if empty_inbox:
             args += ([] if expect_issued is not None else ["", ""]) + ["empty"]
+            if max_open is not None:
+                args += [int(max_open), k.prefix, int(now_ms)]
         out = self._run(self._reserve, keys, args, pipeline)
         return None if pipeline is not None else self.reserve_result(out)
 
@@ -576,14 +622,19 @@ class Scripts:
         return [(list(out[2 * i]), list(out[2 * i + 1])) for i in range(len(workers))]
 
     def pop_inbox(self, k: Keys, worker: int, now_ms: int, lease_ms: int, key_ttl_ms: int,
-                  min_left_ms: int = 1_000, pipeline=None):
+                  min_left_ms: int = 1_000, pipeline=None, max_open: int | None = None):
         """None (inbox empty), "unbuilt" (no hot state) or (assignment id, task,
         expires_ms, row) with the lease started now; ``row`` is the task's ``[external id,
-        category, payload]`` when the reservation carries it, else None. With ``pipeline``
-        the call is only queued there; pass its reply to :meth:`pop_result`."""
-        out = self._run(self._pop, [k.inbox(worker), k.active, k.leases, k.meta, k.requests],
-                        [worker, now_ms, lease_ms, key_ttl_ms, k.prefix, min_left_ms],
-                        pipeline)
+        category, payload]`` when the reservation carries it, else None. ``max_open``: when
+        the worker holds that many open assignments, the oldest of them instead (its lease
+        as it was). With ``pipeline`` the call is only queued there; pass its reply to
+        :meth:`pop_result`."""
+        keys = [k.inbox(worker), k.active, k.leases, k.meta, k.requests]
+        args = [worker, now_ms, lease_ms, key_ttl_ms, k.prefix, min_left_ms]
+        if max_open is not None:
+            keys.append(k.open_leases(worker))
+            args.append(int(max_open))
+        out = self._run(self._pop, keys, args, pipeline)
         return None if pipeline is not None else self.pop_result(out)
 
     @staticmethod

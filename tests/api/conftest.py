@@ -130,7 +130,7 @@ class Stack:
 def make_project(stack: Stack, name: str, *, payloads: list[dict] | None = None,
                  n_tasks: int = 6, labels: str = "pos,neg,neutral", gold: int = 0,
                  max_labels: int | None = 2, policy: str = "uniform",
-                 gold_schedule: str | None = None) -> int:
+                 gold_schedule: str | None = None, budget: float | None = None) -> int:
     """A project with tasks ``t0..`` (payload ``{"text": ...}`` unless given) and gold
     questions ``g0..`` whose answer is the first label."""
     from labelq.db import session_scope
@@ -140,7 +140,7 @@ def make_project(stack: Stack, name: str, *, payloads: list[dict] | None = None,
     payloads = payloads or [{"text": f"sentence number {i} of {name}"} for i in range(n_tasks)]
     with session_scope(stack.engine) as s:
         p = create_project(s, name, labels, policy=policy, max_labels=max_labels,
-                           gold_schedule=gold_schedule)
+                           gold_schedule=gold_schedule, budget=budget)
         for i, payload in enumerate(payloads):
             s.add(Task(project_id=p.id, seq=i, external_id=f"t{i}", payload=payload))
         for i in range(gold):

@@ -189,20 +189,46 @@ def test_decline_returns_the_task_and_closes_the_assignment(stack):
         assert stack.task_of(b["assignment_id"]) == stack.task_of(a["assignment_id"])
 
 
+def test_submit_with_next_that_spends_the_budget_is_200(stack):
+    # Given a budget of 0.2 and an annotator paid 0.1 a label
+    pid = make_project(stack, "budget", n_tasks=5, budget=0.2)
+    token = stack.enroll("budget", "ann-budget", cost=0.1)
+    with stack.client(token) as c:
+        a = c.post("/api/v1/assignments/next").json()["assignment"]
+        b = c.post(f"/api/v1/assignments/{a['assignment_id']}/label?next=true",
+                   json={"label": "neg"}).json()["next"]["assignment"]
+        # When the second label, which spends the budget, is submitted with ?next=true
+        r = c.post(f"/api/v1/assignments/{b['assignment_id']}/label?next=true",
+                   json={"label": "pos"})
+        # Then it is recorded (200, not 409 budget_exhausted) and the missing next says why
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert (body["label"], body["duplicate"]) == ("pos", False)
+        assert body["next"] == {
+            "assignment": None,
+            "message": "the project's budget is spent: there is no more work in it"}
+        # and a plain next is still 409 budget_exhausted
+        r = c.post("/api/v1/assignments/next")
+        assert r.status_code == 409 and r.json()["code"] == "budget_exhausted"
+    wait_applied(stack, pid, 2)
+
+
 def test_capacity_limits_and_is_reported(stack):
     # Given an annotator with capacity 2
     make_project(stack, "capacity", n_tasks=5)
     token = stack.enroll("capacity", "ann-cap", capacity=2)
     with stack.client(token) as c:
-        # When they take two assignments
+        # When they ask twice, they get one assignment (a repeated next gives it again)
         held = [c.post("/api/v1/assignments/next").json()["assignment"] for _ in range(2)]
-        # Then no third is issued while they hold both, and they are told why
+        assert held[0]["assignment_id"] == held[1]["assignment_id"]
+        c.post(f"/api/v1/assignments/{held[0]['assignment_id']}/label", json={"label": "neg"})
+        # and after answering it a second one, which they get again while they hold it
+        second = c.post("/api/v1/assignments/next").json()["assignment"]
+        assert second["assignment_id"] != held[0]["assignment_id"]
         out = c.post("/api/v1/assignments/next").json()
-        assert out["assignment"] is None
-        assert "at your capacity of 2" in out["message"] and "2 open" in out["message"]
-        for a in held:
-            c.post(f"/api/v1/assignments/{a['assignment_id']}/label", json={"label": "neg"})
-        # and once both are answered nothing remains of their capacity
+        assert out["assignment"]["assignment_id"] == second["assignment_id"]
+        c.post(f"/api/v1/assignments/{second['assignment_id']}/label", json={"label": "neg"})
+        # Then once both are answered nothing remains of their capacity, and they are told
         out = c.post("/api/v1/assignments/next").json()
         assert out["assignment"] is None
         assert out["message"] == "you have reached your capacity of 2 labels"

@@ -4,13 +4,16 @@ worker subprocess (no eager mode)."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+import redis as redis_lib
 
 from labelq.db import engine_for, init_schema, session_scope
 from labelq.models import Task
@@ -87,12 +90,21 @@ class CeleryWorker:
             self.proc.wait(10)
 
     def stop(self) -> None:
+        """A warm shutdown: SIGTERM to the main process only, which lets the running task
+        finish. Sent to the whole group it also reached the pool process, where Celery
+        resets SIGTERM to its default, so it died at once — an applier between its SQL
+        commit and its Redis writes, and a test reading Redis next saw a stale priority."""
         if self.proc and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.terminate()
             try:
-                self.proc.wait(15)
+                self.proc.wait(30)
             except subprocess.TimeoutExpired:
-                self.kill9()
+                pass
+            self.kill9()
+            try:  # anything of the group left behind
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 @pytest.fixture
@@ -117,3 +129,60 @@ def celery_worker(tmp_path):
     yield start
     for w in started:
         w.stop()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class PrivateRedis:
+    """``redis-server`` on its own free port and data directory, restartable, its data
+    kept across restarts (append-only file; ``SHUTDOWN`` fsyncs it). For tests that stop
+    Redis: never the shared server."""
+
+    def __init__(self, path) -> None:
+        self.port, self.path = _free_port(), path
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+             "--dir", str(self.path), "--appendonly", "yes", "--save", ""],
+            stdout=open(self.path / "redis.log", "ab"), stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                if redis_lib.Redis(port=self.port).ping():
+                    return
+            except redis_lib.ConnectionError:
+                time.sleep(0.05)
+        raise RuntimeError("private redis-server did not start")
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        try:
+            redis_lib.Redis(port=self.port).shutdown(nosave=False)
+        except redis_lib.ConnectionError:
+            pass  # the server closes the connection as it exits
+        self.proc.wait(10)
+
+
+@pytest.fixture
+def private_redis(tmp_path):
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server not installed")
+    d = tmp_path / "redis"
+    d.mkdir()
+    server = PrivateRedis(d)
+    server.start()
+    yield server
+    if server.proc is not None and server.proc.poll() is None:
+        server.proc.terminate()
+        server.proc.wait(10)

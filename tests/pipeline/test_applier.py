@@ -94,6 +94,42 @@ def test_a_snapshot_behind_sql_is_caught_up(r, sqlite_url):
     np.testing.assert_allclose(other.policy.predict_proba(other.state), want)
 
 
+def test_an_applier_killed_after_its_commit_is_caught_up_by_the_next(r, sqlite_url,
+                                                                      monkeypatch):
+    """An applier killed between its SQL commit and its Redis writes (kill -9, or a
+    SIGTERM that reaches a Celery pool process): the next applier, which replays those
+    labels from SQL, pushes the tasks' priorities and sets their ``applied`` counts (before,
+    the counts stayed short for good: those tasks never looked settled again)."""
+    import labelq.queue.applier as applier
+
+    rng = np.random.default_rng(4)
+    eng, pid = make_project(sqlite_url, n_tasks=20, workers=3, max_labels=3, policy="optkg")
+    s = Service(eng, r, settings=Settings(database_url=sqlite_url))
+    k = Keys(pid)
+    label_some(s, 12, 3, rng)
+    apply_pending(eng, r, pid, cache=StateCache(track_dirty=True))
+    # Given labels an applier committed as applied and then died before writing Redis
+    label_some(s, 12, 3, rng)
+
+    def killed(*_a, **_kw):
+        raise KeyboardInterrupt("killed")
+    monkeypatch.setattr(applier, "push_priorities", killed)
+    with pytest.raises(KeyboardInterrupt):
+        apply_pending(eng, r, pid, cache=StateCache(track_dirty=True), refill=False)
+    monkeypatch.undo()
+    with session_scope(eng) as ses:
+        assert ses.exec(select(func.count()).select_from(Label)
+                        .where(Label.applied_seq.is_(None))).one() == 0
+    # When the next applier (another process: no cache) runs, with nothing new to apply
+    apply_pending(eng, r, pid, cache=StateCache(track_dirty=True))
+    # Then Redis counts every label as applied, and the priorities are the fold's
+    assert r.hgetall(k.applied) == {t: n for t, n in r.hgetall(k.nlabels).items()}
+    with session_scope(eng) as ses:
+        hot = fold_from_sql(ses, ses.get(Project, pid))
+    for t, p in r.zrange(k.pending, 0, -1, withscores=True):
+        assert p == pytest.approx(float(hot.policy.priority(hot.state, np.array([int(t)]))[0]))
+
+
 def test_applier_refills_active_inboxes_and_pop_starts_the_lease(r, db_url):
     from labelq.queue.decide import HOLD_MS
     from labelq.queue.reaper import expire_leases
@@ -128,7 +164,11 @@ def test_applier_refills_active_inboxes_and_pop_starts_the_lease(r, db_url):
     assert out["expired"] == settings.inbox_size - 1
     assert all(int(r.hget(k.reserved, t) or 0) == 0 for t in held[1:])
     assert r.exists(k.lease(b.assignment_id))
-    # a worker that popped stale ids (released) gets a fresh decision instead
+    # asking again while holding it gives it again (one open assignment at a time)
+    assert s.next_assignment("p-w0") == b
+    # and once it is answered, a worker that popped stale ids (released) gets a fresh
+    # decision instead
+    s.submit("p-w0", b.assignment_id, "a")
     c = s.next_assignment("p-w0")
     assert c is not None and c.task_seq not in (a.task_seq, b.task_seq)
 

@@ -66,7 +66,14 @@ def test_kill9_worker_mid_stream_loses_nothing(r, redis_url, sqlite_url, celery_
     second = celery_worker(env)
     stream(100)
     wait_applied(eng, pid, n)
+    # and Redis counts them applied: written after the commit, by the applier that
+    # committed them or, if the kill cut it off there, by the next one (replayed from SQL)
+    deadline = time.monotonic() + 30
+    while sum(int(v) for v in r.hvals(Keys(pid).applied)) != n and \
+            time.monotonic() < deadline:
+        time.sleep(0.1)
     second.stop()
+    assert r.hgetall(Keys(pid).applied) == r.hgetall(Keys(pid).nlabels)
     # Then every label is applied exactly once, in one dense sequence
     with session_scope(eng) as s:
         seqs = sorted(s.exec(select(Label.applied_seq).where(Label.project_id == pid)).all())

@@ -58,12 +58,13 @@ def test_next_with_nothing_left_says_why_and_prints_an_empty_json_list(r, redis_
     _, _, env = one_annotator(sqlite_url, redis_url, "cara", capacity=1)
     run = CliRunner().invoke
     first = json.loads(run(cli, ["next", "cara", "-o", "json"], env=env).stdout)[0]
-    # When they ask again, as JSON and as a table
+    # When they ask again, they get the same one (a repeated next is idempotent)
     res = run(cli, ["next", "cara", "-o", "json"], env=env)
-    # Then it is no error: stdout is an empty JSON list, stderr says why
-    assert res.exit_code == 0 and json.loads(res.stdout) == []
-    assert "at your capacity of 1" in res.stderr and "1 open assignment" in res.stderr
+    assert res.exit_code == 0 and json.loads(res.stdout)[0] == first
+    # and once it is answered, asking again is no error: stdout is empty, stderr says why
     assert run(cli, ["submit", "cara", first["assignment_id"], "a"], env=env).exit_code == 0
+    res = run(cli, ["next", "cara", "-o", "json"], env=env)
+    assert res.exit_code == 0 and json.loads(res.stdout) == []
     res = run(cli, ["next", "cara"], env=env)
     assert res.exit_code == 0 and res.stdout == ""
     assert "you have reached your capacity of 1 labels" in res.stderr
@@ -95,5 +96,31 @@ def test_submit_next_records_the_label_and_issues_the_next_assignment(r, redis_u
     res = run(cli, ["submit", "dana", second[0]["assignment_id"], "b", "--next"], env=env)
     assert res.exit_code == 0, res.output
     assert "you have reached your capacity of 2 labels" in res.stderr
+    with session_scope(eng) as s:
+        assert sorted(l.value for l in s.exec(select(Label))) == ["a", "b"]
+
+
+def test_submit_next_that_spends_the_budget_records_the_label(r, redis_url, sqlite_url):
+    # Given a budget of 0.2, an annotator paid 0.1 a label, their second assignment taken
+    eng, pid = make_project(sqlite_url, n_tasks=5, workers=0, budget=0.2)
+    with session_scope(eng) as s:
+        _, tok = enroll_worker(s, get_project(s, "p"), "erin", cost=0.1)
+    env = {"LABELQ_DATABASE_URL": sqlite_url, "LABELQ_REDIS_URL": redis_url,
+           "LABELQ_TOKEN": tok}
+    run = CliRunner().invoke
+    first = json.loads(run(cli, ["next", "erin", "-o", "json"], env=env).stdout)[0]
+    res = run(cli, ["submit", "erin", first["assignment_id"], "a", "--next", "-o", "json"],
+              env=env)
+    out = res.stdout.strip()
+    _, end = json.JSONDecoder().raw_decode(out)
+    second = json.loads(out[end:])[0]
+    # When the label that spends the budget is submitted with --next
+    res = run(cli, ["submit", "erin", second["assignment_id"], "b", "--next", "-o", "json"],
+              env=env)
+    # Then it succeeds (exit 0, not 7 budget exhausted): the label is printed and recorded,
+    # and stderr says why there is no next
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)[0]["label"] == "b"
+    assert "budget is spent" in res.stderr
     with session_scope(eng) as s:
         assert sorted(l.value for l in s.exec(select(Label))) == ["a", "b"]

@@ -3,6 +3,8 @@ durable-before-OK submit."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from sqlmodel import select
@@ -101,6 +103,141 @@ def test_budget_exhausted(r, sqlite_url):
         s.next_assignment("p-w0")
 
 
+def test_submit_with_next_records_the_label_when_the_budget_runs_out(r, sqlite_url):
+    """Budget 0.2 at 0.1 a label: the second submit-and-next spends the budget. Its answer
+    says the label was recorded and that there is no next (before: BudgetExhausted after
+    the commit, so the annotator was told 409 for a label that was saved)."""
+    eng, pid = make_project(sqlite_url, n_tasks=5, workers=1, budget=0.2, cost=0.1)
+    s = Service(eng, r, settings=Settings(database_url=sqlite_url))
+    a = s.next_assignment("p-w0")
+    out = s.submit("p-w0", a.assignment_id, "a", then_next=True)
+    b = out["next"]
+    assert b is not None
+    # When the second label is submitted with its next
+    out = s.submit("p-w0", b.assignment_id, "b", then_next=True)
+    # Then the answer records the label and carries no next, and says why
+    assert out == {"assignment_id": b.assignment_id, "label": "b", "duplicate": False,
+                   "next": None}
+    with session_scope(eng) as db:
+        assert db.exec(select(Label.value).where(Label.assignment_id == b.assignment_id)
+                       ).one() == "b"
+    assert s.idle_reason("p-w0") == "the project's budget is spent: there is no more work in it"
+    # and a retry of it is the idempotent duplicate, again without a next
+    again = s.submit("p-w0", b.assignment_id, "b", then_next=True)
+    assert again["duplicate"] is True and again["next"] is None
+    # while a plain next still answers BudgetExhausted
+    with pytest.raises(BudgetExhausted):
+        s.next_assignment("p-w0")
+
+
+def test_retry_after_a_crash_between_commit_and_finish_finishes_it(r, sqlite_url):
+    """An API process died after committing the label and before SUBMIT_FINISH: the
+    annotator's retry answers ``duplicate`` and finishes the reservation in Redis (before,
+    Redis stayed one label short until the lease expired and the reaper's grace ran out)."""
+    eng, pid = make_project(sqlite_url, n_tasks=5, workers=1, max_labels=1)
+    woken = []
+    s = Service(eng, r, settings=Settings(database_url=sqlite_url), notify=woken.append)
+    k = Keys(pid)
+    a = s.next_assignment("p-w0")
+    # Given the first attempt's SUBMIT_BEGIN and commit, and no SUBMIT_FINISH
+    began = s.scripts.submit_begin(k, a.assignment_id, 0, int(time.time() * 1000))
+    with eng.begin() as conn:
+        s._insert(conn, [(s._worker("p-w0"), s._project(pid), a.assignment_id, "a", False,
+                          began[4])], int(time.time() * 1000))
+    assert r.hget(k.nlabels, a.task_seq) is None
+    # When the annotator retries
+    out = s.submit("p-w0", a.assignment_id, "a")
+    # Then it is the idempotent duplicate, and Redis counts the label: the task is closed
+    # at its cap, the reservation is gone, the cost is spent, and the applier is woken
+    assert out == {"assignment_id": a.assignment_id, "label": "a", "duplicate": True}
+    assert int(r.hget(k.nlabels, a.task_seq)) == 1
+    assert int(r.hget(k.reserved, a.task_seq) or 0) == 0
+    assert not r.exists(k.lease(a.assignment_id))
+    assert float(r.get(k.spent)) == 1.0 and float(r.get(k.reserved_cost)) == 0.0
+    assert r.zscore(k.pending, a.task_seq) is None and woken == [pid]
+    # and a second retry changes nothing
+    assert s.submit("p-w0", a.assignment_id, "a")["duplicate"] is True
+    assert int(r.hget(k.nlabels, a.task_seq)) == 1 and float(r.get(k.spent)) == 1.0
+
+
+def test_an_outage_after_the_commit_says_the_label_was_recorded(r, sqlite_url, monkeypatch):
+    """Redis stops answering between the commit and SUBMIT_FINISH: the error says the label
+    was recorded and that a retry is safe; the retry is the duplicate and finishes it."""
+    import redis as redis_lib
+
+    from labelq.errors import ServiceUnavailable
+
+    eng, pid = make_project(sqlite_url, n_tasks=5, workers=1)
+    s = Service(eng, r, settings=Settings(database_url=sqlite_url))
+    a = s.next_assignment("p-w0")
+
+    def down(*_a, **_kw):
+        raise redis_lib.ConnectionError("Redis went away")
+    monkeypatch.setattr(s.scripts, "submit_finish", down)
+    with pytest.raises(ServiceUnavailable) as err:
+        s.submit("p-w0", a.assignment_id, "a")
+    assert err.value.to_dict()["recorded"] is True and err.value.retry_safe is True
+    assert "was recorded" in err.value.message
+    with session_scope(eng) as db:
+        assert db.exec(select(Label.value).where(Label.assignment_id == a.assignment_id)
+                       ).one() == "a"
+    monkeypatch.undo()
+    assert s.submit("p-w0", a.assignment_id, "a")["duplicate"] is True
+    assert int(r.hget(Keys(pid).nlabels, a.task_seq)) == 1
+
+
+def test_next_returns_the_open_assignment_and_bounds_them(r, sqlite_url):
+    """Before: every next issued a new lease, so one token could reserve every task."""
+    from labelq.queue.applier import refill_project
+
+    eng, pid = make_project(sqlite_url, n_tasks=30, workers=2)
+    s = Service(eng, r, settings=Settings(database_url=sqlite_url))
+    k = Keys(pid)
+    # When an annotator asks for work many times without answering
+    a = s.next_assignment("p-w0")
+    again = [s.next_assignment("p-w0") for _ in range(20)]
+    # Then every answer is the same assignment (its lease unchanged): one lease is held
+    assert all(x == a for x in again)
+    assert int(r.hget(k.wcount, 0)) == 1 and r.zcard(k.leases) == 1
+    # also when the applier has filled their inbox meanwhile
+    assert refill_project(eng, r, pid) > 0
+    assert s.next_assignment("p-w0") == a
+    # and once it is answered (with next), declined or has expired, they get a new one
+    b = s.submit("p-w0", a.assignment_id, "a", then_next=True)["next"]
+    assert b is not None and b.assignment_id != a.assignment_id
+    assert s.next_assignment("p-w0") == b
+    s.decline("p-w0", b.assignment_id)
+    c = s.next_assignment("p-w0")
+    assert c.assignment_id not in (a.assignment_id, b.assignment_id)
+    r.hset(k.lease(c.assignment_id), "expires", 1)  # its lease ran out
+    d = s.next_assignment("p-w0")
+    assert d.assignment_id != c.assignment_id and s.next_assignment("p-w0") == d
+
+
+def test_concurrent_nexts_of_one_annotator_issue_one_assignment(r, sqlite_url):
+    """The bound is checked in the scripts that issue (POP_INBOX, RESERVE): requests of
+    one annotator at once cannot both issue past it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    eng, pid = make_project(sqlite_url, n_tasks=30, workers=1)
+    s = Service(eng, r, settings=Settings(database_url=sqlite_url))
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda _: s.next_assignment("p-w0"), range(40)))
+    assert len({x.assignment_id for x in got}) == 1
+    assert int(r.hget(Keys(pid).wcount, 0)) == 1
+
+
+def test_max_open_allows_that_many_then_repeats_the_oldest(r, sqlite_url):
+    eng, pid = make_project(sqlite_url, n_tasks=30, workers=1)
+    s = Service(eng, r, settings=Settings(database_url=sqlite_url, max_open=3))
+    got = [s.next_assignment("p-w0") for _ in range(6)]
+    assert len({x.assignment_id for x in got[:3]}) == 3
+    assert got[3:] == [got[0]] * 3
+    s.submit("p-w0", got[0].assignment_id, "a")
+    assert s.next_assignment("p-w0").assignment_id not in {x.assignment_id for x in got}
+    assert s.next_assignment("p-w0") == got[1]
+
+
 def test_gold_schedule_and_quality_rule_pause_a_bad_worker(r, sqlite_url):
     from labelq.queue.applier import apply_pending
     from labelq.queue.hotstate import StateCache
@@ -163,7 +300,8 @@ def test_inbox_refilled_while_deciding_at_once_is_served_first(r, sqlite_url):
     # empty inbox who has had one gold question
     eng, pid = make_project(sqlite_url, n_tasks=20, n_gold=8, workers=1, policy="optkg",
                             gold_schedule="onboarding:n=4,rate=0,half_life=50,floor=0")
-    s = Service(eng, r, settings=Settings(database_url=sqlite_url), worker_max_age=0)
+    s = Service(eng, r, settings=Settings(database_url=sqlite_url, max_open=10),
+                worker_max_age=0)  # several open assignments at once
     first = s.next_assignment("p-w0")
     assert first.task.startswith("g")
     # When the applier refills the inbox (three held golds) just after the next request
@@ -223,7 +361,8 @@ def test_raw_inserts_store_what_core_would(db_url):
 def test_inbox_refilled_with_the_last_tasks_while_deciding_is_served(r, sqlite_url):
     # Given three tasks, one of them issued to the worker, whose inbox is empty
     eng, pid = make_project(sqlite_url, n_tasks=3, workers=1, max_labels=1)
-    s = Service(eng, r, settings=Settings(database_url=sqlite_url), worker_max_age=0)
+    s = Service(eng, r, settings=Settings(database_url=sqlite_url, max_open=10),
+                worker_max_age=0)  # several open assignments at once
     first = s.next_assignment("p-w0")
     # When the applier puts the two open tasks in the inbox while the next request, which
     # found the inbox empty, looks for candidates (there are none left for it)
@@ -242,7 +381,8 @@ def test_a_worker_with_nothing_reclaims_a_reservation_held_in_another_inbox(r, s
     # Given three tasks of one label each: w0 took one, and the applier then held the
     # other two in w0's inbox (w0 was the only active worker)
     eng, pid = make_project(sqlite_url, n_tasks=3, workers=3, max_labels=1)
-    s = Service(eng, r, settings=Settings(database_url=sqlite_url), worker_max_age=0)
+    s = Service(eng, r, settings=Settings(database_url=sqlite_url, max_open=10),
+                worker_max_age=0)  # several open assignments at once
     first = s.next_assignment("p-w0")
     hot = StateCache().get(eng, r, pid)
     made = refill_inboxes(eng, r, s.scripts, hot, inbox_size=3, lease_ms=600_000,

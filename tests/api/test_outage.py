@@ -1,0 +1,93 @@
+"""Redis goes away under a running ``labelq serve``: 503s on the same keep-alive connection,
+each saying whether the label was recorded, the outage logged once (no traceback per
+request), and work resumes when Redis is back. Its own server on a private Redis (it is
+stopped here: never the shared one) and SQLite, not the package's stack."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import shutil
+
+import pytest
+
+from labelq.db import engine_for, init_schema, session_scope
+from labelq.models import Task
+from labelq.projects import create_project, enroll_worker
+from pipeline.conftest import ROOT, PrivateRedis
+
+from .conftest import OPERATOR_TOKEN, Server
+
+pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None,
+                                reason="redis-server not installed")
+
+
+class Client:
+    """One HTTP/1.1 connection, kept alive; ``call`` says which local port it used, so a
+    test sees whether the server closed it."""
+
+    def __init__(self, port: int, token: str) -> None:
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        self.headers = {"Authorization": f"Bearer {token}",
+                        "Content-Type": "application/json"}
+
+    def call(self, path: str, body: dict | None = None) -> tuple[int, dict, int, str]:
+        self.conn.request("POST", path, body=json.dumps(body) if body else None,
+                          headers=self.headers)
+        resp = self.conn.getresponse()
+        data = json.loads(resp.read())
+        port = self.conn.sock.getsockname()[1] if self.conn.sock else -1
+        return resp.status, data, port, resp.getheader("connection", "")
+
+
+@pytest.mark.timeout(120)
+def test_a_redis_outage_is_503_once_logged_on_a_kept_connection(tmp_path):
+    # Given a server on a private Redis and an annotator holding an assignment
+    (tmp_path / "redis").mkdir()
+    redis = PrivateRedis(tmp_path / "redis")
+    redis.start()
+    db = f"sqlite:///{tmp_path / 'labelq.db'}"
+    engine = engine_for(db)
+    init_schema(engine)
+    with session_scope(engine) as s:
+        p = create_project(s, "outage", "pos,neg", max_labels=2)
+        for i in range(4):
+            s.add(Task(project_id=p.id, seq=i, external_id=f"t{i}", payload={"text": str(i)}))
+        _, token = enroll_worker(s, p, "ann-outage")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LABELQ_")}
+    env.update(LABELQ_DATABASE_URL=db, LABELQ_REDIS_URL=redis.url, PYTHONPATH=str(ROOT),
+               LABELQ_OPERATOR_TOKEN=OPERATOR_TOKEN)
+    server = Server(env, tmp_path, tmp_path / "serve.log").start()
+    try:
+        c = Client(server.port, token)
+        status, body, port, _ = c.call("/api/v1/assignments/next")
+        assert status == 200, body
+        aid = body["assignment"]["assignment_id"]
+        # When Redis goes away and the annotator keeps sending the label and asking
+        redis.stop()
+        for _ in range(10):
+            status, body, used, close = c.call(f"/api/v1/assignments/{aid}/label",
+                                               {"label": "pos"})
+            # Then each answer is a 503 saying the label was not recorded and a retry is
+            # safe, on the same connection (not closed by the server)
+            assert status == 503, body
+            assert body["code"] == "service_unavailable"
+            assert body["recorded"] is False and body["retry_safe"] is True
+            assert "not recorded" in body["message"]
+            assert (used, close.lower()) == (port, "")
+            status, body, used, _ = c.call("/api/v1/assignments/next")
+            assert (status, used) == (503, port)
+        # When Redis is back (its data kept), the same label is recorded
+        redis.start()
+        status, body, used, _ = c.call(f"/api/v1/assignments/{aid}/label", {"label": "pos"})
+        assert status == 200 and body["duplicate"] is False, body
+        assert used == port
+    finally:
+        server.stop()
+        redis.stop()
+    # And the outage was logged once, and its end once, without a traceback
+    log = (tmp_path / "serve.log").read_text()
+    assert log.count("does not answer") == 1, log[-3000:]
+    assert log.count("answer again") == 1 and "20 requests answered 503" in log, log[-3000:]
+    assert "Traceback" not in log, log[-3000:]
