@@ -9,17 +9,19 @@ between the candidates in two ways:
 * with gold answers on at least ``min_gold`` labelled tasks: **cross-validation over the
   gold** -- each fold's gold is hidden, every candidate is fitted with the rest clamped, and
   the held-out gold answers are scored by mean log-probability (accuracy first would reward
-  over-confident guesses equally); the best method's held-out probabilities then fit a
-  temperature that calibrates the final confidences;
+  over-confident guesses equally); with ``calibrate_gold`` or more, the best method's
+  held-out probabilities then fit a temperature that calibrates the final confidences;
 * otherwise **a rule on the evidence** (:func:`evidence`): no task with two labels -> ``mv``
   (nothing tells workers apart); at least ``min_support`` checkable labels per confusion
   cell for the typical label's worker -> ``ds`` (``ds-category`` when tasks have
-  categories); in between -> ``wmv``, one weight per worker, which needs K^2 times fewer
-  labels.
+  categories); in between -> ``wmv``, one weight per worker (from agreement with the
+  other labels on its tasks), which needs K^2 times fewer labels.
 
 The chosen method is ``method_``, the reason ``reason_``, the evidence ``evidence_``;
-``trustworthy_`` is False when the confidences rest on too little (no gold calibration and
-support below ``min_support``) -- ``labelq export`` warns then.
+``trustworthy_`` is False when the confidences rest on too little -- support below
+``min_support`` and fewer than ``trust_gold`` gold answers to calibrate on (a calibration
+fitted on n answers is itself uncertain by about 1/sqrt(n): 50 give +-0.14 at worst) --
+``labelq export`` warns then.
 """
 
 from __future__ import annotations
@@ -100,7 +102,9 @@ class AutoAggregator(BaseAggregator):
     still clamped by the EM methods, but too few to choose on); ``folds`` (5);
     ``min_support`` (6): checkable labels per confusion cell a full confusion model needs,
     from the shared data sets subsampled to 2 and 3 labels per task (at 5 and below ``ds``
-    fell behind ``wmv``; see docs/aggregation.md); ``seed`` fixes the fold split.
+    fell behind ``wmv``; see docs/aggregation.md); ``trust_gold`` (50): gold answers that
+    make the confidences trustworthy without that support; ``calibrate_gold`` (20): gold
+    answers needed to fit the temperature; ``seed`` fixes the fold split.
 
     Without gold, a majority (or weighted majority) vote's confidence is the one-coin
     posterior :math:`p_{ik} \propto \exp(s_{ik})` of its (log-odds) vote scores, with majority
@@ -116,7 +120,7 @@ class AutoAggregator(BaseAggregator):
     uses_categories = True
 
     def __init__(self, min_gold: int = 8, folds: int = 5, min_support: float = 6.0,
-                 seed: int = 0):
+                 trust_gold: int = 50, calibrate_gold: int = 20, seed: int = 0):
         if min_gold < 2:
             raise InputError(f"min_gold must be >= 2, got {min_gold}", field="min_gold")
         if folds < 2:
@@ -126,6 +130,7 @@ class AutoAggregator(BaseAggregator):
                              field="min_support")
         self.min_gold, self.folds, self.min_support, self.seed = min_gold, folds, \
             min_support, seed
+        self.trust_gold, self.calibrate_gold = trust_gold, calibrate_gold
 
     def _candidates(self, categories) -> tuple[str, ...]:
         if categories is not None and np.unique(categories).size > 1:
@@ -135,9 +140,32 @@ class AutoAggregator(BaseAggregator):
     def _fit_one(self, method: str, d: LabelArrays, gold, categories):
         from .registry import aggregate
 
+        weights = self._checked_weights(d) if method == "wmv" else None
         return aggregate(d.task, d.worker, d.label, method, n_tasks=d.n_tasks,
                          n_workers=d.n_workers, n_classes=d.n_classes, gold=gold,
-                         categories=categories)
+                         categories=categories, weights=weights)
+
+    def _checked_weights(self, d: LabelArrays) -> np.ndarray:
+        """Per-worker log-odds from how often a worker's label agrees with the majority of
+        the *other* labels on its task (ties count by share). ``wmv``'s default compares
+        with a vote that includes the worker's own label, so at one label per task every
+        worker reads as always right; here such labels say nothing, and a worker's accuracy
+        is shrunk (two pseudo-labels) toward the crowd's, from :meth:`_common_log_odds`."""
+        K = d.n_classes
+        counts = count_matrix(d.task, d.label, d.n_tasks, K).toarray()
+        others = counts[d.task].copy()
+        others[np.arange(d.task.size), d.label] -= 1
+        top = others.max(axis=1)
+        checked = top > 0
+        tied = (others == top[:, None]).sum(axis=1)
+        agree = np.where(checked & (others[np.arange(d.task.size), d.label] == top),
+                         1.0 / tied, 0.0)
+        n = np.bincount(d.worker, weights=checked.astype(float), minlength=d.n_workers)
+        a = np.bincount(d.worker, weights=agree, minlength=d.n_workers)
+        z = self._common_log_odds(d)
+        q = np.exp(z) / (np.exp(z) + K - 1)  # the accuracy behind those log-odds
+        p = np.clip((a + 2 * q) / (n + 2), 1e-3, 1 - 1e-3)
+        return np.maximum(0.0, np.log((K - 1) * p / (1 - p))) if K > 1 else np.ones(d.n_workers)
 
     def _fit(self, d: LabelArrays, gold=None, categories=None) -> None:
         g = check_gold(gold, d.n_tasks, d.n_classes)
@@ -164,7 +192,8 @@ class AutoAggregator(BaseAggregator):
         probas[known, g[known]] = 1.0
         labels[known] = g[known]
         self.probas_, self.labels_ = probas, labels
-        self.trustworthy_ = bool(self.scores_) or ev.support >= self.min_support
+        self.trustworthy_ = ev.support >= self.min_support or \
+            (bool(self.scores_) and ev.n_gold >= self.trust_gold)
 
     def _choose_by_rule(self, ev: Evidence, cands) -> tuple[str, str]:
         if ev.informative_share == 0:
@@ -192,7 +221,8 @@ class AutoAggregator(BaseAggregator):
         answers = g[gold_tasks]
         self.scores_ = {m: float(_log_score(held[m], answers).mean()) for m in cands}
         best = max(cands, key=lambda m: (round(self.scores_[m], 9), -cands.index(m)))
-        self.temperature_ = _temperature(np.log(np.maximum(held[best], 1e-300)), answers)
+        if answers.size >= self.calibrate_gold:  # a temperature fitted on a few overfits
+            self.temperature_ = _temperature(np.log(np.maximum(held[best], 1e-300)), answers)
         return best
 
     def _probas(self, method: str, d: LabelArrays, fitted) -> np.ndarray:
