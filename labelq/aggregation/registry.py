@@ -48,7 +48,8 @@ def aggregate(task, worker, label, method: str = "auto", n_tasks: int | None = N
     ``categories`` (int per task) is used by ``ds-category``, by ``auto`` and by ``wmv`` with
     per-(worker, category) ``weights``; ``gold`` (class index or -1 per task) is clamped by
     the EM methods (``ds``, ``onecoin``, ``ds-category``, ``glad``), used by ``auto`` to
-    choose and calibrate, and ignored by the voting ones. Read ``labels_``, ``probas_`` and ``confidence_`` from the result.
+    choose and calibrate, and ignored by the voting ones. Read ``labels_``, ``probas_`` and
+    ``confidence_`` from the result.
     """
     agg = get_aggregator(method, **params)
     kw: dict = {"n_tasks": n_tasks, "n_workers": n_workers, "n_classes": n_classes}
