@@ -150,3 +150,13 @@ def test_evidence_counts_checkable_labels():
     # worker 0 has 3 checkable labels, worker 1 two, worker 2 one; label-weighted:
     # [3, 3, 3, 2, 2, 1] -> median 2.5
     assert ev.labels_per_worker == 2.5 and ev.support == 2.5 / 4
+
+
+def test_auto_with_categories_needs_support_in_each():
+    task, worker, label, _ = sparse_crowd(6, n_tasks=3000, n_workers=10, n_classes=3,
+                                          per_task=5)
+    few = np.arange(3000) % 2
+    assert AutoAggregator().fit(task, worker, label, categories=few).method_ == "ds-category"
+    many = np.arange(3000) % 60  # 60 confusion matrices per worker: too few labels each
+    res = AutoAggregator().fit(task, worker, label, categories=many)
+    assert res.method_ == "wmv" and "60 categories" in res.reason_
