@@ -84,8 +84,7 @@ class DawidSkene(_EMAggregator):
     than to give any one wrong answer", so a worker with one or two labels gets a mild
     confusion close to the prior, never an extreme one; with many labels the data win. Both 0
     give the 1979 maximum-likelihood fit. Starts from majority-vote shares (like crowd-kit).
-    Stops when
-    the largest change of any posterior and any :math:`\pi` is below ``tol``. ``gold``
+    Stops when the largest change of any posterior and any :math:`\pi` is below ``tol``. ``gold``
     (passed to ``fit``; class index or -1 per task) clamps known answers to one-hot.
 
     Learned: ``errors_`` (n_workers, K, K) with ``errors_[j, k, y] = P(j answers y | k)``,
