@@ -14,9 +14,9 @@ between the candidates in two ways:
 * otherwise **a rule on the evidence** (:func:`evidence`): no task with two labels -> ``mv``
   (nothing tells workers apart); at least ``min_support`` checkable labels per confusion
   cell for the typical label's worker -> ``ds`` (with task categories: ``ds-category`` when
-  each category has that support, else ``wmv``); in between -> ``wmv``, one weight per
-  worker (from agreement with the other labels on its tasks), which needs K^2 times fewer
-  labels.
+  each category has that support, else ``wmv`` with one weight per worker and category,
+  shrunk to the worker's own); in between -> ``wmv``, one weight per worker (from agreement
+  with the other labels on its tasks), which needs K^2 times fewer labels.
 
 The chosen method is ``method_``, the reason ``reason_``, the evidence ``evidence_``;
 ``trustworthy_`` is False when the confidences rest on too little -- support below
@@ -143,35 +143,48 @@ class AutoAggregator(BaseAggregator):
     def _fit_one(self, method: str, d: LabelArrays, gold, categories):
         from .registry import aggregate
 
-        weights = self._checked_weights(d) if method == "wmv" else None
+        weights = self._checked_weights(d, categories) if method == "wmv" else None
         return aggregate(d.task, d.worker, d.label, method, n_tasks=d.n_tasks,
                          n_workers=d.n_workers, n_classes=d.n_classes, gold=gold,
                          categories=categories, weights=weights)
 
-    def _checked_weights(self, d: LabelArrays) -> np.ndarray:
+    def _checked_weights(self, d: LabelArrays, categories=None) -> np.ndarray:
         """Per-worker log-odds from how often a worker's label agrees with the majority of
         the *other* labels on its task (ties count by share). ``wmv``'s default compares
         with a vote that includes the worker's own label, so at one label per task every
         worker reads as always right; here such labels say nothing, and a worker's accuracy
         is shrunk (``VOTE_PRIOR`` pseudo-labels) toward the crowd's (from
         :meth:`_common_log_odds`). 5 pseudo-labels beat 1, 2, 10 and 20 on the shared sets
-        at 2 and 3 labels per task more often than not (docs/aggregation.md)."""
+        at 2 and 3 labels per task more often than not (docs/aggregation.md).
+
+        With task ``categories`` (two or more), the weights are per (worker, category),
+        each shrunk by the same ``VOTE_PRIOR`` pseudo-labels toward that worker's overall
+        accuracy: a specialist (athlete: workers who know one sport) is trusted where
+        it agrees, and a worker with few labels in a category keeps its overall weight."""
         K = d.n_classes
         counts = count_matrix(d.task, d.label, d.n_tasks, K).toarray()
         others = counts[d.task].copy()
         others[np.arange(d.task.size), d.label] -= 1
         top = others.max(axis=1)
-        checked = top > 0
+        checked = (top > 0).astype(float)
         tied = (others == top[:, None]).sum(axis=1)
-        agree = np.where(checked & (others[np.arange(d.task.size), d.label] == top),
+        agree = np.where((top > 0) & (others[np.arange(d.task.size), d.label] == top),
                          1.0 / tied, 0.0)
-        n = np.bincount(d.worker, weights=checked.astype(float), minlength=d.n_workers)
+        n = np.bincount(d.worker, weights=checked, minlength=d.n_workers)
         a = np.bincount(d.worker, weights=agree, minlength=d.n_workers)
         z = self._common_log_odds(d)
         q = np.exp(z) / (np.exp(z) + K - 1)  # the accuracy behind those log-odds
         m = self.VOTE_PRIOR
-        p = np.clip((a + m * q) / (n + m), 1e-3, 1 - 1e-3)
-        return np.maximum(0.0, np.log((K - 1) * p / (1 - p))) if K > 1 else np.ones(d.n_workers)
+        p = (a + m * q) / (n + m)
+        if categories is not None and np.unique(categories).size > 1:
+            cat = np.asarray(categories, dtype=np.int64)
+            C = int(cat.max()) + 1
+            key = d.worker * C + cat[d.task]
+            n_c = np.bincount(key, weights=checked, minlength=d.n_workers * C)
+            a_c = np.bincount(key, weights=agree, minlength=d.n_workers * C)
+            p = (a_c.reshape(-1, C) + m * p[:, None]) / (n_c.reshape(-1, C) + m)
+        p = np.clip(p, 1e-3, 1 - 1e-3)
+        return np.maximum(0.0, np.log((K - 1) * p / (1 - p))) if K > 1 else np.ones(p.shape)
 
     def _fit(self, d: LabelArrays, gold=None, categories=None) -> None:
         g = check_gold(gold, d.n_tasks, d.n_classes)
@@ -209,13 +222,14 @@ class AutoAggregator(BaseAggregator):
         if "ds-category" in cands:
             # C matrices per worker: C times the labels needed. Categories that matter make
             # a category-blind confusion matrix wrong, so without that support: one weight
+            # per (worker, category), shrunk to the worker's own (see _checked_weights)
             per = ev.support / n_categories
             if per >= self.min_support:
                 return "ds-category", (f"{per:.1f} checkable labels per cell of each of "
                                        f"{n_categories} categories (>= {self.min_support:g})")
             return "wmv", (f"only {per:.1f} checkable labels per cell of each of "
                            f"{n_categories} categories (< {self.min_support:g}): one weight "
-                           f"per worker")
+                           f"per worker and category")
         if ev.support >= self.min_support:
             return "ds", f"{cell} (>= {self.min_support:g})"
         return "wmv", f"only {cell} (< {self.min_support:g}): one weight per worker"
