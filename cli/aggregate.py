@@ -33,8 +33,9 @@ def _read_weights(path: str, workers: list[str]) -> np.ndarray:
 
 @click.command("aggregate")
 @click.argument("labels", type=click.Path())  # unreadable: InputError, exit 3
-@click.option("--method", "-m", type=click.Choice(list(AGGREGATORS)), default="ds",
-              show_default=True, help="aggregation algorithm")
+@click.option("--method", "-m", type=click.Choice(list(AGGREGATORS)), default="auto",
+              show_default=True,
+              help="aggregation algorithm (auto: what the labels support; see --json's chosen)")
 @click.option("--categories", type=click.Path(),
               help="task,type CSV (used by ds-category)")
 @click.option("--truth", type=click.Path(),
@@ -86,7 +87,9 @@ def aggregate_cmd(labels, method, categories, truth, weights, gold, out, as_json
     accuracy = expected_accuracy(result.probas_, data.truth) if known.any() else None
     if as_json:
         summary = {
-            "method": method, "file": str(labels), "n_tasks": data.n_tasks,
+            "method": method, "chosen": getattr(result, "method_", method),
+            "reason": getattr(result, "reason_", None), "file": str(labels),
+            "n_tasks": data.n_tasks,
             "n_workers": data.n_workers, "n_labels": data.n_labels, "classes": data.classes,
             "class_counts": {c: int(v) for c, v in zip(
                 data.classes, np.bincount(result.labels_, minlength=data.n_classes))},

@@ -10,7 +10,8 @@ import click
 
 from labelq.db import session_scope
 from labelq.exporting import (METHODS, agreement_report, aggregate_project, aggregated_rows,
-                              atomic_output, load_project_labels, write_rows)
+                              aggregation_notes, atomic_output, load_project_labels,
+                              write_rows)
 from labelq.projects import get_project, list_workers
 from labelq.reporting import RAW_COLUMNS, iter_raw_labels
 
@@ -22,8 +23,9 @@ from ._common import (DB_OPTION, OUTPUT_OPTION, REDIS_OPTION, emit, emit_record,
 @click.command()
 @click.argument("name")
 @click.option("--method", type=click.Choice(METHODS), default=None,
-              help="Aggregation method (default: the project's). `policy` uses the "
-                   "project policy's own posterior.")
+              help="Aggregation method (default: the project's). `auto` picks one the "
+                   "labels support and says which on stderr; `policy` uses the project "
+                   "policy's own posterior.")
 @click.option("--format", "fmt", type=click.Choice(["csv", "jsonl"]), default="csv",
               show_default=True)
 @click.option("--out", type=click.Path(dir_okay=False, writable=True), default="-",
@@ -56,8 +58,12 @@ def export(name, method, fmt, out, raw, exclude_paused, background, wait, databa
             columns, what = RAW_COLUMNS, "labels"
         else:
             pl = load_project_labels(s, project, exclude_paused=exclude_paused)
-            rows = aggregated_rows(pl, aggregate_project(s, project, pl,
-                                                         method or project.aggregation))
+            chosen = method or project.aggregation
+            result = aggregate_project(s, project, pl, chosen)
+            for note in aggregation_notes(pl, chosen, result):
+                if note:
+                    click.echo(note, err=True)
+            rows = aggregated_rows(pl, result)
             columns, what = None, "tasks"
         with atomic_output(out) as fh:
             n = write_rows(rows, fh, fmt, columns=columns)

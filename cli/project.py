@@ -52,8 +52,8 @@ def _project_row(p) -> dict:
 @click.option("--budget", type=float, default=None, help="Total budget (sum of label costs).")
 @click.option("--max-labels", type=int, default=None, help="Maximum labels per task (gold exempt).")
 @click.option("--aggregation", default=None,
-              help="Default aggregation method for exports: mv, wmv, ds, onecoin, glad, kos, "
-                   "ds-category, policy (default: policy for bbta, else ds).")
+              help="Default aggregation method for exports: auto, mv, wmv, ds, onecoin, glad, "
+                   "kos, ds-category, policy (default: policy for bbta, else auto).")
 @GOLD_OPTION
 @QUALITY_OPTION
 @DB_OPTION

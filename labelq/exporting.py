@@ -23,15 +23,17 @@ import numpy as np
 from sqlmodel import Session, select
 
 from .aggregation import PosteriorAggregator, aggregate, krippendorff_alpha, fleiss_kappa
-from .aggregation import worker_accuracy
+from .aggregation import AutoAggregator, evidence, worker_accuracy
+from .aggregation.base import check_labels
 from .errors import InputError
 from .models import Label, Project, Task, Worker
 from .queue.problem import ProjectView, load_view
 
-__all__ = ["ProjectLabels", "load_project_labels", "aggregate_project", "aggregated_rows",
+__all__ = ["ProjectLabels", "load_project_labels", "aggregate_project", "aggregation_notes",
+           "aggregated_rows",
            "agreement_report", "METHODS", "atomic_output", "write_rows", "write_dataset"]
 
-METHODS = ("mv", "wmv", "ds", "onecoin", "glad", "kos", "ds-category", "policy")
+METHODS = ("auto", "mv", "wmv", "ds", "onecoin", "glad", "kos", "ds-category", "policy")
 
 
 @dataclass
@@ -86,6 +88,31 @@ def aggregate_project(session: Session, project: Project, pl: ProjectLabels, met
     return aggregate(pl.task, pl.worker, pl.label, method, n_tasks=v.n_tasks,
                      n_classes=len(project.labels), n_workers=max(v.n_workers, 1),
                      categories=v.task_category, gold=v.gold_answer)
+
+
+def aggregation_notes(pl: ProjectLabels, method: str, result) -> tuple[str, str | None]:
+    """What to tell the person exporting: which method made the answers (for ``auto``, the
+    one it chose and why) and, when the confidences rest on too few checkable labels per
+    worker and no gold calibrated them, a warning (else ``None``)."""
+    if isinstance(result, AutoAggregator):
+        note = f"aggregation: auto chose {result.method_} ({result.reason_})"
+        ev, trusted = result.evidence_, result.trustworthy_
+    else:
+        note = f"aggregation: {method}"
+        v = pl.view
+        d = check_labels(pl.task, pl.worker, pl.label, v.n_tasks, max(v.n_workers, 1),
+                         len(pl.classes))
+        ev = evidence(d, v.gold_answer)
+        trusted = ev.support >= AutoAggregator().min_support
+    if trusted:
+        return note, None
+    return note, (
+        f"warning: confidences are not trustworthy yet: the typical label's worker has "
+        f"{ev.labels_per_worker:g} labels that another label or a gold answer can check "
+        f"({ev.support:.1f} per confusion cell of {ev.n_classes} classes, "
+        f"{AutoAggregator().min_support:g} wanted) and {ev.n_gold} gold answers "
+        f"({AutoAggregator().trust_gold} calibrate); add gold answers or labels per task "
+        f"before trusting the confidence column")
 
 
 def aggregated_rows(pl: ProjectLabels, result) -> Iterator[dict[str, Any]]:

@@ -43,7 +43,7 @@ class Project(SQLModel, table=True):
                                    sa_column=Column(JSON, nullable=False))
     budget: Optional[float] = None
     max_labels: Optional[int] = None
-    aggregation: str = "ds"
+    aggregation: str = "auto"
     gold_schedule: Optional[str] = None
     quality: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     created: datetime = Field(default_factory=utcnow)

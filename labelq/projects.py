@@ -111,8 +111,9 @@ def create_project(session: Session, name: str, labels: str | list[str], *,
     spec = PolicySpec.parse(policy) if isinstance(policy, str) else PolicySpec.from_json(policy)
     check_policy_fits(spec, label_set)  # name, parameters, label set; raises PolicyError
     if aggregation is None:
-        # a BBTA project's labels are best read with its own learned per-category weights
-        aggregation = "policy" if spec.name in POLICY_AGGREGATED else "ds"
+        # a BBTA project's labels are best read with its own learned per-category weights;
+        # otherwise auto picks what the labels support (ds fell below majority vote early on)
+        aggregation = "policy" if spec.name in POLICY_AGGREGATED else "auto"
     from .exporting import METHODS
     if aggregation not in METHODS:
         raise InputError(f"unknown aggregation method {aggregation!r}; choose from "

@@ -11,6 +11,7 @@ array([1, 0])
 
 from .agreement import (WorkerAccuracy, expected_accuracy, fleiss_kappa, fleiss_kappa_counts,
                         krippendorff_alpha, krippendorff_alpha_counts, worker_accuracy)
+from .auto import AutoAggregator, Evidence, evidence
 from .base import BaseAggregator
 from .category_ds import CategoryDawidSkene
 from .dawid_skene import DawidSkene, OneCoinDawidSkene
@@ -21,8 +22,9 @@ from .posterior import PosteriorAggregator
 from .registry import AGGREGATORS, aggregate, get_aggregator
 
 __all__ = [
-    "AGGREGATORS", "BaseAggregator", "CategoryDawidSkene", "DawidSkene", "GLAD", "KOS",
-    "MajorityVote", "OneCoinDawidSkene", "PosteriorAggregator", "WeightedMajorityVote",
-    "WorkerAccuracy", "aggregate", "expected_accuracy", "fleiss_kappa", "fleiss_kappa_counts", "get_aggregator",
-    "krippendorff_alpha", "krippendorff_alpha_counts", "worker_accuracy",
+    "AGGREGATORS", "AutoAggregator", "BaseAggregator", "CategoryDawidSkene", "DawidSkene",
+    "Evidence", "GLAD", "KOS", "MajorityVote", "OneCoinDawidSkene", "PosteriorAggregator",
+    "WeightedMajorityVote", "WorkerAccuracy", "aggregate", "evidence", "expected_accuracy",
+    "fleiss_kappa", "fleiss_kappa_counts", "get_aggregator", "krippendorff_alpha",
+    "krippendorff_alpha_counts", "worker_accuracy",
 ]

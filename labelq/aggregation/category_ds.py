@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from ._em import run_em, safe_log
+from ._em import informative_tasks, run_em, safe_log
 from .base import LabelArrays, check_gold, count_matrix
 from .dawid_skene import _EMAggregator, mv_shares
 
@@ -28,7 +28,8 @@ class CategoryDawidSkene(_EMAggregator):
 
     ``shrinkage`` :math:`s` is in pseudo-labels per true class: with many labels in a
     category the worker's own per-category rates win, with none the global ones are used.
-    ``smoothing``, ``tol``, ``max_iter``, ``gold`` and the initialisation are as in
+    ``smoothing``, ``diag_prior``, ``tol``, ``max_iter``, ``gold``, the informative tasks
+    and the initialisation are as in
     :class:`DawidSkene`; with a single category the model is exactly :class:`DawidSkene`
     (no shrinkage step).
     This is the specialisation idea of Kim & Chung's "D-type" model and of the
@@ -42,8 +43,8 @@ class CategoryDawidSkene(_EMAggregator):
     uses_categories = True
 
     def __init__(self, shrinkage: float = 2.0, smoothing: float = 0.3, tol: float = 1e-6,
-                 max_iter: int = 300):
-        super().__init__(smoothing=smoothing, tol=tol, max_iter=max_iter)
+                 max_iter: int = 300, diag_prior: float = 0.3):
+        super().__init__(smoothing=smoothing, tol=tol, max_iter=max_iter, diag_prior=diag_prior)
         if shrinkage < 0:
             raise InputError(f"shrinkage must be >= 0, got {shrinkage}", field="shrinkage")
         self.shrinkage = shrinkage
@@ -59,20 +60,23 @@ class CategoryDawidSkene(_EMAggregator):
                                  field="categories")
             if cat.size and cat.min() < 0:
                 raise InputError("categories must be >= 0", field="categories")
-        K, W, a, s = d.n_classes, d.n_workers, self.smoothing, self.shrinkage
+        K, W, s = d.n_classes, d.n_workers, self.shrinkage
+        pseudo = self._pseudo_counts(K)
         C = int(cat.max()) + 1 if cat.size else 1
         source = d.worker * C + cat[d.task]  # virtual worker = (worker, category)
         A = count_matrix(d.task, source * K + d.label, d.n_tasks, W * C * K)
         init, labelled = mv_shares(count_matrix(d.task, d.label, d.n_tasks, K).toarray())
+        informative = informative_tasks(A, g)
+        fitted = labelled & informative
         onehot_cat = np.zeros((d.n_tasks, C))
-        onehot_cat[np.arange(d.n_tasks), cat] = labelled
+        onehot_cat[np.arange(d.n_tasks), cat] = fitted
         state = {}
 
         def m_step(counts, T):
             c = counts.reshape(W, C, K, K)  # (worker, category, answer y, true k)
-            tot = c.sum(axis=1)
-            glob = (tot + a) / np.maximum(tot.sum(axis=1, keepdims=True) + K * a, 1e-300)
-            rho = self._prior(T, labelled)
+            tot = c.sum(axis=1) + pseudo
+            glob = tot / np.maximum(tot.sum(axis=1, keepdims=True), 1e-300)
+            rho = self._prior(T, fitted)
             if C == 1:  # nothing to shrink toward: exactly DawidSkene
                 pi, rho_c = glob[:, None], rho[None]
             else:
@@ -83,7 +87,7 @@ class CategoryDawidSkene(_EMAggregator):
             state.update(glob=glob, rho_c=rho_c)
             return safe_log(pi).reshape(W * C * K, K), safe_log(rho_c)[cat], pi
 
-        res = run_em(A, init, m_step, g, labelled, self.tol, self.max_iter)
+        res = run_em(A, init, m_step, g, labelled, self.tol, self.max_iter, informative)
         self._finish(d, res, labelled, g)
         self.errors_ = res.params.transpose(0, 1, 3, 2)
         self.global_errors_ = state["glob"].transpose(0, 2, 1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from ._em import run_em, safe_log
+from ._em import informative_tasks, run_em, safe_log
 from .base import BaseAggregator, LabelArrays, check_gold, count_matrix
 
 __all__ = ["DawidSkene", "OneCoinDawidSkene", "mv_shares"]
@@ -21,27 +21,38 @@ def mv_shares(A_task_label: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return T, labelled
 
 
-def _check_em_params(tol: float, max_iter: int, smoothing: float) -> None:
+def _check_em_params(tol: float, max_iter: int, smoothing: float,
+                     diag_prior: float = 0.0) -> None:
     if not tol > 0:
         raise InputError(f"tol must be > 0, got {tol}", field="tol")
     if max_iter < 1:
         raise InputError(f"max_iter must be >= 1, got {max_iter}", field="max_iter")
     if smoothing < 0:
         raise InputError(f"smoothing must be >= 0, got {smoothing}", field="smoothing")
+    if not diag_prior >= 0:
+        raise InputError(f"diag_prior must be >= 0, got {diag_prior}", field="diag_prior")
 
 
 class _EMAggregator(BaseAggregator):
     uses_gold = True
 
-    def __init__(self, smoothing: float = 0.3, tol: float = 1e-6, max_iter: int = 300):
-        _check_em_params(tol, max_iter, smoothing)
+    def __init__(self, smoothing: float = 0.3, tol: float = 1e-6, max_iter: int = 300,
+                 diag_prior: float = 0.3):
+        _check_em_params(tol, max_iter, smoothing, diag_prior)
         self.smoothing, self.tol, self.max_iter = smoothing, tol, max_iter
+        self.diag_prior = diag_prior
 
     def _prior(self, T: np.ndarray, labelled: np.ndarray) -> np.ndarray:
+        """Class prior from the tasks in ``labelled`` (the M-step passes the informative
+        ones: a one-label task's posterior is its own label, and counting it would let the
+        prior run away to one class when workers look noisy)."""
         k = T.shape[1]
-        # unlabelled tasks carry no evidence; they must not pull the prior toward itself
         mass = T[labelled].sum(axis=0) + self.smoothing
         return mass / max(mass.sum(), 1e-300) if mass.sum() > 0 else np.full(k, 1.0 / k)
+
+    def _pseudo_counts(self, K: int) -> np.ndarray:
+        """Dirichlet pseudo-counts (answer y, true k) added to every confusion matrix."""
+        return self.smoothing + self.diag_prior * np.eye(K)
 
     def _finish(self, d: LabelArrays, res, labelled: np.ndarray, gold: np.ndarray) -> None:
         self.probas_ = res.posteriors
@@ -61,14 +72,19 @@ class DawidSkene(_EMAggregator):
 
     .. math::
         T_{ik} \propto \rho_k \prod_{j,y} \pi_{jky}^{n_{ijy}} \quad\text{(E-step)}, \qquad
-        \pi_{jky} = \frac{\sum_i T_{ik} n_{ijy} + \alpha}{\sum_{i,y'} T_{ik} n_{ijy'} + K\alpha},
-        \quad \rho_k = \frac{\sum_i T_{ik} + \alpha}{n + K\alpha} \quad\text{(M-step)}.
+        \pi_{jky} = \frac{\sum_i T_{ik} n_{ijy} + \alpha + \beta[y = k]}
+                        {\sum_{i,y'} T_{ik} n_{ijy'} + K\alpha + \beta},
+        \quad \rho_k = \frac{\sum_i T_{ik} + \alpha}{n + K\alpha} \quad\text{(M-step)},
 
-    Starts from majority-vote shares (like crowd-kit), ``smoothing`` :math:`\alpha` is a
-    symmetric Dirichlet pseudo-count (0 gives the 1979 maximum-likelihood fit; the default
-    0.3, chosen by the sweep in docs/aggregation.md, keeps every answer possible, so a task
-    with one label is never certain). Stops when
-    the largest change of any posterior and any :math:`\pi` is below ``tol``. ``gold``
+    the sums of the M-step running over the *informative* tasks only (two or more labels, or
+    gold; see :mod:`labelq.aggregation._em`). This is MAP-EM with a Dirichlet prior
+    :math:`(\alpha + \beta[y = k])_y` on each confusion row :math:`\pi_{jk\cdot}`:
+    ``smoothing`` :math:`\alpha` keeps every answer possible (a task with one label is never
+    certain), ``diag_prior`` :math:`\beta` says "a worker is a little more likely to be right
+    than to give any one wrong answer", so a worker with one or two labels gets a mild
+    confusion close to the prior, never an extreme one; with many labels the data win. Both 0
+    give the 1979 maximum-likelihood fit. Starts from majority-vote shares (like crowd-kit).
+    Stops when the largest change of any posterior and any :math:`\pi` is below ``tol``. ``gold``
     (passed to ``fit``; class index or -1 per task) clamps known answers to one-hot.
 
     Learned: ``errors_`` (n_workers, K, K) with ``errors_[j, k, y] = P(j answers y | k)``,
@@ -78,13 +94,14 @@ class DawidSkene(_EMAggregator):
     array([1, 0])
     """
 
-    def _m_step_factory(self, d: LabelArrays, labelled: np.ndarray):
-        K, W, a = d.n_classes, d.n_workers, self.smoothing
+    def _m_step_factory(self, d: LabelArrays, fitted: np.ndarray):
+        K, W = d.n_classes, d.n_workers
+        pseudo = self._pseudo_counts(K)
 
         def m_step(counts, T):
-            c = counts.reshape(W, K, K)  # (worker, answer y, true k)
-            pi = (c + a) / np.maximum(c.sum(axis=1, keepdims=True) + K * a, 1e-300)
-            prior = self._prior(T, labelled)
+            c = counts.reshape(W, K, K) + pseudo  # (worker, answer y, true k)
+            pi = c / np.maximum(c.sum(axis=1, keepdims=True), 1e-300)
+            prior = self._prior(T, fitted)
             return safe_log(pi).reshape(W * K, K), safe_log(prior), pi
         return m_step
 
@@ -94,11 +111,13 @@ class DawidSkene(_EMAggregator):
                          d.n_workers * d.n_classes)
         init, labelled = mv_shares(count_matrix(d.task, d.label, d.n_tasks,
                                                 d.n_classes).toarray())
-        res = run_em(A, init, self._m_step_factory(d, labelled), g, labelled,
-                     self.tol, self.max_iter)
+        informative = informative_tasks(A, g)
+        fitted = labelled & informative
+        res = run_em(A, init, self._m_step_factory(d, fitted), g, labelled,
+                     self.tol, self.max_iter, informative)
         self._finish(d, res, labelled, g)
         self.errors_ = res.params.transpose(0, 2, 1)  # (worker, true k, answer y)
-        self.priors_ = self._prior(res.posteriors, labelled)
+        self.priors_ = self._prior(res.posteriors, fitted)
 
 
 class OneCoinDawidSkene(_EMAggregator):
@@ -107,32 +126,36 @@ class OneCoinDawidSkene(_EMAggregator):
     The confusion matrix is :math:`\pi_{jkk} = p_j`, :math:`\pi_{jky} = (1-p_j)/(K-1)` for
     :math:`y \ne k` (errors spread evenly). The M-step is
 
-    .. math:: p_j = \frac{\sum_i \sum_k T_{ik} n_{ijk} + \alpha}{n_j + 2\alpha}
+    .. math:: p_j = \frac{\sum_i \sum_k T_{ik} n_{ijk} + \alpha + \beta}{n_j + 2\alpha + \beta}
 
-    (expected share of correct answers, Beta(1+alpha, 1+alpha) smoothing); the E-step,
-    prior, initialisation, stopping rule and ``gold`` are those of :class:`DawidSkene`.
+    (expected share of correct answers, a Beta(1+alpha+beta, 1+alpha) prior: ``diag_prior``
+    beta leans a worker with little evidence toward better than chance); the E-step,
+    prior, initialisation, informative tasks, stopping rule and ``gold`` are those of
+    :class:`DawidSkene`.
     Learned: ``skills_`` (n_workers,) = :math:`p_j`, ``priors_``, ``n_iter_``.
     """
 
     def _fit(self, d: LabelArrays, gold=None) -> None:
         g = check_gold(gold, d.n_tasks, d.n_classes)
-        K, W, a = d.n_classes, d.n_workers, self.smoothing
+        K, W, a, b = d.n_classes, d.n_workers, self.smoothing, self.diag_prior
         A = count_matrix(d.task, d.worker * K + d.label, d.n_tasks, W * K)
         init, labelled = mv_shares(count_matrix(d.task, d.label, d.n_tasks, K).toarray())
+        informative = informative_tasks(A, g)
+        fitted = labelled & informative
         eye = np.eye(K, dtype=bool)
 
         def m_step(counts, T):
             c = counts.reshape(W, K, K)
             correct = c[:, eye].sum(axis=1)
             total = c.sum(axis=(1, 2))
-            p = (correct + a) / np.maximum(total + 2 * a, 1e-300)
+            p = (correct + a + b) / np.maximum(total + 2 * a + b, 1e-300)
             if K == 1:
                 pi = np.ones((W, 1, 1))
             else:
                 pi = np.where(eye[None], p[:, None, None], ((1 - p) / (K - 1))[:, None, None])
-            return safe_log(pi).reshape(W * K, K), safe_log(self._prior(T, labelled)), p
+            return safe_log(pi).reshape(W * K, K), safe_log(self._prior(T, fitted)), p
 
-        res = run_em(A, init, m_step, g, labelled, self.tol, self.max_iter)
+        res = run_em(A, init, m_step, g, labelled, self.tol, self.max_iter, informative)
         self._finish(d, res, labelled, g)
         self.skills_ = res.params
-        self.priors_ = self._prior(res.posteriors, labelled)
+        self.priors_ = self._prior(res.posteriors, fitted)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
+from .auto import AutoAggregator
 from .base import BaseAggregator
 from .category_ds import CategoryDawidSkene
 from .dawid_skene import DawidSkene, OneCoinDawidSkene
@@ -22,6 +23,7 @@ AGGREGATORS: dict[str, type[BaseAggregator]] = {
     "glad": GLAD,
     "kos": KOS,
     "ds-category": CategoryDawidSkene,
+    "auto": AutoAggregator,
 }
 
 
@@ -38,21 +40,22 @@ def get_aggregator(name: str, **params) -> BaseAggregator:
         raise InputError(f"bad parameters for {name!r}: {exc}", field="method") from exc
 
 
-def aggregate(task, worker, label, method: str = "ds", n_tasks: int | None = None,
+def aggregate(task, worker, label, method: str = "auto", n_tasks: int | None = None,
               n_classes: int | None = None, categories=None, gold=None, *,
               n_workers: int | None = None, weights=None, **params) -> BaseAggregator:
     """Fit ``method`` on label arrays and return the fitted aggregator (the result).
 
-    ``categories`` (int per task) is used by ``ds-category`` and by ``wmv`` with
+    ``categories`` (int per task) is used by ``ds-category``, by ``auto`` and by ``wmv`` with
     per-(worker, category) ``weights``; ``gold`` (class index or -1 per task) is clamped by
-    the EM methods (``ds``, ``onecoin``, ``ds-category``, ``glad``) and ignored by the
-    voting ones. Read ``labels_``, ``probas_`` and ``confidence_`` from the result.
+    the EM methods (``ds``, ``onecoin``, ``ds-category``, ``glad``), used by ``auto`` to
+    choose and calibrate, and ignored by the voting ones. Read ``labels_``, ``probas_`` and
+    ``confidence_`` from the result.
     """
     agg = get_aggregator(method, **params)
     kw: dict = {"n_tasks": n_tasks, "n_workers": n_workers, "n_classes": n_classes}
     if agg.uses_gold and gold is not None:
         kw["gold"] = np.asarray(gold)
-    if isinstance(agg, CategoryDawidSkene) and categories is not None:
+    if isinstance(agg, (CategoryDawidSkene, AutoAggregator)) and categories is not None:
         kw["categories"] = categories
     if isinstance(agg, WeightedMajorityVote):
         kw["weights"] = weights

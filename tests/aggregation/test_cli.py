@@ -33,7 +33,8 @@ def test_csv_output_with_original_label_values(files, tmp_path):
     assert float(q3["p_no"]) + float(q3["p_yes"]) == pytest.approx(1.0, abs=1e-5)
 
 
-@pytest.mark.parametrize("method", ["mv", "wmv", "ds", "onecoin", "glad", "kos", "ds-category"])
+@pytest.mark.parametrize("method", ["mv", "wmv", "ds", "onecoin", "glad", "kos", "ds-category",
+                                    "auto"])
 def test_json_summary_reports_accuracy(files, method):
     labels, truth = files
     r = CliRunner().invoke(cli, ["aggregate", str(labels), "-m", method, "--truth", str(truth),
@@ -41,6 +42,8 @@ def test_json_summary_reports_accuracy(files, method):
     assert r.exit_code == 0, r.output
     summary = json.loads(r.output)
     assert summary["method"] == method and summary["n_tasks"] == 3 and summary["n_truth"] == 2
+    assert summary["chosen"] in ("mv", "wmv", "onecoin", "ds") if method == "auto" \
+        else summary["chosen"] == method
     assert summary["accuracy"] in (0.0, 0.5, 1.0)
     assert sum(summary["class_counts"].values()) == 3
 

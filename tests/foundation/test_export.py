@@ -58,7 +58,7 @@ def run(db_url, *args):
     res = CliRunner().invoke(cli, [str(a) for a in args], env={"LABELQ_DATABASE_URL": db_url},
                              catch_exceptions=False)
     assert res.exit_code == 0, res.output
-    return res.output
+    return res.stdout  # data only: notes and warnings go to stderr
 
 
 @pytest.mark.parametrize("method", ["mv", "ds", "onecoin", "glad", "ds-category"])

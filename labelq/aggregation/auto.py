@@ -1,0 +1,286 @@
+"""``auto``: pick the aggregation the data can support, and say which and why.
+
+A full confusion model (Dawid-Skene) wins when every worker has given many labels that can
+be checked -- against another label on the same task or a gold answer -- and loses, often
+below plain majority vote, when they have not: early in a project, at one or two labels per
+task, or with many classes (K^2 - K error rates per worker). :class:`AutoAggregator` decides
+between the candidates in two ways:
+
+* with gold answers on at least ``min_gold`` labelled tasks: **cross-validation over the
+  gold** -- each fold's gold is hidden, every candidate is fitted with the rest clamped, and
+  the held-out gold answers are scored by mean log-probability (accuracy first would reward
+  over-confident guesses equally); with ``calibrate_gold`` or more, the best method's
+  held-out probabilities then fit a temperature that calibrates the final confidences;
+* otherwise **a rule on the evidence** (:func:`evidence`): no task with two labels -> ``mv``
+  (nothing tells workers apart); at least ``min_support`` checkable labels per confusion
+  cell for the typical label's worker -> ``ds`` (with task categories: ``ds-category`` when
+  each category has that support, else ``wmv`` with one weight per worker and category,
+  shrunk to the worker's own); in between -> ``wmv``, one weight per worker (from agreement
+  with the other labels on its tasks), which needs K^2 times fewer labels.
+
+The chosen method is ``method_``, the reason ``reason_``, the evidence ``evidence_``;
+``trustworthy_`` is False when the confidences rest on too little -- support below
+``min_support`` and fewer than ``trust_gold`` gold answers to calibrate on (a calibration
+fitted on n answers is itself uncertain by about 1/sqrt(n): 50 give +-0.14 at worst) --
+``labelq export`` warns then.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import InputError
+from ._em import softmax_rows
+from .base import BaseAggregator, LabelArrays, check_gold, count_matrix
+
+__all__ = ["AutoAggregator", "Evidence", "evidence", "CANDIDATES"]
+
+#: candidates, simplest first (a tie in held-out score goes to the simpler)
+CANDIDATES = ("mv", "wmv", "onecoin", "ds")
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """How much the labels say about the workers.
+
+    ``informative_share``: share of labelled tasks with two or more labels or a gold answer;
+    ``labels_per_worker``: the median, over checkable labels (on such tasks), of the
+    labelling worker's number of checkable labels (label-weighted, so a crowd of one-label
+    workers beside one busy worker reads as the typical label sees it);
+    ``support``: that number per confusion cell, ``labels_per_worker / K**2``;
+    ``n_gold``: labelled tasks with a gold answer.
+    """
+
+    n_classes: int
+    n_labels: int
+    labelled_tasks: int
+    informative_share: float
+    labels_per_worker: float
+    support: float
+    n_gold: int
+
+
+def evidence(d: LabelArrays, gold: np.ndarray | None = None) -> Evidence:
+    """The :class:`Evidence` of label arrays ``d`` (``gold``: class index or -1 per task)."""
+    g = check_gold(gold, d.n_tasks, d.n_classes)
+    per_task = np.bincount(d.task, minlength=d.n_tasks)
+    labelled = per_task > 0
+    checkable_task = labelled & ((per_task >= 2) | (g >= 0))
+    checkable = checkable_task[d.task]
+    per_worker = np.bincount(d.worker[checkable], minlength=d.n_workers)
+    lpw = float(np.median(per_worker[d.worker[checkable]])) if checkable.any() else 0.0
+    n_lab = int(labelled.sum())
+    return Evidence(n_classes=d.n_classes, n_labels=int(d.task.size), labelled_tasks=n_lab,
+                    informative_share=float(checkable_task.sum() / n_lab) if n_lab else 0.0,
+                    labels_per_worker=lpw, support=lpw / d.n_classes ** 2,
+                    n_gold=int((labelled & (g >= 0)).sum()))
+
+
+def _log_score(probas: np.ndarray, answers: np.ndarray) -> np.ndarray:
+    return np.log(np.maximum(probas[np.arange(answers.size), answers], 1e-6))
+
+
+def _temperature(logp: np.ndarray, answers: np.ndarray) -> float:
+    """The power t in p^t / sum p^t that maximises the log-likelihood of ``answers``
+    (grid search: one parameter, a few hundred held-out rows)."""
+    grid = np.exp(np.linspace(np.log(0.2), np.log(5.0), 61))
+    best, best_ll = 1.0, -np.inf
+    for t in grid:
+        ll = _log_score(softmax_rows(logp * t), answers).sum()
+        if ll > best_ll + 1e-12:
+            best, best_ll = float(t), ll
+    return best
+
+
+class AutoAggregator(BaseAggregator):
+    r"""Choose among ``mv``, ``wmv``, ``onecoin``, ``ds`` (and ``ds-category`` when tasks
+    have categories) by held-out likelihood on gold, or by the evidence rule without gold;
+    see the module docstring.
+
+    ``min_gold`` (default 8): labelled gold tasks needed to cross-validate (fewer are
+    still clamped by the EM methods, but too few to choose on); ``folds`` (5);
+    ``min_support`` (6): checkable labels per confusion cell a full confusion model needs,
+    from the shared data sets subsampled to 2 and 3 labels per task (at 5 and below ``ds``
+    fell behind ``wmv``; see docs/aggregation.md); ``trust_gold`` (50): gold answers that
+    make the confidences trustworthy without that support; ``calibrate_gold`` (20): gold
+    answers needed to fit the temperature; ``seed`` fixes the fold split.
+
+    Without gold, a majority (or weighted majority) vote's confidence is the one-coin
+    posterior :math:`p_{ik} \propto \exp(s_{ik})` of its (log-odds) vote scores, with majority
+    vote's common log-odds from how often two labels on a task agree -- not the smoothed vote
+    share, which says 2/3 for any single label of two classes whatever the workers' accuracy.
+
+    Learned: ``method_``, ``reason_``, ``evidence_``, ``scores_`` (held-out mean
+    log-probability per candidate, gold only), ``temperature_``, ``trustworthy_``,
+    ``fitted_`` (the chosen aggregator, fitted on all labels).
+    """
+
+    uses_gold = True
+    uses_categories = True
+    #: pseudo-labels at the crowd's accuracy added to each worker's checked labels
+    VOTE_PRIOR = 5.0
+
+    def __init__(self, min_gold: int = 8, folds: int = 5, min_support: float = 6.0,
+                 trust_gold: int = 50, calibrate_gold: int = 20, seed: int = 0):
+        if min_gold < 2:
+            raise InputError(f"min_gold must be >= 2, got {min_gold}", field="min_gold")
+        if folds < 2:
+            raise InputError(f"folds must be >= 2, got {folds}", field="folds")
+        if not min_support > 0:
+            raise InputError(f"min_support must be > 0, got {min_support}",
+                             field="min_support")
+        self.min_gold, self.folds, self.min_support, self.seed = min_gold, folds, \
+            min_support, seed
+        self.trust_gold, self.calibrate_gold = trust_gold, calibrate_gold
+
+    def _candidates(self, categories) -> tuple[str, ...]:
+        if categories is not None and np.unique(categories).size > 1:
+            return CANDIDATES + ("ds-category",)
+        return CANDIDATES
+
+    def _fit_one(self, method: str, d: LabelArrays, gold, categories):
+        from .registry import aggregate
+
+        weights = self._checked_weights(d, categories) if method == "wmv" else None
+        return aggregate(d.task, d.worker, d.label, method, n_tasks=d.n_tasks,
+                         n_workers=d.n_workers, n_classes=d.n_classes, gold=gold,
+                         categories=categories, weights=weights)
+
+    def _checked_weights(self, d: LabelArrays, categories=None) -> np.ndarray:
+        """Per-worker log-odds from how often a worker's label agrees with the majority of
+        the *other* labels on its task (ties count by share). ``wmv``'s default compares
+        with a vote that includes the worker's own label, so at one label per task every
+        worker reads as always right; here such labels say nothing, and a worker's accuracy
+        is shrunk (``VOTE_PRIOR`` pseudo-labels) toward the crowd's (from
+        :meth:`_common_log_odds`). 5 pseudo-labels beat 1, 2, 10 and 20 on the shared sets
+        at 2 and 3 labels per task more often than not (docs/aggregation.md).
+
+        With task ``categories`` (two or more), the weights are per (worker, category),
+        each shrunk by the same ``VOTE_PRIOR`` pseudo-labels toward that worker's overall
+        accuracy: a specialist (athlete: workers who know one sport) is trusted where
+        it agrees, and a worker with few labels in a category keeps its overall weight."""
+        K = d.n_classes
+        counts = count_matrix(d.task, d.label, d.n_tasks, K).toarray()
+        others = counts[d.task].copy()
+        others[np.arange(d.task.size), d.label] -= 1
+        top = others.max(axis=1)
+        checked = (top > 0).astype(float)
+        tied = (others == top[:, None]).sum(axis=1)
+        agree = np.where((top > 0) & (others[np.arange(d.task.size), d.label] == top),
+                         1.0 / tied, 0.0)
+        n = np.bincount(d.worker, weights=checked, minlength=d.n_workers)
+        a = np.bincount(d.worker, weights=agree, minlength=d.n_workers)
+        z = self._common_log_odds(d)
+        q = np.exp(z) / (np.exp(z) + K - 1)  # the accuracy behind those log-odds
+        m = self.VOTE_PRIOR
+        p = (a + m * q) / (n + m)
+        if categories is not None and np.unique(categories).size > 1:
+            cat = np.asarray(categories, dtype=np.int64)
+            C = int(cat.max()) + 1
+            key = d.worker * C + cat[d.task]
+            n_c = np.bincount(key, weights=checked, minlength=d.n_workers * C)
+            a_c = np.bincount(key, weights=agree, minlength=d.n_workers * C)
+            p = (a_c.reshape(-1, C) + m * p[:, None]) / (n_c.reshape(-1, C) + m)
+        p = np.clip(p, 1e-3, 1 - 1e-3)
+        return np.maximum(0.0, np.log((K - 1) * p / (1 - p))) if K > 1 else np.ones(p.shape)
+
+    def _fit(self, d: LabelArrays, gold=None, categories=None) -> None:
+        g = check_gold(gold, d.n_tasks, d.n_classes)
+        ev = evidence(d, g)
+        self.evidence_, self.scores_, self.temperature_ = ev, {}, 1.0
+        cands = self._candidates(categories)
+        if ev.n_gold >= self.min_gold:
+            method = self._choose_on_gold(d, g, categories, cands)
+            self.reason_ = (f"best held-out log-likelihood on {ev.n_gold} gold answers "
+                            f"({min(self.folds, ev.n_gold)}-fold)")
+        else:
+            n_cat = int(np.unique(categories).size) if categories is not None else 1
+            method, self.reason_ = self._choose_by_rule(ev, cands, n_cat)
+        self.method_ = method
+        fitted = self._fit_one(method, d, g, categories)
+        self.fitted_ = fitted
+        probas = self._probas(method, d, fitted)
+        if self.temperature_ != 1.0:
+            probas = softmax_rows(np.log(np.maximum(probas, 1e-300)) * self.temperature_)
+        unlabelled = np.bincount(d.task, minlength=d.n_tasks) == 0
+        probas[unlabelled] = 1.0 / d.n_classes
+        labels = fitted.labels_.copy()
+        known = np.flatnonzero(g >= 0)  # gold answers stand, whichever method was chosen
+        probas[known] = 0.0
+        probas[known, g[known]] = 1.0
+        labels[known] = g[known]
+        self.probas_, self.labels_ = probas, labels
+        self.trustworthy_ = ev.support >= self.min_support or \
+            (bool(self.scores_) and ev.n_gold >= self.trust_gold)
+
+    def _choose_by_rule(self, ev: Evidence, cands, n_categories: int) -> tuple[str, str]:
+        if ev.informative_share == 0:
+            return "mv", "no task has two labels or a gold answer: nothing tells workers apart"
+        cell = f"{ev.support:.1f} checkable labels per confusion cell"
+        if "ds-category" in cands:
+            # C matrices per worker: C times the labels needed. Categories that matter make
+            # a category-blind confusion matrix wrong, so without that support: one weight
+            # per (worker, category), shrunk to the worker's own (see _checked_weights)
+            per = ev.support / n_categories
+            if per >= self.min_support:
+                return "ds-category", (f"{per:.1f} checkable labels per cell of each of "
+                                       f"{n_categories} categories (>= {self.min_support:g})")
+            return "wmv", (f"only {per:.1f} checkable labels per cell of each of "
+                           f"{n_categories} categories (< {self.min_support:g}): one weight "
+                           f"per worker and category")
+        if ev.support >= self.min_support:
+            return "ds", f"{cell} (>= {self.min_support:g})"
+        return "wmv", f"only {cell} (< {self.min_support:g}): one weight per worker"
+
+    def _choose_on_gold(self, d: LabelArrays, g: np.ndarray, categories, cands) -> str:
+        labelled = np.bincount(d.task, minlength=d.n_tasks) > 0
+        gold_tasks = np.flatnonzero(labelled & (g >= 0))
+        rng = np.random.default_rng(self.seed)
+        fold = rng.permutation(gold_tasks.size) % min(self.folds, gold_tasks.size)
+        held = {m: np.empty((gold_tasks.size, d.n_classes)) for m in cands}
+        for f in np.unique(fold):
+            hide = gold_tasks[fold == f]
+            g_f = g.copy()
+            g_f[hide] = -1
+            for m in cands:
+                fitted = self._fit_one(m, d, g_f, categories)
+                held[m][fold == f] = self._probas(m, d, fitted)[hide]
+        answers = g[gold_tasks]
+        self.scores_ = {m: float(_log_score(held[m], answers).mean()) for m in cands}
+        best = max(cands, key=lambda m: (round(self.scores_[m], 9), -cands.index(m)))
+        if answers.size >= self.calibrate_gold:  # a temperature fitted on a few overfits
+            self.temperature_ = _temperature(np.log(np.maximum(held[best], 1e-300)), answers)
+        return best
+
+    def _probas(self, method: str, d: LabelArrays, fitted) -> np.ndarray:
+        if method in ("mv", "wmv"):
+            return self._vote_posterior(d, fitted)
+        return fitted.probas_.copy()
+
+    def _vote_posterior(self, d: LabelArrays, fitted) -> np.ndarray:
+        """One-coin posterior of the vote scores (see the class docstring)."""
+        K = d.n_classes
+        scores = np.asarray(fitted.scores_, dtype=float)
+        if getattr(fitted, "weight_unit_", None) is None:  # plain majority vote
+            scores = scores * self._common_log_odds(d)
+        if K == 1 or not np.any(scores):
+            return fitted.probas_.copy()
+        return softmax_rows(scores)
+
+    @staticmethod
+    def _common_log_odds(d: LabelArrays) -> float:
+        """log((K-1) q / (1-q)) for the accuracy q with which two labels on a task agree as
+        often as they do: P(agree) = q^2 + (1-q)^2/(K-1); 1 (a guess) without pairs."""
+        K = d.n_classes
+        counts = count_matrix(d.task, d.label, d.n_tasks, K).toarray()
+        n = counts.sum(axis=1)
+        pairs = float((n * (n - 1)).sum())
+        if K < 2 or pairs == 0:
+            return 1.0
+        agree = float((counts * (counts - 1)).sum()) / pairs
+        # solve K q^2 - 2 q + 1 - (K-1) agree = 0 for the root above chance (1/K)
+        disc = max(4 - 4 * K * (1 - (K - 1) * agree), 0.0)
+        q = float(np.clip((2 + np.sqrt(disc)) / (2 * K), 1.0 / K + 1e-3, 0.999))
+        return float(np.log((K - 1) * q / (1 - q)))
