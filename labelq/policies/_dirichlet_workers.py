@@ -178,6 +178,16 @@ class DirichletWorkerState:
         return interpolate(self.reward[np.asarray(tasks, dtype=np.int64)], self.grid,
                            np.atleast_1d(r))
 
+    def values_per_task(self, tasks: np.ndarray, r: np.ndarray) -> np.ndarray:
+        """Interpolated R+ (len(tasks),) of each task with its own worker reliability r."""
+        grid = self.grid
+        r = np.clip(np.asarray(r, dtype=float), grid[0], grid[-1])
+        idx = np.clip(np.searchsorted(grid, r, side="right") - 1, 0, grid.size - 2)
+        f = (r - grid[idx]) / (grid[idx + 1] - grid[idx])
+        rows = self.reward[np.asarray(tasks, dtype=np.int64)]
+        take = np.arange(len(rows))
+        return rows[take, idx] * (1.0 - f) + rows[take, idx + 1] * f
+
     def learn(self, i: int, c_idx, label: int, max_strength: float) -> None:
         """Moment-matched update of task i and worker ``c_idx`` (an index into c and d), the
         worker's c + d capped at ``max_strength`` (mean kept), and task i's reward grid."""
