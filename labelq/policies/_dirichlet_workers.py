@@ -42,7 +42,7 @@ costs len(GRID) * C quadratures for the labelled task and interpolation for the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -52,8 +52,9 @@ from . import _beta, _dirichlet
 __all__ = ["DirichletWorkerState", "GRID", "grid_for", "mixture_weights", "task_update", "worker_update",
            "reward_grid", "interpolate"]
 
-# mean reliabilities where R+ is computed; workers mostly sit between 0.5 and 1
-GRID = np.array([0.0, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0])
+# mean reliabilities where R+ is computed (each point costs C quadratures per label); workers
+# mostly sit between 0.5 and 1, the prior mean is 0.8
+GRID = np.array([0.0, 0.5, 0.65, 0.8, 0.9, 1.0])
 
 
 def grid_for(n_classes: int) -> np.ndarray:
@@ -146,6 +147,8 @@ class DirichletWorkerState:
     c: np.ndarray
     d: np.ndarray
     reward: np.ndarray  # float (n_tasks, len(grid))
+    # (reward, r, values) of the last ``pair_values``; derivable, never serialised
+    pair_cache: tuple | None = field(default=None, repr=False, compare=False)
 
     @property
     def grid(self) -> np.ndarray:
@@ -177,6 +180,25 @@ class DirichletWorkerState:
         """Interpolated R+ (len(tasks), len(r)) of tasks with workers of reliability r."""
         return interpolate(self.reward[np.asarray(tasks, dtype=np.int64)], self.grid,
                            np.atleast_1d(r))
+
+    def pair_values(self, r: np.ndarray) -> np.ndarray:
+        """``values(all tasks, r)`` (n_tasks, len(r)), recomputing only the rows whose reward
+        grid and the columns whose r changed since the last call (one of each per label);
+        the result equals the full interpolation."""
+        r = np.asarray(r, dtype=float)
+        cache = self.pair_cache
+        if cache is None or cache[2].shape != (len(self.reward), r.size):
+            out = self.values(np.arange(len(self.reward)), r)
+        else:
+            out = cache[2]
+            rows = np.flatnonzero((self.reward != cache[0]).any(axis=1))
+            cols = np.flatnonzero(r != cache[1])
+            if rows.size:
+                out[rows] = self.values(rows, r)
+            if cols.size:
+                out[:, cols] = self.values(np.arange(len(self.reward)), r[cols])
+        self.pair_cache = (self.reward.copy(), r.copy(), out)
+        return out
 
     def values_per_task(self, tasks: np.ndarray, r: np.ndarray) -> np.ndarray:
         """Interpolated R+ (len(tasks),) of each task with its own worker reliability r."""

@@ -97,8 +97,8 @@ class MultiDirichletState(DirichletWorkerState):
         base = DirichletWorkerState.from_dict(data)
         return cls(base.alpha, base.c.reshape(len(data["c"]), -1),
                    base.d.reshape(len(data["d"]), -1), base.reward,
-                   np.asarray(data["category"], dtype=np.int64),
-                   np.asarray(data["spent"], dtype=float))
+                   category=np.asarray(data["category"], dtype=np.int64),
+                   spent=np.asarray(data["spent"], dtype=float))
 
     def reliability(self) -> np.ndarray:
         """r[s, j] = c / (c + d), the mean reliabilities the rewards are read at."""
@@ -139,7 +139,8 @@ class OptKGMulti(Policy):
                                               np.full((s, k), p.d0))
             return MultiDirichletState(
                 base.alpha, base.c, base.d, base.reward,
-                np.asarray(problem.task_category, dtype=np.int64).copy(), np.zeros(s))
+                category=np.asarray(problem.task_category, dtype=np.int64).copy(),
+                spent=np.zeros(s))
         r0 = float(_rewards(1.0, 1.0, p.c0, p.d0)) if n and k else 0.0
         return MultiKGState(np.ones(n), np.ones(n), np.full((s, k), p.c0), np.full((s, k), p.d0),
                             np.asarray(problem.task_category, dtype=np.int64).copy(),

@@ -208,7 +208,7 @@ class OptKGWorkers(Policy):
         if not mask.any():
             return None
         if isinstance(state, DirichletWorkerState):
-            r = state.values(np.arange(mask.shape[0]), state.c / (state.c + state.d))
+            r = state.pair_values(state.c / (state.c + state.d))
         else:
             if state.reward_cache is None:
                 state.reward_cache = _RewardCache()

@@ -140,3 +140,23 @@ def test_multi_state_round_trips_through_json():
     assert back.c.shape == (2, 3)
     np.testing.assert_array_equal(back.reward, state.reward)
     assert back.spent.tolist() == [0.0, 1.0]
+
+
+def test_cached_push_decision_equals_the_full_interpolation():
+    """select_pair refreshes only the changed rows and columns of its pair matrix; after
+    every step the matrix equals the interpolation redone from scratch."""
+    policy = build("optkg-workers")
+    state = policy.init_state(Problem(n_tasks=40, n_workers=6, n_classes=4))
+    rng = np.random.default_rng(3)
+    mask = rng.random((40, 6)) < 0.6
+    for step in range(60):
+        pair = policy.select_pair(state, mask, rng)
+        full = state.values(np.arange(40), state.c / (state.c + state.d))
+        np.testing.assert_array_equal(state.pair_cache[2], full)
+        if pair is None:
+            break
+        values = np.where(mask, full, -np.inf)
+        assert values[pair] == values.max()
+        i, j = pair
+        policy.update(state, Observation(task=i, worker=j, label=int(rng.integers(4))))
+        mask[i, j] = False
