@@ -35,7 +35,7 @@ k is R_k = L(alpha) - L(alpha~(k, r)) and R+ = max_k R_k, the binary definition.
 depends on the worker only through r, each task keeps R+ on a fixed grid of r values
 (``GRID``, plus r = 1/C where R+ = 0) and a pair's reward is the linear interpolation at the
 worker's current r. This is the one approximation beyond the paper's: exact R+ for every
-(task, worker) pair needs C quadratures per pair (a millisecond each) and a worker's r
+(task, worker) pair needs C quadratures per pair and a worker's r
 moves with each of its labels, i.e. a full column of pairs per step; with the grid a label
 costs len(GRID) * C quadratures for the labelled task and interpolation for the rest.
 """
