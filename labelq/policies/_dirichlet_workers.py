@@ -14,7 +14,7 @@ which for C = 2 is the paper's theta rho + (1 - theta)(1 - rho) of Section 4.
 Update after label k (exact, then moment-matched like the paper's binary step). With
 1 - theta_k = sum_{m != k} theta_m the posterior is a mixture over the latent class m:
 
-    p(theta, rho | Z = k) = sum_m w_m Dir(theta; alpha + e_m) x Beta(rho; c + 1[m = k], d + 1[m != k]),
+    p(theta, rho | Z = k) = sum_m w_m Dir(theta; alpha + e_m) Beta(rho; c + [m = k], d + [m != k]),
     w_k ∝ alpha_k c,   w_m ∝ alpha_m d / (C - 1)  (m != k).
 
 The weights depend on the worker only through r = c / (c + d) (its mean reliability):
@@ -49,8 +49,8 @@ import numpy as np
 
 from . import _beta, _dirichlet
 
-__all__ = ["DirichletWorkerState", "GRID", "grid_for", "mixture_weights", "task_update", "worker_update",
-           "reward_grid", "interpolate"]
+__all__ = ["DirichletWorkerState", "GRID", "grid_for", "mixture_weights", "task_update",
+           "worker_update", "reward_grid", "interpolate"]
 
 # mean reliabilities where R+ is computed (each point costs C quadratures per label); workers
 # mostly sit between 0.5 and 1, the prior mean is 0.8

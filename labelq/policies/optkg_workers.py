@@ -4,15 +4,16 @@ Binary: **class index 1 is the paper's +1**; the paper's model, below. More than
 the paper's Section 5 extension, Dirichlet task posteriors with the same one-coin worker
 Beta (a wrong label falls uniformly on the other classes), moment-matched after each label;
 derivation, the reward grid over worker reliability it decides with, and its reduction to
-this binary model in ``_dirichlet_workers`` (``refit`` is binary only). Task i: theta_i ~ Beta(a_i, b_i) (prior
-Beta(prior, prior)); worker j: rho_j ~ Beta(c_j, d_j) (prior Beta(c0, d0), default Beta(4, 1):
-workers believed 80% reliable). A label of worker j on task i is +1 with probability
-theta_i rho_j + (1 - theta_i)(1 - rho_j). After a label the joint posterior is replaced by a
-product of Betas matching the first two moments of the exact marginals (the paper's
-variational + moment-matching step; formulas in ``_beta.worker_update``). The worker's
-concentration c + d is capped at ``max_strength`` (mean kept): a worker that has answered
-very often stays able to learn, and c + d never grows into the range where moment matching
-loses its variance to rounding.
+this binary model in ``_dirichlet_workers`` (``refit`` is binary only).
+
+Task i: theta_i ~ Beta(a_i, b_i) (prior Beta(prior, prior)); worker j: rho_j ~ Beta(c_j, d_j)
+(prior Beta(c0, d0), default Beta(4, 1): workers believed 80% reliable). A label of worker j
+on task i is +1 with probability theta_i rho_j + (1 - theta_i)(1 - rho_j). After a label the
+joint posterior is replaced by a product of Betas matching the first two moments of the exact
+marginals (the paper's variational + moment-matching step; formulas in
+``_beta.worker_update``). The worker's concentration c + d is capped at ``max_strength``
+(mean kept): a worker that has answered very often stays able to learn, and c + d never grows
+into the range where moment matching loses its variance to rounding.
 
 Rewards: R_z(i, j) = h(I(a~_i(z), b~_i(z))) - h(I(a_i, b_i)) for z = +-1, R+ = max(R_+1, R_-1).
 
