@@ -22,7 +22,9 @@ room (said here because they are ours):
   arrives. Gold answers count against the known truth. Without gold, a binary project would
   otherwise keep q = 0.5 for everyone, and a posterior that never moves.
 * **When confidence is computed.** When a label of the task arrives, with the skills of that
-  moment (Toloka evaluates the task when a response is accepted). A task is *done* when it
+  moment (Toloka evaluates the task when a response is accepted); it is the posterior of the
+  answer with the largest sum of q (ties: the lowest class), as Toloka defines it, not the
+  largest posterior — the two differ when one skilled worker outvotes several weak ones. A task is *done* when it
   has ``max`` labels, or at least ``min`` labels and a confidence >= ``confidence``; a done
   task is never asked again (``state.done``; the policy returns ``None`` when only done tasks
   are eligible, so a run may stop before its budget is spent).
@@ -32,7 +34,8 @@ room (said here because they are ours):
   one-``select_task``-per-worker decision.
 
 ``predict_proba`` is the posterior above with the current skills (uniform for a task without
-labels). Declines change nothing.
+labels); its argmax is the Bayes answer, which can differ from the sum-of-q answer in the
+case just named. Declines change nothing.
 """
 
 from __future__ import annotations
@@ -193,9 +196,12 @@ class DynamicOverlap(Policy):
                 self._agree(state, i, np.flatnonzero(state.labels[i] >= 0))
             elif n_labels > first:
                 self._agree(state, i, np.array([j]))
-        n_labels = int((state.labels[i] >= 0).sum())
-        post = skill_posterior(state.labels[i][None, :], self.skill(state), state.n_classes)[0]
-        state.confidence[i] = float(post.max())
+        row, q = state.labels[i], self.skill(state)
+        who = row >= 0
+        n_labels = int(who.sum())
+        answer = int(np.argmax(np.bincount(row[who], weights=q[who], minlength=state.n_classes)))
+        post = skill_posterior(row[None, :], q, state.n_classes)[0]
+        state.confidence[i] = float(post[answer])
         state.done[i] = n_labels >= p.max or (n_labels >= p.min
                                               and state.confidence[i] >= p.confidence)
         return np.array([i], dtype=np.int64)

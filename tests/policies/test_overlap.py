@@ -108,6 +108,23 @@ def test_a_confident_task_stops_at_min_and_a_disputed_one_goes_to_max():
     assert policy.select_task(state, 5, np.arange(2), np.ones(2, bool), rng) is None
 
 
+def test_confidence_is_that_of_the_largest_sum_of_skills():
+    """Toloka's confidence is the posterior of the answer with the largest sum of q: one
+    worker of q = 0.95 against two of q = 0.55 (3 classes) — the two win the sum (1.1 > 0.95)
+    though the posterior favours the one, so the task stays open at confidence 0.8."""
+    policy = build("dynamic-overlap:min=1,max=5,confidence=0.8,agreement=false")
+    state = policy.init_state(Problem(n_tasks=1, n_workers=3, n_classes=3))
+    state.correct[:] = [18.5, 5.0, 5.0]  # q = (0.5 + correct) / (1 + total)
+    state.total[:] = [19.0, 9.0, 9.0]
+    np.testing.assert_allclose(policy.skill(state), [0.95, 0.55, 0.55])
+    for j, label in enumerate([0, 1, 1]):
+        policy.update(state, Observation(task=0, worker=j, label=label))
+    post = brute_posterior([0, 1, 1], [0.95, 0.55, 0.55], 3)
+    assert post.argmax() == 0 and post[0] > 0.8
+    assert state.confidence[0] == pytest.approx(post[1], rel=1e-12)
+    assert not state.done[0]
+
+
 def test_agreement_with_the_majority_counts_as_skill():
     policy = build("dynamic-overlap:min=3,max=5,confidence=0.99")
     state = policy.init_state(Problem(n_tasks=1, n_workers=5, n_classes=2))
@@ -122,17 +139,19 @@ def test_agreement_with_the_majority_counts_as_skill():
     np.testing.assert_array_equal(state.correct, [0, 0, 0, 1, 0])
 
 
-def test_dynamic_overlap_spends_less_than_max_for_the_accuracy_of_max():
-    """Reliable workers agree early: the policy stops most tasks before max and is at least as
-    accurate as the fixed overlap that spends max labels on every task."""
+def test_dynamic_overlap_beats_fixed_overlap_at_equal_spend():
+    """Reliable workers agree early: the policy stops most tasks before max, spends about
+    what overlap:n=3 spends, and is more accurate than it — as accurate as overlap:n=4."""
     spec = "tasks=300,workers=30,classes=4,model=uniform-accuracy,low=0.6,high=0.95"
     env = make_synthetic(spec, np.random.default_rng(5))
     dyn = run_policy(build("dynamic-overlap:min=2,max=5,confidence=0.9"), env, [1500],
                      np.random.default_rng(6))[-1]
-    fixed = run_policy(build("overlap:n=5"), env, [1500], np.random.default_rng(6))[-1]
-    assert fixed.labels == 1500
-    assert dyn.labels < 0.8 * fixed.labels
-    assert dyn.accuracy >= fixed.accuracy - 0.01
+    fixed = {n: run_policy(build(f"overlap:n={n}"), env, [1500], np.random.default_rng(6))[-1]
+             for n in (3, 4)}
+    assert fixed[3].labels == 900 and fixed[4].labels == 1200
+    assert dyn.labels <= 1.1 * fixed[3].labels
+    assert dyn.accuracy > fixed[3].accuracy + 0.02
+    assert dyn.accuracy >= fixed[4].accuracy - 0.01
 
 
 @pytest.mark.parametrize("spec, message", [
