@@ -12,6 +12,9 @@ Gamma(alpha_k) itself: composite Gauss-Legendre in ln x on panels cut at tail qu
 (1e-40 ... 0.5 ... 1 - 1e-40) of Gamma(alpha_k), finer in the upper tail where a losing
 class's small I_k lives; the product is summed in log space.
 The neglected tails weigh at most 2e-40, so rewards stay meaningful down to ~1e-35.
+``coarse=True`` (used where many rows are needed per decision, ``_dirichlet_workers``) cuts
+fewer panels (tails at 1e-16, 8 nodes each: 112 points instead of 252): relative error
+below 1e-6 for I_k above 1e-8 (tested), and tails under 1e-16 are lost.
 
 Rewards: with the loss L(alpha) = 1 - h(I(alpha)) = sum_{k != argmax} I_k (each small I_k
 kept at its own precision, never 1 - max), R_j = L(alpha) - L(alpha + e_j).
@@ -29,31 +32,37 @@ _LOWER = np.array([1e-40, 1e-20, 1e-10, 1e-5, 1e-3, 0.02, 0.1, 0.25, 0.5])
 _UPPER = np.array([0.25, 0.1, 0.02, 1e-3, 1e-5, 1e-7, 1e-10, 1e-13, 1e-16, 1e-20, 1e-25, 1e-30,
                    1e-40])
 _NODES, _WEIGHTS = np.polynomial.legendre.leggauss(12)
+_COARSE = (np.array([1e-16, 1e-8, 1e-4, 0.01, 0.1, 0.3, 0.5]),
+           np.array([0.3, 0.1, 0.01, 1e-4, 1e-7, 1e-10, 1e-13, 1e-16]),
+           *np.polynomial.legendre.leggauss(8))
+_FINE = (_LOWER, _UPPER, _NODES, _WEIGHTS)
 
 
-def _panels(alpha_k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _panels(alpha_k: np.ndarray, coarse: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Points t = ln x (m, P) and weights w (m, P) covering Gamma(alpha_k)'s mass."""
+    lower, upper, nodes, weights = _COARSE if coarse else _FINE
     ak = alpha_k[:, None]
-    edges = np.concatenate([gammaincinv(ak, _LOWER[None, :]),
-                            gammainccinv(ak, _UPPER[None, :])], axis=1)  # (m, 22)
+    edges = np.concatenate([gammaincinv(ak, lower[None, :]),
+                            gammainccinv(ak, upper[None, :])], axis=1)  # (m, 22)
     # in t = ln x the integrand x * pdf(x) has no singularity at 0 for alpha_k < 1
     edges = np.log(edges)
     left, right = edges[:, :-1, None], edges[:, 1:, None]
     half = (right - left) / 2.0
-    t = left + half * (_NODES[None, None, :] + 1.0)
-    w = half * _WEIGHTS[None, None, :]
+    t = left + half * (nodes[None, None, :] + 1.0)
+    w = half * weights[None, None, :]
     m = len(alpha_k)
     return t.reshape(m, -1), w.reshape(m, -1)
 
 
-def prob_largest(alpha) -> np.ndarray:
-    """I_k(alpha) for every row of ``alpha`` (n, C); rows sum to 1 up to quadrature error."""
+def prob_largest(alpha, coarse: bool = False) -> np.ndarray:
+    """I_k(alpha) for every row of ``alpha`` (n, C); rows sum to 1 up to quadrature error
+    (``coarse``: the cheaper panels, see the module docstring)."""
     alpha = np.atleast_2d(np.asarray(alpha, dtype=float))
     n, C = alpha.shape
     out = np.empty((n, C))
     for k in range(C):
         ak = alpha[:, k]
-        t, w = _panels(ak)  # (n, P)
+        t, w = _panels(ak, coarse)  # (n, P)
         x = np.exp(t)
         with np.errstate(divide="ignore"):
             logf = ak[:, None] * t - x - gammaln(ak)[:, None]  # ln(x * pdf(x))

@@ -6,7 +6,10 @@ Each category s runs its own instance of Chen, Lin & Zhou's Opt-KG with one-coin
 (``optkg-workers``; the moment-matching math is ``labelq.policies._beta``): task posteriors
 Beta(a_i, b_i) (prior Beta(1, 1)), and *per category* worker posteriors Beta(c_sj, d_sj)
 (prior Beta(4, 1), as in both papers), so a worker's reliability is learnt separately on
-each category. Class index 1 is the paper's +1. Binary only.
+each category. Class index 1 is the paper's +1. More than two classes: each category's
+instance is the Dirichlet version of ``optkg-workers`` (``_dirichlet_workers``: tasks
+Dir(alpha_i), the same per-category worker Betas, R+ interpolated on a reliability grid);
+the budget split and the choice within a category are unchanged.
 
 Budget split: the paper gives category s the sub-budget T * N_s / N. We do not know T in
 advance (any prefix of a run is a budget), so each step goes to the category, among those
@@ -29,6 +32,7 @@ from scipy.special import betainc
 
 from ..errors import PolicyError
 from . import _beta
+from ._dirichlet_workers import DirichletWorkerState
 from .base import Observation, Policy, Problem
 from .registry import register
 
@@ -77,6 +81,30 @@ class MultiKGState:
             self.lo = _min_tail(self.a, self.b)
 
 
+@dataclass
+class MultiDirichletState(DirichletWorkerState):
+    """C > 2: tasks Dir(alpha), workers Beta(c[s], d[s]) per category, ``spent[s]`` labels."""
+
+    category: np.ndarray | None = None
+    spent: np.ndarray | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "category": self.category.tolist(),
+                "spent": self.spent.tolist()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "MultiDirichletState":
+        base = DirichletWorkerState.from_dict(data)
+        return cls(base.alpha, base.c.reshape(len(data["c"]), -1),
+                   base.d.reshape(len(data["d"]), -1), base.reward,
+                   category=np.asarray(data["category"], dtype=np.int64),
+                   spent=np.asarray(data["spent"], dtype=float))
+
+    def reliability(self) -> np.ndarray:
+        """r[s, j] = c / (c + d), the mean reliabilities the rewards are read at."""
+        return self.c / (self.c + self.d)
+
+
 @register
 class OptKGMulti(Policy):
     name = "optkg-multi"
@@ -100,18 +128,32 @@ class OptKGMulti(Policy):
                 raise ValueError(f"max_strength must be > c0 + d0 = {self.c0 + self.d0}, "
                                  f"got {self.max_strength}")
 
-    def init_state(self, problem: Problem) -> MultiKGState:
-        if problem.n_classes != 2:
-            raise PolicyError(f"optkg-multi is binary (one-coin Beta model); the problem has "
-                              f"{problem.n_classes} classes", policy=self.name)
+    def init_state(self, problem: Problem) -> MultiKGState | MultiDirichletState:
+        if problem.n_classes < 2:
+            raise PolicyError(f"optkg-multi needs at least 2 classes, got {problem.n_classes}",
+                              policy=self.name)
         n, k, s = problem.n_tasks, problem.n_workers, max(problem.n_categories, 1)
         p = self.params
+        if problem.n_classes > 2:
+            base = DirichletWorkerState.fresh(n, problem.n_classes, 1.0, np.full((s, k), p.c0),
+                                              np.full((s, k), p.d0))
+            return MultiDirichletState(
+                base.alpha, base.c, base.d, base.reward,
+                category=np.asarray(problem.task_category, dtype=np.int64).copy(),
+                spent=np.zeros(s))
         r0 = float(_rewards(1.0, 1.0, p.c0, p.d0)) if n and k else 0.0
         return MultiKGState(np.ones(n), np.ones(n), np.full((s, k), p.c0), np.full((s, k), p.d0),
                             np.asarray(problem.task_category, dtype=np.int64).copy(),
                             np.zeros(s), np.full((n, k), r0))
 
+    def state_to_dict(self, state: MultiKGState) -> dict[str, Any]:
+        if isinstance(state, MultiDirichletState):
+            return state.to_dict()
+        return super().state_to_dict(state)
+
     def state_from_dict(self, data: dict[str, Any]) -> MultiKGState:
+        if "alpha" in data:
+            return MultiDirichletState.from_dict(data)
         n = len(data["a"])
         return MultiKGState(
             np.asarray(data["a"], dtype=float), np.asarray(data["b"], dtype=float),
@@ -125,9 +167,21 @@ class OptKGMulti(Policy):
     def priority(self, state: MultiKGState, tasks: np.ndarray) -> np.ndarray:
         """Best R+ of the task over all workers."""
         tasks = np.asarray(tasks, dtype=np.int64)
+        if isinstance(state, MultiDirichletState):
+            out = np.zeros(len(tasks))
+            r = state.reliability()
+            if r.shape[1]:
+                for s in np.unique(state.category[tasks]):
+                    sel = state.category[tasks] == s
+                    out[sel] = state.values(tasks[sel], r[s]).max(axis=1)
+            return out
         return state.reward[tasks].max(axis=1) if state.reward.shape[1] else np.zeros(len(tasks))
 
     def score(self, state: MultiKGState, tasks: np.ndarray, worker: int) -> np.ndarray:
+        if isinstance(state, MultiDirichletState):
+            tasks = np.asarray(tasks, dtype=np.int64)
+            return state.values_per_task(tasks,
+                                         state.reliability()[state.category[tasks], worker])
         return state.reward[np.asarray(tasks, dtype=np.int64), worker]
 
     def select_pair(self, state: MultiKGState, mask: np.ndarray,
@@ -140,7 +194,9 @@ class OptKGMulti(Policy):
         ratio = np.where(has, state.spent / np.maximum(n_s, 1.0), np.inf)
         s = int(np.argmin(ratio))
         rows = np.flatnonzero((state.category == s) & open_rows)
-        values = np.where(mask[rows], state.reward[rows], -np.inf)
+        reward = (state.values(rows, state.reliability()[s])
+                  if isinstance(state, MultiDirichletState) else state.reward[rows])
+        values = np.where(mask[rows], reward, -np.inf)
         flat = int(np.argmax(values))  # row-major: lowest task, then lowest worker
         return int(rows[flat // values.shape[1]]), int(flat % values.shape[1])
 
@@ -148,6 +204,8 @@ class OptKGMulti(Policy):
     def update(self, state: MultiKGState, obs: Observation) -> np.ndarray:
         if obs.declined or obs.label < 0:
             return np.empty(0, dtype=np.int64)
+        if isinstance(state, MultiDirichletState):
+            return self._update_dirichlet(state, obs)
         if obs.label > 1:
             raise PolicyError(f"label {obs.label} out of range for 2 classes", policy=self.name)
         i, j = obs.task, obs.worker
@@ -170,7 +228,23 @@ class OptKGMulti(Policy):
         state.reward[i] = _rewards_fast(a, b, state.c[s], state.d[s], state.lo[i])
         return tasks
 
+    def _update_dirichlet(self, state: MultiDirichletState, obs: Observation) -> np.ndarray:
+        """C > 2: the moment-matched update of task i and worker (s, j), as binary."""
+        i, j, C = obs.task, obs.worker, state.alpha.shape[1]
+        if obs.label >= C:
+            raise PolicyError(f"label {obs.label} out of range for {C} classes", policy=self.name)
+        s = int(state.category[i])
+        try:
+            state.learn(i, (s, j), obs.label, self.params.max_strength)
+        except ValueError as exc:
+            raise PolicyError(f"{exc}, worker {j}", policy=self.name) from None
+        state.spent[s] += 1
+        return np.flatnonzero(state.category == s)
+
     def predict_proba(self, state: MultiKGState) -> np.ndarray:
-        """[P(theta < 0.5), P(theta >= 0.5)] per task, each from its own betainc."""
+        """[P(theta < 0.5), P(theta >= 0.5)] per task, each from its own betainc;
+        C > 2: I_k(alpha)."""
+        if isinstance(state, MultiDirichletState):
+            return state.proba()
         pos, neg = _beta.prob_positive(state.a, state.b)
         return np.stack([neg, pos], axis=1)

@@ -1,14 +1,19 @@
 """``optkg-workers``: Opt-KG with one-coin worker reliability (Chen, Lin & Zhou 2013, Section 4).
 
-Binary only; **class index 1 is the paper's +1**. Task i: theta_i ~ Beta(a_i, b_i) (prior
-Beta(prior, prior)); worker j: rho_j ~ Beta(c_j, d_j) (prior Beta(c0, d0), default Beta(4, 1):
-workers believed 80% reliable). A label of worker j on task i is +1 with probability
-theta_i rho_j + (1 - theta_i)(1 - rho_j). After a label the joint posterior is replaced by a
-product of Betas matching the first two moments of the exact marginals (the paper's
-variational + moment-matching step; formulas in ``_beta.worker_update``). The worker's
-concentration c + d is capped at ``max_strength`` (mean kept): a worker that has answered
-very often stays able to learn, and c + d never grows into the range where moment matching
-loses its variance to rounding.
+Binary: **class index 1 is the paper's +1**; the paper's model, below. More than two classes:
+the paper's Section 5 extension, Dirichlet task posteriors with the same one-coin worker
+Beta (a wrong label falls uniformly on the other classes), moment-matched after each label;
+derivation, the reward grid over worker reliability it decides with, and its reduction to
+this binary model in ``_dirichlet_workers`` (``refit`` is binary only).
+
+Task i: theta_i ~ Beta(a_i, b_i) (prior Beta(prior, prior)); worker j: rho_j ~ Beta(c_j, d_j)
+(prior Beta(c0, d0), default Beta(4, 1): workers believed 80% reliable). A label of worker j
+on task i is +1 with probability theta_i rho_j + (1 - theta_i)(1 - rho_j). After a label the
+joint posterior is replaced by a product of Betas matching the first two moments of the exact
+marginals (the paper's variational + moment-matching step; formulas in
+``_beta.worker_update``). The worker's concentration c + d is capped at ``max_strength``
+(mean kept): a worker that has answered very often stays able to learn, and c + d never grows
+into the range where moment matching loses its variance to rounding.
 
 Rewards: R_z(i, j) = h(I(a~_i(z), b~_i(z))) - h(I(a_i, b_i)) for z = +-1, R+ = max(R_+1, R_-1).
 
@@ -43,6 +48,7 @@ import numpy as np
 
 from ..errors import PolicyError
 from . import _beta
+from ._dirichlet_workers import DirichletWorkerState
 from .base import Observation, Policy, Problem
 from .optkg import _positive_number
 from .registry import register
@@ -135,23 +141,34 @@ class OptKGWorkers(Policy):
         self.random_ties = self.params.random_ties  # used by Policy.select_task (pull)
 
     # --- state ---------------------------------------------------------------------
-    def init_state(self, problem: Problem) -> WorkerKGState:
-        if problem.n_classes != 2:
-            raise PolicyError(f"optkg-workers is binary (one-coin Beta model); the problem has "
-                              f"{problem.n_classes} classes — use optkg for multi-class",
-                              policy=self.name)
+    def init_state(self, problem: Problem) -> WorkerKGState | DirichletWorkerState:
         p = self.params
+        if problem.n_classes < 2:
+            raise PolicyError(f"optkg-workers needs at least 2 classes, got {problem.n_classes}",
+                              policy=self.name)
+        if problem.n_classes > 2:
+            if p.refit:
+                raise PolicyError(f"refit is binary only (the batch fit is the Beta one-coin "
+                                  f"model); the problem has {problem.n_classes} classes",
+                                  policy=self.name)
+            return DirichletWorkerState.fresh(
+                problem.n_tasks, problem.n_classes, p.prior,
+                np.full(problem.n_workers, p.c0), np.full(problem.n_workers, p.d0))
         return WorkerKGState(np.full(problem.n_tasks, p.prior), np.full(problem.n_tasks, p.prior),
                              np.full(problem.n_workers, p.c0), np.full(problem.n_workers, p.d0),
                              log=[] if p.refit else None)
 
     def state_to_dict(self, state: WorkerKGState) -> dict[str, Any]:
+        if isinstance(state, DirichletWorkerState):
+            return state.to_dict()
         out: dict[str, Any] = {k: getattr(state, k).tolist() for k in "abcd"}
         if state.log is not None:  # refit > 0; the reward cache is derivable, never written
             out["log"] = [list(e) for e in state.log]
         return out
 
     def state_from_dict(self, data: dict[str, Any]) -> WorkerKGState:
+        if "alpha" in data:
+            return DirichletWorkerState.from_dict(data)
         state = WorkerKGState(*(np.asarray(data[k], dtype=float).reshape(-1) for k in "abcd"))
         if self.params.refit:
             state.log = [tuple(int(x) for x in e) for e in data.get("log", [])]
@@ -176,10 +193,14 @@ class OptKGWorkers(Policy):
 
     def priority(self, state: WorkerKGState, tasks: np.ndarray) -> np.ndarray:
         tasks = np.asarray(tasks, dtype=np.int64)
+        if isinstance(state, DirichletWorkerState):
+            return state.values(tasks, self.params.c0 / (self.params.c0 + self.params.d0))[:, 0]
         return self.rewards(state.a[tasks], state.b[tasks], self.params.c0, self.params.d0)
 
     def score(self, state: WorkerKGState, tasks: np.ndarray, worker: int) -> np.ndarray:
         tasks = np.asarray(tasks, dtype=np.int64)
+        if isinstance(state, DirichletWorkerState):
+            return state.values(tasks, state.c[worker] / (state.c[worker] + state.d[worker]))[:, 0]
         return self.rewards(state.a[tasks], state.b[tasks], state.c[worker], state.d[worker])
 
     def select_pair(self, state: WorkerKGState, mask: np.ndarray,
@@ -187,9 +208,12 @@ class OptKGWorkers(Policy):
         mask = np.asarray(mask, dtype=bool)
         if not mask.any():
             return None
-        if state.reward_cache is None:
-            state.reward_cache = _RewardCache()
-        r = state.reward_cache.refresh(state)
+        if isinstance(state, DirichletWorkerState):
+            r = state.pair_values(state.c / (state.c + state.d))
+        else:
+            if state.reward_cache is None:
+                state.reward_cache = _RewardCache()
+            r = state.reward_cache.refresh(state)
         values = np.where(mask, r, -np.inf)
         if self.params.random_ties and rng is not None:
             best = np.flatnonzero(values.reshape(-1) == values.max())
@@ -201,6 +225,8 @@ class OptKGWorkers(Policy):
     def select_pair_full(self, state: WorkerKGState, mask: np.ndarray,
                          rng: np.random.Generator | None = None) -> tuple[int, int] | None:
         """Reference push decision recomputing R+ over every eligible pair (no cache)."""
+        if isinstance(state, DirichletWorkerState):
+            return self.select_pair(state, mask, rng)  # keeps no cache
         tasks, workers = np.nonzero(mask)  # row-major: lowest task, then lowest worker first
         if len(tasks) == 0:
             return None
@@ -219,6 +245,8 @@ class OptKGWorkers(Policy):
     def update(self, state: WorkerKGState, obs: Observation) -> np.ndarray:
         if obs.declined or obs.label < 0:
             return np.empty(0, dtype=np.int64)
+        if isinstance(state, DirichletWorkerState):
+            return self._update_dirichlet(state, obs)
         if obs.label > 1:
             raise PolicyError(f"label {obs.label} out of range for 2 classes", policy=self.name)
         i, j = obs.task, obs.worker
@@ -245,15 +273,36 @@ class OptKGWorkers(Policy):
         self._cap(state, j)
         return np.array([i], dtype=np.int64)
 
+    def _update_dirichlet(self, state: DirichletWorkerState, obs: Observation) -> np.ndarray:
+        """C > 2: gold updates the worker exactly (as binary); a label moment-matches task
+        and worker (``_dirichlet_workers``) and refreshes the task's reward grid."""
+        i, j, C = obs.task, obs.worker, state.alpha.shape[1]
+        if obs.label >= C:
+            raise PolicyError(f"label {obs.label} out of range for {C} classes", policy=self.name)
+        if obs.gold and obs.truth >= 0:
+            c, d = _beta.worker_gold_update(state.c[j], state.d[j], obs.label == obs.truth)
+            state.c[j], state.d[j] = float(c), float(d)
+            self._cap(state, j)
+            return np.empty(0, dtype=np.int64)
+        try:
+            state.learn(i, j, obs.label, self.params.max_strength)
+        except ValueError as exc:
+            raise PolicyError(f"{exc}, worker {j}", policy=self.name) from None
+        return np.array([i], dtype=np.int64)
+
     def predict_proba(self, state: WorkerKGState) -> np.ndarray:
         """[P(theta < 0.5), P(theta >= 0.5)] per task, each from its own betainc (with
-        ``refit`` > 0: of the batch fit over every label seen)."""
+        ``refit`` > 0: of the batch fit over every label seen); C > 2: I_k(alpha)."""
+        if isinstance(state, DirichletWorkerState):
+            return state.proba()
         a, b = self._final(state)
         i, j = _beta.prob_positive(a, b)
         return np.stack([j, i], axis=1)
 
     def predict(self, state: WorkerKGState) -> np.ndarray:
-        """Positive set {a >= b} (ties to class 1), as in the paper."""
+        """Positive set {a >= b} (ties to class 1), as in the paper; C > 2: argmax I_k."""
+        if isinstance(state, DirichletWorkerState):
+            return np.argmax(state.proba(), axis=1)
         a, b = self._final(state)
         return (a >= b).astype(np.int64)
 

@@ -57,3 +57,16 @@ def test_rows_sum_to_one_and_monte_carlo_agrees():
 def test_confident_states_keep_small_nonzero_rewards():
     r = _dirichlet.label_rewards([[400.0, 300.0, 200.0]])[0]
     assert np.all(r != 0) and r[0] > 0 and np.all(np.abs(r) < 1e-4)
+
+
+def test_coarse_quadrature_agrees_with_the_fine_one():
+    """The cheaper panels of the multi-class worker rewards: relative error below 1e-6
+    wherever I_k exceeds 1e-8 (confident and uncertain, small and large alphas)."""
+    rng = np.random.default_rng(7)
+    for C in (3, 4, 5):
+        alpha = rng.uniform(0.3, 8.0, size=(300, C))
+        alpha[:100] *= 6.0
+        fine = _dirichlet.prob_largest(alpha)
+        coarse = _dirichlet.prob_largest(alpha, coarse=True)
+        big = fine > 1e-8
+        assert (np.abs(coarse - fine)[big] / fine[big]).max() < 1e-6

@@ -23,9 +23,13 @@ def test_prior_and_priority_under_prior_mean_worker(policy):
     assert custom.init_state(Problem(n_tasks=1, n_workers=1)).c[0] == 9.0
 
 
-def test_multiclass_is_refused(policy):
-    with pytest.raises(PolicyError, match="binary"):
-        policy.init_state(Problem(n_tasks=3, n_workers=2, n_classes=3))
+def test_multiclass_has_a_dirichlet_state_and_refit_stays_binary(policy):
+    """Issue 20: more than two classes run (Dirichlet tasks, tests in
+    test_optkg_workers_multiclass.py); only the binary batch refit refuses them."""
+    state = policy.init_state(Problem(n_tasks=3, n_workers=2, n_classes=3))
+    assert state.alpha.shape == (3, 3) and state.c.tolist() == [4.0, 4.0]
+    with pytest.raises(PolicyError, match="refit is binary only"):
+        build("optkg-workers:refit=5").init_state(Problem(n_tasks=3, n_workers=2, n_classes=3))
 
 
 def test_pull_uses_the_asking_workers_reliability(policy):
