@@ -30,7 +30,8 @@ def run(db_url):
     return invoke
 
 
-@pytest.mark.parametrize("policy", ["optkg-workers", "optkg-multi:gamma=0.5"])
+# optkg-workers and optkg-multi serve k classes (one-coin Dirichlet); the batch refit is binary
+@pytest.mark.parametrize("policy", ["optkg-workers:refit=5"])
 def test_a_binary_policy_on_three_labels_is_refused_at_creation(eng, policy):
     with session_scope(eng) as s, pytest.raises(PolicyError) as exc:
         create_project(s, "three", "a,b,c", policy=policy)
@@ -41,7 +42,8 @@ def test_a_binary_policy_on_three_labels_is_refused_at_creation(eng, policy):
 
 def test_multi_class_policies_are_accepted_on_three_labels(eng):
     with session_scope(eng) as s:
-        for i, policy in enumerate(["optkg", "uniform", "bbta", "kg"]):
+        for i, policy in enumerate(["optkg", "uniform", "bbta", "kg", "optkg-workers",
+                                     "optkg-multi"]):
             create_project(s, f"ok{i}", "a,b,c", policy=policy)
         create_project(s, "two", "a,b", policy="optkg-workers")
 
@@ -50,7 +52,7 @@ def test_update_refuses_a_project_whose_policy_cannot_serve_its_labels(eng):
     # Given a project stored before the check existed: a binary policy on three labels
     with session_scope(eng) as s:
         s.add(Project(name="old", labels=["a", "b", "c"],
-                      policy=PolicySpec.parse("optkg-workers").to_json()))
+                      policy=PolicySpec.parse("optkg-workers:refit=5").to_json()))
     # When the operator updates it, Then it is named as unusable, and nothing changes
     with session_scope(eng) as s, pytest.raises(PolicyError, match="cannot serve"):
         update_project(s, "old", budget=10)
@@ -59,9 +61,10 @@ def test_update_refuses_a_project_whose_policy_cannot_serve_its_labels(eng):
 
 
 def test_cli_create_with_a_binary_policy_on_three_labels_exits_8(run):
-    res = run("project", "create", "p3", "--labels", "a,b,c", "--policy", "optkg-workers")
+    res = run("project", "create", "p3", "--labels", "a,b,c", "--policy",
+              "optkg-workers:refit=5")
     assert res.exit_code == 8, res.output
-    assert "optkg-workers cannot serve the label set" in res.output
+    assert "optkg-workers:refit=5 cannot serve the label set" in res.output
     assert run("project", "show", "p3").exit_code == 4
 
 
