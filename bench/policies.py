@@ -13,7 +13,7 @@ A unit (data set, policy, run) is the expensive part; finished units are appende
 JSON-lines cache (``--cache``), so an interrupted run resumes where it stopped and
 ``docs/policies.md`` can be written from a partial cache (missing cells show "…").
 ``--redo SPEC`` drops a policy's cached units (after changing it). Units run in ``--jobs``
-processes, largest data sets first; progress and an ETA go to stdout.
+processes, smallest data sets first; progress and an ETA go to stdout.
 
     nice -n 10 python bench/policies.py --jobs 2 --runs 10 [--policies auto,uniform,...]
     python bench/policies.py --report-only      # rewrite docs/policies.md from the cache
@@ -289,7 +289,7 @@ def main() -> None:
     na = {(e, s): why for e, src in envs.items() for s in specs
           if (why := unsupported(s, src))}
     units = []
-    for e, src in sorted(envs.items(), key=lambda kv: -kv[1].n_tasks()):
+    for e, src in sorted(envs.items(), key=lambda kv: kv[1].n_tasks()):
         for s in specs:
             if (e, s) in na:
                 continue
