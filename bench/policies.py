@@ -13,7 +13,9 @@ A unit (data set, policy, run) is the expensive part; finished units are appende
 JSON-lines cache (``--cache``), so an interrupted run resumes where it stopped and
 ``docs/policies.md`` can be written from a partial cache (missing cells show "…").
 ``--redo SPEC`` drops a policy's cached units (after changing it). Units run in ``--jobs``
-processes, smallest data sets first; progress and an ETA go to stdout.
+processes, policy by policy in the ``--policies`` order (list the cheap ones first) and each
+over the smallest data sets first, so a partial run fills whole columns; progress and an ETA
+go to stdout.
 
     nice -n 10 python bench/policies.py --jobs 2 --runs 10 [--policies auto,uniform,...]
     python bench/policies.py --report-only      # rewrite docs/policies.md from the cache
@@ -289,14 +291,12 @@ def main() -> None:
     na = {(e, s): why for e, src in envs.items() for s in specs
           if (why := unsupported(s, src))}
     units = []
-    for e, src in sorted(envs.items(), key=lambda kv: kv[1].n_tasks()):
-        for s in specs:
-            if (e, s) in na:
-                continue
-            groups = ([(b,) for b in budgets] if getattr(build(s), "budget_aware", False)
-                      else [tuple(budgets)])
-            units += [u for r in range(args.runs) for g in groups
-                      if (u := Unit(e, src, s, r, args.seed, g)).key() not in cache]
+    by_size = sorted(envs.items(), key=lambda kv: kv[1].n_tasks())
+    for s in specs:  # policy by policy, in the order given, each over the smallest sets first
+        groups = ([(b,) for b in budgets] if getattr(build(s), "budget_aware", False)
+                  else [tuple(budgets)])
+        units += [u for e, src in by_size if (e, s) not in na for r in range(args.runs)
+                  for g in groups if (u := Unit(e, src, s, r, args.seed, g)).key() not in cache]
     t_start = time.time()
     if units and not args.report_only:
         print(f"{len(units)} units to run ({len(cache)} cached), jobs={args.jobs}", flush=True)
