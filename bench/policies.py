@@ -1,4 +1,4 @@
-"""Every registered policy x every shared data set x budgets 2, 3, 5 labels/task -> docs/policies.md.
+"""Every registered policy x every shared data set x budgets 2, 3, 5 labels/task: docs/policies.md.
 
 Each cell is the accuracy of a policy at a budget (labels per task) over ``--runs`` runs
 (mean ± standard error), with the policy's *best aggregation*: the largest mean of the
@@ -183,9 +183,12 @@ def report(cache: dict[str, dict], envs: dict[str, EnvSource], specs: list[str],
             lines.append("| " + " | ".join(row) + " |")
             if "auto" in specs and cells.get("auto") and cells.get("uniform"):
                 uni_mv = summ[(env, "uniform")][b].get("mv", (float("nan"),))[0]
-                paper = [c[0] for s, c in cells.items() if c and s not in PAPER_EXCLUDE]
+                paper = {s: c[0] for s, c in cells.items() if c and s not in PAPER_EXCLUDE}
+                if not paper:
+                    continue
+                top_paper = max(paper, key=lambda s: paper[s])
                 auto_rows.append((env, b, cells["auto"][0], summ[(env, "auto")][b]["own"][0],
-                                  uni_mv, max(paper) if paper else float("nan")))
+                                  uni_mv, paper[top_paper], top_paper))
     if auto_rows:
         checks += ["", "## `auto` against the targets of issue 20", "",
                    "`auto` (own posterior and best aggregation) against `uniform` + majority "
@@ -196,8 +199,8 @@ def report(cache: dict[str, dict], envs: dict[str, EnvSource], specs: list[str],
                    "| data set | labels/task | auto (best) | auto (own) | uniform + mv | "
                    "best paper | vs uniform | vs paper |", "|---|---|---|---|---|---|---|---|"]
         ok_paper = 0
-        for env, b, a, own, u, p in auto_rows:
-            checks.append(f"| {env} | {b:g} | {a:.3f} | {own:.3f} | {u:.3f} | {p:.3f} | "
+        for env, b, a, own, u, p, name in auto_rows:
+            checks.append(f"| {env} | {b:g} | {a:.3f} | {own:.3f} | {u:.3f} | {p:.3f} ({name}) | "
                           f"{a - u:+.3f}{'' if a >= u - 0.005 else ' ✗'} | "
                           f"{a - p:+.3f}{'' if a >= p - 0.005 else ' ✗'} |")
             ok_paper += a >= p - 0.005

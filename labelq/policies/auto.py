@@ -161,7 +161,9 @@ class Auto(Policy):
         return math.log(n_classes) + acc * np.log(acc) + (1 - acc) * np.log(
             (1 - acc) / (n_classes - 1))
 
-    def _refit(self, state: AutoState) -> None:
+    def refit(self, state: AutoState) -> None:
+        """Refit the worker model by EM over every label and recompute each task's
+        log-likelihood; ``update`` calls it on the geometric schedule."""
         p = self.params
         task = np.asarray(state.log_task, np.int64)
         worker = np.asarray(state.log_worker, np.int64)
@@ -262,7 +264,7 @@ class Auto(Policy):
         state.log_worker.append(int(j))
         state.log_label.append(int(z))
         if len(state.log_task) >= state.next_refit:
-            self._refit(state)  # the class prior moves every posterior; with a floor the
+            self.refit(state)  # the class prior moves every posterior; with a floor the
             # unlabelled tasks' priority depends on their label count only
             return (np.flatnonzero(state.n_labels > 0) if self.params.floor > 0
                     else np.arange(state.n_labels.size))

@@ -47,7 +47,7 @@ def test_a_random_worker_among_good_ones_is_found_out():
     policy = build("auto")
     state = policy.init_state(Problem(n_tasks=T, n_workers=good + 1))
     feed(policy, state, labels)
-    policy._refit(state)
+    policy.refit(state)
     acc = policy.accuracies(state)[1]
     assert acc[good] < 0.65, acc
     assert (acc[:good] > 0.8).all(), acc
