@@ -278,6 +278,9 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--cache", type=Path, default=Path("/tmp/labelq-bench-policies.jsonl"))
     ap.add_argument("--redo", default="", help="comma-separated specs whose cache is dropped")
+    ap.add_argument("--reverse", action="store_true",
+                    help="run the units in reverse order (a second process on the same cache "
+                         "then works from the other end)")
     ap.add_argument("--report-only", action="store_true")
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args()
@@ -300,6 +303,8 @@ def main() -> None:
                   else [tuple(budgets)])
         units += [u for e, src in by_size if (e, s) not in na for r in range(args.runs)
                   for g in groups if (u := Unit(e, src, s, r, args.seed, g)).key() not in cache]
+    if args.reverse:
+        units.reverse()
     t_start = time.time()
     if units and not args.report_only:
         print(f"{len(units)} units to run ({len(cache)} cached), jobs={args.jobs}", flush=True)
