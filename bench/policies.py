@@ -156,7 +156,8 @@ def report(cache: dict[str, dict], envs: dict[str, EnvSource], specs: list[str],
     summ = {k: summarise(v, budgets) for k, v in by.items()}
     lines = [*header, "", "## Summary: best aggregation per cell", "",
              "Mean accuracy ± s.e. over runs; in brackets the aggregation that gave it "
-             "(own posterior, `mv`, `ds`). **Bold**: best policy of the row.", ""]
+             "(own posterior, `mv`, `ds`), and the number of runs where fewer than asked "
+             "had finished. **Bold**: best policy of the row; … not run yet.", ""]
     cols = ["data set", "labels/task", *specs]
     lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     checks: list[str] = []
@@ -178,17 +179,16 @@ def report(cache: dict[str, dict], envs: dict[str, EnvSource], specs: list[str],
                     row.append("…")
                 else:
                     m, se, agg = cells[s]
-                    txt = f"{m:.3f} ± {se:.3f} ({agg})"
+                    n = summ[(env, s)][b][agg][2]
+                    txt = f"{m:.3f} ± {se:.3f} ({agg}{'' if n >= runs else f', {n} runs'})"
                     row.append(f"**{txt}**" if top is not None and m >= top - 1e-12 else txt)
             lines.append("| " + " | ".join(row) + " |")
             if "auto" in specs and cells.get("auto") and cells.get("uniform"):
                 uni_mv = summ[(env, "uniform")][b].get("mv", (float("nan"),))[0]
                 paper = {s: c[0] for s, c in cells.items() if c and s not in PAPER_EXCLUDE}
-                if not paper:
-                    continue
-                top_paper = max(paper, key=lambda s: paper[s])
+                top_paper = max(paper, key=lambda s: paper[s]) if paper else "…"
                 auto_rows.append((env, b, cells["auto"][0], summ[(env, "auto")][b]["own"][0],
-                                  uni_mv, paper[top_paper], top_paper))
+                                  uni_mv, paper.get(top_paper, float("nan")), top_paper))
     if auto_rows:
         checks += ["", "## `auto` against the targets of issue 20", "",
                    "`auto` (own posterior and best aggregation) against `uniform` + majority "
@@ -198,19 +198,21 @@ def report(cache: dict[str, dict], envs: dict[str, EnvSource], specs: list[str],
                    "auto ≥ uniform+mv + 0.02.", "",
                    "| data set | labels/task | auto (best) | auto (own) | uniform + mv | "
                    "best paper | vs uniform | vs paper |", "|---|---|---|---|---|---|---|---|"]
-        ok_paper = 0
+        ok_paper = n_paper = 0
         for env, b, a, own, u, p, name in auto_rows:
-            checks.append(f"| {env} | {b:g} | {a:.3f} | {own:.3f} | {u:.3f} | {p:.3f} ({name}) | "
-                          f"{a - u:+.3f}{'' if a >= u - 0.005 else ' ✗'} | "
-                          f"{a - p:+.3f}{'' if a >= p - 0.005 else ' ✗'} |")
+            vs_paper = "…" if p != p else f"{a - p:+.3f}{'' if a >= p - 0.005 else ' ✗'}"
+            checks.append(f"| {env} | {b:g} | {a:.3f} | {own:.3f} | {u:.3f} | "
+                          f"{'…' if p != p else f'{p:.3f} ({name})'} | "
+                          f"{a - u:+.3f}{'' if a >= u - 0.005 else ' ✗'} | {vs_paper} |")
             ok_paper += a >= p - 0.005
+            n_paper += p == p
         real = [r for r in auto_rows if not r[0].startswith("synthetic")]
         at3 = [r for r in real if r[1] == 3]
         checks += ["",
                    f"- auto ≥ uniform+mv − 0.005: {sum(r[2] >= r[4] - 0.005 for r in auto_rows)}"
                    f" of {len(auto_rows)} cells",
-                   f"- auto ≥ best paper policy − 0.005: {ok_paper} of {len(auto_rows)} cells "
-                   f"({100 * ok_paper / len(auto_rows):.0f} %)"]
+                   f"- auto ≥ best paper policy − 0.005: {ok_paper} of the {n_paper} cells with "
+                   f"paper results ({100 * ok_paper / max(n_paper, 1):.0f} %)"]
         if at3:
             gain = float(np.mean([r[2] - r[4] for r in at3]))
             checks.append(f"- mean over the {len(at3)} data sets at 3 labels/task: auto − "
