@@ -250,6 +250,7 @@ def plot(env: str, source: EnvSource, specs: list[str], budgets: list[float], su
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8, 5))
+    ax.set_prop_cycle(color=plt.cm.tab20(np.linspace(0, 1, 20)))  # one colour per policy
     for s in specs:
         pts = [(b, best(summ.get((env, s), {}).get(b, {}))) for b in budgets]
         pts = [(b, c) for b, c in pts if c]
@@ -323,7 +324,7 @@ def main() -> None:
     cpu = sum(r["seconds"] for r in cache.values())
     header = ["# Policies on the shared data sets", "",
               "Written by `bench/policies.py`; rerun the command to refresh it.", "",
-              f"Command: `nice -n 10 {command_line()}`  ",
+              f"Command: `nice -n 10 {command_line().replace(' --report-only', '')}`  ",
               f"Machine: {machine()} (shared with other jobs)  ",
               f"Runs per cell: {args.runs}; compute time of the cached units: "
               f"{cpu / 3600:.2f} CPU-hours"
