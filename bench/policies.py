@@ -322,12 +322,20 @@ def main() -> None:
                       f"{rec['seconds']:.1f}s; elapsed {el / 60:.1f} min, eta "
                       f"{el / done * (len(units) - done) / 60:.1f} min", flush=True)
     cpu = sum(r["seconds"] for r in cache.values())
+    runs_of: dict[tuple[str, str], set] = {}
+    for r in cache.values():
+        runs_of.setdefault((r["env"], r["spec"]), set()).add(r["run"])
+    pairs = sum((e, s) not in na for e in envs for s in specs)
+    complete = sum(len({x for x in runs_of.get((e, s), ()) if x < args.runs}) >= args.runs
+                   for e in envs for s in specs if (e, s) not in na)
     header = ["# Policies on the shared data sets", "",
               "Written by `bench/policies.py`; rerun the command to refresh it.", "",
               f"Command: `nice -n 10 {command_line().replace(' --report-only', '')}`  ",
               f"Machine: {machine()} (shared with other jobs)  ",
-              f"Runs per cell: {args.runs}; compute time of the cached units: "
-              f"{cpu / 3600:.2f} CPU-hours"
+              f"Runs per cell: {args.runs}; wall time of the cached units, summed: "
+              f"{cpu / 3600:.2f} hours (several processes at once on a shared machine)  ",
+              f"Complete: {complete} of {pairs} (data set, policy) pairs ({args.runs} runs); "
+              "the cache resumes the rest (rerun the command)"
               + (f"; this invocation took {(time.time() - t_start) / 60:.1f} min" if units
                  and not args.report_only else ""), "",
               "Data sets: " + ", ".join(f"`{e}`" for e in envs) + ". Synthetic pools: "
