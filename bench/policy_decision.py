@@ -1,4 +1,4 @@
-"""Per-decision cost of optkg and optkg-workers with a PriorityIndex, at 10k and 1M tasks.
+"""Per-decision cost of optkg, optkg-workers and auto with a PriorityIndex, at 10k and 1M tasks.
 
 One decision = a worker asks: ``index.top(k)`` candidates that pass the eligibility check
 (label cap), the policy's ``select_task`` among them (worker-specific score for
@@ -71,7 +71,7 @@ def main() -> None:
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     rows, ratios = [], []
-    for spec in ("optkg", "optkg-workers"):
+    for spec in ("optkg", "optkg-workers", "auto"):
         res = {}
         for n in sizes:
             res[n] = r = run(spec, n, args.decisions, args.k)

@@ -156,7 +156,7 @@ def _start_celery(env: dict, log: Path) -> subprocess.Popen:
 @click.option("--categories", "n_categories", type=int, default=3, show_default=True)
 @click.option("--labels-per-task", type=float, default=4.0, show_default=True,
               help="Budget, in labels per task.")
-@click.option("--policy", default="optkg-workers", show_default=True)
+@click.option("--policy", default="auto", show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder for the database and the export [default: a temporary one].")

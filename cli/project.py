@@ -47,7 +47,7 @@ def _project_row(p) -> dict:
 @click.argument("name")
 @click.option("--labels", required=True,
               help="Comma-separated label set, e.g. 0,1 or cat,dog,bird.")
-@click.option("--policy", default="uniform", show_default=True,
+@click.option("--policy", default="auto", show_default=True,
               help="Assignment policy spec: name or name:key=value,...")
 @click.option("--budget", type=float, default=None, help="Total budget (sum of label costs).")
 @click.option("--max-labels", type=int, default=None, help="Maximum labels per task (gold exempt).")

@@ -102,7 +102,7 @@ def check_gold_schedule(text: str | None) -> str | None:
 
 
 def create_project(session: Session, name: str, labels: str | list[str], *,
-                   policy: str | dict[str, Any] = "uniform", budget: float | None = None,
+                   policy: str | dict[str, Any] = "auto", budget: float | None = None,
                    max_labels: int | None = None, aggregation: str | None = None,
                    gold_schedule: str | None = None,
                    quality: str | dict[str, Any] | None = None) -> Project:

@@ -48,7 +48,7 @@ def test_operator_flow(run, tmp_path):
     assert status["budget"] == 50 and status["spent"] == 0 and status["left"] == 50
     assert status["workers"][0]["status"] == "active"
     shown = json.loads(run("project", "show", "demo", "-o", "json").output)[0]
-    assert shown["max_labels"] == 3 and shown["policy"] == "uniform"
+    assert shown["max_labels"] == 3 and shown["policy"] == "auto"  # the default
     out_file = tmp_path / "labels.csv"
     run("export", "demo", "--raw", "--format", "csv", "--out", out_file)
     assert out_file.read_text().splitlines()[0] == "task,worker,label,received,is_gold,category,assignment"

@@ -29,7 +29,7 @@ def run_demo(env_extra: dict, tmp_path: Path, path: str | None = None) -> str:
 def check_report(out: str, tmp_path: Path, min_labelled: int = 90) -> None:
     labelled = re.search(r"Tasks labelled: (\d+)/90", out)
     assert labelled and int(labelled.group(1)) >= min_labelled, out
-    for name in (r"posterior \(optkg-workers\)", "majority vote", "Dawid-Skene, gold clamped",
+    for name in (r"posterior \(auto\)", "majority vote", "Dawid-Skene, gold clamped",
                  "Dawid-Skene without paused annotators"):
         acc = re.search(name + r"\s+([0-9.]+)", out)
         assert acc and float(acc.group(1)) > 0.6, (name, out)

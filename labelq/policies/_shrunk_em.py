@@ -1,0 +1,132 @@
+"""One-coin worker model with hierarchical shrinkage, fitted by MAP-EM (pure numpy).
+
+Model: task i has a true class y_i ~ Categorical(prior); worker j on a task of category s
+answers the true class with probability acc[j, s] and each other class with probability
+(1 - acc[j, s]) / (C - 1). The accuracies have a three-level prior:
+
+* the population: mu = (correct + mu0 * m0) / (labels + m0) over all workers;
+* a worker: acc_j = (correct_j + m * mu) / (labels_j + m) — a worker with few labels stays
+  near the population, and a prolific one is judged on the *agreement* of its labels with
+  the posterior, never on its volume;
+* a worker on a category: acc_js = (correct_js + m * acc_j) / (labels_js + m) — a thin
+  category falls back to the worker's overall accuracy.
+
+"correct" are the soft counts of EM: sum over the worker's labels of the posterior
+probability of the class it answered. Gold tasks enter with their known class (posterior
+one-hot), so they count as exact evidence about the worker. Accuracies are clipped to
+[1/C, 0.99]: a worker never counts as better than near-perfect, and a worker worse than
+chance counts as chance (its labels carry no weight) instead of being read in reverse,
+which on sparse data is more often a wrong EM fixed point than a real adversary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Fit", "shrunk_accuracy", "label_loglik", "task_loglik", "posterior", "loo_correct",
+           "fit_em"]
+
+ACC_MAX = 0.99
+
+
+@dataclass
+class Fit:
+    """Soft counts per (worker, category) and the class prior, from the last E-step."""
+
+    correct: np.ndarray  # float (W, S)
+    total: np.ndarray  # float (W, S)
+    class_prior: np.ndarray  # float (C,)
+
+
+def shrunk_accuracy(correct: np.ndarray, total: np.ndarray, n_classes: int, mu0: float,
+                    m0: float, m: float) -> tuple[np.ndarray, np.ndarray, float]:
+    """(acc[W, S], acc_worker[W], mu): the three levels of the prior, see the module doc."""
+    mu = (correct.sum() + mu0 * m0) / (total.sum() + m0)
+    worker = (correct.sum(axis=1) + m * mu) / (total.sum(axis=1) + m)
+    acc = (correct + m * worker[:, None]) / (total + m)
+    lo = 1.0 / n_classes
+    return np.clip(acc, lo, ACC_MAX), np.clip(worker, lo, ACC_MAX), float(mu)
+
+
+def label_loglik(acc: np.ndarray, n_classes: int) -> tuple[np.ndarray, np.ndarray]:
+    """(log P(answer = y | y), log P(answer = z | y != z)) for accuracies ``acc``."""
+    return np.log(acc), np.log((1.0 - acc) / (n_classes - 1))
+
+
+def task_loglik(task: np.ndarray, cat_worker_acc: np.ndarray, label: np.ndarray,
+                n_tasks: int, n_classes: int) -> np.ndarray:
+    """Sum over each task's labels of log P(label | y), as an (n_tasks, C) array."""
+    hit, miss = label_loglik(cat_worker_acc, n_classes)
+    out = np.zeros((n_tasks, n_classes))
+    out += np.bincount(task, weights=miss, minlength=n_tasks)[:, None]
+    np.add.at(out, (task, label), hit - miss)
+    return out
+
+
+def posterior(loglik: np.ndarray, log_prior: np.ndarray) -> np.ndarray:
+    z = loglik + log_prior
+    z -= z.max(axis=1, keepdims=True)  # subtract the row max: exp never overflows
+    p = np.exp(z)
+    return p / p.sum(axis=1, keepdims=True)
+
+
+def loo_correct(task: np.ndarray, label: np.ndarray, hit: np.ndarray, miss: np.ndarray,
+                loglik: np.ndarray, log_prior: np.ndarray, acc: np.ndarray) -> np.ndarray:
+    """Per label: the probability that it is right, judged against the posterior of its
+    task *without* it (leave one out) — the agreement of a worker with the others, so its
+    own label never vouches for it. ``hit``/``miss`` are the label's log-likelihood terms
+    (inside ``loglik``) and ``acc`` the accuracy they came from."""
+    C = loglik.shape[1]
+    rows = loglik[task] - miss[:, None]
+    rows[np.arange(task.size), label] -= hit - miss
+    q = posterior(rows, log_prior)[np.arange(task.size), label]
+    return acc * q / (acc * q + (1.0 - acc) * (1.0 - q) / (C - 1))
+
+
+def fit_em(task: np.ndarray, worker: np.ndarray, label: np.ndarray, category: np.ndarray,
+           gold: np.ndarray, n_tasks: int, n_workers: int, n_categories: int,
+           n_classes: int, *, mu0: float, m0: float, m: float, iters: int,
+           start: Fit | None = None, tol: float = 1e-4) -> Fit:
+    """MAP-EM over the labels (``category`` and ``gold`` are per label: the task's category
+    and its known class or -1), from the soft counts of ``start`` (or none).
+
+    Only labels with evidence count for their worker: on gold tasks (right or wrong for
+    sure) and on tasks with another label (:func:`loo_correct`). A label alone on its task
+    says nothing about its worker and is left out of the counts (counting it as "as right
+    as the worker is believed to be" would let the class prior and the worker drift
+    together, until a worker answering mostly one class looks perfect)."""
+    W, S, C = n_workers, n_categories, n_classes
+    cell = worker * S + category
+    is_gold = gold >= 0
+    per_task = np.bincount(task, minlength=n_tasks)
+    evidence = is_gold | (per_task[task] >= 2)
+    total = np.bincount(cell[evidence], minlength=W * S).astype(float).reshape(W, S)
+    fit = start if start is not None else Fit(np.zeros((W, S)), np.zeros((W, S)),
+                                              np.full(C, 1.0 / C))
+    labelled = per_task > 0
+    prev = None
+    for _ in range(max(iters, 1)):
+        acc, _, _ = shrunk_accuracy(fit.correct, fit.total, C, mu0, m0, m)
+        a = acc[worker, category]
+        hit, miss = label_loglik(a, C)
+        loglik = task_loglik(task, a, label, n_tasks, C)
+        log_prior = np.log(fit.class_prior)
+        right = loo_correct(task, label, hit, miss, loglik, log_prior, a)
+        right = np.where(is_gold, (label == gold).astype(float), right)
+        correct = np.bincount(cell[evidence], weights=right[evidence],
+                              minlength=W * S).astype(float).reshape(W, S)
+        post = posterior(loglik[labelled], log_prior)
+        if is_gold.any():
+            gold_task = np.full(n_tasks, -1)
+            gold_task[task[is_gold]] = gold[is_gold]
+            g = gold_task[labelled]
+            post[g >= 0] = np.eye(C)[g[g >= 0]]
+        # class shares shrunk half-way to uniform, so that no class can take over
+        shares = post.sum(axis=0) + 1.0
+        fit = Fit(correct, total, 0.5 * shares / shares.sum() + 0.5 / C)
+        if prev is not None and float(np.abs(correct - prev).max(initial=0.0)) < tol:
+            break
+        prev = correct
+    return fit

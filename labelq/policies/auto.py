@@ -1,0 +1,274 @@
+"""``auto``: labelq's own policy — the default, for any number of classes.
+
+It combines what the paper policies each get right and guards against the ways they fail on
+real data (issue 20):
+
+* **Worker model that cannot run away** (``_shrunk_em``): one-coin accuracies per worker and
+  per (worker, category), with a population -> worker -> category shrinkage prior, fitted by
+  MAP-EM over all labels. A worker is trusted for the agreement of its labels with the
+  posterior, not for its volume; a thin category falls back to the worker's overall
+  accuracy; gold answers enter as known classes. The fit is redone on a geometric schedule
+  (after ``refit_growth`` times as many labels as at the last fit, at least ``refit_min``
+  more), so its total cost stays a constant multiple of one fit over all labels; between
+  fits a label updates its task's log-posterior and its worker's soft counts in O(C).
+* **Every task first, then the doubtful ones**: a task with fewer than ``floor`` labels
+  comes first (fewest labels first); after that the most uncertain task (1 - its top
+  posterior) is asked. A task whose top posterior reaches ``confidence`` is *settled* and
+  asked again only when no unsettled task is left (Toloka's dynamic overlap, as a
+  priority). ``priority`` is this worker-independent index, so the live pipeline's
+  priority index orders tasks by it.
+* **Exploration that cannot lock in** (push, ``select_pair``): for the chosen task, every
+  eligible worker's accuracy on the task's category is drawn from its posterior
+  (Thompson sampling, a Beta with the shrunk mean and the worker's label count plus the
+  prior strength), and the worker with the largest information per unit cost wins. A
+  worker nobody has judged yet is drawn near the population mean, so it gets tried; a
+  worker the data found near-random stops being chosen once the evidence says so.
+* **Cost-aware**: the value of a worker is the information one label of its sampled
+  accuracy carries about a task's class, ``log C - H(label | class)``, divided by its cost:
+  a cheap near-random worker is worth little per unit, whatever its price.
+* **Pull** (``select_task`` for the asking worker): ``priority`` plus how much better the
+  worker is on a task's category than on average, so a worker gets the categories it is
+  good at among the tasks that need labels.
+
+Decisions are random only through the ``rng`` passed in: ties among equally urgent tasks
+are broken uniformly (so a replay is not biased by task order) and the Thompson draws.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import _shrunk_em as em
+from .base import Observation, Policy, Problem
+from .registry import register
+
+__all__ = ["Auto", "AutoState"]
+
+
+@dataclass
+class AutoState:
+    """Problem facts, the label log, the worker soft counts and each task's log-likelihood."""
+
+    n_classes: int
+    task_category: np.ndarray  # int (T,)
+    gold: np.ndarray  # int (T,), known class or -1
+    cost: np.ndarray  # float (W,)
+    log_task: list[int]
+    log_worker: list[int]
+    log_label: list[int]
+    correct: np.ndarray  # float (W, S): soft count of correct labels
+    total: np.ndarray  # float (W, S): labels
+    class_prior: np.ndarray  # float (C,)
+    loglik: np.ndarray  # float (T, C): sum of log P(label | class) over the task's labels
+    n_labels: np.ndarray  # int (T,)
+    next_refit: int
+
+
+def _unit(name: str, value: Any, lo: float, hi: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    if not (lo < float(value) < hi):
+        raise ValueError(f"{name} must be in ({lo:g}, {hi:g}), got {value}")
+    return float(value)
+
+
+@register
+class Auto(Policy):
+    name = "auto"
+    mode = "push"
+
+    @dataclass(frozen=True)
+    class Params:
+        """``floor``: labels every task gets before uncertainty decides (fewest first);
+        ``confidence``: top posterior at which a task is settled; ``prior_accuracy`` and
+        ``prior_strength``: the population's accuracy before data and its weight in
+        pseudo-labels; ``strength``: pseudo-labels that shrink a worker towards the
+        population and a (worker, category) towards the worker; ``refit_growth`` and
+        ``refit_min``: EM refit schedule; ``em_iters``: EM iterations per refit;
+        ``thompson``: sample worker accuracies (false: use their means)."""
+
+        floor: int = 1
+        confidence: float = 0.95
+        prior_accuracy: float = 0.7
+        prior_strength: float = 10.0
+        strength: float = 4.0
+        refit_growth: float = 1.2
+        refit_min: int = 10
+        em_iters: int = 3
+        thompson: bool = True
+        explore: float = 0.1
+
+        def __post_init__(self) -> None:
+            for name in ("floor", "refit_min", "em_iters"):
+                v = getattr(self, name)
+                if isinstance(v, bool) or not isinstance(v, int) or v < (0 if name == "floor"
+                                                                         else 1):
+                    raise ValueError(f"{name} must be an integer >= "
+                                     f"{0 if name == 'floor' else 1}, got {v!r}")
+            if not isinstance(self.thompson, bool):
+                raise ValueError(f"thompson must be true or false, got {self.thompson!r}")
+            object.__setattr__(self, "confidence", _unit("confidence", self.confidence, 0, 1))
+            if self.explore != 0:
+                object.__setattr__(self, "explore", _unit("explore", self.explore, 0, 1))
+            object.__setattr__(self, "prior_accuracy",
+                               _unit("prior_accuracy", self.prior_accuracy, 0, 1))
+            for name in ("prior_strength", "strength"):
+                object.__setattr__(self, name, _unit(name, getattr(self, name), 0, math.inf))
+            object.__setattr__(self, "refit_growth",
+                               _unit("refit_growth", self.refit_growth, 1, math.inf))
+
+    # --- state -----------------------------------------------------------------------
+    def init_state(self, problem: Problem) -> AutoState:
+        W, S, C, T = problem.n_workers, problem.n_categories, problem.n_classes, problem.n_tasks
+        gold = np.where(np.asarray(problem.is_gold, bool), problem.gold_answer, -1)
+        return AutoState(
+            n_classes=C, task_category=np.asarray(problem.task_category, np.int64).copy(),
+            gold=np.asarray(gold, np.int64), cost=np.asarray(problem.worker_cost, float).copy(),
+            log_task=[], log_worker=[], log_label=[], correct=np.zeros((W, S)),
+            total=np.zeros((W, S)), class_prior=np.full(C, 1.0 / C), loglik=np.zeros((T, C)),
+            n_labels=np.zeros(T, np.int64), next_refit=self.params.refit_min)
+
+    def state_from_dict(self, data: dict[str, Any]) -> AutoState:
+        arr = {"task_category": np.int64, "gold": np.int64, "cost": float, "correct": float,
+               "total": float, "class_prior": float, "loglik": float, "n_labels": np.int64}
+        kw = {k: (np.asarray(v, dtype=arr[k]) if k in arr else v) for k, v in data.items()}
+        T, C = len(kw["task_category"]), int(kw["n_classes"])
+        kw["loglik"] = kw["loglik"].reshape(T, C)
+        return AutoState(**kw)
+
+    # --- the model -----------------------------------------------------------------------
+    def accuracies(self, state: AutoState) -> tuple[np.ndarray, np.ndarray]:
+        """(acc[W, S], acc[W]): shrunk accuracies per (worker, category) and per worker."""
+        p = self.params
+        acc, worker, _ = em.shrunk_accuracy(state.correct, state.total, state.n_classes,
+                                            p.prior_accuracy, p.prior_strength, p.strength)
+        return acc, worker
+
+    def _posterior(self, state: AutoState, tasks: np.ndarray) -> np.ndarray:
+        post = em.posterior(state.loglik[tasks], np.log(state.class_prior))
+        gold = state.gold[tasks]
+        if (gold >= 0).any():
+            post[gold >= 0] = np.eye(state.n_classes)[gold[gold >= 0]]
+        return post
+
+    def _information(self, acc: np.ndarray, n_classes: int) -> np.ndarray:
+        """log C - H(label | class) of a one-coin worker of accuracy ``acc`` (nats)."""
+        acc = np.clip(acc, 1e-9, 1 - 1e-9)
+        return math.log(n_classes) + acc * np.log(acc) + (1 - acc) * np.log(
+            (1 - acc) / (n_classes - 1))
+
+    def refit(self, state: AutoState) -> None:
+        """Refit the worker model by EM over every label and recompute each task's
+        log-likelihood; ``update`` calls it on the geometric schedule."""
+        p = self.params
+        task = np.asarray(state.log_task, np.int64)
+        worker = np.asarray(state.log_worker, np.int64)
+        label = np.asarray(state.log_label, np.int64)
+        W, S = state.correct.shape
+        T = state.n_labels.size
+        # every fit starts from equal workers (the majority vote), never from the last fit:
+        # a few EM steps from the vote refine it; starting from the last fit would let a
+        # wrong fixed point (a group of workers agreeing on wrong answers) carry over
+        start = None
+        fit = em.fit_em(task, worker, label, state.task_category[task], state.gold[task], T,
+                        W, S, state.n_classes, mu0=p.prior_accuracy, m0=p.prior_strength,
+                        m=p.strength, iters=p.em_iters, start=start)
+        state.correct, state.total, state.class_prior = fit.correct, fit.total, fit.class_prior
+        acc, _ = self.accuracies(state)
+        state.loglik = em.task_loglik(task, acc[worker, state.task_category[task]], label,
+                                      state.n_labels.size, state.n_classes)
+        n = len(task)
+        state.next_refit = max(n + p.refit_min, int(math.ceil(n * p.refit_growth)))
+
+    # --- decisions -------------------------------------------------------------------
+    def priority(self, state: AutoState, tasks: np.ndarray) -> np.ndarray:
+        tasks = np.asarray(tasks, np.int64)
+        n = state.n_labels[tasks]
+        unsure = 1.0 - self._posterior(state, tasks).max(axis=1)
+        floor = self.params.floor
+        settled = unsure <= 1.0 - self.params.confidence
+        prio = np.where(n < floor, 2.0 + (floor - n), np.where(settled, unsure - 1.0, unsure))
+        return np.where(state.gold[tasks] >= 0, -2.0, prio)
+
+    def score(self, state: AutoState, tasks: np.ndarray, worker: int) -> np.ndarray:
+        acc, overall = self.accuracies(state)
+        tasks = np.asarray(tasks, np.int64)
+        return self.priority(state, tasks) + (acc[worker, state.task_category[tasks]]
+                                              - overall[worker])
+
+    def select_task(self, state: AutoState, worker: int, candidates: np.ndarray,
+                    mask: np.ndarray, rng: np.random.Generator) -> int | None:
+        if not np.any(mask):
+            return None
+        tasks = np.asarray(candidates)[np.asarray(mask, bool)]
+        s = self.score(state, tasks, worker)
+        best = np.flatnonzero(s == s.max())
+        return int(tasks[best[rng.integers(best.size)]])
+
+    def select_pair(self, state: AutoState, mask: np.ndarray,
+                    rng: np.random.Generator) -> tuple[int, int] | None:
+        mask = np.asarray(mask, dtype=bool)
+        open_tasks = np.flatnonzero(mask.any(axis=1))
+        if open_tasks.size == 0:
+            return None
+        prio = self.priority(state, open_tasks)
+        best = open_tasks[prio == prio.max()]
+        task = int(best[rng.integers(best.size)])
+        workers = np.flatnonzero(mask[task])
+        if rng.random() < self.params.explore:  # an unbiased cross-check for the EM
+            return task, int(workers[rng.integers(workers.size)])
+        return task, int(workers[np.argmax(self.worker_values(state, task, workers, rng))])
+
+    def worker_values(self, state: AutoState, task: int, workers: np.ndarray,
+                      rng: np.random.Generator | None) -> np.ndarray:
+        """Information per unit cost of one label from each of ``workers`` on ``task``,
+        at accuracies drawn from their posteriors (at their means without ``rng`` or with
+        ``thompson`` off)."""
+        acc, _ = self.accuracies(state)
+        s = state.task_category[task]
+        mean = acc[workers, s]
+        if self.params.thompson and rng is not None:
+            n = state.total[workers, s] + self.params.strength
+            mean = rng.beta(mean * n, (1.0 - mean) * n)
+        return self._information(np.maximum(mean, 1.0 / state.n_classes),
+                                 state.n_classes) / state.cost[workers]
+
+    # --- learning ----------------------------------------------------------------------
+    def update(self, state: AutoState, obs: Observation) -> np.ndarray:
+        if obs.declined or obs.label < 0:
+            return np.empty(0, dtype=np.int64)
+        i, j, z, C = obs.task, obs.worker, obs.label, state.n_classes
+        if obs.gold and obs.truth >= 0:
+            state.gold[i] = obs.truth
+        s = state.task_category[i]
+        a = self.accuracies(state)[0][j, s]
+        if state.gold[i] >= 0:
+            right = float(z == state.gold[i])
+        elif state.n_labels[i] > 0:  # agreement with the task's other labels (leave one out)
+            pz = float(self._posterior(state, np.array([i]))[0, z])
+            right = pz * a / (pz * a + (1.0 - pz) * (1.0 - a) / (C - 1))
+        else:  # alone on its task: no evidence about the worker yet
+            right = None
+        if right is not None:
+            state.correct[j, s] += right
+            state.total[j, s] += 1.0
+        hit, miss = em.label_loglik(np.asarray(a), C)
+        state.loglik[i] += miss
+        state.loglik[i, z] += hit - miss
+        state.n_labels[i] += 1
+        state.log_task.append(int(i))
+        state.log_worker.append(int(j))
+        state.log_label.append(int(z))
+        if len(state.log_task) >= state.next_refit:
+            self.refit(state)  # the class prior moves every posterior; with a floor the
+            # unlabelled tasks' priority depends on their label count only
+            return (np.flatnonzero(state.n_labels > 0) if self.params.floor > 0
+                    else np.arange(state.n_labels.size))
+        return np.array([i], dtype=np.int64)
+
+    def predict_proba(self, state: AutoState) -> np.ndarray:
+        return self._posterior(state, np.arange(state.n_labels.size))

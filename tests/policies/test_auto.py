@@ -1,0 +1,105 @@
+"""``auto``: its worker model cannot run away, gold counts as truth, value is per unit cost,
+settled tasks wait, and on the two synthetic failures of issue 20 it is not worse than
+``uniform`` (small seeded runs of the simulator)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from labelq.errors import PolicyError
+from labelq.policies import Observation, Problem, build
+from labelq.simulate.experiment import EnvSource, run_experiment
+
+
+def feed(policy, state, labels):
+    for task, worker, label in labels:
+        policy.update(state, Observation(task=task, worker=worker, label=label))
+
+
+def test_params_are_validated():
+    for bad in ("auto:confidence=1.5", "auto:floor=-1", "auto:explore=1", "auto:thompson=2",
+                "auto:refit_growth=1"):
+        with pytest.raises(PolicyError):
+            build(bad)
+
+
+def test_a_prolific_worker_alone_gains_no_trust():
+    """300 labels of one worker on tasks nobody else labelled: no evidence, so its accuracy
+    stays the prior's (a volume-based model would trust it more with every label)."""
+    policy = build("auto")
+    state = policy.init_state(Problem(n_tasks=300, n_workers=3))
+    feed(policy, state, [(i, 0, i % 2) for i in range(300)])
+    acc = policy.accuracies(state)[1]
+    assert acc[0] == pytest.approx(policy.params.prior_accuracy, abs=0.02)
+
+
+def test_a_random_worker_among_good_ones_is_found_out():
+    rng = np.random.default_rng(3)
+    T, good = 120, 5
+    truth = rng.integers(0, 2, T)
+    labels = []
+    for i in range(T):
+        for j in range(good):
+            if rng.random() < 0.5:
+                labels.append((i, j, int(truth[i]) if rng.random() < 0.9 else 1 - int(truth[i])))
+        labels.append((i, good, int(rng.integers(2))))  # the prolific random worker
+    policy = build("auto")
+    state = policy.init_state(Problem(n_tasks=T, n_workers=good + 1))
+    feed(policy, state, labels)
+    policy.refit(state)
+    acc = policy.accuracies(state)[1]
+    assert acc[good] < 0.65, acc
+    assert (acc[:good] > 0.8).all(), acc
+    assert (policy.predict_proba(state).argmax(axis=1) == truth).mean() > 0.9
+
+
+def test_gold_answers_count_as_truth():
+    policy = build("auto")
+    problem = Problem(n_tasks=20, n_workers=2, is_gold=np.arange(20) < 10,
+                      gold_answer=np.where(np.arange(20) < 10, 1, -1))
+    state = policy.init_state(problem)
+    for i in range(10):  # worker 0 always wrong on gold, worker 1 always right
+        policy.update(state, Observation(task=i, worker=0, label=0, gold=True, truth=1))
+        policy.update(state, Observation(task=i, worker=1, label=1, gold=True, truth=1))
+    acc = policy.accuracies(state)[1]
+    assert acc[0] < 0.55 < 0.8 < acc[1]
+    assert (policy.predict_proba(state)[:10, 1] == 1).all()
+
+
+def test_value_is_per_unit_cost():
+    """A cheap near-random worker does not crowd out an accurate one (B-KUBE's failure)."""
+    policy = build("auto:thompson=false")
+    problem = Problem(n_tasks=200, n_workers=3, worker_cost=np.array([1.0, 0.2, 1.0]))
+    state = policy.init_state(problem)
+    state.correct[:, 0] = [90.0, 55.0, 0.0]  # evidence: 0 is 90 % right, 1 is 55 % right
+    state.total[:, 0] = [100.0, 100.0, 0.0]
+    values = policy.worker_values(state, 0, np.array([0, 1]), None)
+    assert values[0] > values[1]
+
+
+def test_settled_tasks_wait_for_unsettled_ones():
+    policy = build("auto:floor=1")
+    state = policy.init_state(Problem(n_tasks=3, n_workers=4))
+    state.correct[:, 0], state.total[:, 0] = 95.0, 100.0  # every worker 95 % right
+    feed(policy, state, [(0, 0, 1), (0, 1, 1), (0, 2, 1), (1, 0, 1), (1, 1, 0)])
+    prio = policy.priority(state, np.arange(3))
+    assert prio[2] > prio[1] > prio[0]  # unlabelled, then split, then settled
+
+
+def _mean(exp, spec, k):
+    return exp.to_dict()["policies"][[s for s in exp.specs].index(spec)]["points"][k][
+        "accuracy_mean"]
+
+
+@pytest.mark.parametrize("synthetic", [
+    # issue 20's lock-in: many near-random workers, a few good ones
+    "tasks=120,workers=30,model=spammer-hammer,share=0.2,hammer=0.9,spammer=0.55",
+    # categories where workers differ: each good on one category, random on the others
+    "tasks=160,categories=4,workers=12,model=spammer-hammer,hammer=0.9",
+])
+def test_not_worse_than_uniform_on_the_issue_failures(synthetic):
+    exp = run_experiment(EnvSource("synthetic", synthetic), ["auto", "uniform"], [3, 5],
+                         runs=4, seed=7)
+    for k in range(2):
+        assert _mean(exp, "auto", k) >= _mean(exp, "uniform", k), exp.to_dict()
