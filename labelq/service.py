@@ -363,11 +363,10 @@ class Service:
             "assignment_id": assignment_id, "label": value, "duplicate": False})
 
     def _finish_one(self, project: Project, assignment_id: str,
-                          done: dict[str, Any]) -> dict[str, Any]:
+                    done: dict[str, Any]) -> dict[str, Any]:
         """``SUBMIT_FINISH`` of one label SQL holds: committed alone, or a retried
         submission (a duplicate), whose reservation is finished in Redis too if nobody did
-        — the first attempt may have died between its commit and
-        its ``SUBMIT_FINISH`` (an API process killed, Redis down), and the hot state would
+        — the first attempt may have died between its commit and its ``SUBMIT_FINISH`` (an API process killed, Redis down), and the hot state would
         stay one label short until the reaper's grace ran out. ``SUBMIT_FINISH`` is
         idempotent (the lease hash is the token): after a finished first attempt, this
         does nothing."""
@@ -552,7 +551,7 @@ def _unavailable_errors() -> tuple:
     return (redis.ConnectionError, redis.TimeoutError, OperationalError)
 
 
-# Redis or the database not answering (the API answers 503)
+# Redis or the database not answering (the API answers 503; labelq.api.errors handles these)
 UNAVAILABLE = _unavailable_errors()
 
 _RECORDED = {

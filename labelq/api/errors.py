@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import LabelqError, ServiceUnavailable
+from ..service import UNAVAILABLE
 
 __all__ = ["Unauthorized", "OperatorDisabled", "PayloadTooLarge", "ErrorBody",
            "install_error_handlers", "error_response", "ERROR_RESPONSES", "OutageLog"]
@@ -177,21 +178,14 @@ def _unexpected(request: Request, exc: Exception) -> JSONResponse:
                                 "message": "internal server error (see the server log)"})
 
 
-def _unavailable_types() -> tuple:
-    import redis
-    from sqlalchemy.exc import OperationalError
-
-    return (redis.ConnectionError, redis.TimeoutError, OperationalError)
-
-
 def _is_unavailable(exc: BaseException) -> bool:
-    return isinstance(exc, _unavailable_types())
+    return isinstance(exc, UNAVAILABLE)
 
 
 def install_error_handlers(app: FastAPI) -> None:
     app.state.outage = OutageLog()
     app.add_middleware(_OutageWatch, outage=app.state.outage)
-    for kind in _unavailable_types():
+    for kind in UNAVAILABLE:
         app.add_exception_handler(kind, _unavailable)  # type: ignore[arg-type]
     app.add_exception_handler(LabelqError, _labelq_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
