@@ -54,14 +54,21 @@ class Settings:
         return self.database_url
 
 
-def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:
+def _whole(env: Mapping[str, str], name: str) -> int | None:
+    """The variable as an int; ``None`` when unset or empty."""
     raw = env.get(name)
     if raw is None or raw == "":
-        return default
+        return None
     try:
-        value = int(raw)
+        return int(raw)
     except ValueError:
         raise ConfigError(f"{name} must be a whole number, got {raw!r}", variable=name) from None
+
+
+def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:
+    value = _whole(env, name)
+    if value is None:
+        return default
     if value <= 0:
         raise ConfigError(f"{name} must be positive, got {value}", variable=name)
     return value
@@ -90,13 +97,9 @@ def _secret(env: Mapping[str, str], name: str, min_length: int) -> str | None:
 
 
 def _int_in(env: Mapping[str, str], name: str, low: int, high: int | None) -> None:
-    raw = env.get(name)
-    if raw is None or raw == "":
+    value = _whole(env, name)
+    if value is None:
         return
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConfigError(f"{name} must be a whole number, got {raw!r}", variable=name) from None
     if value < low or (high is not None and value > high):
         upper = f" and at most {high}" if high is not None else ""
         raise ConfigError(f"{name} must be at least {low}{upper}, got {value}", variable=name)
