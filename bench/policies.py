@@ -28,7 +28,6 @@ import json
 import multiprocessing
 import sys
 import time
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._report import command_line, machine  # noqa: E402
 from labelq.errors import PolicyError  # noqa: E402
 from labelq.policies import build, names  # noqa: E402
-from labelq.simulate.experiment import EnvSource, load_aggregator  # noqa: E402
+from labelq.simulate.experiment import EnvSource, load_aggregator, run_rngs  # noqa: E402
 from labelq.simulate.runner import expected_accuracy, run_policy  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -76,10 +75,8 @@ class Unit:
 def run_unit(unit: Unit) -> dict:
     """One run of one policy on one environment; accuracies of own/mv/ds per budget."""
     t0 = time.perf_counter()
-    env = unit.source.build(np.random.default_rng(
-        np.random.SeedSequence(unit.seed, spawn_key=(unit.run, 0))))
-    rng = np.random.default_rng(np.random.SeedSequence(
-        unit.seed, spawn_key=(unit.run, 1, zlib.crc32(unit.spec.encode()))))
+    env_rng, rng = run_rngs(unit.seed, unit.run, unit.spec)  # as labelq simulate seeds a run
+    env = unit.source.build(env_rng)
     truth = np.where(env.is_gold, -1, env.truth)
     mv, ds = load_aggregator("mv"), load_aggregator("ds")
     extra: list[dict] = []

@@ -29,7 +29,8 @@ from ..policies import build
 from .environment import Environment
 from .runner import Checkpoint, run_policy
 
-__all__ = ["EnvSource", "Experiment", "PointSummary", "run_experiment", "load_aggregator"]
+__all__ = ["EnvSource", "Experiment", "PointSummary", "run_experiment", "load_aggregator",
+           "run_rngs"]
 
 
 @lru_cache(maxsize=8)
@@ -101,11 +102,18 @@ class _Unit:
     mode: str | None = None
 
 
+def run_rngs(seed: int, run: int, spec: str) -> tuple[np.random.Generator,
+                                                      np.random.Generator]:
+    """The generators of run ``run`` (see the module docstring): the environment's, the
+    same for every policy, and the policy's own, keyed by its spec."""
+    env_rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(run, 0)))
+    key = zlib.crc32(spec.encode())
+    return env_rng, np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(run, 1, key)))
+
+
 def _run_unit(unit: _Unit) -> tuple[_Unit, list[Checkpoint]]:
-    env_rng = np.random.default_rng(np.random.SeedSequence(unit.seed, spawn_key=(unit.run, 0)))
+    env_rng, rng = run_rngs(unit.seed, unit.run, unit.spec)
     env = unit.source.build(env_rng)
-    key = zlib.crc32(unit.spec.encode())
-    rng = np.random.default_rng(np.random.SeedSequence(unit.seed, spawn_key=(unit.run, 1, key)))
     agg = load_aggregator(unit.aggregate) if unit.aggregate else None
     policy = build(unit.spec)
     return unit, run_policy(policy, env, unit.budgets, rng,
