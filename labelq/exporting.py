@@ -94,6 +94,7 @@ def aggregation_notes(pl: ProjectLabels, method: str, result) -> tuple[str, str 
     """What to tell the person exporting: which method made the answers (for ``auto``, the
     one it chose and why) and, when the confidences rest on too few checkable labels per
     worker and no gold calibrated them, a warning (else ``None``)."""
+    rule = result if isinstance(result, AutoAggregator) else AutoAggregator()
     if isinstance(result, AutoAggregator):
         note = f"aggregation: auto chose {result.method_} ({result.reason_})"
         ev, trusted = result.evidence_, result.trustworthy_
@@ -103,15 +104,15 @@ def aggregation_notes(pl: ProjectLabels, method: str, result) -> tuple[str, str 
         d = check_labels(pl.task, pl.worker, pl.label, v.n_tasks, max(v.n_workers, 1),
                          len(pl.classes))
         ev = evidence(d, v.gold_answer)
-        trusted = ev.support >= AutoAggregator().min_support
+        trusted = ev.support >= rule.min_support
     if trusted:
         return note, None
     return note, (
         f"warning: confidences are not trustworthy yet: the typical label's worker has "
         f"{ev.labels_per_worker:g} labels that another label or a gold answer can check "
         f"({ev.support:.1f} per confusion cell of {ev.n_classes} classes, "
-        f"{AutoAggregator().min_support:g} wanted) and {ev.n_gold} gold answers "
-        f"({AutoAggregator().trust_gold} calibrate); add gold answers or labels per task "
+        f"{rule.min_support:g} wanted) and {ev.n_gold} gold answers "
+        f"({rule.trust_gold} calibrate); add gold answers or labels per task "
         f"before trusting the confidence column")
 
 

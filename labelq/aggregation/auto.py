@@ -140,10 +140,15 @@ class AutoAggregator(BaseAggregator):
             return CANDIDATES + ("ds-category",)
         return CANDIDATES
 
-    def _fit_one(self, method: str, d: LabelArrays, gold, categories):
+    def _fit_one(self, method: str, d: LabelArrays, gold, categories, weights=None):
+        """``method`` fitted on ``d``; ``wmv`` with ``weights`` (from :meth:`_checked_weights`,
+        which do not depend on the gold: computed once for every fold) or computed here."""
         from .registry import aggregate
 
-        weights = self._checked_weights(d, categories) if method == "wmv" else None
+        if method == "wmv" and weights is None:
+            weights = self._checked_weights(d, categories)
+        elif method != "wmv":
+            weights = None
         return aggregate(d.task, d.worker, d.label, method, n_tasks=d.n_tasks,
                          n_workers=d.n_workers, n_classes=d.n_classes, gold=gold,
                          categories=categories, weights=weights)
@@ -240,12 +245,13 @@ class AutoAggregator(BaseAggregator):
         rng = np.random.default_rng(self.seed)
         fold = rng.permutation(gold_tasks.size) % min(self.folds, gold_tasks.size)
         held = {m: np.empty((gold_tasks.size, d.n_classes)) for m in cands}
+        weights = self._checked_weights(d, categories)  # the same in every fold
         for f in np.unique(fold):
             hide = gold_tasks[fold == f]
             g_f = g.copy()
             g_f[hide] = -1
             for m in cands:
-                fitted = self._fit_one(m, d, g_f, categories)
+                fitted = self._fit_one(m, d, g_f, categories, weights)
                 held[m][fold == f] = self._probas(m, d, fitted)[hide]
         answers = g[gold_tasks]
         self.scores_ = {m: float(_log_score(held[m], answers).mean()) for m in cands}
