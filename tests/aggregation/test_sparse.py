@@ -187,3 +187,53 @@ def test_auto_trusts_specialists_per_category(seed):
     assert auto.method_ == "wmv"
     # one weight per worker (before) scored 0.01-0.04 below majority vote on these crowds
     assert np.mean(auto.labels_ == truth) > np.mean(mv.labels_ == truth)
+
+
+def _at_most(d, per_task, seed):
+    """``d``'s labels, at most ``per_task`` per task kept at random (bench.aggregation's
+    ``subsample``)."""
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(d.task.size)
+    order = order[np.argsort(d.task[order], kind="stable")]
+    t = d.task[order]
+    start = np.r_[0, np.flatnonzero(np.diff(t)) + 1]
+    rank = np.arange(t.size) - np.repeat(start, np.diff(np.r_[start, t.size]))
+    keep = np.sort(order[rank < per_task])
+    return d.task[keep], d.worker[keep], d.label[keep]
+
+
+@pytest.mark.parametrize("cls", [DawidSkene, OneCoinDawidSkene])
+def test_em_that_collapses_a_class_is_refitted_with_the_label_shares(shared_datasets, cls):
+    from labelq.datasets import load_dataset
+
+    d = load_dataset(shared_datasets / "bluebirds")
+    task, worker, label = _at_most(d, 2, seed=2)
+    kw = dict(n_tasks=d.n_tasks, n_workers=d.n_workers, n_classes=d.n_classes)
+    share = np.bincount(label, minlength=2) / label.size
+    assert share[1] > 0.35  # workers give class 1 in 37 % of the labels
+
+    class Unguarded(cls):
+        COLLAPSE_RATIO = 0.0
+
+    # without the guard, EM slides to "every bird is class 0" (prior of class 1 ~0.01)
+    loose = Unguarded().fit(task, worker, label, **kw)
+    assert not loose.collapsed_ and loose.priors_[1] < 0.05
+    res = cls().fit(task, worker, label, **kw)
+    assert res.collapsed_
+    np.testing.assert_allclose(res.priors_, (share * label.size + 0.3) / (label.size + 0.6))
+    acc = lambda r: np.mean(r.labels_ == d.truth)  # noqa: E731
+    assert acc(res) >= acc(loose) + 0.02
+    assert np.mean(res.labels_ == 1) > 0.1  # class 1 is back
+    # with all 39 labels per bird the full confusion model keeps both classes (one-coin,
+    # which cannot say "this worker over-reports class 1", collapses there too)
+    assert cls is OneCoinDawidSkene or not cls().fit(d.task, d.worker, d.label,
+                                                      **kw).collapsed_
+
+
+def test_a_rare_class_is_not_taken_for_a_collapse():
+    # given a crowd where class 9 is rare and over-reported (a real imbalance, not a collapse)
+    task, worker, label, truth = sparse_crowd(3, n_classes=10)
+    res = DawidSkene().fit(task, worker, label)
+    assert not res.collapsed_
+    assert np.mean(res.labels_ == truth) >= np.mean(MajorityVote().fit(
+        task, worker, label).labels_ == truth)
