@@ -84,8 +84,8 @@ class _EMAggregator(BaseAggregator):
         K = d.n_classes
         share = np.bincount(d.label, minlength=K) / max(d.label.size, 1)
         prior = self._prior(res.posteriors, fitted)
-        self.collapsed_ = bool(np.any((share >= self.COLLAPSE_MIN_SHARE)
-                                      & (prior < self.COLLAPSE_RATIO * share)))
+        self.collapsed_ = getattr(self, "class_prior", "fit") == "fit" and bool(
+            np.any((share >= self.COLLAPSE_MIN_SHARE) & (prior < self.COLLAPSE_RATIO * share)))
         if self.collapsed_:
             counts = share * d.label.size + self.smoothing
             self.fixed_prior_ = counts / counts.sum()
@@ -172,8 +172,27 @@ class OneCoinDawidSkene(_EMAggregator):
     beta leans a worker with little evidence toward better than chance); the E-step,
     prior, initialisation, informative tasks, stopping rule and ``gold`` are those of
     :class:`DawidSkene`.
+
+    ``class_prior="uniform"`` holds the class prior at 1/K instead of fitting it: the model
+    is then an iterated weighted majority vote, each worker's vote weighing
+    :math:`\log((K-1) p_j / (1 - p_j))` -- what ``auto`` uses when workers have many
+    checkable labels but not enough per confusion cell for :class:`DawidSkene`.
     Learned: ``skills_`` (n_workers,) = :math:`p_j`, ``priors_``, ``n_iter_``, ``collapsed_``.
     """
+
+    def __init__(self, smoothing: float = 0.3, tol: float = 1e-6, max_iter: int = 300,
+                 diag_prior: float = 0.3, class_prior: str = "fit"):
+        super().__init__(smoothing=smoothing, tol=tol, max_iter=max_iter,
+                         diag_prior=diag_prior)
+        if class_prior not in ("fit", "uniform"):
+            raise InputError(f"class_prior must be 'fit' or 'uniform', got {class_prior!r}",
+                             field="class_prior")
+        self.class_prior = class_prior
+
+    def _prior(self, T: np.ndarray, labelled: np.ndarray) -> np.ndarray:
+        if self.class_prior == "uniform":
+            return np.full(T.shape[1], 1.0 / T.shape[1])
+        return super()._prior(T, labelled)
 
     def _fit(self, d: LabelArrays, gold=None) -> None:
         g = check_gold(gold, d.n_tasks, d.n_classes)
