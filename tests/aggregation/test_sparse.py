@@ -281,3 +281,24 @@ def test_auto_on_web_at_two_labels_per_task_beats_crowdkit_ds(shared_datasets):
     assert "one-coin EM" in res.reason_
     known = d.truth >= 0
     assert np.mean(res.labels_[known] == d.truth[known]) >= 0.6336 - 0.005
+
+
+def test_auto_per_category_weights_on_athlete_at_three_labels(shared_datasets):
+    """athlete (workers who know one sport) at 3 labels per task: one weight per (worker,
+    category), shrunk by 2 pseudo-labels to the worker's own, is not below majority vote
+    (0.656); with 5 pseudo-labels it was (0.650)."""
+    from labelq.datasets import load_dataset
+
+    d = load_dataset(shared_datasets / "athlete")
+    task, worker, label = _at_most(d, 3, seed=3)
+    kw = dict(n_tasks=d.n_tasks, n_workers=d.n_workers, n_classes=d.n_classes,
+              categories=d.category)
+
+    class Five(AutoAggregator):
+        CATEGORY_PRIOR = 5.0
+
+    acc = lambda r: np.mean(r.labels_ == d.truth)  # noqa: E731
+    res = AutoAggregator().fit(task, worker, label, **kw)
+    mv = MajorityVote().fit(task, worker, label, n_tasks=d.n_tasks)
+    assert res.method_ == "wmv" and "category" in res.reason_
+    assert acc(res) >= acc(mv) - 0.005 > acc(Five().fit(task, worker, label, **kw))
