@@ -65,6 +65,9 @@ class _EMAggregator(BaseAggregator):
         """Dirichlet pseudo-counts (answer y, true k) added to every confusion matrix."""
         return self.smoothing + self.diag_prior * np.eye(K)
 
+    def _fits_class_prior(self) -> bool:
+        return True
+
     def _run_guarded(self, d: LabelArrays, run, fitted: np.ndarray):
         """``run()`` (the EM), and again with the class prior held at the label shares if
         the fit *collapsed*: a class given in at least ``COLLAPSE_MIN_SHARE`` of the labels
@@ -84,7 +87,7 @@ class _EMAggregator(BaseAggregator):
         K = d.n_classes
         share = np.bincount(d.label, minlength=K) / max(d.label.size, 1)
         prior = self._prior(res.posteriors, fitted)
-        self.collapsed_ = getattr(self, "class_prior", "fit") == "fit" and bool(
+        self.collapsed_ = self._fits_class_prior() and bool(
             np.any((share >= self.COLLAPSE_MIN_SHARE) & (prior < self.COLLAPSE_RATIO * share)))
         if self.collapsed_:
             counts = share * d.label.size + self.smoothing
@@ -188,6 +191,9 @@ class OneCoinDawidSkene(_EMAggregator):
             raise InputError(f"class_prior must be 'fit' or 'uniform', got {class_prior!r}",
                              field="class_prior")
         self.class_prior = class_prior
+
+    def _fits_class_prior(self) -> bool:
+        return self.class_prior == "fit"
 
     def _prior(self, T: np.ndarray, labelled: np.ndarray) -> np.ndarray:
         if self.class_prior == "uniform":

@@ -231,7 +231,8 @@ def test_em_that_collapses_a_class_is_refitted_with_the_label_shares(shared_data
 
 
 def test_a_rare_class_is_not_taken_for_a_collapse():
-    # given a crowd where class 9 is rare and over-reported (a real imbalance, not a collapse)
+    # given 10 classes of uneven frequency (Dirichlet(2) class shares) and workers with
+    # uneven confusions: no class vanishes, and the guard leaves the fit alone
     task, worker, label, truth = sparse_crowd(3, n_classes=10)
     res = DawidSkene().fit(task, worker, label)
     assert not res.collapsed_
