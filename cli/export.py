@@ -135,6 +135,9 @@ def _follow(redis, job_id: str, timeout: float = 3600) -> dict:
     if job["state"] != "done":
         raise LabelqError(f"export job {job_id} still {job['state']}; is a worker running "
                           "(`labelq worker`)?")
+    for note in (job.get("aggregation"), job.get("warning")):  # as a foreground export
+        if note:
+            click.echo(note, err=True)
     click.echo(f"wrote {job['done']} rows to {job['out']}", err=True)
     return job
 

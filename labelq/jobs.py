@@ -3,7 +3,9 @@ reports progress in Redis.
 
 ``create_export_job`` records the job (``lq:job:{id}``, a HASH kept 7 days: kind, project,
 method, format, out, state queued|running|done|failed, done, total, error, created,
-finished); the caller enqueues ``labelq.export`` (``workers/jobs.py``), which calls
+finished, and once the labels are aggregated: chosen -- the method that made the answers
+(``auto``'s choice) --, aggregation -- the note ``labelq export`` prints, with the reason --
+and warning -- empty, or why the confidences are not trustworthy yet); the caller enqueues ``labelq.export`` (``workers/jobs.py``), which calls
 ``run_export_job``. The output is written to a temporary file beside ``out`` and renamed
 over it when complete, so a reader never sees half an export.
 """
@@ -17,8 +19,8 @@ from typing import Any
 
 from .db import session_scope
 from .errors import InputError, NotFound
-from .exporting import (METHODS, aggregate_project, aggregated_rows, atomic_output,
-                        load_project_labels, write_rows)
+from .exporting import (METHODS, aggregate_project, aggregated_rows, aggregation_notes,
+                        atomic_output, load_project_labels, write_rows)
 from .projects import get_project
 from .reporting import RAW_COLUMNS, iter_raw_labels
 
@@ -42,7 +44,8 @@ def create_export_job(redis, project: str, *, out: str, method: str | None = Non
     record = {"kind": "export", "project": project, "method": method or "", "format": fmt,
               "raw": int(raw), "exclude_paused": int(exclude_paused),
               "out": os.path.abspath(out), "state": "queued", "done": 0, "total": 0,
-              "error": "", "created": time.time(), "finished": ""}
+              "error": "", "created": time.time(), "finished": "", "chosen": "",
+              "aggregation": "", "warning": ""}
     pipe = redis.pipeline()
     pipe.hset(job_key(job_id), mapping=record)
     pipe.expire(job_key(job_id), JOB_TTL)
@@ -58,6 +61,8 @@ def get_job(redis, job_id: str) -> dict[str, Any]:
            for k, v in raw.items()}
     for key in ("done", "total", "raw", "exclude_paused"):
         job[key] = int(float(job.get(key) or 0))
+    for key in ("chosen", "aggregation", "warning"):  # absent from jobs queued before them
+        job.setdefault(key, "")
     job["id"] = job_id
     return job
 
@@ -82,7 +87,11 @@ def run_export_job(engine, redis, job_id: str, *, report_every: int = 5000) -> d
                 rows = iter_raw_labels(s, project)
             else:
                 pl = load_project_labels(s, project, exclude_paused=bool(job["exclude_paused"]))
-                result = aggregate_project(s, project, pl, job["method"] or project.aggregation)
+                method = job["method"] or project.aggregation
+                result = aggregate_project(s, project, pl, method)
+                note, warning = aggregation_notes(pl, method, result)
+                redis.hset(key, mapping={"chosen": getattr(result, "method_", method),
+                                         "aggregation": note, "warning": warning or ""})
                 total = int((~pl.view.is_gold).sum())
                 rows = aggregated_rows(pl, result)
             redis.hset(key, "total", int(total))

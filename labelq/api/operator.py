@@ -162,4 +162,6 @@ def _job_out(job: dict) -> JobOut:
                   created=float(job["created"]),
                   finished=float(job["finished"]) if job.get("finished") else None,
                   result_url=f"/api/v1/exports/{job['id']}/result" if state == "done"
-                  else None)
+                  else None, chosen=job.get("chosen") or None,
+                  aggregation=job.get("aggregation") or None,
+                  warning=job.get("warning") or None)

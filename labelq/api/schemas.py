@@ -163,6 +163,12 @@ class JobOut(_Out):
     created: float
     finished: Optional[float]
     result_url: Optional[str] = None
+    chosen: Optional[str] = Field(None, description="The method that made the answers "
+                                  "(auto's choice); null until aggregated, and for raw.")
+    aggregation: Optional[str] = Field(None, description="Which method and why, as "
+                                       "`labelq export` prints it.")
+    warning: Optional[str] = Field(None, description="Why the confidences are not "
+                                   "trustworthy yet; null when they are.")
 
 
 class WorkerStatus(_Out):

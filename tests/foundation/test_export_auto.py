@@ -103,3 +103,45 @@ def test_dense_export_names_method_without_warning(db_url, tmp_path):
     rows, err = export(db_url)
     assert len(rows) == 120
     assert "aggregation: auto chose ds" in err and "warning" not in err
+
+
+def test_background_export_job_reports_the_choice_and_the_warning(early_project, redis_url,
+                                                                  tmp_path, capsys):
+    """A background export (``labelq export --background``, the API's export job) records
+    what a foreground export prints: auto's choice, its reason and the warning; the API's
+    JobOut and ``labelq job --wait`` show them."""
+    from redis import Redis
+
+    from cli.export import _follow
+    from labelq.api.operator import _job_out
+    from labelq.db import engine_for
+    from labelq.jobs import create_export_job, get_job, run_export_job
+
+    db_url, truth = early_project
+    _, err = export(db_url)
+    note, warning = err.splitlines()[:2]
+    redis = Redis.from_url(redis_url)
+    try:
+        # Given an export job queued with the project's default method (auto)
+        job_id = create_export_job(redis, "early", out=str(tmp_path / "out.csv"))
+        assert get_job(redis, job_id)["chosen"] == ""
+        # When it runs
+        job = run_export_job(engine_for(db_url), redis, job_id)
+        # Then the record carries auto's choice, the note and the warning of a foreground run
+        assert job["state"] == "done"
+        assert note.startswith("aggregation: auto chose ") and job["aggregation"] == note
+        assert job["chosen"] == note.split()[3] != "auto"
+        assert job["warning"] == warning and warning.startswith("warning: ")
+        out = _job_out(job)
+        assert (out.chosen, out.aggregation, out.warning) == (job["chosen"], note, warning)
+        capsys.readouterr()
+        _follow(redis, job_id)
+        shown = capsys.readouterr().err
+        assert note in shown and warning in shown
+        # and a raw export aggregates nothing: no choice, no warning
+        raw_id = create_export_job(redis, "early", out=str(tmp_path / "raw.csv"), raw=True)
+        raw = run_export_job(engine_for(db_url), redis, raw_id)
+        assert (raw["chosen"], raw["aggregation"], raw["warning"]) == ("", "", "")
+        assert _job_out(raw).warning is None
+    finally:
+        redis.close()
