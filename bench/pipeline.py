@@ -80,10 +80,10 @@ def project(url, n, workers=8, max_labels=3):
 
 def latency(redis_url, n, requests):
     import redis
-    from labelq.queue.applier import refill_project
-    from labelq.queue.hotstate import StateCache
-    from labelq.queue.keys import Keys
-    from labelq.queue.rebuild import rebuild_project
+    from labelq.live.applier import refill_project
+    from labelq.live.hotstate import StateCache
+    from labelq.live.redis.keys import Keys
+    from labelq.live.rebuild import rebuild_project
     from labelq.service import Service
     from labelq.settings import Settings
     r = redis.Redis.from_url(redis_url)

@@ -1,12 +1,12 @@
 """Service operations of the live pipeline: next assignment, submit, decline.
 
 Used by the CLI (``labelq next/submit/decline``) and the HTTP API. Redis holds the
-hot state (:mod:`labelq.queue`), SQL the record. The ordering that makes crashes safe:
+hot state (:mod:`labelq.live`), SQL the record. The ordering that makes crashes safe:
 
 * **next**: the ``POP_INBOX`` script pops the worker's inbox — reservations the applier made
-  ahead of time with the policy (:func:`labelq.queue.decide.refill_inboxes`) — and starts
+  ahead of time with the policy (:func:`labelq.live.decide.refill_inboxes`) — and starts
   the lease at pop time: one Redis round trip, then the task row from SQL. When the inbox is
-  empty the decision is made at once in the calling process (:func:`labelq.queue.decide.
+  empty the decision is made at once in the calling process (:func:`labelq.live.decide.
   decide`, policy state cached in-process, at most ``state_max_age`` seconds behind SQL;
   the ``pending`` priorities are fresher) and reserved by the ``RESERVE`` script, which
   re-checks every limit atomically. A lost race just retries with the next choice.
@@ -17,7 +17,7 @@ hot state (:mod:`labelq.queue`), SQL the record. The ordering that makes crashes
   flag; only the submitter that set it enqueues the applier (one Celery task drains many
   labels). A crash before the commit
   loses nothing the annotator was told was saved; a crash after it leaves a ``submitting``
-  lease that the reaper finishes after checking SQL for the label (:mod:`labelq.queue.reaper`).
+  lease that the reaper finishes after checking SQL for the label (:mod:`labelq.live.reaper`).
 * **duplicates**: a second submission of an assignment that already has a label returns the
   same result with ``"duplicate": true`` when it is the same worker and the same value
   (idempotent retry), and raises :class:`DuplicateSubmission` when the value differs.
@@ -43,14 +43,16 @@ from .errors import (BudgetExhausted, Conflict, DuplicateSubmission, Forbidden, 
                      LeaseExpired, NotFound, ServiceUnavailable)
 from .models import Assignment, Label, Project, Task, Worker, utc_from_ms
 from .projects import get_worker
-from .queue.group import Group
-from .queue.decide import HOLD_MS, InboxNotEmpty, WorkerInfo, decide, decision_rng
-from .queue.hotstate import Hot, StateCache
-from .queue.keys import Keys
-from .queue.applier import WANTED_TTL_MS
-from .queue.reaper import lease_key_ttl_ms, record_expired
-from .queue.rebuild import ensure_hot
-from .queue.scripts import Scripts, _s
+from .live.group import Group
+from .live.decide import HOLD_MS, InboxNotEmpty, WorkerInfo, decide, decision_rng
+from .live.hotstate import Hot, StateCache
+from .live.redis.keys import Keys, decline_entry
+from .live.applier import WANTED_TTL_MS
+from .live.reaper import lease_key_ttl_ms, record_expired
+from .live.rebuild import ensure_hot
+from .live.redis.scripts import (Began, Finished, Inbox, Popped, Refusal, Released,
+                                  Scripts)
+from .live.redis.wire import text
 from .settings import Settings, load_settings
 
 __all__ = ["Service", "Issued", "UNAVAILABLE", "unavailable"]
@@ -205,14 +207,14 @@ class Service:
                                              max_open=self.settings.max_open)
             else:
                 (now, got), popped = popped, None
-            if isinstance(got, tuple):
-                aid, task, expires, row = got
+            if isinstance(got, Popped):
+                row = got.row
                 if row is None:  # a reservation made without the row: read it from SQL
-                    row = self._task_row(worker.project_id, task)
-                return self._issued(aid, task, row, expires)
+                    row = self._task_row(worker.project_id, got.task)
+                return self._issued(got.assignment_id, got.task, row, got.expires_ms)
             # POP_INBOX said whether the hot state exists; rebuild it if not
-            hot = self._hot(worker, ensure=got == "unbuilt")
-            if got == "unbuilt":
+            hot = self._hot(worker, ensure=got is Inbox.UNBUILT)
+            if got is Inbox.UNBUILT:
                 self.redis.zadd(k.active, {worker.seq: now})
             try:
                 issued = self._decide(hot, worker, now)
@@ -248,9 +250,9 @@ class Service:
             return False
         pipe = self.redis.pipeline(transaction=False)
         for aid in ids:
-            pipe.hmget(k.lease(_s(aid)), "task", "worker", "held", "gold")
-        held = [(_s(aid), int(t), int(w)) for aid, (t, w, h, g) in zip(ids, pipe.execute())
-                if t is not None and h is not None and _s(g) != "1" and int(w) != worker.seq]
+            pipe.hmget(k.lease(text(aid)), "task", "worker", "held", "gold")
+        held = [(text(aid), int(t), int(w)) for aid, (t, w, h, g) in zip(ids, pipe.execute())
+                if t is not None and h is not None and text(g) != "1" and int(w) != worker.seq]
         if not held:
             return False
         tasks = np.array([t for _, t, _ in held], dtype=np.int64)
@@ -265,7 +267,7 @@ class Service:
         # the biggest holder first; within a holder the latest expiry (the inbox's tail)
         order = sorted(range(len(held)), key=lambda i: (-per_owner[held[i][2]], -i))
         for i in order[:4]:
-            if self.scripts.release(k, held[i][0], held_only=True)[0] is True:
+            if isinstance(self.scripts.release(k, held[i][0], held_only=True), Released):
                 return True
         return False
 
@@ -326,29 +328,30 @@ class Service:
         error), or in a transaction that hit a constraint (retried alone)."""
         handle = worker.handle
         k = Keys(project.id)
-        if began[0] != "ok":
+        if isinstance(began, Refusal):
             done = self._existing(worker, assignment_id, value)  # a retried submission?
             if done is not None:
                 return self._finish_one(project, assignment_id, done)
-        if began[0] == "missing":
+        if began is Refusal.MISSING:
             raise NotFound(f"no live assignment {assignment_id!r} (never issued, or expired "
                            "and returned to the pool)", assignment=assignment_id)
-        if began[0] == "forbidden":
+        if began is Refusal.FORBIDDEN:
             raise Forbidden(f"assignment {assignment_id!r} was not issued to {handle!r}",
                             assignment=assignment_id, worker=handle)
-        if began[0] == "expired":
+        if began is Refusal.EXPIRED:
             res = self.scripts.release(k, assignment_id, expired_before_ms=now_ms())
-            if res[0]:
+            if isinstance(res, Released):
                 record_expired(self.engine, project.id, [(assignment_id, res)],
                                lease_ms=self.settings.lease_seconds * 1000)
             raise LeaseExpired(f"assignment {assignment_id!r} expired",
                                assignment=assignment_id)
         # the batch's transaction failed on a constraint: this label alone, as before
-        _, task, is_gold, cost, task_id = began
+        assert isinstance(began, Began)
         try:
             with self.engine.begin() as conn:
-                self._insert(conn, [(worker, project, assignment_id, value, is_gold,
-                                     _task_id(conn, project.id, task, task_id))], now_ms())
+                self._insert(conn, [(worker, project, assignment_id, value, began.gold,
+                                     _task_id(conn, project.id, began.task, began.task_id))],
+                             now_ms())
         except UNAVAILABLE as exc:
             raise unavailable(exc, recorded=None) from exc
         except IntegrityError:
@@ -376,7 +379,7 @@ class Service:
                                                   wake_ttl_ms=WANTED_TTL_MS)
         except UNAVAILABLE as exc:
             raise unavailable(exc, recorded=True) from exc
-        if finished == 2 and self.notify:
+        if finished is Finished.WAKE and self.notify:
             self.notify(project.id)
         return done
 
@@ -385,7 +388,7 @@ class Service:
         is_gold, task_id)`` tuples: one statement each, whatever their number."""
         self._inserts.run(conn, rows, utc_from_ms(now))
 
-    # the submit batch's three stages (group commit, :mod:`labelq.queue.group`): each
+    # the submit batch's three stages (group commit, :mod:`labelq.live.group`): each
     # item's result is ``("done", popped)`` once its label is committed and finished, else
     # ``(kind, began)`` for the caller to finish alone — ``"begin"`` when ``SUBMIT_BEGIN``
     # refused it, ``"single"`` when the shared transaction hit a constraint (a duplicate
@@ -404,7 +407,7 @@ class Service:
             return
         for it, out in zip(batch, outs):
             b = self.scripts.begin_result(out)
-            if b[0] == "ok":
+            if isinstance(b, Began):
                 it.state = b
             else:
                 it.result = ("begin", b)
@@ -416,9 +419,9 @@ class Service:
                 rows = []
                 for it in batch:
                     worker, project, aid, value, _next = it.args
-                    _, task, is_gold, _cost, task_id = it.state
-                    rows.append((worker, project, aid, value, is_gold,
-                                 _task_id(conn, project.id, task, task_id)))
+                    b = it.state
+                    rows.append((worker, project, aid, value, b.gold,
+                                 _task_id(conn, project.id, b.task, b.task_id)))
                 self._insert(conn, rows, now_ms())
         except IntegrityError:
             for it in batch:
@@ -449,7 +452,8 @@ class Service:
             self.scripts.pop_inbox(Keys(worker.project_id), worker.seq, now, lease_ms,
                                    key_ttl_ms, pipeline=pipe, max_open=self.settings.max_open)
         replies = pipe.execute()
-        woke = {it.args[1].id for it, out in zip(batch, replies) if int(out) == 2}
+        woke = {it.args[1].id for it, out in zip(batch, replies)
+                if self.scripts.finish_result(out) is Finished.WAKE}
         for it in batch:
             it.result = ("done", None)
         for it, out in zip(nexts, replies[len(batch):]):
@@ -483,12 +487,11 @@ class Service:
         worker = self._worker(handle)
         k = Keys(worker.project_id)
         res = self.scripts.release(k, assignment_id, worker=worker.seq)
-        if not res[0]:
-            reason = res[1]
-            if reason == "forbidden":
+        if not isinstance(res, Released):
+            if res is Refusal.FORBIDDEN:
                 raise Forbidden(f"assignment {assignment_id!r} was not issued to {handle!r}",
                                 assignment=assignment_id, worker=handle)
-            if reason == "submitting":
+            if res is Refusal.SUBMITTING:
                 raise Conflict(f"assignment {assignment_id!r} is being submitted",
                                assignment=assignment_id)
             raise NotFound(f"no live assignment {assignment_id!r}", assignment=assignment_id)
@@ -499,7 +502,7 @@ class Service:
             session.add(Assignment(id=assignment_id, project_id=worker.project_id,
                                    task_id=row[0], worker_id=worker.id, is_gold=row[1],
                                    state="declined", expires=utc_from_ms(now_ms())))
-        self.redis.rpush(k.declines, f"{task}:{wseq}")
+        self.redis.rpush(k.declines, decline_entry(task, wseq))
         self._wake_applier(worker.project_id)
         return {"assignment_id": assignment_id, "declined": True}
 

@@ -124,7 +124,7 @@ def check_environment(env: Mapping[str, str] | None = None) -> Settings:
     command (exit code 2), not only those that happen to read it. Returns the settings."""
     env = os.environ if env is None else env
     settings = load_settings(env)
-    _int_in(env, "LABELQ_DECISION_SEED", 0, None)  # labelq.queue.decide
+    _int_in(env, "LABELQ_DECISION_SEED", 0, None)  # labelq.live.decide
     _int_in(env, "LABELQ_PORT", 0, 65535)  # labelq serve
     _int_in(env, "LABELQ_API_WORKERS", 1, 256)
     _int_in(env, "LABELQ_VISIBILITY_TIMEOUT", 1, None)  # workers.main (Celery's broker)

@@ -1,6 +1,6 @@
 """Thin Celery tasks: take ids, call a pure ``labelq`` function, are idempotent.
 
-* ``labelq.apply_labels(project_id)`` → :func:`labelq.queue.applier.apply_pending`: fold
+* ``labelq.apply_labels(project_id)`` → :func:`labelq.live.applier.apply_pending`: fold
   the new labels into the posterior, then refill the inboxes of the active workers. A
   redelivered or duplicate message finds nothing unapplied (and at most tops up inboxes).
 * ``labelq.maintain()`` (beat) → expire leases and held inbox reservations whose hold ran
@@ -13,10 +13,10 @@ from __future__ import annotations
 from functools import lru_cache
 
 from labelq.db import get_engine
-from labelq.queue.applier import apply_pending
-from labelq.queue.keys import GLOBAL_PROJECTS, Keys
-from labelq.queue.reaper import expire_leases
-from labelq.queue.rebuild import add_new_tasks, reopen_below_cap
+from labelq.live.applier import apply_pending
+from labelq.live.redis.keys import GLOBAL_PROJECTS, Keys
+from labelq.live.reaper import expire_leases
+from labelq.live.rebuild import add_new_tasks, reopen_below_cap
 from labelq.settings import load_settings
 
 from .main import app
@@ -54,7 +54,7 @@ def apply_labels(self, project_id: int) -> int:
 
 @app.task(name="labelq.maintain")
 def maintain() -> dict:
-    from labelq.queue.applier import CACHE
+    from labelq.live.applier import CACHE
     out = {}
     r = _redis()
     for raw in r.smembers(GLOBAL_PROJECTS):

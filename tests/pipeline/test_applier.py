@@ -10,10 +10,10 @@ from sqlmodel import select
 
 from labelq.db import session_scope
 from labelq.models import Label, Project
-from labelq.queue.applier import apply_pending
-from labelq.queue.hotstate import StateCache, fold_from_sql, write_snapshot
-from labelq.queue.keys import Keys
-from labelq.queue.rebuild import rebuild_project
+from labelq.live.applier import apply_pending
+from labelq.live.hotstate import StateCache, fold_from_sql, write_snapshot
+from labelq.live.redis.keys import Keys
+from labelq.live.rebuild import rebuild_project
 from labelq.service import Service
 from labelq.settings import Settings
 
@@ -100,7 +100,7 @@ def test_an_applier_killed_after_its_commit_is_caught_up_by_the_next(r, sqlite_u
     SIGTERM that reaches a Celery pool process): the next applier, which replays those
     labels from SQL, pushes the tasks' priorities and sets their ``applied`` counts (before,
     the counts stayed short for good: those tasks never looked settled again)."""
-    import labelq.queue.applier as applier
+    import labelq.live.applier as applier
 
     rng = np.random.default_rng(4)
     eng, pid = make_project(sqlite_url, n_tasks=20, workers=3, max_labels=3, policy="optkg")
@@ -131,8 +131,8 @@ def test_an_applier_killed_after_its_commit_is_caught_up_by_the_next(r, sqlite_u
 
 
 def test_applier_refills_active_inboxes_and_pop_starts_the_lease(r, db_url):
-    from labelq.queue.decide import HOLD_MS
-    from labelq.queue.reaper import expire_leases
+    from labelq.live.decide import HOLD_MS
+    from labelq.live.reaper import expire_leases
     eng, pid = make_project(db_url, n_tasks=12, workers=3, max_labels=2)
     settings = Settings(database_url=db_url)
     s = Service(eng, r, settings=settings)
@@ -174,7 +174,7 @@ def test_applier_refills_active_inboxes_and_pop_starts_the_lease(r, db_url):
 
 
 def test_pace_meter_and_inbox_depth():
-    from labelq.queue.decide import LOOKAHEAD_S, PaceMeter, inbox_depth
+    from labelq.live.decide import LOOKAHEAD_S, PaceMeter, inbox_depth
     pm = PaceMeter(weight=0.5)
     assert pm.update(1, {0: 5, 1: 0}, 100.0) == {0: 0.0, 1: 0.0}  # first sample: no pace
     assert pm.update(1, {0: 15, 1: 1}, 101.0) == {0: 10.0, 1: 1.0}
@@ -188,8 +188,8 @@ def test_pace_meter_and_inbox_depth():
 def test_inbox_depth_follows_each_workers_pace(r, sqlite_url):
     import time
 
-    from labelq.queue.decide import PaceMeter, refill_inboxes
-    from labelq.queue.reaper import lease_key_ttl_ms
+    from labelq.live.decide import PaceMeter, refill_inboxes
+    from labelq.live.reaper import lease_key_ttl_ms
     eng, pid = make_project(sqlite_url, n_tasks=200, workers=2)
     s = Service(eng, r, settings=Settings(database_url=sqlite_url))
     k = Keys(pid)
@@ -223,7 +223,7 @@ def test_inbox_depth_follows_each_workers_pace(r, sqlite_url):
 def test_snapshot_interval_grows_with_the_snapshot_cost(r, sqlite_url):
     import time
 
-    from labelq.queue import applier
+    from labelq.live import applier
     eng, pid = make_project(sqlite_url, n_tasks=50, workers=2)
     cache = StateCache()
     cache.get(eng, r, pid)
@@ -243,7 +243,7 @@ def test_expired_leases_are_recorded_and_rebuilt_as_issued(r, db_url):
     from labelq.api.progress import worker_progress
     from labelq.errors import LeaseExpired
     from labelq.models import Assignment, Worker
-    from labelq.queue.reaper import expire_leases
+    from labelq.live.reaper import expire_leases
     from labelq.reporting import project_status
     eng, pid = make_project(db_url, n_tasks=12, workers=3, max_labels=3)
     settings = Settings(database_url=db_url)
@@ -298,7 +298,7 @@ def test_expired_leases_are_recorded_and_rebuilt_as_issued(r, db_url):
 def test_a_submit_stalled_past_the_reaper_gets_lease_expired(r, db_url, monkeypatch):
     from labelq.errors import LeaseExpired
     from labelq.models import Assignment
-    from labelq.queue.reaper import expire_leases
+    from labelq.live.reaper import expire_leases
     eng, pid = make_project(db_url, n_tasks=6, workers=2, max_labels=3)
     s = Service(eng, r, settings=Settings(database_url=db_url))
     a = s.next_assignment("p-w0")

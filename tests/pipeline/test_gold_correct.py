@@ -11,8 +11,8 @@ from cli.main import cli
 from labelq.db import session_scope
 from labelq.models import Project, Task, Worker
 from labelq.projects import correct_gold, get_project, set_worker_status
-from labelq.queue.applier import apply_pending
-from labelq.queue.hotstate import StateCache, bump_epoch, fold_from_sql
+from labelq.live.applier import apply_pending
+from labelq.live.hotstate import StateCache, bump_epoch, fold_from_sql
 from labelq.service import Service
 from labelq.settings import Settings
 

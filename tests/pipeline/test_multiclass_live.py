@@ -8,10 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from labelq.queue.applier import apply_pending
-from labelq.queue.hotstate import StateCache
-from labelq.queue.keys import Keys
-from labelq.queue.rebuild import rebuild_project
+from labelq.live.applier import apply_pending
+from labelq.live.hotstate import StateCache
+from labelq.live.redis.keys import Keys
+from labelq.live.rebuild import rebuild_project
 from labelq.service import Service
 from labelq.settings import Settings
 

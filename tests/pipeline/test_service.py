@@ -14,7 +14,8 @@ from labelq.errors import (BudgetExhausted, DuplicateSubmission, Forbidden, Inpu
                            LeaseExpired, NotFound)
 from labelq.models import Assignment, Label
 from labelq.projects import set_worker_status
-from labelq.queue.keys import Keys
+from labelq.live.redis.keys import Keys
+from labelq.live.redis.scripts import Refusal
 from labelq.service import Service
 from labelq.settings import Settings
 
@@ -143,7 +144,7 @@ def test_retry_after_a_crash_between_commit_and_finish_finishes_it(r, sqlite_url
     began = s.scripts.submit_begin(k, a.assignment_id, 0, int(time.time() * 1000))
     with eng.begin() as conn:
         s._insert(conn, [(s._worker("p-w0"), s._project(pid), a.assignment_id, "a", False,
-                          began[4])], int(time.time() * 1000))
+                          began.task_id)], int(time.time() * 1000))
     assert r.hget(k.nlabels, a.task_seq) is None
     # When the annotator retries
     out = s.submit("p-w0", a.assignment_id, "a")
@@ -188,7 +189,7 @@ def test_an_outage_after_the_commit_says_the_label_was_recorded(r, sqlite_url, m
 
 def test_next_returns_the_open_assignment_and_bounds_them(r, sqlite_url):
     """Before: every next issued a new lease, so one token could reserve every task."""
-    from labelq.queue.applier import refill_project
+    from labelq.live.applier import refill_project
 
     eng, pid = make_project(sqlite_url, n_tasks=30, workers=2)
     s = Service(eng, r, settings=Settings(database_url=sqlite_url))
@@ -239,8 +240,8 @@ def test_max_open_allows_that_many_then_repeats_the_oldest(r, sqlite_url):
 
 
 def test_gold_schedule_and_quality_rule_pause_a_bad_worker(r, sqlite_url):
-    from labelq.queue.applier import apply_pending
-    from labelq.queue.hotstate import StateCache
+    from labelq.live.applier import apply_pending
+    from labelq.live.hotstate import StateCache
 
     eng, pid = make_project(sqlite_url, n_tasks=20, n_gold=6, workers=1, gold_schedule="fixed:rate=0.5",
                             quality={"threshold": 0.6, "min_gold": 3, "confidence": 0.8})
@@ -278,9 +279,9 @@ def applier_refills_inbox_at_next_candidates(s: Service, eng, r, pid) -> list[in
     """Make the applier refill the inboxes (to 3) at the moment the service next asks
     Redis for candidates — after its inbox pop found nothing, before it reserves — once.
     Returns a list that then holds the number of reservations the refill made."""
-    from labelq.queue.decide import refill_inboxes
-    from labelq.queue.hotstate import StateCache
-    from labelq.queue.reaper import lease_key_ttl_ms
+    from labelq.live.decide import refill_inboxes
+    from labelq.live.hotstate import StateCache
+    from labelq.live.reaper import lease_key_ttl_ms
     hot = StateCache().get(eng, r, pid)
     candidates, refilled = s.scripts.candidates, []
 
@@ -375,9 +376,9 @@ def test_inbox_refilled_with_the_last_tasks_while_deciding_is_served(r, sqlite_u
 
 
 def test_a_worker_with_nothing_reclaims_a_reservation_held_in_another_inbox(r, sqlite_url):
-    from labelq.queue.decide import refill_inboxes
-    from labelq.queue.hotstate import StateCache
-    from labelq.queue.reaper import lease_key_ttl_ms
+    from labelq.live.decide import refill_inboxes
+    from labelq.live.hotstate import StateCache
+    from labelq.live.reaper import lease_key_ttl_ms
     # Given three tasks of one label each: w0 took one, and the applier then held the
     # other two in w0's inbox (w0 was the only active worker)
     eng, pid = make_project(sqlite_url, n_tasks=3, workers=3, max_labels=1)
@@ -405,13 +406,13 @@ def test_a_worker_with_nothing_reclaims_a_reservation_held_in_another_inbox(r, s
     assert {int(t) for t in r.smembers(k.seen(1))} == {got.task_seq}
     assert r.zcard(k.pending) == 0
     # and an issued lease is never reclaimed
-    assert s.scripts.release(k, got.assignment_id, held_only=True) == (False, "issued")
+    assert s.scripts.release(k, got.assignment_id, held_only=True) is Refusal.ISSUED
 
 
 def test_reclaim_passes_over_a_task_the_worker_has_seen(r, sqlite_url):
-    from labelq.queue.decide import refill_inboxes
-    from labelq.queue.hotstate import StateCache
-    from labelq.queue.reaper import lease_key_ttl_ms
+    from labelq.live.decide import refill_inboxes
+    from labelq.live.hotstate import StateCache
+    from labelq.live.reaper import lease_key_ttl_ms
     # Given three tasks of one label each: w0 took one, w1 declined another (it will never
     # get it again), and the applier holds the declined one and the last in w0's inbox,
     # the declined one expiring last (the one a reclaim would try first)
@@ -487,7 +488,7 @@ def test_project_update_reaches_a_running_service(r, sqlite_url, policy):
 
 def test_a_raised_label_cap_reopens_the_tasks_that_reached_the_old_one(r, sqlite_url):
     from labelq.projects import update_project
-    from labelq.queue.rebuild import reopen_below_cap
+    from labelq.live.rebuild import reopen_below_cap
     # Given three tasks at a cap of 1, all labelled once, so nothing is left to issue
     eng, pid = make_project(sqlite_url, n_tasks=3, workers=2, max_labels=1)
     s = Service(eng, r, settings=Settings(database_url=sqlite_url), worker_max_age=0,

@@ -22,10 +22,10 @@ from sqlmodel import select
 from labelq.db import engine_for, init_schema, session_scope
 from labelq.models import Assignment, Label, Project, Task, Worker
 from labelq.projects import create_project, enroll_worker
-from labelq.queue.applier import apply_pending
-from labelq.queue.hotstate import StateCache, fold_from_sql
-from labelq.queue.keys import Keys
-from labelq.queue.reaper import expire_leases
+from labelq.live.applier import apply_pending
+from labelq.live.hotstate import StateCache, fold_from_sql
+from labelq.live.redis.keys import Keys
+from labelq.live.reaper import expire_leases
 
 TARGET = int(os.environ.get("LABELQ_STRESS_LABELS", "20000"))
 N_WORKERS = 20

@@ -32,8 +32,8 @@ import numpy as np
 from ..errors import BudgetExhausted
 from .goldplan import gold_plan
 from .hotstate import Hot
-from .keys import Keys
-from .scripts import Scripts
+from .redis.keys import Keys, gold_category_field, gold_issued_field
+from .redis.scripts import Refusal, Scripts
 
 __all__ = ["WorkerInfo", "Decision", "decide", "decision_rng", "refill_inboxes", "HOLD_MS",
            "ACTIVE_MS", "InboxNotEmpty", "PaceMeter", "inbox_depth"]
@@ -146,16 +146,16 @@ def decide(redis, scripts: Scripts, hot: Hot, worker: WorkerInfo, now: int, *,
     # inbox, a request deciding at once) moved them meanwhile, and the decision is redone
     expect: list = [None]
 
-    def reserve(task: int) -> str:
+    def reserve(task: int) -> str | Refusal:
         aid = uuid.uuid4().hex
         res = _reserve(scripts, k, hot, worker, task, aid, expires, key_ttl_ms, inbox=inbox,
                        expect_issued=expect[0], empty_inbox=not inbox,
                        max_open=None if inbox else max_open, now_ms=now)
-        if res.reason == "stale":
+        if res.refusal is Refusal.STALE:
             raise _Stale()
-        if res.reason in ("inbox", "open"):
+        if res.refusal in (Refusal.INBOX, Refusal.OPEN):
             raise InboxNotEmpty()
-        return aid if res.ok else res.reason
+        return aid if res.refusal is None else res.refusal
 
     def attempt(cand: np.ndarray) -> Decision | None | bool:
         for _ in range(8):
@@ -165,9 +165,9 @@ def decide(redis, scripts: Scripts, hot: Hot, worker: WorkerInfo, now: int, *,
             if task is None:
                 return False
             got = reserve(task)
-            if got in ("capacity", "budget"):
+            if got in (Refusal.CAPACITY, Refusal.BUDGET):
                 return None
-            if got not in ("seen", "cap"):
+            if not isinstance(got, Refusal):
                 return Decision(got, task, expires)
             cand = cand[cand != task]  # seen or at the cap since we looked: next choice
         return False
@@ -175,8 +175,9 @@ def decide(redis, scripts: Scripts, hot: Hot, worker: WorkerInfo, now: int, *,
     def once() -> Decision | None:
         if project.gold_schedule:
             n_cat = max(len(hot.view.categories), 1)
-            counts = redis.hmget(k.nissued, [worker.seq, f"g{worker.seq}",
-                                             *(f"g{worker.seq}:{c}" for c in range(n_cat))])
+            counts = redis.hmget(k.nissued, [
+                worker.seq, gold_issued_field(worker.seq),
+                *(gold_category_field(worker.seq, c) for c in range(n_cat))])
             expect[0] = (int(counts[0] or 0), int(counts[1] or 0))
             with rng_lock:
                 allowed = gold_plan(project.gold_schedule, expect[0][0], expect[0][1],
@@ -187,8 +188,8 @@ def decide(redis, scripts: Scripts, hot: Hot, worker: WorkerInfo, now: int, *,
                 if gold.size and not allowed.all():
                     gold = gold[allowed[hot.view.task_category[gold]]]
                 if gold.size:
-                    ok, _settled, _n = scripts.candidates(k, worker.seq, tasks=gold)
-                    got = attempt(_ints(ok))
+                    window = scripts.candidates(k, worker.seq, tasks=gold)
+                    got = attempt(_ints(window.eligible))
                     if got is not False:
                         return got
         # prefer a settled candidate (its priority is current); only if none turns up, an
@@ -201,8 +202,9 @@ def decide(redis, scripts: Scripts, hot: Hot, worker: WorkerInfo, now: int, *,
         # tie), then further down, ``settled_scan`` tasks at most beyond the first window.
         offset, size, fallback, jumped, scanned = 0, top_k, None, False, 0
         while offset < max_scan:
-            ok, settled, n = scripts.candidates(k, worker.seq, cap=project.max_labels,
-                                                offset=offset, count=size, enough=enough)
+            window = scripts.candidates(k, worker.seq, cap=project.max_labels,
+                                        offset=offset, count=size, enough=enough)
+            ok, settled, n = window.eligible, window.settled, window.looked
             if n == 0:
                 break
             if settled:
@@ -394,7 +396,8 @@ def _refill_batch(engine, redis, scripts: Scripts, hot: Hot, workers: list[Worke
                                     count=count, enough=[enough] * len(workers))
     taken: set[int] = set()
     plan: list[tuple[WorkerInfo, int]] = []
-    for w, (_ok, settled) in zip(workers, found):
+    for w, window in zip(workers, found):
+        settled = window.settled
         # settled candidates only: a worker with none here is left to ``decide``, which
         # looks deeper before it settles for an outstanding task
         cand = np.array([t for t in _ints(settled) if int(t) not in taken], dtype=np.int64)
@@ -426,8 +429,8 @@ def _refill_batch(engine, redis, scripts: Scripts, hot: Hot, workers: list[Worke
         if res.ok:
             made += 1
             want[w.seq] -= 1
-        elif res.reason == "budget":
+        elif res.refusal is Refusal.BUDGET:
             return made, True
-        elif res.reason == "capacity":
+        elif res.refusal is Refusal.CAPACITY:
             want[w.seq] = 0
     return made, False

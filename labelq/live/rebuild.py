@@ -26,8 +26,8 @@ from sqlmodel import select
 from ..db import session_scope
 from ..models import ENDED_UNLABELLED, Assignment, Label, Project, Task, Worker
 from .hotstate import StateCache, fold_from_sql, write_snapshot
-from .keys import GLOBAL_PROJECTS, Keys
-from .lock import RedisLock
+from .redis.keys import GLOBAL_PROJECTS, Keys, gold_issued_field
+from .redis.lock import RedisLock
 
 __all__ = ["rebuild_project", "ensure_hot", "add_new_tasks", "reopen_below_cap", "delete_hot"]
 
@@ -120,7 +120,8 @@ def rebuild_project(engine, redis, project_id: int, *, cache: StateCache | None 
             seen.setdefault(int(w), []).append(int(t))
             issued[int(w)] = issued.get(int(w), 0) + 1
             if view.is_gold[int(t)]:
-                issued[f"g{int(w)}"] = issued.get(f"g{int(w)}", 0) + 1
+                g = gold_issued_field(int(w))
+                issued[g] = issued.get(g, 0) + 1
         for w, ts in seen.items():
             for i in range(0, len(ts), CHUNK):
                 pipe.sadd(k.seen(w), *ts[i:i + CHUNK])

@@ -38,10 +38,10 @@ from ..models import Label
 from ..policies.base import Observation
 from .hotstate import Hot, StateCache, write_snapshot
 from .decide import decision_rng, refill_inboxes
-from .keys import Keys
-from .lock import RedisLock
-from .problem import label_rows, to_observation
-from .quality import apply_quality_rule
+from .redis.keys import Keys, parse_decline
+from .redis.lock import RedisLock
+from ..problem import label_rows, to_observation
+from ..goldstats import apply_quality_rule
 
 __all__ = ["apply_pending", "refill_project", "ApplyReport", "CACHE", "push_priorities",
            "WANTED_TTL_MS", "applied_counts"]
@@ -61,7 +61,7 @@ _rng_lock = threading.Lock()
 
 
 def _scripts_for(redis):
-    from .scripts import Scripts
+    from .redis.scripts import Scripts
     return Scripts(redis)  # cheap: the scripts are loaded once per client (load_script)
 
 
@@ -161,7 +161,7 @@ def _apply_batch(engine, redis, project_id: int, lock: RedisLock, cache: StateCa
         # declines: applied to the hot state only (see the module docstring of hotstate)
         raw = redis.lpop(k.declines, 1000) or []
         for item in raw:
-            task, worker = map(int, item.split(b":"))
+            task, worker = parse_decline(item)
             touched.update(int(t) for t in hot.policy.update(
                 hot.state, Observation(task=task, worker=worker, label=-1, declined=True)))
         report.declines += len(raw)

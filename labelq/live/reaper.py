@@ -25,8 +25,8 @@ from sqlmodel import select
 
 from ..db import session_scope
 from ..models import Assignment, Label, Project, Task, Worker, utc_from_ms
-from .keys import Keys
-from .scripts import Released, Scripts
+from .redis.keys import Keys
+from .redis.scripts import Refusal, Released, Scripts
 
 __all__ = ["SUBMIT_GRACE_MS", "lease_key_ttl_ms", "expire_leases", "record_expired"]
 
@@ -53,14 +53,14 @@ def expire_leases(engine, redis, project_id: int, *, now_ms: int | None = None,
     for raw in redis.zrangebyscore(k.leases, "-inf", cutoff):
         aid = raw.decode()
         res = scripts.release(k, aid, expired_before_ms=cutoff)
-        if res[0]:
+        if isinstance(res, Released):
             out["expired"] += 1
             released.append((aid, res))
             continue
-        if res[1] == "missing":
+        if res is Refusal.MISSING:
             redis.zrem(k.leases, aid)
             out["stale"] += 1
-        elif res[1] == "submitting":
+        elif res is Refusal.SUBMITTING:
             started = int(redis.hget(k.lease(aid), "submitting") or now)
             if started > now - SUBMIT_GRACE_MS:
                 continue
@@ -74,7 +74,7 @@ def expire_leases(engine, redis, project_id: int, *, now_ms: int | None = None,
                 out["finished"] += 1
             else:
                 res = scripts.release(k, aid, allow_submitting=True)
-                if res[0]:
+                if isinstance(res, Released):
                     out["expired"] += 1
                     released.append((aid, res))
     record_expired(engine, project_id, released, lease_ms=lease_ms)

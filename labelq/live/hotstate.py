@@ -32,8 +32,8 @@ from ..db import session_scope
 from ..models import Project
 from ..policies import build
 from ..policies.base import Policy
-from .keys import Keys
-from .problem import (ProjectView, count_workers, label_rows, load_view, max_applied,
+from .redis.keys import Keys
+from ..problem import (ProjectView, count_workers, label_rows, load_view, max_applied,
                       to_observation)
 
 __all__ = ["Hot", "StateCache", "encode_snapshot", "decode_snapshot", "write_snapshot",
