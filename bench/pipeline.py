@@ -80,7 +80,7 @@ def project(url, n, workers=8, max_labels=3):
 
 def latency(redis_url, n, requests):
     import redis
-    from labelq.live.applier import refill_project
+    from labelq.live.applier import Applier
     from labelq.live.hotstate import StateCache
     from labelq.live.redis.keys import Keys
     from labelq.live.rebuild import rebuild_project
@@ -102,7 +102,7 @@ def latency(redis_url, n, requests):
         svc.next_assignment(f"b{j}")  # warm the caches; every worker is active
     k = Keys(pid)
     decide_ms, inbox_ms = [], []
-    cache = StateCache()
+    applier = Applier(eng, r, cache=StateCache())  # one applier process (its pace meter)
     while len(decide_ms) < requests or len(inbox_ms) < requests:
         # decide at once: inboxes emptied, their held reservations returned to the pool
         # (as the reaper does when a hold runs out)
@@ -116,7 +116,7 @@ def latency(redis_url, n, requests):
             decide_ms.append(time.perf_counter() - t)
             assert a is not None
         # from the inbox the applier filled (untimed)
-        refill_project(eng, r, pid, cache)
+        applier.refill_project(pid)
         for _ in range(5):
             for j in range(8):
                 if not r.llen(k.inbox(j)):
@@ -150,15 +150,15 @@ def _annotate(url, redis_url, handles, seconds, ready, go, out, separate=False):
 
     # count the requests that found the inbox empty and decided at once
     at_once = [0]
-    decide_at_once = svc._decide
+    decide_at_once = svc.assigner.decide
 
     def counted(*a, **kw):
         at_once[0] += 1
         return decide_at_once(*a, **kw)
-    svc._decide = counted
+    svc.assigner.decide = counted
 
     def one(h):
-        svc._hot(svc._worker(h))  # warm the worker and policy-state caches
+        svc.assigner.hot(svc.worker(h))  # warm the worker and policy-state caches
         ready.put(h)
         go.wait()
         n = 0

@@ -65,6 +65,12 @@ class Hot:
     def project(self) -> Project:
         return self.view.project
 
+    @property
+    def project_id(self) -> int:
+        pid = self.view.project.id
+        assert pid is not None  # a stored project
+        return pid
+
 
 def _limits(project: Project) -> list:
     """The project settings a policy's problem copies (``ProjectView.problem``)."""

@@ -6,6 +6,7 @@ GET-then-DEL would have)."""
 from __future__ import annotations
 
 import secrets
+from typing import Any
 
 from .scripts import lua_source
 from .wire import load_script
@@ -13,14 +14,14 @@ from .wire import load_script
 __all__ = ["RedisLock"]
 
 
-def _scripts(redis):
+def _scripts(redis: Any) -> tuple[Any, Any]:
     """The two scripts, loaded once per client (a lock is made per applier run)."""
     return (load_script(redis, lua_source("lock_release")),
             load_script(redis, lua_source("lock_extend")))
 
 
 class RedisLock:
-    def __init__(self, redis, key: str, ttl_ms: int = 30_000) -> None:
+    def __init__(self, redis: Any, key: str, ttl_ms: int = 30_000) -> None:
         self.redis, self.key, self.ttl_ms = redis, key, int(ttl_ms)
         self.token = secrets.token_hex(16)
         self._release, self._extend = _scripts(redis)

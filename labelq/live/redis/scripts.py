@@ -87,7 +87,7 @@ class Popped:
     assignment_id: str
     task: int  # seq
     expires_ms: int
-    row: list | None  # [external id, category, payload] when the reservation carries it
+    row: list[Any] | None  # [external id, category, payload] when the reservation carries it
 
 
 class Inbox(enum.Enum):
@@ -129,7 +129,7 @@ Begin = Union[Began, Refusal]
 @lru_cache(maxsize=None)
 def lua_source(name: str) -> str:
     """The script ``lua/NAME.lua`` with its ``--#include`` lines replaced by the files."""
-    raw = files(__package__).joinpath("lua", f"{name}.lua").read_text(encoding="utf-8")
+    raw = (files(__package__) / "lua" / f"{name}.lua").read_text(encoding="utf-8")
     out = []
     for line in raw.splitlines(keepends=True):
         if line.startswith("--#include "):
@@ -160,7 +160,7 @@ class Scripts:
         """A pipeline for the ``pipeline=`` argument of the methods below."""
         return ScriptPipeline(self.redis)
 
-    def _run(self, script: Any, keys: list, args: list, pipeline: Any) -> Any:
+    def _run(self, script: Any, keys: list[Any], args: list[Any], pipeline: Any) -> Any:
         if pipeline is None:
             return script(keys=keys, args=args)
         if isinstance(pipeline, ScriptPipeline):
@@ -191,7 +191,7 @@ class Scripts:
             keys.append(k.inbox(worker))
         if empty_inbox and max_open is not None:
             keys.append(k.open_leases(worker))
-        args: list = [task, worker, -1 if cap is None else cap,
+        args: list[Any] = [task, worker, -1 if cap is None else cap,
                       -1 if capacity is None else capacity, repr(float(cost)),
                       -1 if budget is None else repr(float(budget)), assignment_id,
                       expires_ms, key_ttl_ms, "" if task_id is None else int(task_id),
@@ -233,7 +233,7 @@ class Scripts:
         """``WAKE`` (only with ``wake_ttl_ms``) tells the caller to wake the applier."""
         keys = [k.lease(assignment_id), k.leases, k.nlabels, k.reserved, k.spent,
                 k.reserved_cost, k.pending, k.parked]
-        args: list = [assignment_id, -1 if cap is None else cap]
+        args: list[Any] = [assignment_id, -1 if cap is None else cap]
         if wake_ttl_ms is not None:
             keys.append(k.apply_wanted)
             args.append(int(wake_ttl_ms))
@@ -252,7 +252,7 @@ class Scripts:
         (no cap: gold); the scan stops once ``enough`` (> 0) settled ones turned up. With
         ``pipeline`` (no ``tasks``) the call is only queued there."""
         keys = [k.pending, k.seen(worker), k.nlabels, k.reserved, k.applied]
-        args: list = [-1 if cap is None or tasks is not None else cap, offset, count,
+        args: list[Any] = [-1 if cap is None or tasks is not None else cap, offset, count,
                       int(enough)]
         if tasks is not None:
             if len(tasks) == 0:
@@ -287,7 +287,7 @@ class Scripts:
         ``Inbox.UNBUILT``. ``max_open``: when the worker holds that many open
         assignments, the oldest of them instead (its lease as it was)."""
         keys = [k.inbox(worker), k.active, k.leases, k.meta, k.requests]
-        args: list = [worker, now_ms, lease_ms, key_ttl_ms, k.prefix, min_left_ms]
+        args: list[Any] = [worker, now_ms, lease_ms, key_ttl_ms, k.prefix, min_left_ms]
         if max_open is not None:
             keys.append(k.open_leases(worker))
             args.append(int(max_open))

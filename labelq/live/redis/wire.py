@@ -12,6 +12,7 @@ from redis import Redis
 from redis.connection import ConnectionPool
 from redis.exceptions import NoScriptError, ResponseError
 
+hiredis: Any
 try:  # packs commands in C (a dependency; redis-py's encoder if it is missing)
     import hiredis
 except ImportError:  # pragma: no cover
@@ -22,10 +23,10 @@ __all__ = ["load_script", "ScriptPipeline", "text"]
 
 # the scripts loaded per client: a Scripts, a lock or a reaper pass made again on the same
 # client costs a dict lookup, not a SCRIPT LOAD round trip per script
-_loaded: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_loaded: "weakref.WeakKeyDictionary[Any, dict[str, Any]]" = weakref.WeakKeyDictionary()
 
 
-def load_script(redis, source: str):
+def load_script(redis: Any, source: str) -> Any:
     """``register_script`` plus a ``SCRIPT LOAD``, once per client and script, so the first
     EVALSHA never meets NOSCRIPT: redis-py recovers from that on a real server, but the
     embedded server of ``labelq demo`` (fakeredis over TCP) answers it by closing the
@@ -61,14 +62,14 @@ class ScriptPipeline:
     error is raised, not retried — a script may have run — and that connection closed.
     Other clients (fakeredis in unit tests) take redis-py's pipeline."""
 
-    def __init__(self, redis) -> None:
+    def __init__(self, redis: Any) -> None:
         self._redis = redis
-        self._calls: list = []
+        self._calls: list[tuple[Any, list[Any], list[Any]]] = []
 
-    def add(self, script, keys, args) -> None:
+    def add(self, script: Any, keys: list[Any], args: list[Any]) -> None:
         self._calls.append((script, keys, args))
 
-    def execute(self) -> list:
+    def execute(self) -> list[Any]:
         if not self._calls:
             return []
         outs = self._send()
@@ -79,7 +80,7 @@ class ScriptPipeline:
                 raise out
         return outs
 
-    def _send(self) -> list:
+    def _send(self) -> list[Any]:
         cmds = [("EVALSHA", script.sha, len(keys), *keys, *args)
                 for script, keys, args in self._calls]
         pool = getattr(self._redis, "connection_pool", None)
@@ -87,12 +88,13 @@ class ScriptPipeline:
             pipe = self._redis.pipeline(transaction=False)
             for cmd in cmds:
                 pipe.execute_command(*cmd)
-            return pipe.execute(raise_on_error=False)
+            replies: list[Any] = pipe.execute(raise_on_error=False)
+            return replies
         conns = _conns_of(pool)
         conn = conns.get()
         try:
             conn.send_packed_command(_pack(conn, cmds))
-            outs: list = []
+            outs: list[Any] = []
             for _ in cmds:
                 try:
                     outs.append(conn.read_response())
@@ -114,12 +116,12 @@ class _Connections:
     way the pool checks one (nothing readable: no stale data, not closed by the server —
     a Redis restart) and reconnected if not. Forgotten after a fork."""
 
-    def __init__(self, pool) -> None:
+    def __init__(self, pool: Any) -> None:
         self.pool = pool
         self.pid = os.getpid()
-        self.idle: list = []
+        self.idle: list[Any] = []
 
-    def get(self):
+    def get(self) -> Any:
         if self.pid != os.getpid():
             self.pid, self.idle = os.getpid(), []
         try:
@@ -135,16 +137,16 @@ class _Connections:
             conn.connect()
         return conn
 
-    def put(self, conn) -> None:
+    def put(self, conn: Any) -> None:
         if self.pid == os.getpid():
             self.idle.append(conn)
 
 
-_connections: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_connections: "weakref.WeakKeyDictionary[Any, _Connections]" = weakref.WeakKeyDictionary()
 _connections_lock = threading.Lock()
 
 
-def _conns_of(pool) -> _Connections:
+def _conns_of(pool: Any) -> _Connections:
     got = _connections.get(pool)
     if got is None:
         with _connections_lock:
@@ -154,7 +156,7 @@ def _conns_of(pool) -> _Connections:
     return got
 
 
-def _pack(conn, cmds: list) -> list:
+def _pack(conn: Any, cmds: list[tuple[Any, ...]]) -> list[Any]:
     """The commands in the wire format, as chunks for ``send_packed_command``: hiredis packs
     a tuple of str/bytes/int in C; other arguments (numpy integers, say) go through
     redis-py's encoder."""
@@ -163,4 +165,5 @@ def _pack(conn, cmds: list) -> list:
             return [b"".join([hiredis.pack_command(cmd) for cmd in cmds])]
         except TypeError:
             pass
-    return conn.pack_commands(cmds)
+    packed: list[Any] = conn.pack_commands(cmds)
+    return packed
