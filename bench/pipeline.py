@@ -180,7 +180,7 @@ def _annotate(url, redis_url, handles, seconds, ready, go, out, separate=False):
     out.put((sum(counts.values()), time.process_time() - cpu0, at_once[0]))
 
 
-def _cpu_seconds(pids=None, pgid=None) -> float:
+def cpu_seconds(pids=None, pgid=None) -> float:
     """User + system CPU seconds of the given processes, or of every process in a process
     group, from /proc (Linux)."""
     tick = os.sysconf("SC_CLK_TCK")
@@ -255,7 +255,7 @@ def throughput(redis_url, procs, n_tasks, seconds, annotators, load_procs, datab
         for _ in handles:
             ready.get(timeout=300)
         redis_pid = int(r.info("server")["process_id"])
-        c_celery, c_redis = _cpu_seconds(pgid=proc.pid), _cpu_seconds(pids={redis_pid})
+        c_celery, c_redis = cpu_seconds(pgid=proc.pid), cpu_seconds(pids={redis_pid})
         t0 = time.time()
         go.set()
         got = [q.get() for _ in ps]  # put as a process's annotators finish, before it exits
@@ -264,8 +264,8 @@ def throughput(redis_url, procs, n_tasks, seconds, annotators, load_procs, datab
         t_all = time.time() - t0
         [p.join() for p in ps]
         cpu = {"load": sum(g[1] for g in got),
-               "celery": _cpu_seconds(pgid=proc.pid) - c_celery,
-               "redis": _cpu_seconds(pids={redis_pid}) - c_redis}
+               "celery": cpu_seconds(pgid=proc.pid) - c_celery,
+               "redis": cpu_seconds(pids={redis_pid}) - c_redis}
         total = sum(g[0] for g in got)
         return total, t_sub, t_all, cpu, sum(g[2] for g in got)
     finally:
