@@ -17,7 +17,6 @@ its keys afterwards.
 
 from __future__ import annotations
 
-import csv
 import os
 import shutil
 import signal

@@ -39,6 +39,7 @@ from typing import Any, Callable
 
 import numpy as np
 from sqlalchemy import bindparam, func, select, update
+from sqlmodel import col
 
 from ..db import session_scope
 from ..goldstats import apply_quality_rule
@@ -96,7 +97,7 @@ def push_priorities(redis: Any, hot: Hot, tasks: Any, pipeline: Any = None) -> N
         return
     pri = hot.policy.priority(hot.state, seqs)
     mapping = {int(t): float(p) for t, p in zip(seqs, pri)}
-    k = Keys(hot.project.id)
+    k = Keys(hot.project_id)
     pipe = pipeline or redis.pipeline(transaction=False)
     pipe.zadd(k.pending, mapping, xx=True)
     pipe.zadd(k.parked, mapping, xx=True)
@@ -106,9 +107,10 @@ def push_priorities(redis: Any, hot: Hot, tasks: Any, pipeline: Any = None) -> N
 
 def applied_counts(engine: Any, project_id: int) -> dict[int, int]:
     """task seq -> labels applied, from SQL (one GROUP BY; only after a replay)."""
-    stmt = (select(Task.seq, func.count(Label.id)).join(Task, Task.id == Label.task_id)
-            .where(Label.project_id == project_id, Label.applied_seq.is_not(None))
-            .group_by(Task.seq))
+    stmt = (select(col(Task.seq), func.count(col(Label.id)))
+            .join(Task, col(Task.id) == col(Label.task_id))
+            .where(col(Label.project_id) == project_id, col(Label.applied_seq).is_not(None))
+            .group_by(col(Task.seq)))
     with engine.connect() as conn:
         return {int(t): int(n) for t, n in conn.execute(stmt)}
 
@@ -243,7 +245,7 @@ class Applier:
                         if obs.gold:
                             gold_workers.add(obs.worker)
                     if marks:
-                        t = Label.__table__
+                        t = getattr(Label, "__table__")
                         res = session.connection().execute(
                             update(t).where(t.c.id == bindparam("lid"),
                                             t.c.applied_seq.is_(None))

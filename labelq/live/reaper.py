@@ -22,7 +22,7 @@ import time
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import select
+from sqlmodel import col, select
 
 from ..db import session_scope
 from ..models import Assignment, Label, Project, Task, Worker, utc_from_ms
@@ -63,7 +63,8 @@ def expire_leases(engine: Any, redis: Any, project_id: int, *, lease_ms: int,
                 has_label = session.exec(select(Label.id)
                                          .where(Label.assignment_id == aid)).first()
                 if cap is None:
-                    cap = session.get(Project, project_id).max_labels or -1
+                    project = session.get(Project, project_id)
+                    cap = (project.max_labels if project is not None else None) or -1
             if has_label is not None:
                 scripts.submit_finish(k, aid, None if cap < 0 else cap)
                 out["finished"] += 1
@@ -86,14 +87,17 @@ def record_expired(engine: Any, project_id: int, released: list[tuple[str, Relea
     if not issued:
         return 0
     with session_scope(engine) as session:
-        wids = dict(session.exec(select(Worker.seq, Worker.id).where(
-            Worker.project_id == project_id,
-            Worker.seq.in_({r.worker for _a, r in issued}))).all())
+        wids: dict[int, int] = {int(s): int(i) for s, i in session.exec(
+            select(col(Worker.seq), col(Worker.id)).where(
+                Worker.project_id == project_id,
+                col(Worker.seq).in_({r.worker for _a, r in issued}))).all()}
         missing = {r.task for _a, r in issued if r.task_id is None}
-        tids = dict(session.exec(select(Task.seq, Task.id).where(
-            Task.project_id == project_id, Task.seq.in_(missing))).all()) if missing else {}
-        have = set(session.exec(select(Assignment.id).where(
-            Assignment.id.in_([aid for aid, _r in issued]))).all())
+        tids: dict[int, int] = {int(s): int(i) for s, i in session.exec(
+            select(col(Task.seq), col(Task.id)).where(
+                Task.project_id == project_id, col(Task.seq).in_(missing))).all()} \
+            if missing else {}
+        have: set[str] = set(session.exec(select(col(Assignment.id)).where(
+            col(Assignment.id).in_([aid for aid, _r in issued]))).all())
     rows = [dict(id=aid, project_id=project_id,
                  task_id=r.task_id if r.task_id is not None else tids[r.task],
                  worker_id=wids[r.worker], is_gold=r.gold, state="expired",

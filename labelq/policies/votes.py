@@ -8,7 +8,7 @@ import numpy as np
 __all__ = ["vote_scores", "expected_zero_one_loss", "margin", "shares"]
 
 
-def vote_scores(labels: np.ndarray, weights: np.ndarray, n_classes: int) -> np.ndarray:
+def vote_scores(labels: np.ndarray, weights: np.ndarray | float, n_classes: int) -> np.ndarray:
     """Weighted label counts: ``scores[i, c] = sum_j weights[i, j] * 1[labels[i, j] == c]``.
 
     ``labels`` is (n, K) with -1 for a missing label; ``weights`` broadcasts against it."""
