@@ -16,7 +16,7 @@ from labelq.service import Service
 from labelq.settings import Settings
 
 from .conftest import make_project
-from .test_applier import fresh_posterior
+from live.test_applier import fresh_posterior
 
 
 @pytest.mark.parametrize("policy", ["optkg-workers", "optkg-multi", "overlap:n=2",
