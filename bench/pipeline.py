@@ -80,10 +80,10 @@ def project(url, n, workers=8, max_labels=3):
 
 def latency(redis_url, n, requests):
     import redis
-    from labelq.queue.applier import refill_project
-    from labelq.queue.hotstate import StateCache
-    from labelq.queue.keys import Keys
-    from labelq.queue.rebuild import rebuild_project
+    from labelq.live.applier import Applier
+    from labelq.live.hotstate import StateCache
+    from labelq.live.redis.keys import Keys
+    from labelq.live.rebuild import rebuild_project
     from labelq.service import Service
     from labelq.settings import Settings
     r = redis.Redis.from_url(redis_url)
@@ -102,7 +102,7 @@ def latency(redis_url, n, requests):
         svc.next_assignment(f"b{j}")  # warm the caches; every worker is active
     k = Keys(pid)
     decide_ms, inbox_ms = [], []
-    cache = StateCache()
+    applier = Applier(eng, r, cache=StateCache())  # one applier process (its pace meter)
     while len(decide_ms) < requests or len(inbox_ms) < requests:
         # decide at once: inboxes emptied, their held reservations returned to the pool
         # (as the reaper does when a hold runs out)
@@ -116,7 +116,7 @@ def latency(redis_url, n, requests):
             decide_ms.append(time.perf_counter() - t)
             assert a is not None
         # from the inbox the applier filled (untimed)
-        refill_project(eng, r, pid, cache)
+        applier.refill_project(pid)
         for _ in range(5):
             for j in range(8):
                 if not r.llen(k.inbox(j)):
@@ -150,15 +150,15 @@ def _annotate(url, redis_url, handles, seconds, ready, go, out, separate=False):
 
     # count the requests that found the inbox empty and decided at once
     at_once = [0]
-    decide_at_once = svc._decide
+    decide_at_once = svc.assigner.decide
 
     def counted(*a, **kw):
         at_once[0] += 1
         return decide_at_once(*a, **kw)
-    svc._decide = counted
+    svc.assigner.decide = counted
 
     def one(h):
-        svc._hot(svc._worker(h))  # warm the worker and policy-state caches
+        svc.assigner.hot(svc.worker(h))  # warm the worker and policy-state caches
         ready.put(h)
         go.wait()
         n = 0
@@ -180,7 +180,7 @@ def _annotate(url, redis_url, handles, seconds, ready, go, out, separate=False):
     out.put((sum(counts.values()), time.process_time() - cpu0, at_once[0]))
 
 
-def _cpu_seconds(pids=None, pgid=None) -> float:
+def cpu_seconds(pids=None, pgid=None) -> float:
     """User + system CPU seconds of the given processes, or of every process in a process
     group, from /proc (Linux)."""
     tick = os.sysconf("SC_CLK_TCK")
@@ -255,7 +255,7 @@ def throughput(redis_url, procs, n_tasks, seconds, annotators, load_procs, datab
         for _ in handles:
             ready.get(timeout=300)
         redis_pid = int(r.info("server")["process_id"])
-        c_celery, c_redis = _cpu_seconds(pgid=proc.pid), _cpu_seconds(pids={redis_pid})
+        c_celery, c_redis = cpu_seconds(pgid=proc.pid), cpu_seconds(pids={redis_pid})
         t0 = time.time()
         go.set()
         got = [q.get() for _ in ps]  # put as a process's annotators finish, before it exits
@@ -264,8 +264,8 @@ def throughput(redis_url, procs, n_tasks, seconds, annotators, load_procs, datab
         t_all = time.time() - t0
         [p.join() for p in ps]
         cpu = {"load": sum(g[1] for g in got),
-               "celery": _cpu_seconds(pgid=proc.pid) - c_celery,
-               "redis": _cpu_seconds(pids={redis_pid}) - c_redis}
+               "celery": cpu_seconds(pgid=proc.pid) - c_celery,
+               "redis": cpu_seconds(pids={redis_pid}) - c_redis}
         total = sum(g[0] for g in got)
         return total, t_sub, t_all, cpu, sum(g[2] for g in got)
     finally:

@@ -107,7 +107,7 @@ def unsupported(spec: str, source: EnvSource) -> str | None:
     try:
         build(spec).init_state(env.problem())
     except PolicyError as exc:
-        return f"n/a (binary only)" if env.n_classes > 2 else f"n/a ({exc})"
+        return "n/a (binary only)" if env.n_classes > 2 else f"n/a ({exc})"
     return None
 
 

@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench._report import command_line, machine, write_section  # noqa: E402
-from bench.pipeline import (_cpu_seconds, fresh_database, project,  # noqa: E402
+from bench.pipeline import (cpu_seconds, fresh_database, project,  # noqa: E402
                             start_celery, wait_applied)
 
 
@@ -127,9 +127,9 @@ def run(redis_url, servers, procs, n_tasks, seconds, annotators, load_procs,
         redis_pid = int(r.info("server")["process_id"])
         api_groups = [proc.pid for proc in started[1:]]  # each serve's process group
         def api_cpu():
-            return sum(_cpu_seconds(pgid=g) for g in api_groups)
-        c0 = {"celery": _cpu_seconds(pgid=started[0].pid), "api": api_cpu(),
-              "redis": _cpu_seconds(pids={redis_pid})}
+            return sum(cpu_seconds(pgid=g) for g in api_groups)
+        c0 = {"celery": cpu_seconds(pgid=started[0].pid), "api": api_cpu(),
+              "redis": cpu_seconds(pids={redis_pid})}
         t0 = time.time()
         go.set()
         got = [q.get() for _ in ps]
@@ -139,8 +139,8 @@ def run(redis_url, servers, procs, n_tasks, seconds, annotators, load_procs,
         [p_.join() for p_ in ps]
         cpu = {"clients": sum(g[1] for g in got),
                "api": api_cpu() - c0["api"],
-               "celery": _cpu_seconds(pgid=started[0].pid) - c0["celery"],
-               "redis": _cpu_seconds(pids={redis_pid}) - c0["redis"]}
+               "celery": cpu_seconds(pgid=started[0].pid) - c0["celery"],
+               "redis": cpu_seconds(pids={redis_pid}) - c0["redis"]}
         errors = [e for g in got for e in g[2]]
         return sum(g[0] for g in got), t_sub, t_all, cpu, errors
     finally:

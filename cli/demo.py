@@ -17,7 +17,6 @@ its keys afterwards.
 
 from __future__ import annotations
 
-import csv
 import os
 import shutil
 import signal
@@ -172,8 +171,8 @@ def demo_cmd(n_tasks, n_gold, n_workers, n_careless, n_categories, labels_per_ta
     from labelq.errors import BudgetExhausted, Forbidden
     from labelq.models import Label, Worker
     from labelq.policies import names
-    from labelq.queue.keys import Keys
-    from labelq.queue.rebuild import delete_hot
+    from labelq.live.redis.keys import Keys
+    from labelq.live.rebuild import delete_hot
     from labelq.service import Service
     from labelq.settings import Settings
     from workers.main import create_app
@@ -208,7 +207,7 @@ def demo_cmd(n_tasks, n_gold, n_workers, n_careless, n_categories, labels_per_ta
                f"{QUALITY['threshold']} gold accuracy (confidence {QUALITY['confidence']}, "
                f"after {QUALITY['min_gold']} gold answers).")
     click.echo(f"Record: {db_url}")
-    from labelq.queue.rebuild import ensure_hot
+    from labelq.live.rebuild import ensure_hot
     ensure_hot(eng, client, pid)  # build the hot state once, up front
     celery = _start_celery(env, out / "celery.log")
     app = create_app(url)

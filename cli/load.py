@@ -122,8 +122,8 @@ def gold_correct(name, task_id, answer, database_url, redis_url):
     flag are named (resume them with labelq workers resume)."""
     from labelq.models import Worker
     from labelq.projects import correct_gold
-    from labelq.queue.problem import load_view
-    from labelq.queue.quality import flagged
+    from labelq.problem import load_view
+    from labelq.goldstats import flagged
     from sqlmodel import select
 
     with session_scope(engine(database_url)) as s:
@@ -140,7 +140,7 @@ def gold_correct(name, task_id, answer, database_url, redis_url):
     click.echo(f"{task_id}: answer {out['old_answer']} -> {out['answer']} "
                f"({n} gold answer{'' if n == 1 else 's'} re-scored)")
     try:
-        from labelq.queue.hotstate import bump_epoch
+        from labelq.live.hotstate import bump_epoch
         bump_epoch(redis_client(redis_url), pid)
     except LabelqError as exc:
         click.echo(f"warning: {exc}; running policies keep the old answer until "

@@ -78,7 +78,7 @@ def rebuild_cmd(name: str, database_url, redis_url, output: str) -> None:
     """Reconstruct all Redis state of project NAME from SQL (after a flush)."""
     from labelq.db import session_scope
     from labelq.projects import get_project
-    from labelq.queue.rebuild import rebuild_project
+    from labelq.live.rebuild import rebuild_project
 
     eng = engine(database_url)
     with session_scope(eng) as session:

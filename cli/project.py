@@ -130,8 +130,8 @@ def delete(name, yes, database_url, redis_url):
     # the hot state goes first: were the SQL delete to fail, the project would rebuild it
     # from SQL on its next use; the other way round, a new project given the same id
     # (SQLite reuses the largest) would find this one's state
-    from labelq.queue.keys import GLOBAL_PROJECTS
-    from labelq.queue.rebuild import delete_hot
+    from labelq.live.redis.keys import GLOBAL_PROJECTS
+    from labelq.live.rebuild import delete_hot
     r = redis_client(redis_url)
     r.srem(GLOBAL_PROJECTS, pid)
     delete_hot(r, pid)

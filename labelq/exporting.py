@@ -27,7 +27,7 @@ from .aggregation import AutoAggregator, evidence, worker_accuracy
 from .aggregation.base import check_labels
 from .errors import InputError
 from .models import Label, Project, Task, Worker
-from .queue.problem import ProjectView, load_view
+from .problem import ProjectView, load_view
 
 __all__ = ["ProjectLabels", "load_project_labels", "aggregate_project", "aggregation_notes",
            "aggregated_rows",
@@ -80,7 +80,7 @@ def aggregate_project(session: Session, project: Project, pl: ProjectLabels, met
         raise InputError(f"unknown aggregation method {method!r}; choose from "
                          f"{', '.join(METHODS)}", field="method")
     if method == "policy":
-        from .queue.hotstate import fold_from_sql
+        from .live.hotstate import fold_from_sql
 
         hot = fold_from_sql(session, project, unapplied=True)
         return PosteriorAggregator(hot.policy.predict_proba(hot.state))

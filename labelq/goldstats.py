@@ -1,8 +1,14 @@
-"""Gold statistics of a project from the durable record (the SQL edge of ``labelq.gold``).
+"""Gold's SQL side: scores, the quality rule and the gold pool's exhaustion, from the record.
 
-``project_gold_scores`` turns the gold labels into :class:`labelq.gold.scoring.GoldScores`
-(per worker, per category Beta posteriors); ``gold_exhaustion`` tells which active workers
-have seen most of the gold pool (:class:`labelq.gold.pool.ExhaustionRule`).
+* :func:`gold_scores` turns the gold labels of some workers into
+  :class:`labelq.gold.scoring.GoldScores` (per worker, per category Beta posteriors);
+  :func:`project_gold_scores` does it for every worker of a project.
+* :func:`flagged` / :func:`apply_quality_rule`: the project's ``quality`` JSON is a
+  :class:`labelq.gold.quality.QualityRule`; the applier runs it after each batch that had
+  gold, and an *active* worker the rule flags is paused (status in SQL, which ``next``
+  reads on every request).
+* :func:`gold_exhaustion` tells which active workers have seen most of the gold pool
+  (:class:`labelq.gold.pool.ExhaustionRule`).
 """
 
 from __future__ import annotations
@@ -10,15 +16,59 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from sqlalchemy import func
+from sqlalchemy import case, func
 from sqlmodel import Session, select
 
 from .gold.pool import ExhaustionRule
+from .gold.quality import QualityRule
 from .gold.scoring import GoldScores
-from .models import Assignment, Project, Task, Worker
-from .queue.quality import gold_scores
+from .models import Assignment, Label, Project, Task, Worker
 
-__all__ = ["ProjectGold", "project_gold_scores", "gold_exhaustion"]
+__all__ = ["ProjectGold", "project_gold_scores", "gold_exhaustion", "gold_scores", "flagged",
+           "apply_quality_rule"]
+
+
+def gold_scores(session: Session, project_id: int, worker_seqs: list[int],
+                categories: list[str]) -> GoldScores:
+    """Scores of ``worker_seqs`` (rows in that order) over ``categories``."""
+    correct = func.sum(case((Label.value == Task.gold_answer, 1), else_=0))
+    q = (select(Worker.seq, Task.category, func.count(), correct)
+         .join(Label, Label.worker_id == Worker.id).join(Task, Task.id == Label.task_id)
+         .where(Label.project_id == project_id, Label.is_gold.is_(True),
+                Worker.seq.in_(worker_seqs))
+         .group_by(Worker.seq, Task.category))
+    row_of = {w: i for i, w in enumerate(worker_seqs)}
+    col_of = {c: i for i, c in enumerate(categories)}
+    scores = GoldScores.zeros(len(worker_seqs), max(len(categories), 1))
+    for seq, cat, n, c in session.exec(q).all():
+        scores.total[row_of[int(seq)], col_of.get(cat, 0)] += n
+        scores.correct[row_of[int(seq)], col_of.get(cat, 0)] += int(c or 0)
+    return scores
+
+
+def flagged(session: Session, project: Project, worker_seqs: list[int],
+            categories: list[str] | None = None) -> list[int]:
+    """Those of ``worker_seqs`` the project's quality rule flags on their gold scores in
+    SQL now (none without a rule)."""
+    if not project.quality or not worker_seqs:
+        return []
+    rule = QualityRule(**project.quality)
+    scores = gold_scores(session, project.id, worker_seqs, categories or [""])
+    return [worker_seqs[int(i)] for i in rule.workers_to_pause(scores)]
+
+
+def apply_quality_rule(session: Session, project: Project, worker_seqs: list[int],
+                       categories: list[str] | None = None) -> list[str]:
+    """Pause the active workers among ``worker_seqs`` the rule flags; returns handles."""
+    paused = []
+    for seq in flagged(session, project, worker_seqs, categories):
+        w = session.exec(select(Worker).where(Worker.project_id == project.id,
+                                              Worker.seq == seq)).one()
+        if w.status == "active":
+            w.status = "paused"
+            session.add(w)
+            paused.append(w.handle)
+    return paused
 
 
 @dataclass

@@ -227,7 +227,7 @@ def correct_gold(session: Session, project: Project, external_id: str,
     """Set the answer of gold question ``external_id`` (a wrong one scores careful
     annotators as wrong, and may pause them). Returns the old and new answer and how many
     labels it re-scores. Gold scores, the quality rule and exports read answers from SQL;
-    the live policy state must be folded again (:func:`labelq.queue.hotstate.bump_epoch`)."""
+    the live policy state must be folded again (:func:`labelq.live.hotstate.bump_epoch`)."""
     if answer not in project.labels:
         raise InputError(f"answer {answer!r} is not in the label set {project.labels}",
                          field="answer")

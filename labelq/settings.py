@@ -13,10 +13,20 @@ LABELQ_MAX_OPEN            assignments an annotator may hold      1
 LABELQ_OPERATOR_TOKEN      bearer token of the HTTP API's         (unset: operator
                            operator endpoints (status, export,    endpoints answer 503)
                            enroll); at least 16 characters
+LABELQ_DECISION_SEED       seeds the decisions' random draws      (unset: unseeded)
+                           (reproducible tests), >= 0
+LABELQ_CELERY_QUEUE        the Celery queue of the live tasks     labelq
+LABELQ_BEAT_SECONDS        the beat's period (expire leases,      5
+                           take in tasks, wake the appliers)
+LABELQ_VISIBILITY_TIMEOUT  seconds before an unacknowledged       300
+                           Celery message is redelivered
 =========================  =====================================  ==========================
 
-:func:`check_environment` also checks the variables other modules read (the decision seed,
-the server's port and process count, the Celery worker's timings, the annotator's API URL).
+The engine's other constants (hold and lease grace times, window sizes, retry counts) are
+not deployment settings: they are :class:`labelq.live.tuning.Tuning`.
+
+:func:`check_environment` also checks the variables the CLI's edges read themselves (the
+server's port and process count, the annotator's API URL).
 """
 
 from __future__ import annotations
@@ -43,6 +53,10 @@ class Settings:
     inbox_max: int = 50
     max_open: int = 1
     operator_token: str | None = field(default=None, repr=False)
+    decision_seed: int | None = None
+    celery_queue: str = "labelq"
+    beat_seconds: float = 5.0
+    visibility_timeout: int = 300
 
     @property
     def sqlalchemy_url(self) -> str:
@@ -96,26 +110,28 @@ def _secret(env: Mapping[str, str], name: str, min_length: int) -> str | None:
     return raw
 
 
-def _int_in(env: Mapping[str, str], name: str, low: int, high: int | None) -> None:
+def _int_in(env: Mapping[str, str], name: str, low: int, high: int | None) -> int | None:
     value = _whole(env, name)
     if value is None:
-        return
+        return None
     if value < low or (high is not None and value > high):
         upper = f" and at most {high}" if high is not None else ""
         raise ConfigError(f"{name} must be at least {low}{upper}, got {value}", variable=name)
+    return value
 
 
-def _positive_number(env: Mapping[str, str], name: str) -> None:
+def _positive_number(env: Mapping[str, str], name: str, default: float) -> float:
     raw = env.get(name)
     if raw is None or raw == "":
-        return
+        return default
     try:
-        ok = float(raw) > 0
+        value = float(raw)
     except ValueError:
-        ok = False
-    if not ok:
+        value = 0.0
+    if not value > 0:
         raise ConfigError(f"{name} must be a positive number of seconds, got {raw!r}",
                           variable=name)
+    return value
 
 
 def check_environment(env: Mapping[str, str] | None = None) -> Settings:
@@ -124,11 +140,8 @@ def check_environment(env: Mapping[str, str] | None = None) -> Settings:
     command (exit code 2), not only those that happen to read it. Returns the settings."""
     env = os.environ if env is None else env
     settings = load_settings(env)
-    _int_in(env, "LABELQ_DECISION_SEED", 0, None)  # labelq.queue.decide
     _int_in(env, "LABELQ_PORT", 0, 65535)  # labelq serve
     _int_in(env, "LABELQ_API_WORKERS", 1, 256)
-    _int_in(env, "LABELQ_VISIBILITY_TIMEOUT", 1, None)  # workers.main (Celery's broker)
-    _positive_number(env, "LABELQ_BEAT_SECONDS")
     api_url = env.get("LABELQ_API_URL")
     if api_url and urlparse(api_url).scheme not in ("http", "https"):
         raise ConfigError(f"LABELQ_API_URL must be an http:// or https:// URL; got {api_url!r}",
@@ -147,4 +160,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         inbox_max=_positive_int(env, "LABELQ_INBOX_MAX", Settings.inbox_max),
         max_open=_positive_int(env, "LABELQ_MAX_OPEN", Settings.max_open),
         operator_token=_secret(env, "LABELQ_OPERATOR_TOKEN", 16),
+        decision_seed=_int_in(env, "LABELQ_DECISION_SEED", 0, None),
+        celery_queue=env.get("LABELQ_CELERY_QUEUE") or Settings.celery_queue,
+        beat_seconds=_positive_number(env, "LABELQ_BEAT_SECONDS", Settings.beat_seconds),
+        visibility_timeout=_int_in(env, "LABELQ_VISIBILITY_TIMEOUT", 1, None)
+        or Settings.visibility_timeout,
     )

@@ -14,29 +14,27 @@ backoff, 2 s growing to 30 s between tries), with the transport of :mod:`workers
 
 from __future__ import annotations
 
-import os
-
 from celery import Celery
 
-from labelq.settings import load_settings
+from labelq.settings import Settings, load_settings
 
-__all__ = ["create_app", "app", "QUEUE"]
+__all__ = ["create_app", "app", "QUEUE", "SETTINGS"]
 
-BEAT_SECONDS = float(os.environ.get("LABELQ_BEAT_SECONDS", "5"))
-# the queue the tasks go to; ``labelq demo`` uses a private one so a deployment's workers
-# never pick up its messages
-QUEUE = os.environ.get("LABELQ_CELERY_QUEUE", "labelq")
+SETTINGS = load_settings()
+# the queue the tasks go to (``LABELQ_CELERY_QUEUE``); ``labelq demo`` uses a private one so
+# a deployment's workers never pick up its messages
+QUEUE = SETTINGS.celery_queue
 
 
-def create_app(redis_url: str | None = None) -> Celery:
-    url = redis_url or load_settings().redis_url
+def create_app(redis_url: str | None = None, settings: Settings = SETTINGS) -> Celery:
+    url = redis_url or settings.redis_url
     celery = Celery("labelq", broker=url, include=["workers.tasks", "workers.jobs"])
     celery.conf.update(
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
         task_ignore_result=True,
-        task_default_queue=QUEUE,
+        task_default_queue=settings.celery_queue,
         broker_connection_retry_on_startup=True,
         # keep reconnecting for as long as Redis is away (the default gives up after 100
         # tries, about 3 hours at the top interval, and the worker exits)
@@ -49,11 +47,10 @@ def create_app(redis_url: str | None = None) -> Celery:
         # would kill an applier between its SQL commit and its Redis writes
         worker_cancel_long_running_tasks_on_connection_loss=False,
         # an unacknowledged message of a vanished worker is redelivered after this long
-        broker_transport_options={"visibility_timeout": int(
-            os.environ.get("LABELQ_VISIBILITY_TIMEOUT", "300"))},
+        broker_transport_options={"visibility_timeout": settings.visibility_timeout},
         worker_hijack_root_logger=False,
         beat_schedule={"labelq-maintain": {"task": "labelq.maintain",
-                                           "schedule": BEAT_SECONDS}},
+                                           "schedule": settings.beat_seconds}},
     )
     return celery
 

@@ -1,11 +1,15 @@
-"""Thin Celery tasks: take ids, call a pure ``labelq`` function, are idempotent.
+"""Thin Celery tasks: take ids, call the live engine, are idempotent.
 
-* ``labelq.apply_labels(project_id)`` → :func:`labelq.queue.applier.apply_pending`: fold
-  the new labels into the posterior, then refill the inboxes of the active workers. A
+* ``labelq.apply_labels(project_id)`` → :meth:`labelq.live.applier.Applier.apply_pending`:
+  fold the new labels into the posterior, then refill the inboxes of the active workers. A
   redelivered or duplicate message finds nothing unapplied (and at most tops up inboxes).
-* ``labelq.maintain()`` (beat) → expire leases and held inbox reservations whose hold ran
-  out, take in new tasks, reopen tasks below a raised label cap, and run every project's
-  applier (which refreshes the inboxes).
+  A run that found another applier holding the lock retries while labels wait, one
+  retrier at a time (:meth:`~labelq.live.applier.Applier.claim_retry`).
+* ``labelq.maintain()`` (beat) → :func:`labelq.live.upkeep.maintain_project` for every
+  project with hot state, then wake its applier.
+
+The worker process's :class:`~labelq.live.applier.Applier` (its state cache, generator and
+clocks) is made once, from the settings, at the first task.
 """
 
 from __future__ import annotations
@@ -13,56 +17,37 @@ from __future__ import annotations
 from functools import lru_cache
 
 from labelq.db import get_engine
-from labelq.queue.applier import apply_pending
-from labelq.queue.keys import GLOBAL_PROJECTS, Keys
-from labelq.queue.reaper import expire_leases
-from labelq.queue.rebuild import add_new_tasks, reopen_below_cap
-from labelq.settings import load_settings
+from labelq.live.applier import Applier
+from labelq.live.redis.keys import GLOBAL_PROJECTS
+from labelq.live.upkeep import maintain_project
 
-from .main import app
+from .main import SETTINGS, app
 
 __all__ = ["apply_labels", "maintain", "notify"]
 
 
 @lru_cache(maxsize=1)
-def _engine():
-    return get_engine(load_settings())
-
-
-@lru_cache(maxsize=1)
-def _redis():
+def _applier() -> Applier:
     import redis
-    return redis.Redis.from_url(load_settings().redis_url)
+    return Applier(get_engine(SETTINGS), redis.Redis.from_url(SETTINGS.redis_url),
+                   settings=SETTINGS)
 
 
 @app.task(name="labelq.apply_labels", bind=True, max_retries=None)
 def apply_labels(self, project_id: int) -> int:
-    report = apply_pending(_engine(), _redis(), int(project_id))
-    r, k = _redis(), Keys(project_id)
-    if report.busy and r.exists(k.apply_wanted):
-        # another applier holds the lock; it will see the flag, but if it died, the lock
-        # expires and this retry takes over. One retrier at a time (``apply_retry``): a
-        # holder that keeps running leaves the flag set, and the beat's wake-ups would
-        # otherwise pile up, each retrying every second
-        me = str(self.request.id)
-        if r.set(k.apply_retry, me, nx=True, px=3000) or \
-                (r.get(k.apply_retry) or b"").decode() == me:
-            r.pexpire(k.apply_retry, 3000)
-            raise self.retry(countdown=1)
+    applier = _applier()
+    report = applier.apply_pending(int(project_id))
+    if report.busy and applier.claim_retry(int(project_id), str(self.request.id)):
+        raise self.retry(countdown=applier.tuning.retry_countdown_s)
     return report.applied
 
 
 @app.task(name="labelq.maintain")
 def maintain() -> dict:
-    from labelq.queue.applier import CACHE
-    out = {}
-    r = _redis()
-    for raw in r.smembers(GLOBAL_PROJECTS):
-        pid = int(raw)
-        out[pid] = expire_leases(_engine(), r, pid)
-        add_new_tasks(_engine(), r, pid, CACHE)
-        reopen_below_cap(_engine(), r, pid, CACHE)
-        apply_labels.delay(pid)
+    applier, out = _applier(), {}
+    for raw in applier.redis.smembers(GLOBAL_PROJECTS):
+        out[int(raw)] = maintain_project(applier, int(raw))
+        apply_labels.delay(int(raw))
     return out
 
 

@@ -13,7 +13,7 @@ from sqlalchemy import and_, case, func
 from sqlmodel import Session, select
 
 from ..models import ENDED_UNLABELLED, Assignment, Label, Task, Worker
-from ..queue.keys import Keys
+from ..live.redis.keys import Keys
 
 __all__ = ["worker_progress"]
 

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..policies import Observation, Problem, build
-from ..policies.bkube import AGREEMENT_RULES, _credit, completed_tasks
+from ..policies.bkube import AGREEMENT_RULES, agreement_credit, completed_tasks
 
 __all__ = ["Instance", "make_instance", "agreement_estimates", "estimate_report",
            "format_estimates", "run_policy", "run_grid", "format_table", "main",
@@ -112,9 +112,9 @@ def agreement_estimates(task_labels: list, n_workers: int, n_classes: int,
         for w, lab in arr:
             counts[lab] += 1
             if rule == "at-label":
-                agree[w] += float(_credit(np.array([lab]), counts)[0])
+                agree[w] += float(agreement_credit(np.array([lab]), counts)[0])
         if rule == "current":
-            np.add.at(agree, arr[:, 0], _credit(arr[:, 1], counts))
+            np.add.at(agree, arr[:, 0], agreement_credit(arr[:, 1], counts))
         np.add.at(pulls, arr[:, 0], 1)
     return agree, pulls
 

@@ -116,7 +116,8 @@ class Policy:
         pass
 
     def __init__(self, params: Any = None) -> None:
-        self.params = params if params is not None else self.Params()
+        # a subclass's own Params (each policy declares its fields)
+        self.params: Any = params if params is not None else self.Params()
 
     # --- state -----------------------------------------------------------------------
     def init_state(self, problem: Problem) -> Any:

@@ -51,7 +51,8 @@ from .base import Observation, Policy, Problem
 from ._knapsack import density_greedy
 from .registry import register
 
-__all__ = ["BKube", "SequentialBudgetPolicy", "SeqState", "completed_tasks", "AGREEMENT_RULES"]
+__all__ = ["BKube", "SequentialBudgetPolicy", "SeqState", "completed_tasks", "AGREEMENT_RULES",
+           "agreement_credit"]
 
 
 @dataclass
@@ -85,7 +86,7 @@ def completed_tasks(state: SeqState) -> int:
     return int(np.count_nonzero(state.done))
 
 
-def _credit(labels: np.ndarray, counts: np.ndarray) -> np.ndarray:
+def agreement_credit(labels: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """Agreement credit of each label with the majority of ``counts``: 1 for the unique
     leader, ``1/#tied`` when tied for the top, 0 otherwise."""
     top = counts == counts.max()
@@ -236,15 +237,16 @@ class SequentialBudgetPolicy(Policy):
         if self.params.agreement == "current":
             if rows:  # withdraw the agreement credit given under the old estimate
                 old = np.asarray(rows, dtype=np.int64)
-                np.subtract.at(state.agree, old[:, 0], _credit(old[:, 1], state.counts[i]))
+                np.subtract.at(state.agree, old[:, 0],
+                               agreement_credit(old[:, 1], state.counts[i]))
             rows.append([w, lab])
             state.counts[i, lab] += 1
             new = np.asarray(rows, dtype=np.int64)
-            np.add.at(state.agree, new[:, 0], _credit(new[:, 1], state.counts[i]))
+            np.add.at(state.agree, new[:, 0], agreement_credit(new[:, 1], state.counts[i]))
         else:  # at-label: scored once, against the majority right after this label
             rows.append([w, lab])
             state.counts[i, lab] += 1
-            state.agree[w] += float(_credit(np.array([lab]), state.counts[i])[0])
+            state.agree[w] += float(agreement_credit(np.array([lab]), state.counts[i])[0])
         state.pulls[w] += 1
         state.spent += float(state.cost[w])
         state.current = i

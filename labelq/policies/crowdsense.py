@@ -27,10 +27,10 @@ from typing import Any
 import numpy as np
 
 from .base import Observation, Policy, Problem
-from .bbta import _margin, _shares, vote_scores
-from .iethresh import (StreamState, _best, _new_task, _stream_from_dict, _stream_state,
-                       finished_agreement, stream_update)
 from .registry import register
+from .stream import (StreamState, best, finished_agreement, new_task, stream_from_dict,
+                     stream_state, stream_update)
+from .votes import margin, shares, vote_scores
 
 __all__ = ["CrowdSense"]
 
@@ -55,10 +55,10 @@ class CrowdSense(Policy):
                 raise ValueError(f"smoothing must be > 0, got {self.smoothing}")
 
     def init_state(self, problem: Problem) -> StreamState:
-        return _stream_state(problem, 0.0, 0.0, 0.0)  # n = c_j, s1 = a_j (s2 unused)
+        return stream_state(problem, 0.0, 0.0, 0.0)  # n = c_j, s1 = a_j (s2 unused)
 
     def state_from_dict(self, data: dict[str, Any]) -> StreamState:
-        return _stream_from_dict(data)
+        return stream_from_dict(data)
 
     # --- the model -------------------------------------------------------------------
     def quality(self, c: np.ndarray, a: np.ndarray) -> np.ndarray:
@@ -92,13 +92,13 @@ class CrowdSense(Policy):
         if not eligible.any():
             return None
         if size < 2:
-            return _best(q, eligible)
+            return best(q, eligible)
         if size == 2:
             pool = np.flatnonzero(eligible)
             return int(pool[rng.integers(pool.size)])
-        l = _best(q, eligible)
+        l = best(q, eligible)
         scores = vote_scores(row[None, :], q, state.n_classes)
-        score = float(_margin(scores, 1.0)[0])
+        score = float(margin(scores, 1.0)[0])
         return l if (score - q[l]) / (size + 1) < self.params.eps else None
 
     def select_pair(self, state: StreamState, mask: np.ndarray,
@@ -111,10 +111,10 @@ class CrowdSense(Policy):
             if j is not None:
                 return c, j
         q = self._quality_after_current(state)
-        i = _new_task(state, mask, np.empty(0, dtype=np.int64), rng)
+        i = new_task(state, mask, np.empty(0, dtype=np.int64), rng)
         if i is None:
             return None
-        return i, _best(q, mask[i])
+        return i, best(q, mask[i])
 
     # --- learning --------------------------------------------------------------------
     def update(self, state: StreamState, obs: Observation) -> np.ndarray:
@@ -126,4 +126,4 @@ class CrowdSense(Policy):
     def predict_proba(self, state: StreamState) -> np.ndarray:
         """Q-weighted vote shares; a task without labels is uniform."""
         q = self.quality(state.n, state.s1)
-        return _shares(vote_scores(state.labels, q, state.n_classes))
+        return shares(vote_scores(state.labels, q, state.n_classes))

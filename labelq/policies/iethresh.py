@@ -25,92 +25,18 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 from scipy.stats import t as student_t
 
 from .base import Observation, Policy, Problem
-from .bbta import expected_zero_one_loss, vote_scores
 from .random_pair import RandomPair
 from .registry import register
+from .stream import (StreamState, best, finished_agreement, new_task, stream_from_dict,
+                     stream_state, stream_update)
 
 __all__ = ["IEThresh", "StreamState", "finished_agreement", "stream_update"]
-
-
-@dataclass
-class StreamState:
-    """A task stream with worker sets: labels (N, K) or -1; ``current`` task or -1;
-    ``finished[i]`` once task i's statistics were counted; per-worker ``n``, ``s1``, ``s2``
-    (count, sum, sum of squares of rewards — IEThresh) or ``n`` and ``s1`` only (agreements,
-    CrowdSense)."""
-
-    labels: np.ndarray
-    n_classes: int
-    current: int
-    started: np.ndarray
-    finished: np.ndarray
-    n: np.ndarray
-    s1: np.ndarray
-    s2: np.ndarray
-
-
-def finished_agreement(row: np.ndarray, weights: np.ndarray | float,
-                       n_classes: int) -> tuple[np.ndarray, np.ndarray]:
-    """(workers who labelled, their expected agreement with the row's weighted vote)."""
-    who = np.flatnonzero(row >= 0)
-    scores = vote_scores(row[None, :], weights, n_classes)
-    agree = 1.0 - expected_zero_one_loss(np.repeat(scores, who.size, axis=0), row[who])
-    return who, agree
-
-
-def _stream_state(problem: Problem, prior_n: float, prior_s1: float,
-                  prior_s2: float) -> StreamState:
-    n, k = problem.n_tasks, problem.n_workers
-    return StreamState(np.full((n, k), -1, dtype=np.int64), int(problem.n_classes), -1,
-                       np.zeros(n, dtype=bool), np.zeros(n, dtype=bool),
-                       np.full(k, prior_n), np.full(k, prior_s1), np.full(k, prior_s2))
-
-
-def _stream_from_dict(data: dict[str, Any]) -> StreamState:
-    lab = np.asarray(data["labels"], dtype=np.int64).reshape(len(data["labels"]), -1)
-    return StreamState(lab, int(data["n_classes"]), int(data["current"]),
-                       np.asarray(data["started"], dtype=bool),
-                       np.asarray(data["finished"], dtype=bool),
-                       *(np.asarray(data[k], dtype=float) for k in ("n", "s1", "s2")))
-
-
-def _new_task(state: StreamState, mask: np.ndarray, preferred: np.ndarray,
-              rng: np.random.Generator) -> int | None:
-    """A random not-started task with an eligible ``preferred`` worker, else with any."""
-    fresh = ~state.started
-    for ok in (mask[:, preferred].any(axis=1) if preferred.size else None, mask.any(axis=1)):
-        if ok is None:
-            continue
-        pool = np.flatnonzero(fresh & ok)
-        if pool.size:
-            return int(pool[rng.integers(pool.size)])
-    return None
-
-
-def stream_update(state: StreamState, obs: Observation,
-                  finish_current: Callable[[StreamState], None]) -> np.ndarray:
-    """The one-task-at-a-time update IEThresh and CrowdSense share: record the label, and
-    when a label arrives for a new task, first let ``finish_current`` fold the previous
-    task's agreement into the worker statistics. Returns the touched tasks."""
-    if obs.declined or obs.label < 0 or state.labels[obs.task, obs.worker] >= 0:
-        return np.empty(0, dtype=np.int64)
-    touched = [obs.task]
-    if obs.task != state.current:
-        c = state.current
-        if c >= 0 and not state.finished[c]:
-            finish_current(state)
-            state.finished[c] = True
-            touched.append(c)
-        state.current = int(obs.task)
-        state.started[obs.task] = True
-    state.labels[obs.task, obs.worker] = obs.label
-    return np.array(touched, dtype=np.int64)
 
 
 @functools.lru_cache(maxsize=65536)
@@ -124,11 +50,6 @@ def t_quantiles(q: float, df: np.ndarray) -> np.ndarray:
     uniq, inverse = np.unique(df, return_inverse=True)
     vals = np.array([_t_quantile(float(q), float(u)) for u in uniq])
     return vals[inverse.reshape(-1)].reshape(np.shape(df))
-
-
-def _best(values: np.ndarray, allowed: np.ndarray) -> int:
-    """Index of the largest value where allowed (lowest index on ties)."""
-    return int(np.argmax(np.where(allowed, values, -np.inf)))
 
 
 @register
@@ -153,10 +74,10 @@ class IEThresh(Policy):
                 raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
 
     def init_state(self, problem: Problem) -> StreamState:
-        return _stream_state(problem, 2.0, 1.0, 1.0)  # pseudo-rewards {0, 1}
+        return stream_state(problem, 2.0, 1.0, 1.0)  # pseudo-rewards {0, 1}
 
     def state_from_dict(self, data: dict[str, Any]) -> StreamState:
-        return _stream_from_dict(data)
+        return stream_from_dict(data)
 
     # --- the model -------------------------------------------------------------------
     def _stats_after_current(self, state: StreamState):
@@ -194,14 +115,14 @@ class IEThresh(Policy):
             ui = self.upper_interval(state.n, state.s1, state.s2)
             ok = self.worker_set(ui) & mask[c]
             if ok.any():
-                return c, _best(ui, ok)
+                return c, best(ui, ok)
         ui = self.upper_interval(*self._stats_after_current(state))
         chosen = np.flatnonzero(self.worker_set(ui))
-        i = _new_task(state, mask, chosen, rng)
+        i = new_task(state, mask, chosen, rng)
         if i is None:
             return None
         ok = self.worker_set(ui) & mask[i]
-        return i, _best(ui, ok if ok.any() else mask[i])
+        return i, best(ui, ok if ok.any() else mask[i])
 
     # --- learning --------------------------------------------------------------------
     def update(self, state: StreamState, obs: Observation) -> np.ndarray:

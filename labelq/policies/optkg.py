@@ -38,10 +38,10 @@ from . import _beta, _dirichlet
 from .base import Observation, Policy, Problem, argmax_tiebreak
 from .registry import register
 
-__all__ = ["KGState", "OptKG", "KG", "KGRandom", "CVaR", "reward_matrix"]
+__all__ = ["KGState", "OptKG", "KG", "KGRandom", "CVaR", "reward_matrix", "positive_number"]
 
 
-def _positive_number(name: str, value: Any) -> float:
+def positive_number(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{name} must be a number, got {value!r}")
     value = float(value)
@@ -102,7 +102,7 @@ class _KnowledgeGradient(Policy):
         prior: float = 1.0
 
         def __post_init__(self) -> None:
-            object.__setattr__(self, "prior", _positive_number("prior", self.prior))
+            object.__setattr__(self, "prior", positive_number("prior", self.prior))
 
     # --- state ---------------------------------------------------------------------
     def init_state(self, problem: Problem) -> KGState:
@@ -233,7 +233,7 @@ class CVaR(_KnowledgeGradient):
             if not (0.0 < float(alpha) <= 1.0):
                 raise ValueError(f"alpha must be in (0, 1], got {alpha}")
             object.__setattr__(self, "alpha", float(alpha))
-            object.__setattr__(self, "prior", _positive_number("prior", self.prior))
+            object.__setattr__(self, "prior", positive_number("prior", self.prior))
 
     def _scores(self, alpha: np.ndarray) -> np.ndarray:
         if self.params.alpha == 1.0 and alpha.shape[1] == 2:

@@ -50,7 +50,7 @@ from ..errors import PolicyError
 from . import _beta
 from ._dirichlet_workers import DirichletWorkerState
 from .base import Observation, Policy, Problem
-from .optkg import _positive_number
+from .optkg import positive_number
 from .registry import register
 
 __all__ = ["WorkerKGState", "OptKGWorkers"]
@@ -131,7 +131,7 @@ class OptKGWorkers(Policy):
             if isinstance(self.refit, bool) or not isinstance(self.refit, int) or self.refit < 0:
                 raise ValueError(f"refit must be an integer >= 0, got {self.refit!r}")
             for name in ("prior", "c0", "d0", "max_strength"):
-                object.__setattr__(self, name, _positive_number(name, getattr(self, name)))
+                object.__setattr__(self, name, positive_number(name, getattr(self, name)))
             if not self.max_strength > self.c0 + self.d0:
                 raise ValueError(f"max_strength must be > c0 + d0 = {self.c0 + self.d0}, "
                                  f"got {self.max_strength}")

@@ -60,7 +60,7 @@ def test_malformed_row_5000_names_line_and_writes_nothing(eng, tmp_path, bad, fi
         load(eng, path)
     assert exc.value.line == 5000
     assert exc.value.field == field
-    assert f"line 5000" in str(exc.value) and needle in str(exc.value)
+    assert "line 5000" in str(exc.value) and needle in str(exc.value)
     assert str(path) in str(exc.value)
     assert count(eng) == 0
 

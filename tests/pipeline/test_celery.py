@@ -12,8 +12,8 @@ from sqlmodel import select
 
 from labelq.db import session_scope
 from labelq.models import Label, Project
-from labelq.queue.hotstate import decode_snapshot, fold_from_sql
-from labelq.queue.keys import Keys
+from labelq.live.hotstate import decode_snapshot, fold_from_sql
+from labelq.live.redis.keys import Keys
 from labelq.service import Service
 from labelq.settings import Settings
 from workers.main import create_app

@@ -6,9 +6,9 @@ from click.testing import CliRunner
 from sqlmodel import select
 
 from cli.main import cli
-from labelq.db import engine_for, session_scope
+from labelq.db import session_scope
 from labelq.models import Assignment, Label, Task
-from labelq.queue.keys import Keys
+from labelq.live.redis.keys import Keys
 from labelq.projects import enroll_worker, get_project
 
 from .conftest import make_project

@@ -9,10 +9,10 @@ from sqlmodel import select
 
 from cli.main import cli
 from labelq.db import session_scope
-from labelq.models import Project, Task, Worker
+from labelq.models import Project, Task
 from labelq.projects import correct_gold, get_project, set_worker_status
-from labelq.queue.applier import apply_pending
-from labelq.queue.hotstate import StateCache, bump_epoch, fold_from_sql
+from labelq.live.applier import Applier
+from labelq.live.hotstate import StateCache, bump_epoch, fold_from_sql
 from labelq.service import Service
 from labelq.settings import Settings
 
@@ -40,7 +40,7 @@ def test_a_corrected_gold_answer_reaches_the_running_state_and_names_who_to_resu
                 state_max_age=0)
     assert answer_golds_then_a_task(s, "p-w0", "b") == 3
     cache = StateCache()
-    apply_pending(eng, r, pid, cache=cache, refill=False)
+    Applier(eng, r, cache=cache).apply_pending(pid, refill=False)
     with session_scope(eng) as db:
         db.get(Project, pid).quality = {"threshold": 0.8, "min_gold": 3}
         set_worker_status(db, "p-w0", "paused")

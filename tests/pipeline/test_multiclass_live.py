@@ -8,15 +8,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from labelq.queue.applier import apply_pending
-from labelq.queue.hotstate import StateCache
-from labelq.queue.keys import Keys
-from labelq.queue.rebuild import rebuild_project
+from labelq.live.applier import Applier
+from labelq.live.hotstate import StateCache
+from labelq.live.redis.keys import Keys
+from labelq.live.rebuild import rebuild_project
 from labelq.service import Service
 from labelq.settings import Settings
 
 from .conftest import make_project
-from .test_applier import fresh_posterior
+from live.test_applier import fresh_posterior
 
 
 @pytest.mark.parametrize("policy", ["optkg-workers", "optkg-multi", "overlap:n=2",
@@ -35,7 +35,7 @@ def test_three_class_project_applies_and_rebuilds(r, db_url, policy):
             n += 1
     assert n > 24
     cache = StateCache()
-    assert apply_pending(eng, r, pid, cache=cache).applied == n
+    assert Applier(eng, r, cache=cache).apply_pending(pid).applied == n
     hot = cache.peek(pid)
     before = hot.policy.predict_proba(hot.state)
     assert before.shape == (24, 3)

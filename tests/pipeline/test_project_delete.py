@@ -10,7 +10,7 @@ from sqlmodel import select
 from cli.main import cli
 from labelq.db import session_scope
 from labelq.models import Assignment, Label, Project, Task, Worker
-from labelq.queue.keys import GLOBAL_PROJECTS, Keys
+from labelq.live.redis.keys import GLOBAL_PROJECTS, Keys
 from labelq.service import Service
 from labelq.settings import Settings
 

@@ -16,7 +16,7 @@ from sqlmodel import select
 from labelq.db import session_scope
 from labelq.errors import ServiceUnavailable
 from labelq.models import Label
-from labelq.queue.keys import Keys
+from labelq.live.redis.keys import Keys
 from labelq.service import Service
 from labelq.settings import Settings
 from workers.main import create_app

@@ -22,10 +22,10 @@ from sqlmodel import select
 from labelq.db import engine_for, init_schema, session_scope
 from labelq.models import Assignment, Label, Project, Task, Worker
 from labelq.projects import create_project, enroll_worker
-from labelq.queue.applier import apply_pending
-from labelq.queue.hotstate import StateCache, fold_from_sql
-from labelq.queue.keys import Keys
-from labelq.queue.reaper import expire_leases
+from labelq.live.applier import Applier
+from labelq.live.hotstate import StateCache, fold_from_sql
+from labelq.live.redis.keys import Keys
+from labelq.live.reaper import expire_leases
 
 TARGET = int(os.environ.get("LABELQ_STRESS_LABELS", "20000"))
 N_WORKERS = 20
@@ -138,8 +138,8 @@ def test_twenty_annotators_keep_every_invariant(redis_url, pg_url, celery_env, c
     worker.stop()  # else it goes on refilling the inboxes of the (recently) active workers
     # every reservation left is a held inbox entry of an annotator who stopped: the reaper
     # returns them all once their hold is over
-    apply_pending(eng, r, pid, cache=StateCache(), refill=False)
-    expire_leases(eng, r, pid, now_ms=int(time.time() * 1000) + 10 * 60_000)
+    Applier(eng, r, cache=StateCache()).apply_pending(pid, refill=False)
+    expire_leases(eng, r, pid, lease_ms=600_000, now_ms=int(time.time() * 1000) + 10 * 60_000)
     with session_scope(eng) as s:
         rows = s.exec(select(Label.assignment_id, Task.seq, Task.is_gold, Worker.seq,
                              Worker.cost, Label.applied_seq)

@@ -204,7 +204,6 @@ def test_crowdsense_two_best_one_random_then_threshold():
     st.s1[:] = [9, 8, 1, 1, 1, 1]
     q = pol.quality(st.n, st.s1)
     assert q[0] == pytest.approx((9 + 100) / (10 + 200))
-    answers = np.ones((5, 6), dtype=np.int64)
     mask = np.ones((5, 6), bool)
     rng = np.random.default_rng(0)
     seq = []
@@ -306,7 +305,7 @@ def test_iethresh_memoised_t_quantiles_equal_scipy():
 
 
 def test_margin_two_class_fast_path_equals_sorted_difference():
-    from labelq.policies.bbta import _margin
+    from labelq.policies.votes import margin
 
     sc = np.random.default_rng(0).random((50, 2))
     sc[3] = 0.0
@@ -314,4 +313,4 @@ def test_margin_two_class_fast_path_equals_sorted_difference():
     part = np.sort(sc, axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         ref = np.nan_to_num((part[:, -1] - part[:, -2]) / tot)
-    assert np.array_equal(_margin(sc, tot), ref)
+    assert np.array_equal(margin(sc, tot), ref)

@@ -14,7 +14,8 @@ from labelq.errors import (BudgetExhausted, DuplicateSubmission, Forbidden, Inpu
                            LeaseExpired, NotFound)
 from labelq.models import Assignment, Label
 from labelq.projects import set_worker_status
-from labelq.queue.keys import Keys
+from labelq.live.redis.keys import Keys
+from labelq.live.redis.scripts import Refusal
 from labelq.service import Service
 from labelq.settings import Settings
 
@@ -142,8 +143,8 @@ def test_retry_after_a_crash_between_commit_and_finish_finishes_it(r, sqlite_url
     # Given the first attempt's SUBMIT_BEGIN and commit, and no SUBMIT_FINISH
     began = s.scripts.submit_begin(k, a.assignment_id, 0, int(time.time() * 1000))
     with eng.begin() as conn:
-        s._insert(conn, [(s._worker("p-w0"), s._project(pid), a.assignment_id, "a", False,
-                          began[4])], int(time.time() * 1000))
+        s.submitter.insert(conn, [(s.worker("p-w0"), s.project(pid), a.assignment_id, "a", False,
+                          began.task_id)], int(time.time() * 1000))
     assert r.hget(k.nlabels, a.task_seq) is None
     # When the annotator retries
     out = s.submit("p-w0", a.assignment_id, "a")
@@ -188,7 +189,7 @@ def test_an_outage_after_the_commit_says_the_label_was_recorded(r, sqlite_url, m
 
 def test_next_returns_the_open_assignment_and_bounds_them(r, sqlite_url):
     """Before: every next issued a new lease, so one token could reserve every task."""
-    from labelq.queue.applier import refill_project
+    from labelq.live.applier import Applier
 
     eng, pid = make_project(sqlite_url, n_tasks=30, workers=2)
     s = Service(eng, r, settings=Settings(database_url=sqlite_url))
@@ -200,7 +201,7 @@ def test_next_returns_the_open_assignment_and_bounds_them(r, sqlite_url):
     assert all(x == a for x in again)
     assert int(r.hget(k.wcount, 0)) == 1 and r.zcard(k.leases) == 1
     # also when the applier has filled their inbox meanwhile
-    assert refill_project(eng, r, pid) > 0
+    assert Applier(eng, r).refill_project(pid) > 0
     assert s.next_assignment("p-w0") == a
     # and once it is answered (with next), declined or has expired, they get a new one
     b = s.submit("p-w0", a.assignment_id, "a", then_next=True)["next"]
@@ -239,20 +240,20 @@ def test_max_open_allows_that_many_then_repeats_the_oldest(r, sqlite_url):
 
 
 def test_gold_schedule_and_quality_rule_pause_a_bad_worker(r, sqlite_url):
-    from labelq.queue.applier import apply_pending
-    from labelq.queue.hotstate import StateCache
+    from labelq.live.applier import Applier
+    from labelq.live.hotstate import StateCache
 
     eng, pid = make_project(sqlite_url, n_tasks=20, n_gold=6, workers=1, gold_schedule="fixed:rate=0.5",
                             quality={"threshold": 0.6, "min_gold": 3, "confidence": 0.8})
     s = Service(eng, r, settings=Settings(database_url=sqlite_url), worker_max_age=0)
-    s._rng = np.random.default_rng(0)
+    s.assigner.rng = np.random.default_rng(0)
     gold = 0
     for _ in range(12):  # the worker always answers "b"; gold answers are "a"
         a = s.next_assignment("p-w0")
         gold += a.task.startswith("g")
         s.submit("p-w0", a.assignment_id, "b")
     assert 3 <= gold <= 6  # wrong on every gold: P(a < 0.6) > 0.8 from 3 answers on
-    report = apply_pending(eng, r, pid, cache=StateCache())
+    report = Applier(eng, r, cache=StateCache()).apply_pending(pid)
     assert report.applied == 12 and report.paused == ["p-w0"]
     with pytest.raises(Forbidden):
         s.next_assignment("p-w0")
@@ -278,9 +279,9 @@ def applier_refills_inbox_at_next_candidates(s: Service, eng, r, pid) -> list[in
     """Make the applier refill the inboxes (to 3) at the moment the service next asks
     Redis for candidates — after its inbox pop found nothing, before it reserves — once.
     Returns a list that then holds the number of reservations the refill made."""
-    from labelq.queue.decide import refill_inboxes
-    from labelq.queue.hotstate import StateCache
-    from labelq.queue.reaper import lease_key_ttl_ms
+    from labelq.live.refill import refill_inboxes
+    from labelq.live.hotstate import StateCache
+    from labelq.live.tuning import TUNING
     hot = StateCache().get(eng, r, pid)
     candidates, refilled = s.scripts.candidates, []
 
@@ -289,7 +290,7 @@ def applier_refills_inbox_at_next_candidates(s: Service, eng, r, pid) -> list[in
             s.scripts.candidates = candidates  # once
             refilled.append(refill_inboxes(
                 eng, r, s.scripts, hot, inbox_size=3, lease_ms=600_000,
-                key_ttl_ms=lease_key_ttl_ms(600_000), rng=np.random.default_rng(0)))
+                key_ttl_ms=TUNING.lease_key_ttl_ms(600_000), rng=np.random.default_rng(0)))
         return candidates(*args, **kwargs)
     s.scripts.candidates = applier_strikes
     return refilled
@@ -322,7 +323,7 @@ def test_raw_inserts_store_what_core_would(db_url):
     # Given a project, one worker and two tasks, on SQLite and on PostgreSQL
     from labelq.models import Project, Task, Worker
     from labelq.models import utc_from_ms
-    from labelq.service import _Inserts
+    from labelq.live.submit import Inserts
     eng, pid = make_project(db_url, n_tasks=3, workers=1)
     with session_scope(eng) as s:
         p, w = s.get(Project, pid), s.exec(select(Worker)).one()
@@ -339,7 +340,7 @@ def test_raw_inserts_store_what_core_would(db_url):
         conn.execute(insert(Label.__table__), [dict(
             assignment_id="core-1", project_id=p.id, task_id=t0, worker_id=w.id, value="a",
             is_gold=True, received=at)])
-        _Inserts.of(eng).run(conn, [(w, p, "raw-1", "a", True, t1),
+        Inserts.of(eng).run(conn, [(w, p, "raw-1", "a", True, t1),
                                     (w, p, "raw-2", "a", True, t2)], at)
     # Then the rows read back the same, field by field
     with session_scope(eng) as s:
@@ -375,9 +376,9 @@ def test_inbox_refilled_with_the_last_tasks_while_deciding_is_served(r, sqlite_u
 
 
 def test_a_worker_with_nothing_reclaims_a_reservation_held_in_another_inbox(r, sqlite_url):
-    from labelq.queue.decide import refill_inboxes
-    from labelq.queue.hotstate import StateCache
-    from labelq.queue.reaper import lease_key_ttl_ms
+    from labelq.live.refill import refill_inboxes
+    from labelq.live.hotstate import StateCache
+    from labelq.live.tuning import TUNING
     # Given three tasks of one label each: w0 took one, and the applier then held the
     # other two in w0's inbox (w0 was the only active worker)
     eng, pid = make_project(sqlite_url, n_tasks=3, workers=3, max_labels=1)
@@ -386,7 +387,7 @@ def test_a_worker_with_nothing_reclaims_a_reservation_held_in_another_inbox(r, s
     first = s.next_assignment("p-w0")
     hot = StateCache().get(eng, r, pid)
     made = refill_inboxes(eng, r, s.scripts, hot, inbox_size=3, lease_ms=600_000,
-                          key_ttl_ms=lease_key_ttl_ms(600_000), rng=np.random.default_rng(0))
+                          key_ttl_ms=TUNING.lease_key_ttl_ms(600_000), rng=np.random.default_rng(0))
     assert made == 2 and r.llen(Keys(pid).inbox(0)) == 2
     k = Keys(pid)
     # When w1, who has nothing in its inbox, asks
@@ -405,13 +406,13 @@ def test_a_worker_with_nothing_reclaims_a_reservation_held_in_another_inbox(r, s
     assert {int(t) for t in r.smembers(k.seen(1))} == {got.task_seq}
     assert r.zcard(k.pending) == 0
     # and an issued lease is never reclaimed
-    assert s.scripts.release(k, got.assignment_id, held_only=True) == (False, "issued")
+    assert s.scripts.release(k, got.assignment_id, held_only=True) is Refusal.ISSUED
 
 
 def test_reclaim_passes_over_a_task_the_worker_has_seen(r, sqlite_url):
-    from labelq.queue.decide import refill_inboxes
-    from labelq.queue.hotstate import StateCache
-    from labelq.queue.reaper import lease_key_ttl_ms
+    from labelq.live.refill import refill_inboxes
+    from labelq.live.hotstate import StateCache
+    from labelq.live.tuning import TUNING
     # Given three tasks of one label each: w0 took one, w1 declined another (it will never
     # get it again), and the applier holds the declined one and the last in w0's inbox,
     # the declined one expiring last (the one a reclaim would try first)
@@ -423,7 +424,7 @@ def test_reclaim_passes_over_a_task_the_worker_has_seen(r, sqlite_url):
     s.decline("p-w1", declined.assignment_id)
     hot = StateCache().get(eng, r, pid)
     assert refill_inboxes(eng, r, s.scripts, hot, inbox_size=5, lease_ms=600_000,
-                          key_ttl_ms=lease_key_ttl_ms(600_000),
+                          key_ttl_ms=TUNING.lease_key_ttl_ms(600_000),
                           rng=np.random.default_rng(0)) == 2
     held = {int(r.hget(k.lease(a.decode()), "task")): a for a in r.lrange(k.inbox(0), 0, -1)}
     r.zadd(k.leases, {held[declined.task_seq]: int(r.zscore(k.leases,
@@ -487,7 +488,7 @@ def test_project_update_reaches_a_running_service(r, sqlite_url, policy):
 
 def test_a_raised_label_cap_reopens_the_tasks_that_reached_the_old_one(r, sqlite_url):
     from labelq.projects import update_project
-    from labelq.queue.rebuild import reopen_below_cap
+    from labelq.live.rebuild import reopen_below_cap
     # Given three tasks at a cap of 1, all labelled once, so nothing is left to issue
     eng, pid = make_project(sqlite_url, n_tasks=3, workers=2, max_labels=1)
     s = Service(eng, r, settings=Settings(database_url=sqlite_url), worker_max_age=0,

@@ -32,8 +32,8 @@ from ..db import session_scope
 from ..models import Project
 from ..policies import build
 from ..policies.base import Policy
-from .keys import Keys
-from .problem import (ProjectView, count_workers, label_rows, load_view, max_applied,
+from .redis.keys import Keys
+from ..problem import (ProjectView, count_workers, label_rows, load_view, max_applied,
                       to_observation)
 
 __all__ = ["Hot", "StateCache", "encode_snapshot", "decode_snapshot", "write_snapshot",
@@ -53,10 +53,10 @@ class Hot:
     # tasks whose priority changed through a replay from SQL (labels another process
     # applied — e.g. an applier killed before it pushed their priorities); only tracked
     # when the cache is asked to (the applier's), which pushes and clears them
-    dirty: set | None = None
+    dirty: set[int] | None = None
     # task seq -> JSON row [external id, category, payload] of tasks this process put in
     # inboxes (tasks do not change once loaded; this goes with the view on a reload)
-    rows: dict = field(default_factory=dict)
+    rows: dict[int, str] = field(default_factory=dict)
     # ``meta`` epoch this state was folded under: a corrected gold answer bumps it, and
     # every holder then folds again from SQL (the history's gold truths changed)
     epoch: int = 0
@@ -65,13 +65,19 @@ class Hot:
     def project(self) -> Project:
         return self.view.project
 
+    @property
+    def project_id(self) -> int:
+        pid = self.view.project.id
+        assert pid is not None  # a stored project
+        return pid
 
-def _limits(project: Project) -> list:
+
+def _limits(project: Project) -> list[Any]:
     """The project settings a policy's problem copies (``ProjectView.problem``)."""
     return [project.budget, project.max_labels]
 
 
-def _settings(project: Project) -> tuple:
+def _settings(project: Project) -> tuple[Any, ...]:
     return (project.name, project.created, project.budget, project.max_labels,
             project.aggregation, project.gold_schedule, project.quality, project.policy,
             project.labels)
@@ -84,7 +90,7 @@ def encode_snapshot(hot: Hot) -> bytes:
     return zlib.compress(json.dumps(data, separators=(",", ":"), default=_default).encode(), 1)
 
 
-def _default(obj):
+def _default(obj: Any) -> Any:
     import numpy as np
     if isinstance(obj, np.ndarray):
         return obj.tolist()
@@ -93,12 +99,13 @@ def _default(obj):
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
 
-def decode_snapshot(blob: bytes) -> dict:
-    return json.loads(zlib.decompress(blob))
+def decode_snapshot(blob: bytes) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(zlib.decompress(blob))
+    return data
 
 
-def write_snapshot(redis, hot: Hot, pipeline=None) -> None:
-    k = Keys(hot.project.id)
+def write_snapshot(redis: Any, hot: Hot, pipeline: Any = None) -> None:
+    k = Keys(hot.project_id)
     pipe = pipeline or redis.pipeline(transaction=True)
     pipe.set(k.state, encode_snapshot(hot))
     pipe.set(k.state_seq, hot.seq)
@@ -111,7 +118,7 @@ def _replay(session: Session, hot: Hot, upto: int | None = None) -> int:
     idx = {v: i for i, v in enumerate(hot.project.labels)}
     n = 0
     while True:
-        rows = label_rows(session, hot.project.id, applied_after=hot.seq, limit=20000)
+        rows = label_rows(session, hot.project_id, applied_after=hot.seq, limit=20000)
         if not rows:
             return n
         for row in rows:
@@ -134,7 +141,7 @@ def fold_from_sql(session: Session, project: Project, *, unapplied: bool = False
     _replay(session, hot)
     if unapplied:
         idx = {v: i for i, v in enumerate(project.labels)}
-        for row in label_rows(session, project.id, unapplied=True):
+        for row in label_rows(session, hot.project_id, unapplied=True):
             policy.update(hot.state, to_observation(row, idx))
     return hot
 
@@ -159,7 +166,8 @@ class StateCache:
     def peek(self, project_id: int) -> Hot | None:
         return self._items.get(int(project_id))
 
-    def get(self, engine, redis, project_id: int, *, max_age: float = 0.0) -> Hot:
+    def get(self, engine: Any, redis: Any, project_id: int, *,
+            max_age: float = 0.0) -> Hot:
         hot = self._items.get(int(project_id))
         if hot is not None and time.monotonic() - hot.checked < max_age:
             return hot
@@ -195,7 +203,7 @@ class StateCache:
         hot.view = replace(hot.view, project=fresh)
         return True
 
-    def _load(self, session: Session, redis, project_id: int) -> Hot:
+    def _load(self, session: Session, redis: Any, project_id: int) -> Hot:
         project = session.get(Project, project_id)
         if project is None:
             from ..errors import NotFound
@@ -222,7 +230,7 @@ class StateCache:
         return hot
 
 
-def _meta(redis, session: Session, project_id: int) -> tuple[int, int]:
+def _meta(redis: Any, session: Session, project_id: int) -> tuple[int, int]:
     """(task count, epoch) as recorded in ``meta`` (one round trip); the count falls back
     to SQL when there is none."""
     if redis is None:
@@ -231,7 +239,7 @@ def _meta(redis, session: Session, project_id: int) -> tuple[int, int]:
     return (int(n) if n is not None else _n_tasks(session, project_id)), int(epoch or 0)
 
 
-def bump_epoch(redis, project_id: int) -> int:
+def bump_epoch(redis: Any, project_id: int) -> int:
     """Make every process fold the project's state again from SQL (after a gold answer was
     corrected): a new epoch in ``meta``, and no snapshot of the old one."""
     pipe = redis.pipeline(transaction=True)

@@ -12,8 +12,8 @@ from sqlmodel import func, select
 from labelq.db import session_scope
 from labelq.errors import NotFound
 from labelq.models import Label
-from labelq.queue.group import Group
-from labelq.queue.keys import Keys
+from labelq.live.group import Group
+from labelq.live.redis.keys import Keys
 from labelq.service import Service
 from labelq.settings import Settings
 
@@ -232,13 +232,13 @@ def test_concurrent_submits_each_commit_once(r, sqlite_url):
 
 def test_concurrent_submits_with_next_each_get_their_own_next_assignment(r, sqlite_url):
     # Given eight workers, each with one assignment and an inbox the applier filled
-    from labelq.queue.applier import apply_pending
-    from labelq.queue.hotstate import StateCache
+    from labelq.live.applier import Applier
+    from labelq.live.hotstate import StateCache
     eng, pid = make_project(sqlite_url, n_tasks=60, workers=8, max_labels=3)
     s = Service(eng, r, settings=Settings(database_url=sqlite_url), worker_max_age=0)
     k = Keys(pid)
     issued = {f"p-w{i}": s.next_assignment(f"p-w{i}") for i in range(8)}
-    apply_pending(eng, r, pid, cache=StateCache())  # refills the active workers' inboxes
+    Applier(eng, r, cache=StateCache()).apply_pending(pid)  # refills the active workers' inboxes
     heads = {h: r.lindex(k.inbox(i), 0).decode() for i, h in enumerate(issued)}
     chains, errors = {}, []
 

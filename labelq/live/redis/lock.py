@@ -1,34 +1,27 @@
 """A Redis lock with a token: ``SET key token NX PX ttl``; extend and release check the
-token in Lua, so a holder whose lock already expired can never delete or extend the lock of
-the next holder (the race a plain GET-then-DEL would have)."""
+token in Lua (``lua/lock_release.lua``, ``lua/lock_extend.lua``), so a holder whose lock
+already expired can never delete or extend the lock of the next holder (the race a plain
+GET-then-DEL would have)."""
 
 from __future__ import annotations
 
 import secrets
+from typing import Any
 
-from .scripts import load_script
+from .scripts import lua_source
+from .wire import load_script
 
 __all__ = ["RedisLock"]
 
-_RELEASE = """
--- keys: the lock
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
-_EXTEND = """
--- keys: the lock
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
-return 0
-"""
 
-
-def _scripts(redis):
+def _scripts(redis: Any) -> tuple[Any, Any]:
     """The two scripts, loaded once per client (a lock is made per applier run)."""
-    return load_script(redis, _RELEASE), load_script(redis, _EXTEND)
+    return (load_script(redis, lua_source("lock_release")),
+            load_script(redis, lua_source("lock_extend")))
 
 
 class RedisLock:
-    def __init__(self, redis, key: str, ttl_ms: int = 30_000) -> None:
+    def __init__(self, redis: Any, key: str, ttl_ms: int = 30_000) -> None:
         self.redis, self.key, self.ttl_ms = redis, key, int(ttl_ms)
         self.token = secrets.token_hex(16)
         self._release, self._extend = _scripts(redis)

@@ -18,25 +18,27 @@ runs during it.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 from sqlalchemy import func
-from sqlmodel import select
+from sqlmodel import col, select
 
 from ..db import session_scope
+from ..errors import Conflict, NotFound
 from ..models import ENDED_UNLABELLED, Assignment, Label, Project, Task, Worker
 from .hotstate import StateCache, fold_from_sql, write_snapshot
-from .keys import GLOBAL_PROJECTS, Keys
-from .lock import RedisLock
+from .redis.keys import GLOBAL_PROJECTS, Keys, gold_issued_field
+from .redis.lock import RedisLock
 
 __all__ = ["rebuild_project", "ensure_hot", "add_new_tasks", "reopen_below_cap", "delete_hot"]
 
 CHUNK = 10_000
 
 
-def delete_hot(redis, project_id: int) -> int:
+def delete_hot(redis: Any, project_id: int) -> int:
     n = 0
-    batch = []
+    batch: list[bytes] = []
     for key in redis.scan_iter(match=Keys(project_id).pattern(), count=1000):
         if key.endswith(b":apply_lock") or key.endswith(b":rebuild_gate"):
             continue  # the locks of whoever is rebuilding now
@@ -49,20 +51,21 @@ def delete_hot(redis, project_id: int) -> int:
     return n
 
 
-def _zadd_chunks(pipe, key, tasks: np.ndarray, pri: np.ndarray, nx: bool = False) -> None:
+def _zadd_chunks(pipe: Any, key: str, tasks: np.ndarray, pri: np.ndarray,
+                 nx: bool = False) -> None:
     for i in range(0, tasks.size, CHUNK):
         pipe.zadd(key, {int(t): float(p) for t, p in zip(tasks[i:i + CHUNK], pri[i:i + CHUNK])},
                   nx=nx)
 
 
-def rebuild_project(engine, redis, project_id: int, *, cache: StateCache | None = None,
-                    wait_s: float = 60.0, unless_built: bool = False) -> dict:
+def rebuild_project(engine: Any, redis: Any, project_id: int, *,
+                    cache: StateCache | None = None, wait_s: float = 60.0,
+                    unless_built: bool = False) -> dict[str, Any]:
     k = Keys(project_id)
     lock = RedisLock(redis, k.apply_lock, ttl_ms=300_000)
     deadline = time.monotonic() + wait_s
     while not lock.acquire():
         if time.monotonic() > deadline:
-            from ..errors import Conflict
             raise Conflict("the applier holds the lock; try again", project_id=project_id)
         time.sleep(0.05)
     try:
@@ -70,26 +73,35 @@ def rebuild_project(engine, redis, project_id: int, *, cache: StateCache | None 
             return {"project_id": project_id, "skipped": "already built"}
         with session_scope(engine) as session:
             project = session.get(Project, project_id)
+            if project is None:
+                raise NotFound(f"no project with id {project_id}", project_id=project_id)
             hot = fold_from_sql(session, project)
-            pid = project.id
+            pid = hot.project_id
             per_task = session.exec(
-                select(Task.seq, func.count()).join(Label, Label.task_id == Task.id)
-                .where(Label.project_id == pid).group_by(Task.seq)).all()
+                select(col(Task.seq), func.count())
+                .join(Label, col(Label.task_id) == col(Task.id))
+                .where(Label.project_id == pid).group_by(col(Task.seq))).all()
             applied = session.exec(
-                select(Task.seq, func.count()).join(Label, Label.task_id == Task.id)
-                .where(Label.project_id == pid, Label.applied_seq.is_not(None),
-                       Label.applied_seq <= hot.seq).group_by(Task.seq)).all()
+                select(col(Task.seq), func.count())
+                .join(Label, col(Label.task_id) == col(Task.id))
+                .where(Label.project_id == pid, col(Label.applied_seq).is_not(None),
+                       col(Label.applied_seq) <= hot.seq).group_by(col(Task.seq))).all()
             per_worker = session.exec(
-                select(Worker.seq, func.count(), Worker.cost).join(Label, Label.worker_id == Worker.id)
-                .where(Label.project_id == pid).group_by(Worker.seq, Worker.cost)).all()
+                select(col(Worker.seq), func.count(), col(Worker.cost))
+                .join(Label, col(Label.worker_id) == col(Worker.id))
+                .where(Label.project_id == pid)
+                .group_by(col(Worker.seq), col(Worker.cost))).all()
             seen_rows = session.exec(
-                select(Worker.seq, Task.seq).join(Label, Label.worker_id == Worker.id)
-                .join(Task, Task.id == Label.task_id).where(Label.project_id == pid)).all()
+                select(col(Worker.seq), col(Task.seq))
+                .join(Label, col(Label.worker_id) == col(Worker.id))
+                .join(Task, col(Task.id) == col(Label.task_id))
+                .where(Label.project_id == pid)).all()
             unlabelled = session.exec(
-                select(Worker.seq, Task.seq).join(Assignment, Assignment.worker_id == Worker.id)
-                .join(Task, Task.id == Assignment.task_id)
+                select(col(Worker.seq), col(Task.seq))
+                .join(Assignment, col(Assignment.worker_id) == col(Worker.id))
+                .join(Task, col(Task.id) == col(Assignment.task_id))
                 .where(Assignment.project_id == pid,
-                       Assignment.state.in_(ENDED_UNLABELLED))).all()
+                       col(Assignment.state).in_(ENDED_UNLABELLED))).all()
         delete_hot(redis, pid)
         view = hot.view
         nlabels = np.zeros(view.n_tasks, dtype=np.int64)
@@ -115,12 +127,13 @@ def rebuild_project(engine, redis, project_id: int, *, cache: StateCache | None 
         pipe.set(k.spent, repr(spent))
         pipe.set(k.reserved_cost, "0")
         seen: dict[int, list[int]] = {}
-        issued: dict = {}
+        issued: dict[int | str, int] = {}
         for w, t in list(seen_rows) + list(unlabelled):
             seen.setdefault(int(w), []).append(int(t))
             issued[int(w)] = issued.get(int(w), 0) + 1
             if view.is_gold[int(t)]:
-                issued[f"g{int(w)}"] = issued.get(f"g{int(w)}", 0) + 1
+                g = gold_issued_field(int(w))
+                issued[g] = issued.get(g, 0) + 1
         for w, ts in seen.items():
             for i in range(0, len(ts), CHUNK):
                 pipe.sadd(k.seen(w), *ts[i:i + CHUNK])
@@ -140,7 +153,8 @@ def rebuild_project(engine, redis, project_id: int, *, cache: StateCache | None 
         lock.release()
 
 
-def ensure_hot(engine, redis, project_id: int, cache: StateCache | None = None) -> bool:
+def ensure_hot(engine: Any, redis: Any, project_id: int,
+               cache: StateCache | None = None) -> bool:
     """Rebuild when the project has no hot state (first use, or after a flush). True if
     a rebuild ran (the caller should then wake the applier: unapplied labels may wait)."""
     if redis.hexists(Keys(project_id).meta, "built"):
@@ -163,7 +177,7 @@ def ensure_hot(engine, redis, project_id: int, cache: StateCache | None = None) 
     return False
 
 
-def add_new_tasks(engine, redis, project_id: int, cache: StateCache) -> int:
+def add_new_tasks(engine: Any, redis: Any, project_id: int, cache: StateCache) -> int:
     """Put tasks loaded since the last rebuild into ``pending``/``gold`` (ZADD NX)."""
     k = Keys(project_id)
     known = int(redis.hget(k.meta, "n_tasks") or 0)
@@ -194,7 +208,7 @@ def _cap_field(cap: int | None) -> str:
     return "" if cap is None else str(int(cap))
 
 
-def reopen_below_cap(engine, redis, project_id: int, cache: StateCache) -> int:
+def reopen_below_cap(engine: Any, redis: Any, project_id: int, cache: StateCache) -> int:
     """After the label cap was raised (or lifted) by ``labelq project update``, put back
     into ``pending`` the tasks that left it at the old cap and are below the new one
     (labels + live leases; ZADD NX, out of ``parked``). Returns how many came back; a

@@ -2,8 +2,8 @@
 
 import threading
 
-from labelq.queue.keys import Keys
-from labelq.queue.rebuild import delete_hot, ensure_hot
+from labelq.live.redis.keys import Keys
+from labelq.live.rebuild import delete_hot, ensure_hot
 from labelq.service import Service
 from labelq.settings import Settings
 

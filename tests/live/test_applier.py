@@ -10,10 +10,10 @@ from sqlmodel import select
 
 from labelq.db import session_scope
 from labelq.models import Label, Project
-from labelq.queue.applier import apply_pending
-from labelq.queue.hotstate import StateCache, fold_from_sql, write_snapshot
-from labelq.queue.keys import Keys
-from labelq.queue.rebuild import rebuild_project
+from labelq.live.applier import Applier
+from labelq.live.hotstate import StateCache, fold_from_sql, write_snapshot
+from labelq.live.redis.keys import Keys
+from labelq.live.rebuild import rebuild_project
 from labelq.service import Service
 from labelq.settings import Settings
 
@@ -46,8 +46,8 @@ def test_apply_exactly_once_and_rebuild_after_flush(r, db_url, policy):
     n = label_some(s, 60, 4, rng)
     cache = StateCache()
     # When the applier runs twice (a redelivered message)
-    first = apply_pending(eng, r, pid, cache=cache)
-    second = apply_pending(eng, r, pid, cache=cache)
+    first = Applier(eng, r, cache=cache).apply_pending(pid)
+    second = Applier(eng, r, cache=cache).apply_pending(pid)
     # Then every label was applied once, in a dense sequence
     assert first.applied == n and second.applied == 0
     with session_scope(eng) as ses:
@@ -79,12 +79,12 @@ def test_a_snapshot_behind_sql_is_caught_up(r, sqlite_url):
     s = Service(eng, r, settings=Settings(database_url=sqlite_url))
     label_some(s, 15, 3, rng)
     cache = StateCache()
-    apply_pending(eng, r, pid, cache=cache)
+    Applier(eng, r, cache=cache).apply_pending(pid)
     write_snapshot(r, cache.peek(pid))
     assert int(r.get(Keys(pid).state_seq)) == 15
     # Given labels applied in SQL after the snapshot (the applier died before writing Redis)
     label_some(s, 10, 3, rng)
-    apply_pending(eng, r, pid, cache=cache, snapshot_every_s=1e9)
+    Applier(eng, r, cache=cache).apply_pending(pid, snapshot_every_s=1e9)
     assert int(r.get(Keys(pid).state_seq)) == 15
     # When another process loads the state with no cache
     other = StateCache().get(eng, r, pid)
@@ -100,14 +100,14 @@ def test_an_applier_killed_after_its_commit_is_caught_up_by_the_next(r, sqlite_u
     SIGTERM that reaches a Celery pool process): the next applier, which replays those
     labels from SQL, pushes the tasks' priorities and sets their ``applied`` counts (before,
     the counts stayed short for good: those tasks never looked settled again)."""
-    import labelq.queue.applier as applier
+    import labelq.live.applier as applier
 
     rng = np.random.default_rng(4)
     eng, pid = make_project(sqlite_url, n_tasks=20, workers=3, max_labels=3, policy="optkg")
     s = Service(eng, r, settings=Settings(database_url=sqlite_url))
     k = Keys(pid)
     label_some(s, 12, 3, rng)
-    apply_pending(eng, r, pid, cache=StateCache(track_dirty=True))
+    Applier(eng, r, cache=StateCache(track_dirty=True)).apply_pending(pid)
     # Given labels an applier committed as applied and then died before writing Redis
     label_some(s, 12, 3, rng)
 
@@ -115,13 +115,13 @@ def test_an_applier_killed_after_its_commit_is_caught_up_by_the_next(r, sqlite_u
         raise KeyboardInterrupt("killed")
     monkeypatch.setattr(applier, "push_priorities", killed)
     with pytest.raises(KeyboardInterrupt):
-        apply_pending(eng, r, pid, cache=StateCache(track_dirty=True), refill=False)
+        Applier(eng, r, cache=StateCache(track_dirty=True)).apply_pending(pid, refill=False)
     monkeypatch.undo()
     with session_scope(eng) as ses:
         assert ses.exec(select(func.count()).select_from(Label)
                         .where(Label.applied_seq.is_(None))).one() == 0
     # When the next applier (another process: no cache) runs, with nothing new to apply
-    apply_pending(eng, r, pid, cache=StateCache(track_dirty=True))
+    Applier(eng, r, cache=StateCache(track_dirty=True)).apply_pending(pid)
     # Then Redis counts every label as applied, and the priorities are the fold's
     assert r.hgetall(k.applied) == {t: n for t, n in r.hgetall(k.nlabels).items()}
     with session_scope(eng) as ses:
@@ -131,8 +131,8 @@ def test_an_applier_killed_after_its_commit_is_caught_up_by_the_next(r, sqlite_u
 
 
 def test_applier_refills_active_inboxes_and_pop_starts_the_lease(r, db_url):
-    from labelq.queue.decide import HOLD_MS
-    from labelq.queue.reaper import expire_leases
+    from labelq.live.tuning import TUNING
+    from labelq.live.reaper import expire_leases
     eng, pid = make_project(db_url, n_tasks=12, workers=3, max_labels=2)
     settings = Settings(database_url=db_url)
     s = Service(eng, r, settings=settings)
@@ -141,7 +141,7 @@ def test_applier_refills_active_inboxes_and_pop_starts_the_lease(r, db_url):
     a = s.next_assignment("p-w0")
     s.submit("p-w0", a.assignment_id, "a")
     # When the applier runs, it folds the label in and fills the active worker's inbox
-    rep = apply_pending(eng, r, pid, cache=StateCache())
+    rep = Applier(eng, r, cache=StateCache()).apply_pending(pid)
     assert rep.applied == 1
     inbox = [x.decode() for x in r.lrange(k.inbox(0), 0, -1)]
     assert rep.refilled == len(inbox) == settings.inbox_size
@@ -158,9 +158,9 @@ def test_applier_refills_active_inboxes_and_pop_starts_the_lease(r, db_url):
     assert b.assignment_id == inbox[0] and b.task_seq == held[0]
     assert b.expires_ms >= before + settings.lease_seconds * 1000 > exp
     assert int(r.zscore(k.leases, b.assignment_id)) == b.expires_ms
-    assert exp <= before + HOLD_MS + 1000
+    assert exp <= before + TUNING.hold_ms + 1000
     # and an unpopped held reservation goes back to the pool after the hold
-    out = expire_leases(eng, r, pid, now_ms=exp + 5_000)
+    out = expire_leases(eng, r, pid, lease_ms=600_000, now_ms=exp + 5_000)
     assert out["expired"] == settings.inbox_size - 1
     assert all(int(r.hget(k.reserved, t) or 0) == 0 for t in held[1:])
     assert r.exists(k.lease(b.assignment_id))
@@ -174,22 +174,23 @@ def test_applier_refills_active_inboxes_and_pop_starts_the_lease(r, db_url):
 
 
 def test_pace_meter_and_inbox_depth():
-    from labelq.queue.decide import LOOKAHEAD_S, PaceMeter, inbox_depth
+    from labelq.live.refill import PaceMeter, inbox_depth
+    from labelq.live.tuning import TUNING
     pm = PaceMeter(weight=0.5)
     assert pm.update(1, {0: 5, 1: 0}, 100.0) == {0: 0.0, 1: 0.0}  # first sample: no pace
     assert pm.update(1, {0: 15, 1: 1}, 101.0) == {0: 10.0, 1: 1.0}
     assert pm.update(1, {0: 45, 1: 1}, 102.0) == {0: 20.0, 1: 0.5}  # weighted mean
     assert pm.update(1, {0: 2, 1: 1}, 103.0)[0] == 0.0  # counters rebuilt: start again
     assert inbox_depth(0.0, 5, 50) == 5 and inbox_depth(1.0, 5, 50) == 5
-    assert inbox_depth(40.0, 5, 50) == round(40 * LOOKAHEAD_S) == 20
+    assert inbox_depth(40.0, 5, 50) == round(40 * TUNING.lookahead_s) == 20
     assert inbox_depth(1e6, 5, 50) == 50 and inbox_depth(1e6, 5, 3) == 5
 
 
 def test_inbox_depth_follows_each_workers_pace(r, sqlite_url):
     import time
 
-    from labelq.queue.decide import PaceMeter, refill_inboxes
-    from labelq.queue.reaper import lease_key_ttl_ms
+    from labelq.live.refill import PaceMeter, refill_inboxes
+    from labelq.live.tuning import TUNING
     eng, pid = make_project(sqlite_url, n_tasks=200, workers=2)
     s = Service(eng, r, settings=Settings(database_url=sqlite_url))
     k = Keys(pid)
@@ -198,7 +199,7 @@ def test_inbox_depth_follows_each_workers_pace(r, sqlite_url):
     def refill():
         return refill_inboxes(eng, r, s.scripts, cache.get(eng, r, pid), inbox_size=3,
                               inbox_max=12, lease_ms=600_000,
-                              key_ttl_ms=lease_key_ttl_ms(600_000),
+                              key_ttl_ms=TUNING.lease_key_ttl_ms(600_000),
                               rng=np.random.default_rng(0), pace=pm)
     # Given two active workers, first seen by the refill: both get the base inbox
     for h in ("p-w0", "p-w1"):
@@ -223,27 +224,27 @@ def test_inbox_depth_follows_each_workers_pace(r, sqlite_url):
 def test_snapshot_interval_grows_with_the_snapshot_cost(r, sqlite_url):
     import time
 
-    from labelq.queue import applier
     eng, pid = make_project(sqlite_url, n_tasks=50, workers=2)
     cache = StateCache()
     cache.get(eng, r, pid)
+    applier = Applier(eng, r, cache=cache)
     k = Keys(pid)
     # Given the last snapshot took 0.5 s: the next waits 20 x 0.5 = 10 s, not 2 s
-    applier._last_snapshot[pid] = time.monotonic() - 3.0
-    applier._snapshot_took[pid] = 0.5
-    applier._maybe_snapshot(r, cache, pid, every_s=2.0)
+    applier.last_snapshot[pid] = time.monotonic() - 3.0
+    applier.snapshot_took[pid] = 0.5
+    applier.maybe_snapshot(pid, every_s=2.0)
     assert not r.exists(k.state)
     # When it has been longer than that, a snapshot is written and its cost recorded
-    applier._last_snapshot[pid] = time.monotonic() - 11.0
-    applier._maybe_snapshot(r, cache, pid, every_s=2.0)
-    assert r.exists(k.state) and applier._snapshot_took[pid] < 0.5
+    applier.last_snapshot[pid] = time.monotonic() - 11.0
+    applier.maybe_snapshot(pid, every_s=2.0)
+    assert r.exists(k.state) and applier.snapshot_took[pid] < 0.5
 
 
 def test_expired_leases_are_recorded_and_rebuilt_as_issued(r, db_url):
     from labelq.api.progress import worker_progress
     from labelq.errors import LeaseExpired
     from labelq.models import Assignment, Worker
-    from labelq.queue.reaper import expire_leases
+    from labelq.live.reaper import expire_leases
     from labelq.reporting import project_status
     eng, pid = make_project(db_url, n_tasks=12, workers=3, max_labels=3)
     settings = Settings(database_url=db_url)
@@ -254,7 +255,7 @@ def test_expired_leases_are_recorded_and_rebuilt_as_issued(r, db_url):
     a = s.next_assignment("p-w0")
     b = s.next_assignment("p-w1")
     s.submit("p-w1", b.assignment_id, "a")
-    apply_pending(eng, r, pid, cache=StateCache())
+    Applier(eng, r, cache=StateCache()).apply_pending(pid)
     assert r.llen(k.inbox(0)) and r.llen(k.inbox(1))
     # and worker 2 holds a lease that lapses before they submit
     c = s.next_assignment("p-w2")
@@ -264,7 +265,7 @@ def test_expired_leases_are_recorded_and_rebuilt_as_issued(r, db_url):
     # and worker 1 declines their next one
     s.decline("p-w1", s.next_assignment("p-w1").assignment_id)
     # When the reaper expires everything else
-    out = expire_leases(eng, r, pid, now_ms=a.expires_ms + 10_000)
+    out = expire_leases(eng, r, pid, lease_ms=600_000, now_ms=a.expires_ms + 10_000)
     # Then the two leases that lapsed are assignments in state "expired", with their worker,
     # task and lease times; the held reservations left no row
     assert out["expired"] >= 1 + r.llen(k.inbox(0))  # a, and every held reservation
@@ -298,19 +299,19 @@ def test_expired_leases_are_recorded_and_rebuilt_as_issued(r, db_url):
 def test_a_submit_stalled_past_the_reaper_gets_lease_expired(r, db_url, monkeypatch):
     from labelq.errors import LeaseExpired
     from labelq.models import Assignment
-    from labelq.queue.reaper import expire_leases
+    from labelq.live.reaper import expire_leases
     eng, pid = make_project(db_url, n_tasks=6, workers=2, max_labels=3)
     s = Service(eng, r, settings=Settings(database_url=db_url))
     a = s.next_assignment("p-w0")
     # Given a submit that stalls between SUBMIT_BEGIN and its commit for longer than the
     # reaper's grace, so the reaper finds no label, releases the lease and records it expired
-    insert, reaped = s._insert, []
+    insert, reaped = s.submitter.insert, []
 
     def stalled(conn, rows, now):
         if not reaped:  # (the submit retries alone after the conflict: no second stall)
-            reaped.append(expire_leases(eng, r, pid, now_ms=a.expires_ms + 20 * 60_000))
+            reaped.append(expire_leases(eng, r, pid, lease_ms=600_000, now_ms=a.expires_ms + 20 * 60_000))
         return insert(conn, rows, now)
-    monkeypatch.setattr(s, "_insert", stalled)
+    monkeypatch.setattr(s.submitter, "insert", stalled)
     # When it commits after all
     with pytest.raises(LeaseExpired, match="expired while its label"):
         s.submit("p-w0", a.assignment_id, "a")

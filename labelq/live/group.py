@@ -106,8 +106,9 @@ class Group:
         it, or let the next caller lead."""
         with self._mutex:
             if self._queue:
-                nxt = self._queue[0]
-                nxt._wake.release()
+                wake = self._queue[0]._wake
+                assert wake is not None  # a queued caller waits on its lock
+                wake.release()
             else:
                 self._forming = False
 
@@ -116,5 +117,5 @@ class Group:
         if item.done:
             return
         item.done = True
-        if item is not leader:
+        if item is not leader and item._wake is not None:
             item._wake.release()

@@ -2,7 +2,7 @@
 
 Leases are expired one ``grace_ms`` after their expiry, through the ``RELEASE`` script, which
 returns the task to the pool exactly once. A lease marked ``submitting`` is left alone for
-``SUBMIT_GRACE_MS``: its label is being written to SQL. Older than that, the submitter
+``tuning.submit_grace_ms``: its label is being written to SQL. Older than that, the submitter
 crashed (or stalled) between ``SUBMIT_BEGIN`` and ``SUBMIT_FINISH``; SQL decides: a label for
 the assignment exists → ``SUBMIT_FINISH`` counts it; none → ``RELEASE`` and an ``expired``
 row, on which a submitter that stalled longer than the grace and then commits fails (it gets
@@ -19,70 +19,66 @@ and leaves no row. A crash between the release and the row loses only that row.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import select
+from sqlmodel import col, select
 
 from ..db import session_scope
 from ..models import Assignment, Label, Project, Task, Worker, utc_from_ms
-from .keys import Keys
-from .scripts import Released, Scripts
+from .redis.keys import Keys
+from .redis.scripts import Refusal, Released, Scripts
+from .tuning import TUNING, Tuning
 
-__all__ = ["SUBMIT_GRACE_MS", "lease_key_ttl_ms", "expire_leases", "record_expired"]
-
-SUBMIT_GRACE_MS = 60_000
-
-
-def lease_key_ttl_ms(lease_ms: int) -> int:
-    """TTL of a lease hash: the lease, plus room for a submit in progress and the reaper."""
-    return lease_ms + 2 * SUBMIT_GRACE_MS
+__all__ = ["expire_leases", "record_expired"]
 
 
-def expire_leases(engine, redis, project_id: int, *, now_ms: int | None = None,
-                  grace_ms: int = 2_000, scripts: Scripts | None = None,
-                  lease_ms: int | None = None) -> dict[str, int]:
-    """Expire the project's lapsed leases; ``lease_ms`` (default: the settings') dates the
-    expired assignments' ``issued``."""
+def expire_leases(engine: Any, redis: Any, project_id: int, *, lease_ms: int,
+                  now_ms: int | None = None, scripts: Scripts | None = None,
+                  tuning: Tuning = TUNING) -> dict[str, int]:
+    """Expire the project's leases lapsed more than ``tuning.reap_grace_ms`` ago;
+    ``lease_ms`` (the settings' lease) dates the expired assignments' ``issued``."""
     scripts = scripts or Scripts(redis)
     released: list[tuple[str, Released]] = []
     k = Keys(project_id)
     now = int(time.time() * 1000) if now_ms is None else now_ms
-    cutoff = now - grace_ms
+    cutoff = now - tuning.reap_grace_ms
     out = {"expired": 0, "finished": 0, "stale": 0}
     cap = None
     for raw in redis.zrangebyscore(k.leases, "-inf", cutoff):
         aid = raw.decode()
         res = scripts.release(k, aid, expired_before_ms=cutoff)
-        if res[0]:
+        if isinstance(res, Released):
             out["expired"] += 1
             released.append((aid, res))
             continue
-        if res[1] == "missing":
+        if res is Refusal.MISSING:
             redis.zrem(k.leases, aid)
             out["stale"] += 1
-        elif res[1] == "submitting":
+        elif res is Refusal.SUBMITTING:
             started = int(redis.hget(k.lease(aid), "submitting") or now)
-            if started > now - SUBMIT_GRACE_MS:
+            if started > now - tuning.submit_grace_ms:
                 continue
             with session_scope(engine) as session:
                 has_label = session.exec(select(Label.id)
                                          .where(Label.assignment_id == aid)).first()
                 if cap is None:
-                    cap = session.get(Project, project_id).max_labels or -1
+                    project = session.get(Project, project_id)
+                    cap = (project.max_labels if project is not None else None) or -1
             if has_label is not None:
                 scripts.submit_finish(k, aid, None if cap < 0 else cap)
                 out["finished"] += 1
             else:
                 res = scripts.release(k, aid, allow_submitting=True)
-                if res[0]:
+                if isinstance(res, Released):
                     out["expired"] += 1
                     released.append((aid, res))
     record_expired(engine, project_id, released, lease_ms=lease_ms)
     return out
 
 
-def record_expired(engine, project_id: int, released: list[tuple[str, Released]], *,
-                   lease_ms: int | None = None) -> int:
+def record_expired(engine: Any, project_id: int, released: list[tuple[str, Released]], *,
+                   lease_ms: int) -> int:
     """Write the issued ones of ``(assignment id, Released)`` as ``Assignment`` rows in state
     ``expired``, in one transaction; returns how many. An id that already has a row (a
     stalled submit that committed after all) is left as it is; a stalled submit that
@@ -90,18 +86,18 @@ def record_expired(engine, project_id: int, released: list[tuple[str, Released]]
     issued = [(aid, r) for aid, r in released if not r.held]
     if not issued:
         return 0
-    if lease_ms is None:
-        from ..settings import load_settings
-        lease_ms = load_settings().lease_seconds * 1000
     with session_scope(engine) as session:
-        wids = dict(session.exec(select(Worker.seq, Worker.id).where(
-            Worker.project_id == project_id,
-            Worker.seq.in_({r.worker for _a, r in issued}))).all())
+        wids: dict[int, int] = {int(s): int(i) for s, i in session.exec(
+            select(col(Worker.seq), col(Worker.id)).where(
+                Worker.project_id == project_id,
+                col(Worker.seq).in_({r.worker for _a, r in issued}))).all()}
         missing = {r.task for _a, r in issued if r.task_id is None}
-        tids = dict(session.exec(select(Task.seq, Task.id).where(
-            Task.project_id == project_id, Task.seq.in_(missing))).all()) if missing else {}
-        have = set(session.exec(select(Assignment.id).where(
-            Assignment.id.in_([aid for aid, _r in issued]))).all())
+        tids: dict[int, int] = {int(s): int(i) for s, i in session.exec(
+            select(col(Task.seq), col(Task.id)).where(
+                Task.project_id == project_id, col(Task.seq).in_(missing))).all()} \
+            if missing else {}
+        have: set[str] = set(session.exec(select(col(Assignment.id)).where(
+            col(Assignment.id).in_([aid for aid, _r in issued]))).all())
     rows = [dict(id=aid, project_id=project_id,
                  task_id=r.task_id if r.task_id is not None else tids[r.task],
                  worker_id=wids[r.worker], is_gold=r.gold, state="expired",

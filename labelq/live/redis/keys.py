@@ -53,11 +53,17 @@ key (after the prefix)     type    TTL    meaning
 
 ``lease:{a}`` expires in Redis one grace period after the lease itself, so a key is never
 left behind; the reaper normally removes it first.
+
+Field and member encodings are made here too: the gold counters in ``nissued``
+(:func:`gold_issued_field`, :func:`gold_category_field`; the Lua scripts spell them
+``'g' .. w`` and ``'g' .. w .. ':' .. c``) and the ``declines`` entries
+(:func:`decline_entry`, :func:`parse_decline`).
 """
 
 from __future__ import annotations
 
-__all__ = ["Keys", "GLOBAL_PROJECTS"]
+__all__ = ["Keys", "GLOBAL_PROJECTS", "gold_issued_field", "gold_category_field",
+           "decline_entry", "parse_decline"]
 
 GLOBAL_PROJECTS = "lq:projects"  # SET of project ids with hot state (for the beat)
 
@@ -111,3 +117,26 @@ class Keys:
     def pattern(self) -> str:
         """Glob matching every key of the project (for a rebuild's cleanup)."""
         return self.prefix + "*"
+
+
+def gold_issued_field(worker: int) -> str:
+    """``nissued`` field counting the gold questions issued to ``worker``."""
+    return f"g{int(worker)}"
+
+
+def gold_category_field(worker: int, category: int) -> str:
+    """``nissued`` field counting the gold questions of category index ``category``
+    issued to ``worker``."""
+    return f"g{int(worker)}:{int(category)}"
+
+
+def decline_entry(task: int, worker: int) -> str:
+    """A ``declines`` list entry: ``"task:worker"`` (seqs)."""
+    return f"{int(task)}:{int(worker)}"
+
+
+def parse_decline(entry: bytes | str) -> tuple[int, int]:
+    """(task seq, worker seq) of a ``declines`` entry."""
+    raw = entry.decode() if isinstance(entry, bytes) else entry
+    task, worker = raw.split(":")
+    return int(task), int(worker)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from labelq.queue.keys import Keys
-from labelq.queue.scripts import Scripts
+from labelq.live.redis.keys import Keys
+from labelq.live.redis.scripts import Inbox, Popped, Refusal, Released, Scripts
 
 K = Keys(1)
 NOW = int(time.time() * 1000)
@@ -21,7 +21,7 @@ def test_reserve_refuses_a_task_the_worker_has_seen(r):
     s = Scripts(r)
     assert reserve(s, 5, 0, "a1").ok
     res = reserve(s, 5, 0, "a2")
-    assert (res.ok, res.reason) == (False, "seen")
+    assert (res.ok, res.refusal) == (False, Refusal.SEEN)
 
 
 def test_cap_counts_live_leases_and_parks_then_returns_the_task(r):
@@ -31,15 +31,15 @@ def test_cap_counts_live_leases_and_parks_then_returns_the_task(r):
     # When two workers hold leases on it
     assert reserve(s, 7, 0, "a").ok and reserve(s, 7, 1, "b").ok
     # Then a third is refused and the task left pending for parked
-    assert reserve(s, 7, 2, "c").reason == "cap"
+    assert reserve(s, 7, 2, "c").refusal is Refusal.CAP
     assert r.zscore(K.pending, 7) is None and r.zscore(K.parked, 7) == 1.0
     # When one lease is released, the task is back with its priority
-    assert s.release(K, "b", worker=1)[0]
+    assert isinstance(s.release(K, "b", worker=1), Released)
     assert r.zscore(K.pending, 7) == 1.0
     # When both labels are recorded, the task leaves the pool for good
     assert reserve(s, 7, 2, "c").ok
-    assert s.submit_begin(K, "a", 0, NOW)[0] == "ok" and s.submit_finish(K, "a", 2)
-    assert s.submit_begin(K, "c", 2, NOW)[0] == "ok" and s.submit_finish(K, "c", 2)
+    assert not isinstance(s.submit_begin(K, "a", 0, NOW), Refusal) and s.submit_finish(K, "a", 2)
+    assert not isinstance(s.submit_begin(K, "c", 2, NOW), Refusal) and s.submit_finish(K, "c", 2)
     assert r.zscore(K.pending, 7) is None and r.zscore(K.parked, 7) is None
     assert int(r.hget(K.nlabels, 7)) == 2 and int(r.hget(K.reserved, 7)) == 0
 
@@ -53,34 +53,34 @@ def test_gold_is_exempt_from_the_cap(r):
 def test_capacity_and_budget(r):
     s = Scripts(r)
     assert reserve(s, 1, 0, "a", capacity=1).ok
-    assert reserve(s, 2, 0, "b", capacity=1).reason == "capacity"
+    assert reserve(s, 2, 0, "b", capacity=1).refusal is Refusal.CAPACITY
     assert reserve(s, 3, 1, "c", cost=2.0, budget=3.5).ok   # 1 + 2 held
-    assert reserve(s, 4, 2, "d", cost=1.0, budget=3.5).reason == "budget"
-    assert s.release(K, "c", worker=1)[0]
+    assert reserve(s, 4, 2, "d", cost=1.0, budget=3.5).refusal is Refusal.BUDGET
+    assert isinstance(s.release(K, "c", worker=1), Released)
     assert reserve(s, 4, 2, "d", cost=1.0, budget=3.5).ok
 
 
 def test_submit_finish_counts_once_and_checks_owner_and_expiry(r):
     s = Scripts(r)
     assert reserve(s, 1, 0, "a", expires=NOW + 1000).ok
-    assert s.submit_begin(K, "a", 3, NOW) == ("forbidden",)
-    assert s.submit_begin(K, "a", 0, NOW + 2000) == ("expired",)
-    assert s.submit_begin(K, "a", 0, NOW)[0] == "ok"
-    assert s.release(K, "a", worker=0) == (False, "submitting")  # reaper/decline wait
+    assert s.submit_begin(K, "a", 3, NOW) is Refusal.FORBIDDEN
+    assert s.submit_begin(K, "a", 0, NOW + 2000) is Refusal.EXPIRED
+    assert not isinstance(s.submit_begin(K, "a", 0, NOW), Refusal)
+    assert s.release(K, "a", worker=0) is Refusal.SUBMITTING  # reaper/decline wait
     assert s.submit_finish(K, "a", None) == 1
     assert s.submit_finish(K, "a", None) == 0  # a second finish does nothing
     assert int(r.hget(K.nlabels, 1)) == 1 and float(r.get(K.spent)) == 1.0
     assert float(r.get(K.reserved_cost)) == 0.0 and int(r.hget(K.wcount, 0)) == 1
-    assert s.submit_begin(K, "a", 0, NOW) == ("missing",)
+    assert s.submit_begin(K, "a", 0, NOW) is Refusal.MISSING
 
 
 def test_release_only_after_expiry_for_the_reaper(r):
     s = Scripts(r)
     assert reserve(s, 1, 0, "a", expires=NOW + 1000).ok
-    assert s.release(K, "a", expired_before_ms=NOW) == (False, "live")
+    assert s.release(K, "a", expired_before_ms=NOW) is Refusal.LIVE
     out = s.release(K, "a", expired_before_ms=NOW + 5000)
-    assert out[:3] == (True, 1, 0) and not out.held and out.expires_ms == NOW + 1000
-    assert s.release(K, "a", expired_before_ms=NOW + 5000) == (False, "missing")
+    assert isinstance(out, Released) and (out.task, out.worker) == (1, 0) and not out.held and out.expires_ms == NOW + 1000
+    assert s.release(K, "a", expired_before_ms=NOW + 5000) is Refusal.MISSING
     assert int(r.hget(K.wcount, 0)) == 0 and int(r.hget(K.reserved, 1)) == 0
 
 
@@ -96,10 +96,10 @@ def test_a_held_reservation_released_unpopped_was_never_issued(r):
     assert [int(r.hget(K.nissued, f)) for f in ("0", "g0", "g0:1")] == [2, 2, 2]
     # When the first is popped (issued) and both then expire and are released
     popped = s.pop_inbox(K, 0, now_ms=NOW, lease_ms=1_000, key_ttl_ms=600_000)
-    assert popped and popped[0] == "h1"
+    assert isinstance(popped, Popped) and popped.assignment_id == "h1"
     h1 = s.release(K, "h1", allow_submitting=True)
     h2 = s.release(K, "h2", allow_submitting=True)
-    assert h1.ok and h2.ok and (h1.held, h2.held) == (False, True) and h1.gold
+    assert isinstance(h1, Released) and isinstance(h2, Released) and (h1.held, h2.held) == (False, True) and h1.gold
     # Then only the popped one still counts as issued and as seen: the schedule and the
     # gold pool see what the annotator was really given
     assert [int(r.hget(K.nissued, f)) for f in ("0", "g0", "g0:1")] == [1, 1, 1]
@@ -110,7 +110,7 @@ def test_pop_inbox_skips_dead_and_foreign_entries_and_starts_the_lease(r):
     s = Scripts(r)
     # Given no hot state, the script says so and pops nothing
     r.rpush(K.inbox(0), "x")
-    assert s.pop_inbox(K, 0, NOW, 600_000, 900_000) == "unbuilt"
+    assert s.pop_inbox(K, 0, NOW, 600_000, 900_000) is Inbox.UNBUILT
     assert r.llen(K.inbox(0)) == 1
     r.delete(K.inbox(0))
     r.hset(K.meta, "built", 1)
@@ -129,15 +129,15 @@ def test_pop_inbox_skips_dead_and_foreign_entries_and_starts_the_lease(r):
     got = s.pop_inbox(K, 0, NOW, 600_000, 900_000, min_left_ms=1_000)
     # Then the dead, foreign and nearly expired entries were dropped, the first live one
     # issued with its lease starting now, the second left in the inbox
-    assert got == ("live1", 2, NOW + 600_000, None)
+    assert got == Popped("live1", 2, NOW + 600_000, None)
     assert [x.decode() for x in r.lrange(K.inbox(0), 0, -1)] == ["live2"]
     assert int(r.hget(K.lease("live1"), "expires")) == NOW + 600_000
     assert int(r.zscore(K.leases, "live1")) == NOW + 600_000
     assert r.hget(K.lease("other"), "worker") == b"1"  # untouched
     assert int(r.zscore(K.active, 0)) == NOW
     # and an empty inbox answers None (the service then decides at once)
-    assert s.pop_inbox(K, 0, NOW, 600_000, 900_000) == ("live2", 3, NOW + 600_000, None)
-    assert s.pop_inbox(K, 0, NOW, 600_000, 900_000) is None
+    assert s.pop_inbox(K, 0, NOW, 600_000, 900_000) == Popped("live2", 3, NOW + 600_000, None)
+    assert s.pop_inbox(K, 0, NOW, 600_000, 900_000) is Inbox.EMPTY
 
 
 def test_candidates_drop_seen_and_capped_and_mark_settled(r):
@@ -147,13 +147,16 @@ def test_candidates_drop_seen_and_capped_and_mark_settled(r):
     r.hset(K.nlabels, mapping={2: 2, 3: 1, 4: 1})
     r.hset(K.reserved, mapping={3: 1})
     r.hset(K.applied, mapping={2: 2, 4: 0})
-    ok, settled, n = s.candidates(K, 0, cap=2, offset=0, count=64)
+    c = s.candidates(K, 0, cap=2, offset=0, count=64)
+    ok, settled, n = c.eligible, c.settled, c.looked
     assert n == 6
     assert [int(t) for t in ok] == [0, 4, 5]  # 1 seen; 2 at the cap; 3 at it with a lease
     assert [int(t) for t in settled] == [0, 5]  # 4 has a label not yet applied
-    ok, settled, n = s.candidates(K, 0, cap=2, offset=0, count=64, enough=1)
+    c = s.candidates(K, 0, cap=2, offset=0, count=64, enough=1)
+    ok, settled, n = c.eligible, c.settled, c.looked
     assert (n, [int(t) for t in settled]) == (-1, [0])
-    ok, settled, n = s.candidates(K, 0, tasks=[1, 2, 3])  # gold: no cap
+    c = s.candidates(K, 0, tasks=[1, 2, 3])  # gold: no cap
+    ok, settled, n = c.eligible, c.settled, c.looked
     assert [int(t) for t in ok] == [2, 3]
 
 
@@ -170,7 +173,7 @@ def test_reserve_refuses_a_gold_schedule_decision_made_on_moved_counts(r):
     # When a second decision made on the same counts arrives (another process decided for
     # this worker meanwhile), it is refused and nothing moves
     res = reserve_expecting(5, "t1", (0, 0))
-    assert (res.ok, res.reason) == (False, "stale")
+    assert (res.ok, res.refusal) == (False, Refusal.STALE)
     assert int(r.hget(K.nissued, "0")) == 1 and not r.sismember(K.seen(0), 5)
     # Then a decision made on the current counts goes through
     assert reserve_expecting(5, "t1", (1, 1)).ok
@@ -192,12 +195,12 @@ def test_reserve_made_at_once_is_refused_when_the_inbox_was_refilled_meanwhile(r
     # without a gold schedule's counts), it is refused and nothing moves
     for expect in (None, (1, 1)):
         res = at_once(5, "now", expect)
-        assert (res.ok, res.reason) == (False, "inbox")
+        assert (res.ok, res.refusal) == (False, Refusal.INBOX)
     assert int(r.hget(K.nissued, "0")) == 1 and not r.sismember(K.seen(0), 5)
     assert not r.exists(K.lease("now")) and r.lrange(K.inbox(0), 0, -1) == [b"held"]
     # Then once the worker has popped it, a decision at once goes through and is not held
     r.hset(K.meta, "built", 1)
-    assert s.pop_inbox(K, 0, NOW, 60_000, 600_000)[0] == "held"
+    assert s.pop_inbox(K, 0, NOW, 60_000, 600_000).assignment_id == "held"
     assert at_once(5, "now", (1, 1)).ok
     assert r.llen(K.inbox(0)) == 0 and r.hget(K.lease("now"), "held") is None
 
@@ -224,9 +227,10 @@ def test_candidates_many_answers_as_candidates_does_for_each_worker(r):
                                  enough=enough)
         # Then each worker gets exactly what their own CANDIDATES call would give
         for w in range(3):
-            ok, settled, _n = s.candidates(K, w, cap=None if cap < 0 else cap, offset=0,
-                                           count=count, enough=enough[w])
-            assert many[w] == (ok, settled), (trial, w)
+            one = s.candidates(K, w, cap=None if cap < 0 else cap, offset=0,
+                               count=count, enough=enough[w])
+            assert (many[w].eligible, many[w].settled) == (one.eligible, one.settled), \
+                (trial, w)
 
 
 def test_scripts_are_loaded_once_per_client_and_survive_a_script_flush(r):

@@ -1,0 +1,320 @@
+"""The applier: folds newly recorded labels into the hot posterior, one applier a project.
+
+An :class:`Applier` is made once per process (the Celery worker's, at the edge, with the
+settings and the tuning) and owns what one applier process keeps: its state cache, its
+decision generator, the workers' pace and the snapshot clocks. ``Applier.apply_pending(
+project_id)`` is what the Celery task ``apply_labels`` calls; it owns the wake-up protocol
+(``apply_wanted``, ``apply_lock``, ``apply_retry``), of which :func:`wake_applier` is the
+submitters' side.
+
+Race-freedom. Only the holder of ``apply_lock`` (a token lock, :mod:`.redis.lock`) assigns
+``applied_seq``; everyone else returns at once. Lost wake-ups are impossible: a submitter
+commits its label *then* sets ``apply_wanted`` (NX) and enqueues only if it set it; the
+holder leaves the flag set while its batches keep finding labels (no Celery task per
+batch), deletes it after an empty batch and stops only when the SELECT that *follows* the
+delete finds nothing and the flag is still clear; after releasing the lock it looks at
+``apply_wanted`` again and re-acquires if it is set. (The flag expires after
+``tuning.wanted_ttl_ms``, far longer than one batch, so a crash cannot leave it set for good; a
+run that finds the lock busy while the flag is set retries, which covers a dead holder —
+one retrier at a time, :meth:`Applier.claim_retry`.) So every committed label is either
+seen by a running SELECT or leaves the flag set for a later one. A holder that stalls past
+the lock TTL loses the lock: ``extend`` fails before its commit and it rolls back; and the
+UPDATE only touches ``applied_seq IS NULL`` rows, so two appliers can never both apply one
+label.
+
+Idempotence. The fold is stored in SQL (``applied_seq``) in the same transaction that marks
+the labels; the in-memory state is updated only after the commit succeeds (else the cache is
+dropped and rebuilt from SQL). A redelivered message finds nothing unapplied. A crash after
+the commit but before the Redis writes leaves a snapshot behind SQL; the next holder
+replays the missing labels from SQL (:mod:`.hotstate`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+from sqlalchemy import bindparam, func, select, update
+from sqlmodel import col
+
+from ..db import session_scope
+from ..goldstats import apply_quality_rule
+from ..models import Label, Task
+from ..policies.base import Observation
+from ..problem import label_rows, to_observation
+from ..settings import Settings, load_settings
+from .decide import decision_rng
+from .hotstate import Hot, StateCache, write_snapshot
+from .redis.keys import Keys, parse_decline
+from .redis.lock import RedisLock
+from .redis.scripts import Scripts
+from .refill import PaceMeter, refill_inboxes
+from .tuning import TUNING, Tuning
+
+__all__ = ["Applier", "ApplyReport", "LockLost", "push_priorities", "applied_counts",
+           "wake_applier"]
+
+log = logging.getLogger(__name__)
+
+
+class LockLost(Exception):
+    pass
+
+
+@dataclass
+class ApplyReport:
+    applied: int = 0
+    declines: int = 0
+    paused: list[str] = field(default_factory=list)
+    busy: bool = False  # another applier held the lock
+    refilled: int = 0  # inbox reservations made after the batch
+
+
+def wake_applier(redis: Any, project_id: int, notify: Callable[[int], None] | None,
+                 tuning: Tuning = TUNING) -> bool:
+    """The submitters' side of the wake-up protocol, for a change made outside
+    ``SUBMIT_FINISH`` (which sets the flag itself): set ``apply_wanted`` (NX) and, only if
+    this call set it, ``notify`` (enqueue an applier run). True if it set the flag."""
+    if redis.set(Keys(project_id).apply_wanted, 1, nx=True, px=tuning.wanted_ttl_ms):
+        if notify is not None:
+            notify(project_id)
+        return True
+    return False
+
+
+def push_priorities(redis: Any, hot: Hot, tasks: Any, pipeline: Any = None) -> None:
+    """ZADD XX the current priorities of ``tasks`` (non-gold) to ``pending``/``parked``:
+    XX only updates members, so a closed task never comes back."""
+    seqs = np.asarray(sorted({int(t) for t in tasks}), dtype=np.int64)
+    if seqs.size == 0:
+        return
+    seqs = seqs[~hot.view.is_gold[seqs]]
+    if seqs.size == 0:
+        return
+    pri = hot.policy.priority(hot.state, seqs)
+    mapping = {int(t): float(p) for t, p in zip(seqs, pri)}
+    k = Keys(hot.project_id)
+    pipe = pipeline or redis.pipeline(transaction=False)
+    pipe.zadd(k.pending, mapping, xx=True)
+    pipe.zadd(k.parked, mapping, xx=True)
+    if pipeline is None:
+        pipe.execute()
+
+
+def applied_counts(engine: Any, project_id: int) -> dict[int, int]:
+    """task seq -> labels applied, from SQL (one GROUP BY; only after a replay)."""
+    stmt = (select(col(Task.seq), func.count(col(Label.id)))
+            .join(Task, col(Task.id) == col(Label.task_id))
+            .where(col(Label.project_id) == project_id, col(Label.applied_seq).is_not(None))
+            .group_by(col(Task.seq)))
+    with engine.connect() as conn:
+        return {int(t): int(n) for t, n in conn.execute(stmt)}
+
+
+class _Reshaped(Exception):
+    """A label refers to a task or worker the cached view does not have yet."""
+
+
+class Applier:
+    """One applier process's engine: folds labels, refills inboxes, writes snapshots.
+
+    Holds the process's :class:`StateCache` (tracking the tasks a replay touched), the
+    decision generator of its refills (``Settings.decision_seed``, stream 1), the workers'
+    :class:`PaceMeter`, and per project the time and cost of the last snapshot."""
+
+    def __init__(self, engine: Any, redis: Any, *, settings: Settings | None = None,
+                 tuning: Tuning = TUNING, cache: StateCache | None = None) -> None:
+        self.engine, self.redis = engine, redis
+        self.settings = settings or load_settings()
+        self.tuning = tuning
+        self.cache = cache or StateCache(track_dirty=True)
+        self.scripts = Scripts(redis)
+        self.rng = decision_rng(self.settings.decision_seed, 1)
+        self.rng_lock = threading.Lock()
+        self.pace = PaceMeter(tuning.pace_weight)
+        self.last_snapshot: dict[int, float] = {}  # project -> monotonic time written
+        self.snapshot_took: dict[int, float] = {}  # project -> seconds it took
+
+    # --- the run -------------------------------------------------------------------------
+    def apply_pending(self, project_id: int, *, refill: bool = True,
+                      snapshot_every_s: float | None = None) -> ApplyReport:
+        """Apply every unapplied label of the project (see the module docstring), then
+        refill the inboxes of the active workers with the updated posterior."""
+        redis, t = self.redis, self.tuning
+        every_s = t.snapshot_every_s if snapshot_every_s is None else snapshot_every_s
+        k = Keys(project_id)
+        report = ApplyReport()
+        while True:
+            lock = RedisLock(redis, k.apply_lock, t.lock_ttl_ms)
+            if not lock.acquire():
+                report.busy = True
+                return report
+            try:
+                hot: Hot | None = None
+                last_refill = time.monotonic()
+                # The wake-up flag is cleared only once a batch comes back empty: while
+                # labels keep coming it stays set, so their submitters enqueue no more
+                # Celery tasks. The holder stops only after a SELECT that followed the
+                # clearing found nothing and nobody set the flag since (module docstring).
+                clear = True
+                while True:
+                    if clear:
+                        redis.delete(k.apply_wanted)
+                    try:
+                        n, hot = self._batch(project_id, lock, report, hot)
+                    except _Reshaped:  # tasks loaded or workers enrolled: reload the view
+                        hot = None
+                        continue
+                    report.applied += n
+                    if n == 0 and clear and not redis.exists(k.apply_wanted):
+                        break
+                    clear = n == 0
+                    if n == 0:
+                        continue
+                    # labels keep coming: keep the inboxes topped up meanwhile (else the
+                    # annotators fall back to deciding at once), snapshot now and then, and
+                    # let a few more arrive before the next batch rather than pay a
+                    # batch's fixed cost per label
+                    if refill and time.monotonic() - last_refill >= t.refill_every_s:
+                        report.refilled += self.refill_project(project_id)
+                        last_refill = time.monotonic()
+                    self.maybe_snapshot(project_id, every_s)
+                    if n < t.linger_below:
+                        time.sleep(t.linger_s)
+                if report.applied:
+                    self.maybe_snapshot(project_id, every_s)
+            except LockLost as exc:
+                log.warning("applier for project %s stopped: %s", project_id, exc)
+                return report
+            finally:
+                lock.release()
+            if refill:
+                report.refilled += self.refill_project(project_id)
+            if not redis.exists(k.apply_wanted):
+                return report
+
+    def claim_retry(self, project_id: int, run_id: str) -> bool:
+        """After a run found the lock busy: whether this run (``run_id``, its Celery task
+        id) should retry later. Only while labels still wait (``apply_wanted``), and only
+        one retrier at a time (``apply_retry``, renewed by its owner on every retry): a
+        holder that keeps running leaves the flag set, and the beat's wake-ups would
+        otherwise pile up, each retrying every second."""
+        r, k, ttl = self.redis, Keys(project_id), self.tuning.retry_ttl_ms
+        if not r.exists(k.apply_wanted):
+            return False
+        if r.set(k.apply_retry, run_id, nx=True, px=ttl) or \
+                (r.get(k.apply_retry) or b"").decode() == run_id:
+            r.pexpire(k.apply_retry, ttl)
+            return True
+        return False
+
+    def _batch(self, project_id: int, lock: RedisLock, report: ApplyReport,
+               hot: Hot | None) -> tuple[int, Hot]:
+        """One batch. ``hot``: the state this holder of the lock caught up with SQL when
+        it took the lock (nobody else applies while it holds it), else caught up now."""
+        engine, redis, cache = self.engine, self.redis, self.cache
+        if hot is None:
+            hot = cache.get(engine, redis, project_id)
+        k = Keys(project_id)
+        with hot.lock:
+            try:
+                with session_scope(engine) as session:
+                    rows = label_rows(session, project_id, unapplied=True,
+                                      limit=self.tuning.apply_batch)
+                    if rows and (max(r[2] for r in rows) >= hot.view.n_tasks or
+                                 max(r[3] for r in rows) >= hot.view.n_workers):
+                        raise _Reshaped()
+                    if not rows and not redis.llen(k.declines) and not hot.dirty:
+                        return 0, hot
+                    idx = {v: i for i, v in enumerate(hot.project.labels)}
+                    touched: set[int] = set(hot.dirty or ())
+                    applied_per_task: dict[int, int] = {}
+                    gold_workers: set[int] = set()
+                    seq = hot.seq
+                    marks = []
+                    for row in rows:
+                        seq += 1
+                        obs = to_observation(row, idx)
+                        touched.update(int(t) for t in hot.policy.update(hot.state, obs))
+                        marks.append({"lid": row[0], "seq": seq})
+                        applied_per_task[obs.task] = applied_per_task.get(obs.task, 0) + 1
+                        if obs.gold:
+                            gold_workers.add(obs.worker)
+                    if marks:
+                        t = getattr(Label, "__table__")
+                        res = session.connection().execute(
+                            update(t).where(t.c.id == bindparam("lid"),
+                                            t.c.applied_seq.is_(None))
+                            .values(applied_seq=bindparam("seq")), marks)
+                        if res.rowcount not in (-1, len(marks)):
+                            raise LockLost(f"{len(marks) - res.rowcount} labels applied "
+                                           "elsewhere")
+                    report.paused += apply_quality_rule(session, hot.project,
+                                                         sorted(gold_workers),
+                                                         hot.view.categories)
+                    if not lock.extend():
+                        raise LockLost("apply lock expired during the batch")
+                hot.seq = seq
+            except BaseException:
+                cache.drop(project_id)  # the state may hold updates SQL did not keep
+                raise
+            # declines: applied to the hot state only (see the module docstring of hotstate)
+            raw = redis.lpop(k.declines, 1000) or []
+            for item in raw:
+                task, worker = parse_decline(item)
+                touched.update(int(t) for t in hot.policy.update(
+                    hot.state, Observation(task=task, worker=worker, label=-1,
+                                           declined=True)))
+            report.declines += len(raw)
+            pipe = redis.pipeline(transaction=False)
+            push_priorities(redis, hot, touched, pipeline=pipe)
+            # tasks of labels replayed from SQL (applied by a holder that died before its
+            # Redis writes, or that did them): their ``applied`` counts are set from SQL,
+            # where the increments may be missing; the others are incremented by this
+            # batch's labels
+            replayed = set(hot.dirty or ())
+            if replayed:
+                counts = applied_counts(engine, project_id)
+                for task in sorted(replayed):
+                    pipe.hset(k.applied, task, counts.get(task, 0))
+            for task, n in applied_per_task.items():
+                if task not in replayed:
+                    pipe.hincrby(k.applied, task, n)
+            pipe.execute()
+            if hot.dirty:
+                hot.dirty.clear()
+        return len(rows) + len(raw), hot
+
+    # --- snapshots and refills -----------------------------------------------------------
+    def maybe_snapshot(self, project_id: int, every_s: float | None = None) -> None:
+        """Write the cached state's snapshot if the last is older than ``every_s`` — or
+        than ``tuning.snapshot_share`` times the last one's duration, if that is longer: a
+        snapshot costs O(tasks) (1M tasks: most of a second), and the applier spends at
+        most about 1/``snapshot_share`` of its time writing them."""
+        hot = self.cache.peek(project_id)
+        now = time.monotonic()
+        every = self.tuning.snapshot_every_s if every_s is None else every_s
+        every = max(every, self.tuning.snapshot_share * self.snapshot_took.get(project_id, 0.0))
+        if hot is not None and now - self.last_snapshot.get(project_id, 0.0) >= every:
+            with hot.lock:
+                write_snapshot(self.redis, hot)
+            self.last_snapshot[project_id] = done = time.monotonic()
+            self.snapshot_took[project_id] = done - now
+
+    def refill_project(self, project_id: int) -> int:
+        """Top up the active workers' inboxes (:func:`.refill.refill_inboxes`) with the
+        cached state of this process (caught up with SQL first if older than
+        ``tuning.refill_state_max_age``)."""
+        hot = self.cache.get(self.engine, self.redis, project_id,
+                             max_age=self.tuning.refill_state_max_age)
+        lease_ms = self.settings.lease_seconds * 1000
+        return refill_inboxes(self.engine, self.redis, self.scripts, hot,
+                              inbox_size=self.settings.inbox_size,
+                              inbox_max=self.settings.inbox_max, lease_ms=lease_ms,
+                              key_ttl_ms=self.tuning.lease_key_ttl_ms(lease_ms),
+                              rng=self.rng, rng_lock=self.rng_lock, pace=self.pace,
+                              tuning=self.tuning)

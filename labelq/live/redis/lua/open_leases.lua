@@ -1,0 +1,17 @@
+-- open_leases.lua: included (--#include) by reserve.lua and pop_inbox.lua.
+-- (shared) the worker's open assignments — issued leases, live, not being submitted —
+-- oldest first, as {aid, task, expires, row}; drops from open:{w} those that
+-- ended (submitted, declined, expired, or gone with a rebuild)
+local function open_leases(okey, prefix, worker, now)
+  local live = {}
+  for _, aid in ipairs(redis.call('ZRANGE', okey, 0, -1)) do
+    local l = redis.call('HMGET', prefix .. 'lease:' .. aid, 'task', 'worker', 'expires',
+                         'submitting', 'row', 'held')
+    if not l[1] or l[2] ~= worker or l[6] or tonumber(l[3]) <= now then
+      redis.call('ZREM', okey, aid)
+    elseif not l[4] then
+      live[#live + 1] = {aid, l[1], l[3], l[5]}
+    end
+  end
+  return live
+end

@@ -1,0 +1,24 @@
+"""The beat's upkeep of one project (the Celery task ``labelq.maintain`` runs it for every
+project with hot state, then wakes the project's applier): expire lapsed leases and
+unpopped inbox reservations (:mod:`.reaper`), take in newly loaded tasks, and put back into
+``pending`` the tasks below a raised label cap (:mod:`.rebuild`)."""
+
+from __future__ import annotations
+
+from .applier import Applier
+from .reaper import expire_leases
+from .rebuild import add_new_tasks, reopen_below_cap
+
+__all__ = ["maintain_project"]
+
+
+def maintain_project(applier: Applier, project_id: int) -> dict[str, int]:
+    """One project's upkeep with the applier process's engine, client and state cache;
+    returns what the reaper did."""
+    engine, redis = applier.engine, applier.redis
+    out = expire_leases(engine, redis, project_id,
+                        lease_ms=applier.settings.lease_seconds * 1000,
+                        scripts=applier.scripts, tuning=applier.tuning)
+    add_new_tasks(engine, redis, project_id, applier.cache)
+    reopen_below_cap(engine, redis, project_id, applier.cache)
+    return out
