@@ -1,0 +1,54 @@
+"""``bench/peers.py --quick`` runs, so the peer benchmark's harness cannot rot unnoticed.
+
+The labelq half always runs (a real ``labelq serve`` + ``labelq worker`` on free ports, Redis
+at ``LABELQ_TEST_REDIS_URL``); the Label Studio half needs Label Studio, which lives in a venv
+of its own (its pins conflict with labelq's): ``LABELQ_TEST_LABEL_STUDIO_BIN`` names its
+launcher, else ``label-studio`` on PATH; without either it is skipped.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+
+def test_quick_labelq_half(redis_url, capsys):
+    from bench import peers
+    results = peers.main(["--quick", "--systems", "labelq", "--redis-url", redis_url])
+    by = {res["system"]: res for _, res in results}
+    assert set(by) == {"labelq (overlap 3)", "labelq (overlap 1)"}
+    for overlap, res in ((3, by["labelq (overlap 3)"]), (1, by["labelq (overlap 1)"])):
+        # every one of the 500 tasks got its labels, and the exports carry them all
+        assert res["labels"] == 500 * overlap
+        assert res["export"]["per_task"][1] == 500
+        assert res["export"]["labels"][1] == 500 * overlap
+        assert res["rate"] > 0 and res["next_p50"] <= res["next_p99"]
+        assert res["cpu"]["api"] > 0 and res["retried"] == 0
+    out = capsys.readouterr().out
+    assert "| 1 | labelq (overlap 3) | 1,500 |" in out
+
+
+def _label_studio_bin() -> str | None:
+    return os.environ.get("LABELQ_TEST_LABEL_STUDIO_BIN") or shutil.which("label-studio")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_label_studio_bin() is None and importlib.util.find_spec("label_studio") is None,
+                    reason="Label Studio is not installed here (it needs a venv of its own: "
+                           "docs/benchmarks.md); set LABELQ_TEST_LABEL_STUDIO_BIN to run this")
+def test_quick_label_studio_half(redis_url):
+    from bench import peers
+    results = peers.main(["--quick", "--systems", "ls", "--label-studio-bin",
+                          _label_studio_bin() or "label-studio", "--redis-url", redis_url])
+    by = {res["system"]: res for _, res in results}
+    assert by["Label Studio (overlap 1)"]["labels"] == 500
+    assert by["Label Studio (overlap 1)"]["export"]["labels"][1] == 500
+    assert by["Label Studio (overlap 3)"]["export"]["labels"][1] >= 500
