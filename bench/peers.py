@@ -258,6 +258,7 @@ class Labelq:
         self.r.flushdb()
         self.dir = Path(tempfile.mkdtemp(prefix="peers-labelq-"))
         url, self.cleanup = fresh_database(a.database, str(self.dir))
+        self.url = url
         self.engine = eng = engine_for(url)
         init_schema(eng)
         path = self.dir / "tasks.jsonl"
@@ -306,6 +307,31 @@ class Labelq:
 
     def log_tail(self) -> str:
         return (self.dir / "api.log").read_text(errors="replace")[-3000:]
+
+    def fill(self) -> tuple[float, int]:
+        """Give every task its labels in process (``Service``, the calls the API makes),
+        round robin over the annotators; the input of the export timing. (s, labels)"""
+        from labelq.service import Service
+        from labelq.settings import Settings
+        from workers.main import create_app
+        app = create_app(self.args.redis_url)
+        svc = Service(self.engine, self.r, settings=Settings(database_url=self.url,
+                                                             redis_url=self.args.redis_url),
+                      notify=lambda p: app.send_task("labelq.apply_labels", args=[p],
+                                                     queue="labelq-peers"))
+        handles = [f"ann{j}" for j in range(self.args.annotators)]
+        t, n, idle = time.perf_counter(), 0, 0
+        while idle < len(handles):
+            idle = 0
+            for j, h in enumerate(handles):
+                a = svc.next_assignment(h)
+                if a is None:
+                    idle += 1
+                    continue
+                svc.submit(h, a.assignment_id, LABELS[(n + j) % 2])
+                n += 1
+        self.settle()
+        return time.perf_counter() - t, n
 
     def settle(self) -> None:
         """Every label folded into the posterior (the worker's share of the work)."""
@@ -448,7 +474,7 @@ class LabelStudio:
         ls = self.ls
         if ls.server is None:
             ls.launch()
-        self.base = ls.base
+        self.base, self.tasks = ls.base, tasks
         with httpx.Client(base_url=self.base, timeout=600,
                           headers={"Authorization": f"Token {ls.admin_token}"}) as c:
             r = c.post("/api/projects", json={
@@ -469,6 +495,33 @@ class LabelStudio:
             load_s = time.perf_counter() - t
         return {"base": self.base, "project": self.project, "load_s": load_s,
                 "auth": [f"Token {tok}" for tok in ls.tokens]}
+
+    def fill(self) -> tuple[float, int]:
+        """A new project of the same tasks, each imported with one annotation (the import
+        API takes annotations along; labelling 10,000 through the stream takes too long
+        here): the input of the export timing. (s, labels)"""
+        import httpx
+        tasks = self.tasks
+        with httpx.Client(base_url=self.base, timeout=900,
+                          headers={"Authorization": f"Token {self.ls.admin_token}"}) as c:
+            r = c.post("/api/projects", json={"title": f"peers export {time.time():.0f}",
+                                              "label_config": LS_CONFIG})
+            r.raise_for_status()
+            self.project = r.json()["id"]
+            t = time.perf_counter()
+            r = c.post(f"/api/projects/{self.project}/import", json=[
+                {"data": {"ext_id": t_["id"], "text": t_["text"]},
+                 "annotations": [{"result": [{"from_name": "label", "to_name": "text",
+                                              "type": "choices",
+                                              "value": {"choices": [LABELS[i % 2]]}}]}]}
+                for i, t_ in enumerate(tasks)])
+            r.raise_for_status()
+            deadline = time.monotonic() + 900
+            while c.get(f"/api/projects/{self.project}").json().get("task_number") != len(tasks):
+                if time.monotonic() > deadline:
+                    raise RuntimeError("Label Studio import did not finish")
+                time.sleep(0.1)
+            return time.perf_counter() - t, len(tasks)
 
     def cpu(self) -> dict:
         return {"server": _cpu_seconds(pgid=self.ls.server.pid)}
@@ -518,7 +571,6 @@ def phase(system, tasks, args) -> dict:
         c1 = system.cpu()
         cpu = {k: c1[k] - got["c0"][k] for k in c1}
         load = os.getloadavg()[0]
-        exported = system.export()
     finally:
         system.stop()
     n = max(got["labels"], 1)
@@ -531,68 +583,96 @@ def phase(system, tasks, args) -> dict:
             "submit_p50": _pct(got["submit_ms"], 50), "submit_p99": _pct(got["submit_ms"], 99),
             "cpu": per, "cpu_own": own, "cpu_all": sum(per.values()),
             "client_cpu": 1000 * got["client_cpu"] / n, "load": load, "retried": got["retried"],
-            "load_s": info["load_s"], "setup_s": setup_s, "export": exported}
+            "load_s": info["load_s"], "setup_s": setup_s}
+
+
+def export_phase(system, tasks) -> dict:
+    """Every task labelled once (``system.fill``), then both exports timed."""
+    system.start(tasks)
+    try:
+        fill_s, n = system.fill()
+        return {"system": system.name.split(" (")[0], "kind": system.kind, "labels": n,
+                "fill_s": fill_s, "export": system.export(), "load": os.getloadavg()[0]}
+    finally:
+        system.stop()
 
 
 def row(res: dict, rnd: int) -> str:
     cpu = res["cpu"]
     parts = " + ".join(f"{k} {v:.2f}" for k, v in cpu.items())
-    ex = res["export"]
     return (f"| {rnd} | {res['system']} | {res['labels']:,} | {res['seconds']:.1f} "
             f"| {res['rate']:.0f} | {res['next_p50']:.1f} | {res['next_p99']:.1f} "
             f"| {res['submit_p50']:.1f} | {res['submit_p99']:.1f} | {res['cpu_own']:.2f} "
-            f"| {parts} | {res['client_cpu']:.2f} | {res['load_s']:.1f} "
-            f"| {ex['per_task'][0]:.2f} ({ex['per_task'][1]:,}) "
-            f"| {ex['labels'][0]:.2f} ({ex['labels'][1]:,}) | {res['retried']} "
+            f"| {parts} | {res['client_cpu']:.2f} | {res['load_s']:.1f} | {res['retried']} "
             f"| {res['load']:.1f} |")
+
+
+def export_row(res: dict, rnd: int) -> str:
+    ex = res["export"]
+    return (f"| {rnd} | {res['system']} | {res['labels']:,} | {res['fill_s']:.1f} "
+            f"| {ex['per_task'][0]:.2f} ({ex['per_task'][1]:,}) "
+            f"| {ex['labels'][0]:.2f} ({ex['labels'][1]:,}) | {res['load']:.1f} |")
+
+
+EXPORT_HEAD = ("| round | system | labels | labelled by (s) | export one row per task (s, rows) "
+               "| export every label (s, labels) | load avg (1 min) |\n"
+               "|---:|---|---:|---:|---:|---:|---:|")
 
 
 HEAD = ("| round | system | labels | time (s) | labels/s | next p50 (ms) | next p99 (ms) "
         "| submit p50 (ms) | submit p99 (ms) | server CPU ms/label | of which | client CPU "
-        "ms/label | load tasks (s) | export per task (s, rows) | export labels (s, labels) "
-        "| 5xx retried | load avg (1 min) |\n"
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|")
+        "ms/label | load tasks (s) | 5xx retried | load avg (1 min) |\n"
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|")
 
 
-def summary(results: list[tuple[int, dict]]) -> list[str]:
+def summary(results: list[tuple[int, dict]], exports: list[tuple[int, dict]]) -> list[str]:
     """Medians per system and the per-round ratios labelq / Label Studio."""
+    med = statistics.median
     by: dict[str, list[dict]] = {}
     for _, res in results:
         by.setdefault(res["system"], []).append(res)
-    out = ["| system | rounds | labels/s (median) | next p50 (ms) | next p99 (ms) "
-           "| server CPU ms/label | export labels (s) |", "|---|---:|---:|---:|---:|---:|---:|"]
+    out = ["| system | rounds | labels/s | next p50 (ms) | next p99 (ms) "
+           "| server CPU ms/label |", "|---|---:|---:|---:|---:|---:|"]
     for name, rs in by.items():
-        med = lambda key: statistics.median(r[key] for r in rs)  # noqa: E731
-        out.append(f"| {name} | {len(rs)} | {med('rate'):.0f} | {med('next_p50'):.1f} "
-                   f"| {med('next_p99'):.1f} | {med('cpu_own'):.2f} "
-                   f"| {statistics.median(r['export']['labels'][0] for r in rs):.2f} |")
+        out.append(f"| {name} | {len(rs)} | {med(r['rate'] for r in rs):.0f} "
+                   f"| {med(r['next_p50'] for r in rs):.1f} "
+                   f"| {med(r['next_p99'] for r in rs):.1f} "
+                   f"| {med(r['cpu_own'] for r in rs):.2f} |")
     lines = []
+    f = lambda xs: " / ".join(f"{x:.2f}" for x in xs)  # noqa: E731
     for name, rs in by.items():
         if rs[0]["kind"] == "ls":
             continue
-        # Label Studio in the same round at the same overlap (else at overlap 1)
+        # Label Studio in the same round at the same overlap
         ls = {rnd: res for rnd, res in results if res["kind"] == "ls"
-              and res["overlap"] == rs[0]["overlap"]} or \
-            {rnd: res for rnd, res in results if res["kind"] == "ls" and res["overlap"] == 1}
+              and res["overlap"] == rs[0]["overlap"]}
         rounds = [(rnd, res) for rnd, res in results if res["system"] == name and rnd in ls]
         if not rounds:
             continue
-        rate = [res["rate"] / ls[rnd]["rate"] for rnd, res in rounds]
-        p50 = [res["next_p50"] / ls[rnd]["next_p50"] for rnd, res in rounds]
-        p99 = [res["next_p99"] / ls[rnd]["next_p99"] for rnd, res in rounds]
-        cpu = [res["cpu_own"] / ls[rnd]["cpu_own"] for rnd, res in rounds]
-        exp = [res["export"]["labels"][0] / ls[rnd]["export"]["labels"][0] for rnd, res in rounds]
-        f = lambda xs: " / ".join(f"{x:.2f}" for x in xs)  # noqa: E731
-        lines.append(f"| {name} / {ls[rounds[0][0]]['system']} | {f(rate)} | {f(p50)} | {f(p99)} "
-                     f"| {f(cpu)} | {f(exp)} |")
+        ratio = {k: [res[k] / ls[rnd][k] for rnd, res in rounds]
+                 for k in ("rate", "next_p50", "next_p99", "cpu_own")}
+        lines.append(f"| {name} / {ls[rounds[0][0]]['system']} | {f(ratio['rate'])} "
+                     f"| {f(ratio['next_p50'])} | {f(ratio['next_p99'])} "
+                     f"| {f(ratio['cpu_own'])} |")
+    ex_ls = {rnd: res for rnd, res in exports if res["kind"] == "ls"}
+    ex_lq = [(rnd, res) for rnd, res in exports if res["kind"] == "labelq" and rnd in ex_ls]
+    if ex_lq:
+        lines.append("| export, every label (time) | "
+                     + f([res["export"]["labels"][0] / ex_ls[rnd]["export"]["labels"][0]
+                          for rnd, res in ex_lq]) + " | | | |")
+        lines.append("| export, one row per task (time) | "
+                     + f([res["export"]["per_task"][0] / ex_ls[rnd]["export"]["per_task"][0]
+                          for rnd, res in ex_lq]) + " | | | |")
     if lines:
-        out += ["", "Ratio labelq / Label Studio, same round, one figure per round:", "",
-                "| ratio | labels/s | next p50 | next p99 | server CPU per label "
-                "| export labels time |", "|---|---|---|---|---|---|"] + lines
+        out += ["", "labelq / Label Studio, same round and overlap, one figure per round "
+                "(labels/s: > 1 is labelq faster; latency, CPU and export time: < 1 is labelq "
+                "lower):", "",
+                "| ratio | labels/s | next p50 | next p99 | server CPU per label |",
+                "|---|---|---|---|---|"] + lines
     return out
 
 
-def main(argv=None) -> list[tuple[int, dict]]:
+def main(argv=None) -> tuple[list, list]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--systems", default="labelq,ls",
                     help="which to run: labelq, ls (Label Studio), or both")
@@ -602,8 +682,9 @@ def main(argv=None) -> list[tuple[int, dict]]:
     ap.add_argument("--overlaps", default="3,1", help="labelq's overlaps (max labels per task)")
     ap.add_argument("--ls-overlaps", default="3,1",
                     help="Label Studio's overlaps (its projects' maximum_annotations)")
-    ap.add_argument("--seconds", type=float, default=300.0,
-                    help="cap on one phase's labelling (it ends sooner when no task is left)")
+    ap.add_argument("--seconds", type=float, default=60.0,
+                    help="length of one labelling phase (it ends sooner when no task is left)")
+    ap.add_argument("--no-export", action="store_true", help="skip the export timing")
     ap.add_argument("--load-procs", type=int, default=2, help="client processes")
     ap.add_argument("--worker-procs", type=int, default=1,
                     help="`labelq worker -c` (Celery processes)")
@@ -615,14 +696,14 @@ def main(argv=None) -> list[tuple[int, dict]]:
     ap.add_argument("--label-studio-bin", default="label-studio",
                     help="the label-studio launcher (of its own venv)")
     ap.add_argument("--quick", action="store_true",
-                    help="500 tasks, 4 annotators, 1 round, 60 s cap; does not write the doc")
+                    help="500 tasks, 4 annotators, 1 round, 30 s phases; does not write the doc")
     ap.add_argument("--no-doc", action="store_true", help="print only")
     ap.add_argument("--keep", action="store_true",
                     help="keep Label Studio's data dir and log (printed at the end)")
     args = ap.parse_args(argv)
     if args.quick:
         args.tasks, args.annotators, args.rounds = 500, 4, 1
-        args.seconds = min(args.seconds, 60.0)
+        args.seconds = min(args.seconds, 30.0)
         args.no_doc = True
     kinds = [k.strip() for k in args.systems.split(",") if k.strip()]
     unknown = set(kinds) - {"labelq", "ls"}
@@ -631,15 +712,17 @@ def main(argv=None) -> list[tuple[int, dict]]:
     tasks = make_tasks(args.tasks)
     # interleaved: LS and labelq at each overlap in turn, the order reversed every other round
     server = LabelStudioServer(args) if "ls" in kinds else None
-    overlaps = sorted({int(o) for o in (args.overlaps + "," + args.ls_overlaps).split(",")
-                       if o}, reverse=True)
+    lq_overlaps = [o for o in args.overlaps.split(",") if o] if "labelq" in kinds else []
+    ls_overlaps = [o for o in args.ls_overlaps.split(",") if o] if server else []
     order = []
-    for o in overlaps:
-        if server and str(o) in args.ls_overlaps.split(","):
+    for o in sorted({int(o) for o in lq_overlaps + ls_overlaps}, reverse=True):
+        if str(o) in ls_overlaps:
             order.append(LabelStudio(server, o))
-        if "labelq" in kinds and str(o) in args.overlaps.split(","):
+        if str(o) in lq_overlaps:
             order.append(Labelq(args, o))
-    results = []
+    exporters = ([LabelStudio(server, 1)] if server else []) + \
+        ([Labelq(args, 1)] if "labelq" in kinds else [])
+    results, exports = [], []
     print(HEAD, flush=True)
     try:
         for rnd in range(1, args.rounds + 1):
@@ -647,17 +730,22 @@ def main(argv=None) -> list[tuple[int, dict]]:
                 res = phase(system, tasks, args)
                 results.append((rnd, res))
                 print(row(res, rnd), flush=True)
+            if not args.no_export:
+                for system in (exporters if rnd % 2 else exporters[::-1]):
+                    res = export_phase(system, tasks)
+                    exports.append((rnd, res))
+                    print(export_row(res, rnd), flush=True)
     finally:
         if server:
             server.close()
-    lines = summary(results)
+    lines = summary(results, exports)
     print("\n".join(lines), flush=True)
     if not args.no_doc:
-        write_section("peers", doc_section(args, results, lines))
-    return results
+        write_section("peers", doc_section(args, results, exports, lines))
+    return results, exports
 
 
-def doc_section(args, results, lines) -> str:
+def doc_section(args, results, exports, lines) -> str:
     return "\n".join([
         "## Side by side with Label Studio (`bench/peers.py`)", "",
         f"Command: `{command_line()}`", "",
@@ -665,9 +753,12 @@ def doc_section(args, results, lines) -> str:
         "last column, 2 cores; it includes this benchmark's own processes).", "",
         f"{args.tasks:,} binary tasks and {args.annotators} annotators in each system, "
         f"driven by the same client code ({args.load_procs} processes, a thread and a "
-        "kept-alive connection per annotator, ask for the next task then submit a label, "
-        "two requests per label) until no task is left; the systems alternate, "
-        f"{args.rounds} rounds:", "", HEAD] + [row(res, rnd) for rnd, res in results]
+        "kept-alive connection per annotator, ask for the next task then submit a label: "
+        f"two requests per label) for {args.seconds:.0f} s per phase or until no task is "
+        f"left; the systems alternate, {args.rounds} rounds:", "", HEAD]
+        + [row(res, rnd) for rnd, res in results]
+        + ["", f"Export of {args.tasks:,} tasks' labels (each task labelled once first):", "",
+           EXPORT_HEAD] + [export_row(res, rnd) for rnd, res in exports]
         + ["", "Medians over the rounds:", ""] + lines)
 
 

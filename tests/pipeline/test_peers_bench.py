@@ -22,16 +22,16 @@ sys.path.insert(0, str(ROOT))
 
 def test_quick_labelq_half(redis_url, capsys):
     from bench import peers
-    results = peers.main(["--quick", "--systems", "labelq", "--redis-url", redis_url])
+    results, exports = peers.main(["--quick", "--systems", "labelq", "--redis-url", redis_url])
     by = {res["system"]: res for _, res in results}
     assert set(by) == {"labelq (overlap 3)", "labelq (overlap 1)"}
     for overlap, res in ((3, by["labelq (overlap 3)"]), (1, by["labelq (overlap 1)"])):
-        # every one of the 500 tasks got its labels, and the exports carry them all
-        assert res["labels"] == 500 * overlap
-        assert res["export"]["per_task"][1] == 500
-        assert res["export"]["labels"][1] == 500 * overlap
+        assert res["labels"] == 500 * overlap  # every task got its labels within 30 s
         assert res["rate"] > 0 and res["next_p50"] <= res["next_p99"]
         assert res["cpu"]["api"] > 0 and res["retried"] == 0
+    [(_, ex)] = exports  # every task labelled once, and both exports carry them all
+    assert ex["labels"] == 500
+    assert ex["export"]["per_task"][1] == 500 and ex["export"]["labels"][1] == 500
     out = capsys.readouterr().out
     assert "| 1 | labelq (overlap 3) | 1,500 |" in out
 
@@ -46,9 +46,10 @@ def _label_studio_bin() -> str | None:
                            "docs/benchmarks.md); set LABELQ_TEST_LABEL_STUDIO_BIN to run this")
 def test_quick_label_studio_half(redis_url):
     from bench import peers
-    results = peers.main(["--quick", "--systems", "ls", "--label-studio-bin",
-                          _label_studio_bin() or "label-studio", "--redis-url", redis_url])
+    results, exports = peers.main(["--quick", "--systems", "ls", "--label-studio-bin",
+                                   _label_studio_bin() or "label-studio",
+                                   "--redis-url", redis_url])
     by = {res["system"]: res for _, res in results}
-    assert by["Label Studio (overlap 1)"]["labels"] == 500
-    assert by["Label Studio (overlap 1)"]["export"]["labels"][1] == 500
-    assert by["Label Studio (overlap 3)"]["export"]["labels"][1] >= 500
+    assert by["Label Studio (overlap 1)"]["labels"] > 0
+    [(_, ex)] = exports
+    assert ex["export"]["per_task"][1] == 500 and ex["export"]["labels"][1] == 500
