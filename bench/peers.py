@@ -405,7 +405,12 @@ class LabelStudioServer:
                          "DJANGO_DB": "sqlite", "DATABASE_NAME": str(self.dir / "ls.sqlite3"),
                          "LOG_LEVEL": "WARNING", "DEBUG": "false", "DJANGO_DEBUG": "false",
                          "LABEL_STUDIO_DISABLE_SIGNUP_WITHOUT_LINK": "true",
-                         "COLLECT_ANALYTICS": "false", "PYTHONUNBUFFERED": "1"})
+                         "PYTHONUNBUFFERED": "1",
+                         # nothing leaves the machine: no error reports to Sentry (on by
+                         # default in CE), no analytics, no version check on PyPI
+                         "SENTRY_DSN": "", "FRONTEND_SENTRY_DSN": "",
+                         "COLLECT_ANALYTICS": "false", "LATEST_VERSION_CHECK": "false",
+                         "FEATURE_FLAGS_OFFLINE": "true"})
         self.env.pop("PYTHONPATH", None)
         self.server = subprocess.Popen(
             [self.bin, "start", "--no-browser", "--internal-host", "127.0.0.1", "--port",
@@ -684,7 +689,8 @@ def main(argv=None) -> tuple[list, list]:
                     help="Label Studio's overlaps (its projects' maximum_annotations)")
     ap.add_argument("--seconds", type=float, default=60.0,
                     help="length of one labelling phase (it ends sooner when no task is left)")
-    ap.add_argument("--no-export", action="store_true", help="skip the export timing")
+    ap.add_argument("--export-rounds", type=int, default=1,
+                    help="time the export in the first N rounds (0: never)")
     ap.add_argument("--load-procs", type=int, default=2, help="client processes")
     ap.add_argument("--worker-procs", type=int, default=1,
                     help="`labelq worker -c` (Celery processes)")
@@ -730,7 +736,7 @@ def main(argv=None) -> tuple[list, list]:
                 res = phase(system, tasks, args)
                 results.append((rnd, res))
                 print(row(res, rnd), flush=True)
-            if not args.no_export:
+            if rnd <= args.export_rounds:
                 for system in (exporters if rnd % 2 else exporters[::-1]):
                     res = export_phase(system, tasks)
                     exports.append((rnd, res))
