@@ -612,11 +612,15 @@ def export_phase(system, tasks) -> dict:
         system.stop()
 
 
+def _num(x: float) -> str:
+    return f"{x:,.0f}" if x >= 100 else f"{x:.1f}"
+
+
 def row(res: dict, rnd: int) -> str:
     cpu = res["cpu"]
     parts = " + ".join(f"{k} {v:.2f}" for k, v in cpu.items())
     return (f"| {rnd} | {res['system']} | {res['labels']:,} | {res['seconds']:.1f} "
-            f"| {res['rate']:.0f} | {res['next_p50']:.1f} | {res['next_p99']:.1f} "
+            f"| {_num(res['rate'])} | {res['next_p50']:.1f} | {res['next_p99']:.1f} "
             f"| {res['submit_p50']:.1f} | {res['submit_p99']:.1f} | {res['cpu_own']:.2f} "
             f"| {parts} | {res['client_cpu']:.2f} | {res['load_s']:.1f} | {res['retried']} "
             f"| {res['load']:.1f} |")
@@ -649,12 +653,12 @@ def summary(results: list[tuple[int, dict]], exports: list[tuple[int, dict]]) ->
     out = ["| system | rounds | labels/s | next p50 (ms) | next p99 (ms) "
            "| server CPU ms/label |", "|---|---:|---:|---:|---:|---:|"]
     for name, rs in by.items():
-        out.append(f"| {name} | {len(rs)} | {med(r['rate'] for r in rs):.0f} "
+        out.append(f"| {name} | {len(rs)} | {_num(med(r['rate'] for r in rs))} "
                    f"| {med(r['next_p50'] for r in rs):.1f} "
                    f"| {med(r['next_p99'] for r in rs):.1f} "
                    f"| {med(r['cpu_own'] for r in rs):.2f} |")
     lines = []
-    f = lambda xs: " / ".join(f"{x:.2f}" for x in xs)  # noqa: E731
+    f = lambda xs: " / ".join(f"{x:.0f}×" if x >= 10 else f"{x:.1f}×" for x in xs)  # noqa: E731
     for name, rs in by.items():
         if rs[0]["kind"] == "ls":
             continue
@@ -664,26 +668,27 @@ def summary(results: list[tuple[int, dict]], exports: list[tuple[int, dict]]) ->
         rounds = [(rnd, res) for rnd, res in results if res["system"] == name and rnd in ls]
         if not rounds:
             continue
-        ratio = {k: [res[k] / ls[rnd][k] for rnd, res in rounds]
-                 for k in ("rate", "next_p50", "next_p99", "cpu_own")}
-        lines.append(f"| {name} / {ls[rounds[0][0]]['system']} | {f(ratio['rate'])} "
-                     f"| {f(ratio['next_p50'])} | {f(ratio['next_p99'])} "
-                     f"| {f(ratio['cpu_own'])} |")
+        # each as "how many times better labelq is": more labels/s, less time and CPU
+        better = {"rate": [res["rate"] / ls[rnd]["rate"] for rnd, res in rounds]}
+        for k in ("next_p50", "next_p99", "cpu_own"):
+            better[k] = [ls[rnd][k] / res[k] for rnd, res in rounds]
+        lines.append(f"| {name} vs {ls[rounds[0][0]]['system']} | {f(better['rate'])} "
+                     f"| {f(better['next_p50'])} | {f(better['next_p99'])} "
+                     f"| {f(better['cpu_own'])} | |")
     ex_ls = {rnd: res for rnd, res in exports if res["kind"] == "ls"}
     ex_lq = [(rnd, res) for rnd, res in exports if res["kind"] == "labelq" and rnd in ex_ls]
-    if ex_lq:
-        lines.append("| export, every label (time) | "
-                     + f([res["export"]["labels"][0] / ex_ls[rnd]["export"]["labels"][0]
-                          for rnd, res in ex_lq]) + " | | | |")
-        lines.append("| export, one row per task (time) | "
-                     + f([res["export"]["per_task"][0] / ex_ls[rnd]["export"]["per_task"][0]
-                          for rnd, res in ex_lq]) + " | | | |")
+    for what, key in (("every label", "labels"), ("one row per task", "per_task")):
+        if ex_lq:
+            lines.append(f"| export, {what} (time) | | | | | "
+                         + f([ex_ls[rnd]["export"][key][0] / res["export"][key][0]
+                              for rnd, res in ex_lq]) + " |")
     if lines:
-        out += ["", "labelq / Label Studio, same round and overlap, one figure per round "
-                "(labels/s: > 1 is labelq faster; latency, CPU and export time: < 1 is labelq "
-                "lower):", "",
-                "| ratio | labels/s | next p50 | next p99 | server CPU per label |",
-                "|---|---|---|---|---|"] + lines
+        out += ["", "How many times better labelq did than Label Studio, same round and "
+                "overlap, one figure per round (its labels/s ÷ Label Studio's; Label "
+                "Studio's latency, CPU per label or export time ÷ labelq's):", "",
+                "| labelq vs Label Studio | labels/s | next p50 | next p99 "
+                "| server CPU per label | export time |",
+                "|---|---|---|---|---|---|"] + lines
     return out
 
 
@@ -714,6 +719,7 @@ def main(argv=None) -> tuple[list, list]:
     ap.add_argument("--quick", action="store_true",
                     help="500 tasks, 4 annotators, 1 round, 30 s phases; does not write the doc")
     ap.add_argument("--no-doc", action="store_true", help="print only")
+    ap.add_argument("--json", help="also write every phase's figures to this file")
     ap.add_argument("--keep", action="store_true",
                     help="keep Label Studio's data dir and log (printed at the end)")
     args = ap.parse_args(argv)
@@ -756,6 +762,9 @@ def main(argv=None) -> tuple[list, list]:
             server.close()
     lines = summary(results, exports)
     print("\n".join(lines), flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"results": results, "exports": exports},
+                                              indent=1))
     if not args.no_doc:
         write_section("peers", doc_section(args, results, exports, lines))
     return results, exports
