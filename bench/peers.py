@@ -1,22 +1,24 @@
 """labelq side by side with Label Studio (issue 23): one driver, two small adapters.
 
-    python bench/peers.py --label-studio-bin /work/venv-ls/bin/label-studio
+    python bench/peers.py --label-studio-bin ../venv-ls/bin/label-studio   # ~25 min
     python bench/peers.py --quick --systems labelq      # the harness check the tests run
 
-Installs nothing. Starts, on 127.0.0.1 and free ports:
+Installs nothing (Label Studio lives in a venv of its own: README). Starts, on 127.0.0.1 and
+free ports:
 
-* a Label Studio server (``label-studio start``, SQLite in a temp data dir of its own), its
-  annotators made with Django's ORM through the Label Studio venv's own Python (a user in the
-  admin's organization and a legacy API token each); a new project per round;
+* a Label Studio server (``label-studio start``: Django's runserver, SQLite in a temp data
+  dir of its own, nothing sent off the machine), its annotators made with Django's ORM
+  through the Label Studio venv's own Python (a user in the admin's organization and a
+  legacy API token each); a new project per phase;
 * a ``labelq serve`` + ``labelq worker`` stack (a fresh SQLite file, or a fresh schema of
   ``--database postgresql://…``; Redis at ``--redis-url``, a DB number of its own, flushed),
-  new for every round, with the project created and its annotators enrolled in-process as
+  new for every phase, with the project created and its annotators enrolled in-process as
   ``bench/through_api.py`` does.
 
 Both get the same ``--tasks`` binary tasks (``{"id", "text"}``) and ``--annotators``
 annotators. The same client code drives both: ``--load-procs`` processes, a thread per
 annotator with one kept-alive ``httpx`` connection, looping *ask for my next task, submit a
-label* until the system says there is nothing left for it (or ``--seconds`` runs out):
+label* until the system says there is nothing left for it or ``--seconds`` run out:
 
 =========  ==========================================  ======================================
            next task                                   submit
@@ -25,14 +27,15 @@ labelq     ``POST /api/v1/assignments/next``           ``POST /api/v1/assignment
 LS         ``GET /api/projects/{id}/next``             ``POST /api/tasks/{id}/annotations``
 =========  ==========================================  ======================================
 
-labelq runs at overlap 3 (``max_labels``) and 1; Label Studio at ``--ls-overlap``
-(``maximum_annotations``, 1 by default: see docs/benchmarks.md for what CE does with more).
+Both run at overlap 3 and 1 (labelq's ``max_labels``, Label Studio's
+``maximum_annotations``, which CE's API accepts and its stream honours: docs/benchmarks.md).
 The systems alternate ``--rounds`` times (the order reversed every other round, so a drift
 in the machine's load falls on both). Each phase reports labels/s (labels / time from the
-first request to the last submitted label), next-task p50/p99, the server processes' CPU per
-label (/proc: Label Studio's process group; labelq's API and worker process groups, and the
-shared Redis server separately), then times the export of the project's labels. The table
-goes to docs/benchmarks.md (section ``peers``) unless ``--no-doc``.
+first request to the last submitted label), next-task and submit p50/p99, and the server
+processes' CPU per label (/proc: Label Studio's process group; labelq's API and worker
+process groups, and the shared Redis server apart). In the first ``--export-rounds`` rounds
+each system then has every task labelled once and the export of those labels is timed. The
+table goes to docs/benchmarks.md (section ``peers``) unless ``--no-doc``.
 """
 
 from __future__ import annotations
@@ -717,7 +720,8 @@ def main(argv=None) -> tuple[list, list]:
     ap.add_argument("--label-studio-bin", default="label-studio",
                     help="the label-studio launcher (of its own venv)")
     ap.add_argument("--quick", action="store_true",
-                    help="500 tasks, 4 annotators, 1 round, 30 s phases; does not write the doc")
+                    help="500 tasks, 4 annotators, 1 round, labelled to the end (120 s cap); "
+                         "no doc")
     ap.add_argument("--no-doc", action="store_true", help="print only")
     ap.add_argument("--json", help="also write every phase's figures to this file")
     ap.add_argument("--keep", action="store_true",
@@ -725,7 +729,7 @@ def main(argv=None) -> tuple[list, list]:
     args = ap.parse_args(argv)
     if args.quick:
         args.tasks, args.annotators, args.rounds = 500, 4, 1
-        args.seconds = min(args.seconds, 30.0)
+        args.seconds = 120.0  # a cap: the phases end when the 500 tasks run out
         args.no_doc = True
     kinds = [k.strip() for k in args.systems.split(",") if k.strip()]
     unknown = set(kinds) - {"labelq", "ls"}

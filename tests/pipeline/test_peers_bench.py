@@ -26,7 +26,7 @@ def test_quick_labelq_half(redis_url, capsys):
     by = {res["system"]: res for _, res in results}
     assert set(by) == {"labelq (overlap 3)", "labelq (overlap 1)"}
     for overlap, res in ((3, by["labelq (overlap 3)"]), (1, by["labelq (overlap 1)"])):
-        assert res["labels"] == 500 * overlap  # every task got its labels within 30 s
+        assert res["labels"] == 500 * overlap  # every task got all its labels
         assert res["rate"] > 0 and res["next_p50"] <= res["next_p99"]
         assert res["cpu"]["api"] > 0 and res["retried"] == 0
     [(_, ex)] = exports  # every task labelled once, and both exports carry them all
@@ -41,9 +41,10 @@ def _label_studio_bin() -> str | None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(_label_studio_bin() is None and importlib.util.find_spec("label_studio") is None,
-                    reason="Label Studio is not installed here (it needs a venv of its own: "
-                           "docs/benchmarks.md); set LABELQ_TEST_LABEL_STUDIO_BIN to run this")
+@pytest.mark.skipif(_label_studio_bin() is None
+                    and importlib.util.find_spec("label_studio") is None,
+                    reason="Label Studio is not installed here (it needs a venv of its own: README, "
+                           "\"Side by side with Label Studio\"); set LABELQ_TEST_LABEL_STUDIO_BIN")
 def test_quick_label_studio_half(redis_url):
     from bench import peers
     results, exports = peers.main(["--quick", "--systems", "ls", "--label-studio-bin",
