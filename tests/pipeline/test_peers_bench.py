@@ -43,8 +43,9 @@ def _label_studio_bin() -> str | None:
 @pytest.mark.slow
 @pytest.mark.skipif(_label_studio_bin() is None
                     and importlib.util.find_spec("label_studio") is None,
-                    reason="Label Studio is not installed here (it needs a venv of its own: README, "
-                           "\"Side by side with Label Studio\"); set LABELQ_TEST_LABEL_STUDIO_BIN")
+                    reason="Label Studio is not installed here (it needs a venv of its own: "
+                           "README, 'Side by side with Label Studio'); set "
+                           "LABELQ_TEST_LABEL_STUDIO_BIN")
 def test_quick_label_studio_half(redis_url):
     from bench import peers
     results, exports = peers.main(["--quick", "--systems", "ls", "--label-studio-bin",
