@@ -59,8 +59,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench._report import command_line, machine, write_section  # noqa: E402
-from bench.pipeline import _cpu_seconds, fresh_database, wait_applied  # noqa: E402
-from bench.through_api import _wait_http  # noqa: E402
+from bench.pipeline import cpu_seconds, fresh_database, wait_applied  # noqa: E402
+from bench.through_api import wait_http  # noqa: E402
 
 LABELS = ("a", "b")
 LS_CONFIG = ('<View><Text name="text" value="$text"/><Choices name="label" toName="text">'
@@ -308,15 +308,15 @@ class Labelq:
                 raise RuntimeError(f"labelq worker did not start: {log.read_text()[-1000:]}")
             time.sleep(0.1)
         self.base = f"http://127.0.0.1:{self.port}"
-        _wait_http(f"{self.base}/healthz", self.api, deadline)
+        wait_http(f"{self.base}/healthz", self.api, deadline)
         self.redis_pid = int(self.r.info("server")["process_id"])
         return {"base": self.base, "project": "peers", "load_s": load_s,
                 "auth": [f"Bearer {tok}" for tok in tokens]}
 
     def cpu(self) -> dict:
-        return {"api": _cpu_seconds(pgid=self.api.pid),
-                "worker": _cpu_seconds(pgid=self.worker.pid),
-                "redis": _cpu_seconds(pids={self.redis_pid})}
+        return {"api": cpu_seconds(pgid=self.api.pid),
+                "worker": cpu_seconds(pgid=self.worker.pid),
+                "redis": cpu_seconds(pids={self.redis_pid})}
 
     def log_tail(self) -> str:
         return (self.dir / "api.log").read_text(errors="replace")[-3000:]
@@ -434,7 +434,7 @@ class LabelStudioServer:
             cwd=self.dir, env=self.env, start_new_session=True,
             stdout=open(self.dir / "ls.log", "wb"), stderr=subprocess.STDOUT)
         self.base = f"http://127.0.0.1:{self.port}"
-        _wait_http(f"{self.base}/health", self.server, time.monotonic() + 600)
+        wait_http(f"{self.base}/health", self.server, time.monotonic() + 600)
         self.tokens = self._users(a.annotators)
 
     def _users(self, n: int) -> list[str]:
@@ -542,7 +542,7 @@ class LabelStudio:
             return time.perf_counter() - t, len(tasks)
 
     def cpu(self) -> dict:
-        return {"server": _cpu_seconds(pgid=self.ls.server.pid)}
+        return {"server": cpu_seconds(pgid=self.ls.server.pid)}
 
     def log_tail(self) -> str:
         return self.ls.log_tail()

@@ -73,7 +73,7 @@ def _client(port_tokens, seconds, ready, go, out):
     out.put((sum(counts.values()), time.process_time() - cpu0, errors))
 
 
-def _wait_http(url: str, proc, deadline: float) -> None:
+def wait_http(url: str, proc, deadline: float) -> None:
     while True:
         try:
             with urllib.request.urlopen(url, timeout=1) as r:
@@ -115,7 +115,7 @@ def run(redis_url, servers, procs, n_tasks, seconds, annotators, load_procs,
                 stdout=open(Path(d) / f"api{port}.log", "wb"), stderr=subprocess.STDOUT))
         deadline = time.monotonic() + 120
         for port, proc in zip(ports, started[1:]):
-            _wait_http(f"http://127.0.0.1:{port}/healthz", proc, deadline)
+            wait_http(f"http://127.0.0.1:{port}/healthz", proc, deadline)
         ctx = mp.get_context("spawn")
         q, ready, go = ctx.Queue(), ctx.Queue(), ctx.Event()
         assigned = [(ports[j % servers], tok) for j, tok in enumerate(tokens)]
