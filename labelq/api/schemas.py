@@ -11,7 +11,7 @@ from ..exporting import METHODS
 __all__ = ["Name", "AssignmentId", "Assignment", "NextOut", "SubmitIn", "SubmitOut",
            "DeclineOut", "GoldStats", "ProgressOut", "MeOut", "EnrollIn", "EnrollOut",
            "ExportIn", "JobOut", "WorkerStatus", "TaskCounts", "CategoryCounts",
-           "ProjectStatusOut", "HealthOut",
+           "ProjectStatusOut", "HealthOut", "GoldWarning", "ProjectOut", "DashboardOut",
            "WorkerStatusIn", "WorkerStatusOut", "TokenOut", "TaskLabel", "TaskDetailOut"]
 
 # printable text without control characters (they are refused by PostgreSQL or are noise)
@@ -187,6 +187,12 @@ class CategoryCounts(TaskCounts):
     category: str = Field(description="The category ('' for tasks loaded without one).")
 
 
+class GoldWarning(_Out):
+    worker: str
+    gold_seen: int
+    gold_pool: int
+
+
 class ProjectStatusOut(_Out):
     project: str
     policy: dict[str, Any]
@@ -202,6 +208,30 @@ class ProjectStatusOut(_Out):
     spent: float
     left: Optional[float]
     workers: list[WorkerStatus]
+    gold_warnings: list[GoldWarning] = Field(
+        [], description="Active annotators who have seen most of the gold questions.")
+
+
+class ProjectOut(_Out):
+    name: str
+    labels: list[str]
+    label_names: dict[str, str] = Field(description="Display names of labels, by label.")
+    budget: Optional[float]
+    max_labels: Optional[int]
+    aggregation: str
+    created: str
+
+
+class DashboardOut(_Out):
+    status: ProjectStatusOut = Field(description="As `labelq status -o json`.")
+    gold: dict[str, dict[str, Any]] = Field(
+        description="By handle: gold answers, right ones, gold_accuracy (raw: right / "
+                    "answered), gold_smoothed (Beta posterior mean) and gold_interval (95%).")
+    throughput: dict[str, Any] = Field(
+        description="Labels/min over time and when the budget runs out at the recent rate.")
+    quality: dict[str, Any] = Field(
+        description="Agreement and the accuracy estimate (mean posterior confidence of the "
+                    "aggregated answers) with its curve against labels spent.")
 
 
 class HealthOut(_Out):

@@ -11,18 +11,8 @@ from sqlmodel import select
 from labelq.db import session_scope
 from labelq.models import Label, Task, Worker
 
-from .cdp import Browser, find_chromium
-from .conftest import make_project, unavailable
-
-
-@pytest.fixture
-def browser(tmp_path):
-    binary = find_chromium()
-    if binary is None:
-        unavailable("Chromium", "no chromium binary on PATH (apt-get install chromium)")
-    b = Browser(binary, tmp_path / "profile")
-    yield b
-    b.close()
+from .cdp import Browser
+from .conftest import make_project
 
 
 def sign_in(b: Browser, stack, token: str) -> None:
@@ -48,6 +38,8 @@ def test_sign_in_label_three_tasks_and_see_them_counted(stack, browser):
     b.wait("document.getElementById('handle').textContent === 'ann-page'")
     assert b.js("document.getElementById('project').textContent") == "page"
     # And answer three tasks: key 1, key 2, then the third label's button
+    # (the calls are watched from when the first task shows: it was asked for)
+    b.wait("!document.getElementById('task').hidden")
     b.js("window.calls = []; const f = window.fetch; window.fetch = (u, i) => "
          "{ window.calls.push(((i && i.method) || 'GET') + ' ' + u); return f(u, i); }; 1")
     answers, seen, ids = ["pos", "neg", "neutral"], [], []

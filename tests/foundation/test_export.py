@@ -133,7 +133,10 @@ def test_agreement_report(project_db):
 def test_workers_list_shows_gold_accuracy(project_db):
     rows = {r["handle"]: r for r in json.loads(run(project_db, "workers", "list", "-o", "json"))}
     assert rows["evil"]["gold"] == 2
-    assert rows["evil"]["gold_accuracy"].startswith("0.25 [")  # Beta(1, 3) mean
+    assert rows["evil"]["gold_accuracy"] == 0.0  # raw: 0 right of 2
+    assert rows["evil"]["gold_smoothed"] == 0.25  # Beta(1, 3) mean
+    lo, hi = rows["evil"]["gold_interval"]
+    assert 0 < lo < 0.25 < hi < 1
     assert rows["a"]["gold_accuracy"] is not None and rows["a"]["labels"] == 32
 
 
