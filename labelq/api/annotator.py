@@ -3,7 +3,8 @@
 =======  ==================================  =============================================
 method   path                                does
 =======  ==================================  =============================================
-GET      /me                                 who am I: handle, project, label set
+GET      /me                                 who am I: handle, project, label set and
+                                             its display names, the instructions
 GET      /me/progress                        labels given, gold stats, capacity left
 POST     /assignments/next                   issue my next assignment (or none)
 POST     /assignments/{id}/label             record my label (idempotent on replay);
@@ -45,7 +46,9 @@ def _runtime(request: Request):
 def me(who: Annotator = Depends(current_annotator)) -> MeOut:
     w = who.worker
     return MeOut(handle=w.handle, project=who.project.name, status=w.status,
-                 labels=list(who.project.labels), capacity=w.capacity,
+                 labels=list(who.project.labels),
+                 label_names=who.project.display_names(),
+                 instructions=who.project.instructions, capacity=w.capacity,
                  categories=list(w.categories or []))
 
 

@@ -85,6 +85,11 @@ class MeOut(_Out):
     project: str
     status: str
     labels: list[str]
+    label_names: list[str] = Field(description="What to show for each label, in the order "
+                                               "of `labels` (the label itself when the "
+                                               "project names none).")
+    instructions: Optional[str] = Field(description="The project's instructions for "
+                                                    "annotators (Markdown source), if any.")
     capacity: Optional[int]
     categories: list[str]
 

@@ -33,7 +33,8 @@ def test_happy_path_next_submit_progress(stack):
     with stack.client(token) as c:
         me = c.get("/api/v1/me").json()
         assert me == {"handle": "ann-happy", "project": "happy", "status": "active",
-                      "labels": ["pos", "neg", "neutral"], "capacity": 10, "categories": []}
+                      "labels": ["pos", "neg", "neutral"], "capacity": 10, "categories": [],
+                      "label_names": ["pos", "neg", "neutral"], "instructions": None}
         # When they label every task they are given
         given = []
         while (r := c.post("/api/v1/assignments/next")).json()["assignment"] is not None:
