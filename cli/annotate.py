@@ -75,19 +75,23 @@ def next_(token: str, api_url: str, output: str) -> None:
 @OUTPUT_OPTION
 @click.option("--next", "then_next", is_flag=True,
               help="Also take your next assignment, in the same request (printed after "
-                   "the submission; on stderr why there is none).")
+                   "the submission; with -o json, as its `next` field, null when there is "
+                   "none; on stderr why there is none).")
 def submit(assignment: str, label: str, token: str, api_url: str, output: str,
            then_next: bool) -> None:
     """Answer ASSIGNMENT with LABEL (safe to repeat)."""
     path = f"/assignments/{assignment}/label" + ("?next=true" if then_next else "")
     out = call(api_url, token, "POST", path, {"label": label})
     nxt = out.pop("next", None)
+    assignment = (nxt or {}).get("assignment")
+    if then_next and assignment is None:
+        click.echo((nxt or {}).get("message") or "no task for you now", err=True)
+    if then_next and output == "json":  # one JSON document: the submission and its next
+        emit_record({**out, "next": assignment}, output)
+        return
     emit_record(out, output)
-    if then_next:
-        if nxt is None or nxt.get("assignment") is None:
-            click.echo((nxt or {}).get("message") or "no task for you now", err=True)
-        else:
-            emit_record(nxt["assignment"], output)
+    if assignment is not None:
+        emit_record(assignment, output)
 
 
 @annotate.command("decline")

@@ -33,10 +33,16 @@ LABEL_NAMES_OPTION = click.option(
 
 @click.command()
 @DB_OPTION
-def init(database_url):
-    """Create the database schema (safe to repeat)."""
+@OUTPUT_OPTION
+def init(database_url, output):
+    """Create the database schema (safe to repeat; on a database of an earlier labelq,
+    adds the columns added since)."""
     eng = engine(database_url)
-    click.echo(f"schema ready at {eng.url.render_as_string(hide_password=True)}")
+    url = eng.url.render_as_string(hide_password=True)
+    if output == "table":
+        click.echo(f"schema ready at {url}")
+    else:
+        emit_record({"database": url, "schema": "ready"}, output)
 
 
 @click.group()
@@ -143,7 +149,8 @@ def show(name, database_url, output):
 @click.option("--yes", is_flag=True, help="Really delete (without it, say what would go).")
 @DB_OPTION
 @REDIS_OPTION
-def delete(name, yes, database_url, redis_url):
+@OUTPUT_OPTION
+def delete(name, yes, database_url, redis_url, output):
     """Delete project NAME with its tasks, gold, annotators (their tokens stop working) and
     labels — export first what you want to keep. Stop its annotators' traffic first."""
     from labelq.projects import delete_project, project_counts
@@ -166,7 +173,10 @@ def delete(name, yes, database_url, redis_url):
     delete_hot(r, pid)
     with session_scope(eng) as s:
         delete_project(s, get_project(s, name))
-    click.echo(f"deleted project {name!r} ({what})")
+    if output == "table":
+        click.echo(f"deleted project {name!r} ({what})")
+    else:
+        emit_record({"deleted": name, **counts}, output)
 
 
 commands = [init, project]

@@ -23,7 +23,7 @@ def serve(host: str, port: int, log_level: str, workers: int) -> None:
 
     Annotators sign in with the token `labelq workers enroll` printed; operator endpoints
     need LABELQ_OPERATOR_TOKEN (unset: they answer 503). Labels are applied by the Celery
-    worker (`labelq worker`), which must run too.
+    worker (`labelq run-worker`), which must run too.
     """
     import uvicorn
 
@@ -33,7 +33,7 @@ def serve(host: str, port: int, log_level: str, workers: int) -> None:
                    err=True)
     shown = "localhost" if host in ("0.0.0.0", "::", "127.0.0.1") else host
     click.echo(f"labeling page: http://{shown}:{port}/label · API schema: "
-               f"http://{shown}:{port}/docs · labels are applied by 'labelq worker'", err=True)
+               f"http://{shown}:{port}/docs · labels are applied by 'labelq run-worker'", err=True)
     opts = dict(host=host, port=port, log_level=log_level, proxy_headers=False,
                 server_header=False, timeout_graceful_shutdown=10)
     if workers > 1:  # each process builds its own app (engine, Redis, service)

@@ -29,7 +29,7 @@ def status(name, database_url, output):
                     fg="yellow", err=True)
     if (st["oldest_unapplied_s"] or 0) > STALE_APPLY_S:
         click.secho(f"warning: {st['unapplied']} labels wait to be applied, the oldest for "
-                    f"{st['oldest_unapplied_s']:.0f} s: is a labelq worker running?",
+                    f"{st['oldest_unapplied_s']:.0f} s: is a labelq run-worker running?",
                     fg="yellow", err=True)
     if output == "json":
         import json

@@ -74,10 +74,14 @@ def _status_command(status: str, verb: str):
     @click.command(verb)
     @click.argument("handle")
     @DB_OPTION
-    def cmd(handle, database_url):
+    @OUTPUT_OPTION
+    def cmd(handle, database_url, output):
         with session_scope(engine(database_url)) as s:
             set_worker_status(s, handle, status)
-        click.echo(f"{handle}: {status}")
+        if output == "table":
+            click.echo(f"{handle}: {status}")
+        else:
+            emit_record({"handle": handle, "status": status}, output)
 
     cmd.__doc__ = f"Set annotator HANDLE {status}."
     cmd.help = cmd.__doc__

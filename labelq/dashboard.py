@@ -26,7 +26,7 @@ from sqlmodel import Session, select
 
 from .exporting import agreement_report, aggregate_project, load_project_labels
 from .goldstats import gold_exhaustion, project_gold_scores
-from .models import Label, Project, Task, Worker
+from .models import Label, Project, Worker
 from .reporting import project_status
 
 __all__ = ["status_report", "worker_gold", "gold_summary", "throughput", "quality",
@@ -135,13 +135,7 @@ def quality(session: Session, project: Project) -> dict[str, Any]:
             return _QUALITY_CACHE[key]
     pl = load_project_labels(session, project)
     result = aggregate_project(session, project, pl, method)
-    if pl.task.size:
-        report = agreement_report(pl, result)
-    else:  # (nothing to agree on yet)
-        report = {"krippendorff_alpha": None, "fleiss_kappa": None, "labels": 0,
-                  "workers": [{"worker": h, "labels": 0, "gold_n": 0, "gold_accuracy": None,
-                               "aggregate_n": 0, "aggregate_accuracy": None}
-                              for h in pl.handles]}
+    report = agreement_report(pl, result)
     data = ~pl.view.is_gold
     counts = np.bincount(pl.task, minlength=pl.view.n_tasks)
     chosen = getattr(result, "method_", method)

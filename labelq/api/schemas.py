@@ -207,7 +207,7 @@ class ProjectStatusOut(_Out):
     unapplied: int = Field(description="Labels durable in SQL that the applier (Celery) has "
                                        "not folded into the policy state yet.")
     oldest_unapplied_s: Optional[float] = Field(
-        description="Age of the oldest of them, in seconds; minutes mean no labelq worker "
+        description="Age of the oldest of them, in seconds; minutes mean no labelq run-worker "
                     "is applying this project's labels.")
     budget: Optional[float]
     spent: float

@@ -228,7 +228,7 @@ def test_status_counts_labels_waiting_for_the_applier_and_warns_when_they_are_ol
     assert st["unapplied"] == st["labels"] == 125
     assert 0 <= st["oldest_unapplied_s"] < 60
     res = CliRunner().invoke(cli, ["status", "p"], env={"LABELQ_DATABASE_URL": project_db})
-    assert "is a labelq worker running" not in res.stderr
+    assert "is a labelq run-worker running" not in res.stderr
     # When the oldest has waited two hours
     from datetime import timedelta
     with session_scope(engine_for(project_db)) as s:
@@ -238,7 +238,7 @@ def test_status_counts_labels_waiting_for_the_applier_and_warns_when_they_are_ol
     # Then status says so and asks whether a worker runs
     res = CliRunner().invoke(cli, ["status", "p"], env={"LABELQ_DATABASE_URL": project_db})
     assert res.exit_code == 0 and "125 labels wait to be applied" in res.stderr
-    assert "is a labelq worker running?" in res.stderr
+    assert "is a labelq run-worker running?" in res.stderr
     res = CliRunner().invoke(cli, ["status", "p", "-o", "json"],
                              env={"LABELQ_DATABASE_URL": project_db})
     assert 7190 < json.loads(res.stdout)["oldest_unapplied_s"] < 7300
