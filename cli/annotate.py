@@ -1,4 +1,4 @@
-"""``labelq annotate next|submit|decline|progress``: label from a shell through the HTTP API.
+"""``labelq annotate next|current|submit|decline|progress``: label from a shell through the HTTP API.
 
 The annotator's token comes from ``--token`` or ``LABELQ_TOKEN``; the server from
 ``--api-url`` or ``LABELQ_API_URL``. Like ``labelq next HANDLE`` (which needs direct
@@ -16,7 +16,7 @@ import click
 from labelq.errors import (Conflict, Forbidden, InputError, LabelqError, NotFound,
                            ServiceUnavailable)
 
-from ._common import OUTPUT_OPTION, emit_nothing, emit_record
+from ._common import OUTPUT_OPTION, emit, emit_nothing, emit_record
 
 _BY_STATUS = {401: Forbidden, 403: Forbidden, 404: NotFound, 409: Conflict, 410: Conflict,
               413: InputError, 422: InputError, 503: ServiceUnavailable}
@@ -65,6 +65,26 @@ def next_(token: str, api_url: str, output: str) -> None:
         emit_nothing(out.get("message") or "no task for you now", output)
         return
     emit_record(out["assignment"], output)
+
+
+@annotate.command("current")
+@TOKEN_OPTION
+@API_OPTION
+@OUTPUT_OPTION
+def current(token: str, api_url: str, output: str) -> None:
+    """The assignments you hold now (issued, not yet answered, declined or expired), without
+    taking a new one; `next` would return the same one again."""
+    held = call(api_url, token, "GET", "/assignments/current")["assignments"]
+    if not held:
+        emit_nothing("you hold no assignment now (labelq annotate next takes one)", output)
+        return
+    if output == "table":
+        for i, a in enumerate(held):
+            if i:
+                click.echo("")
+            emit_record(a, output)
+    else:
+        emit(held, output)
 
 
 @annotate.command("submit")

@@ -11,7 +11,7 @@ from ..exporting import METHODS
 __all__ = ["Name", "AssignmentId", "Assignment", "NextOut", "SubmitIn", "SubmitOut",
            "DeclineOut", "GoldStats", "ProgressOut", "MeOut", "EnrollIn", "EnrollOut",
            "ExportIn", "JobOut", "WorkerStatus", "TaskCounts", "CategoryCounts",
-           "ProjectStatusOut", "HealthOut", "GoldWarning", "ProjectOut", "DashboardOut",
+           "ProjectStatusOut", "HealthOut", "GoldWarning", "ProjectOut", "DashboardOut", "CurrentOut",
            "WorkerStatusIn", "WorkerStatusOut", "TokenOut", "TaskLabel", "TaskDetailOut"]
 
 # printable text without control characters (they are refused by PostgreSQL or are noise)
@@ -40,6 +40,10 @@ class Assignment(_Out):
 class NextOut(_Out):
     assignment: Optional[Assignment] = None
     message: Optional[str] = Field(None, description="Why there is no assignment, if so.")
+
+
+class CurrentOut(_Out):
+    assignments: list[Assignment] = Field(description="Held now, oldest first (empty: none).")
 
 
 class SubmitIn(BaseModel):

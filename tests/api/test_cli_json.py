@@ -89,7 +89,9 @@ def test_walk_every_command_with_o_json(stack: Stack, tmp_path):
     b = sub[0]["next"] or run("next", "walk-w1", "--token", tok)[0]
     run("decline", "walk-w1", b["assignment_id"], "--token", tok)
     api = ("--token", tok2, "--api-url", stack.base)
+    assert run("annotate", "current", *api) == []
     c = run("annotate", "next", *api)[0]
+    assert [h["assignment_id"] for h in run("annotate", "current", *api)] == [c["assignment_id"]]
     one = run("annotate", "submit", c["assignment_id"], "b", "--next", *api)
     d = one[0]["next"] or run("annotate", "next", *api)[0]
     run("annotate", "decline", d["assignment_id"], *api)
