@@ -114,58 +114,98 @@ def throughput(session: Session, project: Project, *, left: float | None,
     return out
 
 
-# (project id, labels, last label id, worker statuses, method) -> quality(); aggregating
-# on every dashboard refresh would redo the same fit while no label arrives
-_QUALITY_CACHE: dict[tuple, dict[str, Any]] = {}
-_QUALITY_LOCK = threading.Lock()
+# Aggregating is the dashboard's one costly part. The current fit is kept per project and
+# redone at most every REFIT_SECONDS while labels arrive (and at once when the label set,
+# the tasks or the gold answers change); each point of the curve is kept for good, as a
+# prefix of the labels never changes: the points sit at multiples of a round step.
+REFIT_SECONDS = 10.0
+_FITS: dict[int, tuple[float, tuple, dict[str, Any]]] = {}
+_POINTS: dict[tuple, dict[str, Any]] = {}
+_LOCK = threading.Lock()
 
 
 def quality(session: Session, project: Project) -> dict[str, Any]:
     """Aggregated with the project's method (as ``labelq export`` and ``labelq agreement``):
     agreement, the accuracy estimate — the mean posterior confidence of the answers of the
-    labelled non-gold tasks — and its curve over label prefixes (labels spent so far)."""
+    labelled non-gold tasks — and its curve over label prefixes (labels spent so far).
+    ``labels`` says how many labels the fit saw (it is redone at most every
+    :data:`REFIT_SECONDS` while labels arrive)."""
+    import time
+
     n, last = session.exec(select(func.count(Label.id), func.max(Label.id))
                            .where(Label.project_id == project.id)).one()
-    statuses = tuple(session.exec(select(Worker.status).where(Worker.project_id == project.id)
-                                  .order_by(Worker.seq)))
     method = project.aggregation
-    key = (project.id, int(n), last, statuses, method, tuple(project.labels))
-    with _QUALITY_LOCK:
-        if key in _QUALITY_CACHE:
-            return _QUALITY_CACHE[key]
-    pl = load_project_labels(session, project)
+    pl = None
+    with _LOCK:
+        hit = _FITS.get(project.id)
+    if hit is not None:
+        t, key, out = hit
+        if key[:2] == (int(n), last):
+            return out
+        if time.monotonic() - t < REFIT_SECONDS and key[2:] == (method, tuple(project.labels)):
+            pl = load_project_labels(session, project)
+            if key[4:] == _view_key(pl):
+                return out  # labels arrived within the last few seconds: the fit stands
+    pl = pl or load_project_labels(session, project)
     result = aggregate_project(session, project, pl, method)
     report = agreement_report(pl, result)
     data = ~pl.view.is_gold
     counts = np.bincount(pl.task, minlength=pl.view.n_tasks)
-    chosen = getattr(result, "method_", method)
     # the curve refits on the first k labels; the policy posterior is only kept for all of
     # them, so its curve is drawn with majority vote (said in curve_method)
     curve_method = "mv" if method == "policy" else method
-    curve = []
+    view_key = _view_key(pl)
     total = int(pl.task.size)
+    curve = []
     if total:
-        cuts = sorted({max(1, round(total * (i + 1) / CURVE_POINTS)) for i in range(CURVE_POINTS)})
+        step = _round_step(total / CURVE_POINTS)
         from .exporting import ProjectLabels
-        for k in cuts:
-            if k == total and curve_method == method:
-                res = result
-            else:
-                sub = ProjectLabels(pl.view, pl.external_ids, pl.handles, pl.task[:k],
-                                    pl.worker[:k], pl.label[:k])
-                res = aggregate_project(session, project, sub, curve_method)
-            c = np.bincount(pl.task[:k], minlength=pl.view.n_tasks)
-            curve.append({"labels": k, "tasks_labelled": int(np.sum(data & (c > 0))),
-                          "estimate": _mean_conf(res, data & (c > 0))})
-    out = {"method": method, "chosen": chosen, "curve_method": curve_method,
+        for k in [*range(step, total, step), total]:
+            pkey = (project.id, k, curve_method, tuple(project.labels), *view_key)
+            with _LOCK:
+                point = _POINTS.get(pkey) if k < total else None
+            if point is None:
+                if k == total and curve_method == method:
+                    res = result
+                else:
+                    sub = ProjectLabels(pl.view, pl.external_ids, pl.handles, pl.task[:k],
+                                        pl.worker[:k], pl.label[:k])
+                    res = aggregate_project(session, project, sub, curve_method)
+                c = np.bincount(pl.task[:k], minlength=pl.view.n_tasks)
+                point = {"labels": k, "tasks_labelled": int(np.sum(data & (c > 0))),
+                         "estimate": _mean_conf(res, data & (c > 0))}
+                if k < total:
+                    with _LOCK:
+                        if len(_POINTS) > 10_000:
+                            _POINTS.clear()
+                        _POINTS[pkey] = point
+            curve.append(point)
+    out = {"method": method, "chosen": getattr(result, "method_", method),
+           "curve_method": curve_method, "labels": total,
            "estimate": _mean_conf(result, data & (counts > 0)),
            "tasks_labelled": int(np.sum(data & (counts > 0))),
            "curve": curve, "agreement": report}
-    with _QUALITY_LOCK:
-        if len(_QUALITY_CACHE) > 64:
-            _QUALITY_CACHE.clear()
-        _QUALITY_CACHE[key] = out
+    with _LOCK:
+        _FITS[project.id] = (time.monotonic(),
+                             (int(n), last, method, tuple(project.labels), *view_key), out)
     return out
+
+
+def _view_key(pl) -> tuple:
+    """What besides the labels changes a fit: the tasks, their categories, gold answers."""
+    v = pl.view
+    return (v.n_tasks, v.n_workers, hash(v.gold_answer.tobytes()),
+            hash(v.task_category.tobytes()))
+
+
+def _round_step(x: float) -> int:
+    """The smallest of 1, 2, 5, 10, 20, 50, ... at least ``x``."""
+    step = 1
+    while True:
+        for m in (1, 2, 5):
+            if step * m >= x:
+                return step * m
+        step *= 10
 
 
 def dashboard(session: Session, project: Project) -> dict[str, Any]:
