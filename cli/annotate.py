@@ -1,4 +1,5 @@
-"""``labelq annotate next|current|submit|decline|progress``: label from a shell through the HTTP API.
+"""``labelq annotate next|current|submit|decline|progress``: label from a shell through the
+HTTP API.
 
 The annotator's token comes from ``--token`` or ``LABELQ_TOKEN``; the server from
 ``--api-url`` or ``LABELQ_API_URL``. Like ``labelq next HANDLE`` (which needs direct

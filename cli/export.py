@@ -15,8 +15,8 @@ from labelq.exporting import (METHODS, agreement_report, aggregate_project, aggr
 from labelq.projects import get_project, list_workers
 from labelq.reporting import RAW_COLUMNS, iter_raw_labels
 
-from ._common import (DB_OPTION, OUTPUT_OPTION, OutputFormat, REDIS_OPTION, emit, emit_record, engine,
-                      redis_client)
+from ._common import (DB_OPTION, OUTPUT_OPTION, REDIS_OPTION, OutputFormat, emit,
+                      emit_record, engine, redis_client)
 
 
 

@@ -1,4 +1,5 @@
-"""Live pipeline commands: ``run-worker`` (also ``worker``), ``rebuild``, ``next``, ``submit``, ``decline``."""
+"""Live pipeline commands: ``run-worker`` (also ``worker``), ``rebuild``, ``next``,
+``submit``, ``decline``."""
 
 from __future__ import annotations
 

@@ -101,7 +101,8 @@ def throughput(session: Session, project: Project, *, left: float | None,
         n = np.bincount(idx)
         spent = np.cumsum(np.bincount(idx, weights=cost))
         out["bucket_minutes"] = width
-        out["points"] = [{"t": _iso(start + 60 * width * i), "labels_per_min": round(n[i] / width, 3),
+        out["points"] = [{"t": _iso(start + 60 * width * i),
+                          "labels_per_min": round(n[i] / width, 3),
                           "spent": round(float(spent[i]), 6)} for i in range(n.size)]
         recent = t >= now.timestamp() - 60 * RECENT_MINUTES
         out["recent_labels_per_min"] = round(int(recent.sum()) / RECENT_MINUTES, 3)

@@ -2,10 +2,10 @@
 Celery client into one FastAPI application.
 
 Routes: the annotator API (:mod:`.annotator`), the operator API (:mod:`.operator`), the
-labeling page ``GET /label``, the operator's dashboard ``GET /dashboard``, ``GET /healthz``, and the OpenAPI schema at
-``/openapi.json`` (browsable at ``/docs``). Route handlers are plain ``def``: the service
-does blocking SQL and Redis I/O, so FastAPI runs them in its thread pool; the
-:class:`~labelq.service.Service` and its state cache are thread-safe.
+labeling page ``GET /label``, the operator's dashboard ``GET /dashboard``, ``GET /healthz``,
+and the OpenAPI schema at ``/openapi.json`` (browsable at ``/docs``). Route handlers are
+plain ``def``: the service does blocking SQL and Redis I/O, so FastAPI runs them in its
+thread pool; the :class:`~labelq.service.Service` and its state cache are thread-safe.
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ from ..exporting import METHODS
 __all__ = ["Name", "AssignmentId", "Assignment", "NextOut", "SubmitIn", "SubmitOut",
            "DeclineOut", "GoldStats", "ProgressOut", "MeOut", "EnrollIn", "EnrollOut",
            "ExportIn", "JobOut", "WorkerStatus", "TaskCounts", "CategoryCounts",
-           "ProjectStatusOut", "HealthOut", "GoldWarning", "ProjectOut", "DashboardOut", "CurrentOut",
+           "ProjectStatusOut", "HealthOut", "GoldWarning", "ProjectOut", "DashboardOut",
+           "CurrentOut",
            "WorkerStatusIn", "WorkerStatusOut", "TokenOut", "TaskLabel", "TaskDetailOut"]
 
 # printable text without control characters (they are refused by PostgreSQL or are noise)
