@@ -6,6 +6,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import click
 import pytest
@@ -13,7 +15,7 @@ from click.testing import CliRunner
 
 from cli.main import cli
 
-from .conftest import Stack
+from .conftest import ROOT, Stack
 
 # commands without -o: they run (a server, a worker, the demo) and print no data
 RUNNING = {"demo", "serve", "run-worker", "worker"}
@@ -103,8 +105,12 @@ def test_walk_every_command_with_o_json(stack: Stack, tmp_path):
     run("rebuild", "walk")
     run("check")
     out = tmp_path / "answers.csv"
-    job_id = runner.invoke(cli, ["export", "walk", "--background", "--wait", "--out",
-                                 str(out)], env=env).stdout.strip()
+    # (in a process of its own: the Celery client is configured when first imported, and
+    # another test of the session may have imported it with another broker)
+    job_id = subprocess.run([sys.executable, "-m", "cli.main", "export", "walk",
+                             "--background", "--wait", "--out", str(out)], cwd=ROOT,
+                            env=stack.env, capture_output=True, text=True,
+                            timeout=120).stdout.strip()
     job = run("job", job_id)[0]
     assert job["state"] == "done" and job["created"].endswith("+00:00")  # ISO 8601
     run("export-dataset", "walk", str(tmp_path / "ds"))
