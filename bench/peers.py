@@ -10,7 +10,7 @@ free ports:
   dir of its own, nothing sent off the machine), its annotators made with Django's ORM
   through the Label Studio venv's own Python (a user in the admin's organization and a
   legacy API token each); a new project per phase;
-* a ``labelq serve`` + ``labelq worker`` stack (a fresh SQLite file, or a fresh schema of
+* a ``labelq serve`` + ``labelq run-worker`` stack (a fresh SQLite file, or a fresh schema of
   ``--database postgresql://…``; Redis at ``--redis-url``, a DB number of its own, flushed),
   new for every phase, with the project created and its annotators enrolled in-process as
   ``bench/through_api.py`` does.
@@ -249,7 +249,7 @@ def _pct(xs, q):
 
 
 # --------------------------------------------------------------------------------------
-# labelq: `labelq serve` + `labelq worker`, a fresh record per phase
+# labelq: `labelq serve` + `labelq run-worker`, a fresh record per phase
 
 
 class Labelq:
@@ -292,7 +292,7 @@ class Labelq:
         self.port = free_port()
         cli = [sys.executable, "-m", "cli.main"]
         log = self.dir / "worker.log"
-        self.worker = subprocess.Popen(cli + ["worker", "-c", str(a.worker_procs)],
+        self.worker = subprocess.Popen(cli + ["run-worker", "-c", str(a.worker_procs)],
                                        cwd=self.dir, env=env, start_new_session=True,
                                        stdout=open(log, "wb"), stderr=subprocess.STDOUT)
         self.procs.append(self.worker)
@@ -711,7 +711,7 @@ def main(argv=None) -> tuple[list, list]:
                     help="time the export in the first N rounds (0: never)")
     ap.add_argument("--load-procs", type=int, default=2, help="client processes")
     ap.add_argument("--worker-procs", type=int, default=1,
-                    help="`labelq worker -c` (Celery processes)")
+                    help="`labelq run-worker -c` (Celery processes)")
     ap.add_argument("--database", default="sqlite",
                     help="labelq's record: sqlite (a file) or a postgresql:// URL")
     ap.add_argument("--redis-url", default=os.environ.get("LABELQ_REDIS_URL",

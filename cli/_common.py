@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import os
@@ -14,9 +15,44 @@ from labelq.db import get_engine, init_schema
 from labelq.errors import ServiceUnavailable
 from labelq.settings import load_settings
 
-OUTPUT_OPTION = click.option(
-    "--output", "-o", type=click.Choice(["table", "json", "csv"]), default="table",
-    show_default=True, envvar="LABELQ_OUTPUT", help="How to print the data.")
+class OutputFormat(click.Choice):
+    """``-o/--output`` names a format, in every command; a value that is not one (``-o
+    answers.csv``: the file it once meant in ``labelq aggregate``) gets an error saying
+    where files go (``--out FILE``)."""
+
+    def convert(self, value, param, ctx):
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter:
+            self.fail(f"{value!r} is not an output format ({', '.join(self.choices)}): "
+                      "-o/--output names the format printed on stdout; write a file with "
+                      "--out FILE", param, ctx)
+
+
+def output_option(*formats: str, default: str | None = None, envvar: str | None = None,
+                  json_flag: bool = True):
+    """``-o/--output FORMAT`` (what is printed on stdout) and ``--json``, which means
+    ``-o json`` in every command that prints data. The command gets ``output``."""
+    formats = formats or ("table", "json", "csv")
+    default = default or formats[0]
+
+    def decorate(f):
+        @functools.wraps(f)
+        def wrapper(*args, as_json=False, **kwargs):
+            if as_json:
+                kwargs["output"] = "json"
+            return f(*args, **kwargs)
+        if json_flag:
+            wrapper = click.option("--json", "as_json", is_flag=True,
+                                   help="Print JSON (the same as -o json).")(wrapper)
+        return click.option("--output", "-o", type=OutputFormat(list(formats)),
+                            default=default, show_default=True, envvar=envvar,
+                            help="Format of what is printed on stdout"
+                                 + (f" [env: {envvar}]." if envvar else "."))(wrapper)
+    return decorate
+
+
+OUTPUT_OPTION = output_option("table", "json", "csv", envvar="LABELQ_OUTPUT")
 DB_OPTION = click.option(
     "--database-url", envvar="LABELQ_DATABASE_URL", default=None,
     help="SQLAlchemy URL of the durable record [env: LABELQ_DATABASE_URL].")
@@ -58,7 +94,7 @@ def emit(rows: Sequence[dict[str, Any]], fmt: str, columns: Sequence[str] | None
         buf = io.StringIO()
         writer = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore")
         writer.writeheader()
-        writer.writerows(rows)
+        writer.writerows({k: _csv_cell(v) for k, v in r.items()} for r in rows)
         click.echo(buf.getvalue(), nl=False)
         return
     if not rows:
@@ -89,8 +125,19 @@ def emit_nothing(message: str, fmt: str) -> None:
         click.echo("[]")
 
 
+def _csv_cell(value: Any) -> Any:
+    """A CSV field: lists comma-joined (the field is quoted), mappings as JSON, None empty;
+    never a Python repr."""
+    if isinstance(value, (list, tuple)):
+        return ",".join(map(str, value))
+    if isinstance(value, dict):
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return value
+
+
 def _cell(value: Any) -> str:
-    if value is None:
+    """A table cell: "-" for none (None, "", an empty list or mapping), never "None"."""
+    if value is None or (isinstance(value, (str, list, tuple, dict)) and not value):
         return "-"
     if isinstance(value, float):
         return f"{value:.4g}"

@@ -14,6 +14,8 @@ from labelq.aggregation import AGGREGATORS, aggregate, expected_accuracy, krippe
 from labelq.datasets import _rows, read_labels
 from labelq.errors import FileFormatError, InputError
 
+from ._common import output_option
+
 
 def _read_weights(path: str, workers: list[str]) -> np.ndarray:
     """``worker,weight`` CSV -> per-worker weights (workers not listed get weight 0)."""
@@ -45,17 +47,20 @@ def _read_weights(path: str, workers: list[str]) -> np.ndarray:
 @click.option("--gold/--no-gold", default=False,
               help="clamp the --truth answers as gold in EM methods (accuracy is then not "
                    "an out-of-sample number)")
-@click.option("--out", "-o", type=click.Path(dir_okay=False),
-              help="write the per-task CSV here (default: stdout)")
-@click.option("--json", "as_json", is_flag=True, help="print a JSON summary")
-def aggregate_cmd(labels, method, categories, truth, weights, gold, out, as_json):
+@click.option("--out", type=click.Path(dir_okay=False),
+              help="write the per-task CSV to this file (default: stdout)")
+@output_option("csv", "json")
+def aggregate_cmd(labels, method, categories, truth, weights, gold, out, output):
     """Aggregate LABELS.csv (columns task,worker,label) into one label per task.
 
     Writes task, label (original value), confidence, p_<class> per class and n_labels as
-    CSV to --out or stdout. With --json, a summary is printed instead of the CSV on stdout
-    (the CSV still goes to --out if given). With --truth, accuracy is reported; a task
-    whose top classes tie counts 1/k (a uniform tie break), whichever label the CSV shows.
+    CSV to --out or stdout. With -o json (or --json), a JSON summary is printed instead of
+    the CSV on stdout (the CSV still goes to --out if given). With --truth, accuracy is
+    reported; a task whose top classes tie counts 1/k (a uniform tie break), whichever label
+    the CSV shows. (-o once named the output file: it is the format now, as in every
+    command; a file name given to it is refused, saying so.)
     """
+    as_json = output == "json"
     if weights and method != "wmv":
         raise InputError("--weights is only used with --method wmv", field="weights")
     if gold and not truth:

@@ -1,4 +1,5 @@
-"""``labelq annotate next|submit|decline|progress``: label from a shell through the HTTP API.
+"""``labelq annotate next|current|submit|decline|progress``: label from a shell through the
+HTTP API.
 
 The annotator's token comes from ``--token`` or ``LABELQ_TOKEN``; the server from
 ``--api-url`` or ``LABELQ_API_URL``. Like ``labelq next HANDLE`` (which needs direct
@@ -16,7 +17,7 @@ import click
 from labelq.errors import (Conflict, Forbidden, InputError, LabelqError, NotFound,
                            ServiceUnavailable)
 
-from ._common import OUTPUT_OPTION, emit_nothing, emit_record
+from ._common import OUTPUT_OPTION, emit, emit_nothing, emit_record
 
 _BY_STATUS = {401: Forbidden, 403: Forbidden, 404: NotFound, 409: Conflict, 410: Conflict,
               413: InputError, 422: InputError, 503: ServiceUnavailable}
@@ -67,6 +68,26 @@ def next_(token: str, api_url: str, output: str) -> None:
     emit_record(out["assignment"], output)
 
 
+@annotate.command("current")
+@TOKEN_OPTION
+@API_OPTION
+@OUTPUT_OPTION
+def current(token: str, api_url: str, output: str) -> None:
+    """The assignments you hold now (issued, not yet answered, declined or expired), without
+    taking a new one; `next` would return the same one again."""
+    held = call(api_url, token, "GET", "/assignments/current")["assignments"]
+    if not held:
+        emit_nothing("you hold no assignment now (labelq annotate next takes one)", output)
+        return
+    if output == "table":
+        for i, a in enumerate(held):
+            if i:
+                click.echo("")
+            emit_record(a, output)
+    else:
+        emit(held, output)
+
+
 @annotate.command("submit")
 @click.argument("assignment")
 @click.argument("label")
@@ -75,19 +96,23 @@ def next_(token: str, api_url: str, output: str) -> None:
 @OUTPUT_OPTION
 @click.option("--next", "then_next", is_flag=True,
               help="Also take your next assignment, in the same request (printed after "
-                   "the submission; on stderr why there is none).")
+                   "the submission; with -o json, as its `next` field, null when there is "
+                   "none; on stderr why there is none).")
 def submit(assignment: str, label: str, token: str, api_url: str, output: str,
            then_next: bool) -> None:
     """Answer ASSIGNMENT with LABEL (safe to repeat)."""
     path = f"/assignments/{assignment}/label" + ("?next=true" if then_next else "")
     out = call(api_url, token, "POST", path, {"label": label})
     nxt = out.pop("next", None)
+    assignment = (nxt or {}).get("assignment")
+    if then_next and assignment is None:
+        click.echo((nxt or {}).get("message") or "no task for you now", err=True)
+    if then_next and output == "json":  # one JSON document: the submission and its next
+        emit_record({**out, "next": assignment}, output)
+        return
     emit_record(out, output)
-    if then_next:
-        if nxt is None or nxt.get("assignment") is None:
-            click.echo((nxt or {}).get("message") or "no task for you now", err=True)
-        else:
-            emit_record(nxt["assignment"], output)
+    if assignment is not None:
+        emit_record(assignment, output)
 
 
 @annotate.command("decline")

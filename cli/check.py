@@ -59,7 +59,7 @@ def _workers(url: str, timeout: float) -> tuple[bool, str]:
     if not names:
         return False, (f"no Celery worker consumes queue {QUEUE!r} on this broker (asked for "
                        f"{timeout:g} s): labels are recorded but not applied; start "
-                       "`labelq worker`")
+                       "`labelq run-worker`")
     return True, ", ".join(names)
 
 

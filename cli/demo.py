@@ -158,24 +158,21 @@ def _start_celery(env: dict, log: Path) -> subprocess.Popen:
 @click.option("--policy", default="auto", show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Folder for the database and the export [default: a temporary one].")
+              help="Folder for the database, the Celery log and the exports (kept) "
+                   "[default: a temporary one, deleted at the end unless --keep].")
+@click.option("--keep", is_flag=True,
+              help="Keep the temporary folder (its path is printed) with the database "
+                   "and the exports.")
 @click.option("--redis-url", envvar="LABELQ_REDIS_URL", default=None,
               help="Redis to use [env: LABELQ_REDIS_URL]; embedded when absent/unreachable.")
 def demo_cmd(n_tasks, n_gold, n_workers, n_careless, n_categories, labels_per_task, policy,
-             seed, out, redis_url) -> None:
-    """Run the live pipeline end to end on a synthetic project and report its accuracy."""
-    from sqlalchemy import func
-    from sqlmodel import select
+             seed, out, keep, redis_url) -> None:
+    """Run the live pipeline end to end on a synthetic project and report its accuracy.
 
-    from labelq.db import session_scope
-    from labelq.errors import BudgetExhausted, Forbidden
-    from labelq.models import Label, Worker
+    Works in a temporary folder, deleted at the end unless --keep (or --out DIR); a kept
+    folder holds the exports, as `labelq export demo` and `labelq export demo --raw`
+    write them."""
     from labelq.policies import names
-    from labelq.live.redis.keys import Keys
-    from labelq.live.rebuild import delete_hot
-    from labelq.service import Service
-    from labelq.settings import Settings
-    from workers.main import create_app
 
     t0 = time.monotonic()
     if policy not in names():
@@ -184,8 +181,35 @@ def demo_cmd(n_tasks, n_gold, n_workers, n_careless, n_categories, labels_per_ta
     if not 0 <= n_careless <= n_workers:
         raise click.BadParameter(f"must be between 0 and --workers ({n_workers})",
                                  param_hint="--careless")
+    temporary = out is None and not keep  # deleted at the end
     out = out or Path(tempfile.mkdtemp(prefix="labelq-demo-"))
     out.mkdir(parents=True, exist_ok=True)
+    try:
+        _demo(out, temporary, n_tasks=n_tasks, n_gold=n_gold, n_workers=n_workers,
+              n_careless=n_careless, n_categories=n_categories,
+              labels_per_task=labels_per_task, policy=policy, seed=seed,
+              redis_url=redis_url, t0=t0)
+    finally:
+        if temporary:
+            from labelq.db import engine_for
+            engine_for(f"sqlite:///{out / 'demo.db'}").dispose()
+            shutil.rmtree(out, ignore_errors=True)
+
+
+def _demo(out: Path, temporary: bool, *, n_tasks, n_gold, n_workers, n_careless,
+          n_categories, labels_per_task, policy, seed, redis_url, t0) -> None:
+    from sqlalchemy import func
+    from sqlmodel import select
+
+    from labelq.db import session_scope
+    from labelq.errors import BudgetExhausted, Forbidden
+    from labelq.models import Label, Worker
+    from labelq.live.redis.keys import Keys
+    from labelq.live.rebuild import delete_hot
+    from labelq.service import Service
+    from labelq.settings import Settings
+    from workers.main import create_app
+
     db_url = f"sqlite:///{out / 'demo.db'}"
     rng = np.random.default_rng(seed)
     client, url, server = _redis(redis_url)
@@ -206,7 +230,8 @@ def demo_cmd(n_tasks, n_gold, n_workers, n_careless, n_categories, labels_per_ta
     click.echo(f"Gold schedule {GOLD_SCHEDULE}; quality rule: pause below "
                f"{QUALITY['threshold']} gold accuracy (confidence {QUALITY['confidence']}, "
                f"after {QUALITY['min_gold']} gold answers).")
-    click.echo(f"Record: {db_url}")
+    click.echo(f"Record: {db_url}" + (" (a temporary folder, deleted at the end: --keep "
+                                      "or --out DIR keeps it)" if temporary else ""))
     from labelq.live.rebuild import ensure_hot
     ensure_hot(eng, client, pid)  # build the hot state once, up front
     celery = _start_celery(env, out / "celery.log")
@@ -262,7 +287,9 @@ def demo_cmd(n_tasks, n_gold, n_workers, n_careless, n_categories, labels_per_ta
         click.echo(f"Celery applied every label to the posterior "
                    f"({'all' if left == 0 else f'{left} still pending'}) "
                    f"{time.monotonic() - t1 - took:.1f} s after the last submission.")
-        _report(eng, pid, n_tasks, pool.accuracy().mean(axis=1), policy, truth, labels, out)
+        _report(eng, pid, n_tasks, pool.accuracy().mean(axis=1), policy, truth, labels, out,
+                write=not temporary,
+                careless_seqs=tuple(range(n_workers - n_careless, n_workers)))
         click.echo(f"Done in {time.monotonic() - t0:.1f} s.")
     finally:
         os.killpg(celery.pid, signal.SIGTERM)
@@ -284,24 +311,34 @@ def _tie_score(row: dict, truth: str, labels: list[str]) -> float:
     return 1.0 / len(top) if truth in top else 0.0
 
 
-def _report(eng, pid, n_tasks, accuracy, policy, truth, labels, out: Path) -> None:
-    """Export as ``labelq export`` does and score each aggregation against the truth."""
+def _report(eng, pid, n_tasks, accuracy, policy, truth, labels, out: Path,
+            write: bool = True, careless_seqs: tuple[int, ...] = ()) -> None:
+    """Export as ``labelq export demo`` and ``labelq export demo --raw`` do (when the folder
+    is kept) and score each aggregation against the truth."""
+    from sqlalchemy import case, func
     from sqlmodel import select
 
     from labelq.db import session_scope
-    from labelq.exporting import (aggregate_project, aggregated_rows, atomic_output,
-                                  load_project_labels, write_rows)
-    from labelq.models import Label, Project, Task, Worker
+    from labelq.exporting import (aggregate_project, aggregated_rows, aggregation_notes,
+                                  atomic_output, load_project_labels, write_rows)
+    from labelq.models import Label, Project, Worker
+    from labelq.reporting import RAW_COLUMNS, iter_raw_labels
 
     truth_of = {f"t{i}": labels[truth[i]] for i in range(n_tasks)}
     with session_scope(eng) as s:
         project = s.get(Project, pid)
-        raw = s.exec(select(Task.external_id, Worker.handle, Label.value, Task.is_gold)
-                     .join(Task, Task.id == Label.task_id)
-                     .join(Worker, Worker.id == Label.worker_id)
-                     .where(Label.project_id == pid).order_by(Label.id)).all()
+        n_raw, n_gold_answers = s.exec(
+            select(func.count(), func.coalesce(func.sum(case((Label.is_gold, 1), else_=0)), 0))
+            .where(Label.project_id == pid)).one()
         workers = s.exec(select(Worker.seq, Worker.status).where(Worker.project_id == pid)
                          .order_by(Worker.seq)).all()
+        from labelq.models import Task
+        gold = {seq: (int(n), int(right or 0)) for seq, n, right in s.exec(
+            select(Worker.seq, func.count(),
+                   func.sum(case((Label.value == Task.gold_answer, 1), else_=0)))
+            .join(Label, Label.worker_id == Worker.id).join(Task, Task.id == Label.task_id)
+            .where(Label.project_id == pid, Label.is_gold.is_(True))
+            .group_by(Worker.seq)).all()}
         scores = {}
         for method, exclude in (("policy", False), ("mv", False), ("ds", False),
                                 ("ds", True)):
@@ -311,21 +348,42 @@ def _report(eng, pid, n_tasks, accuracy, policy, truth, labels, out: Path) -> No
             scores[(method, exclude)] = (
                 sum(_tie_score(r, truth_of[r["task"]], labels) for r in labelled) / n_tasks,
                 len(labelled))
-            if (method, exclude) == ("ds", True):
-                with atomic_output(str(out / "answers.csv")) as fh:
-                    write_rows(rows, fh, "csv")
-    with atomic_output(str(out / "labels.csv")) as fh:
-        write_rows(({"task": r[0], "worker": r[1], "label": r[2], "gold": int(r[3])}
-                    for r in raw), fh, "csv", columns=["task", "worker", "label", "gold"])
+        if write:  # what `labelq export demo` and `labelq export demo --raw` write
+            pl = load_project_labels(s, project)
+            result = aggregate_project(s, project, pl, project.aggregation)
+            notes = [n for n in aggregation_notes(pl, project.aggregation, result) if n]
+            with atomic_output(str(out / "answers.csv")) as fh:
+                write_rows(aggregated_rows(pl, result), fh, "csv")
+            with atomic_output(str(out / "labels.csv")) as fh:
+                write_rows(iter_raw_labels(s, project), fh, "csv", columns=RAW_COLUMNS)
     paused = [seq for seq, status in workers if status == "paused"]
-    n_gold_answers = sum(int(r[3]) for r in raw)
-    click.echo(f"Exported {len(raw)} labels ({n_gold_answers} on gold) to "
-               f"{out / 'labels.csv'} and the Dawid-Skene answers with their confidence to "
-               f"{out / 'answers.csv'}.")
-    click.echo(f"Tasks labelled: {scores[('mv', False)][1]}/{n_tasks}; paused by the gold "
-               f"quality rule: {len(paused)} annotator(s)"
-               + (f", of true accuracy {', '.join(f'{accuracy[q]:.2f}' for q in paused)}."
-                  if paused else "."))
+    if write:
+        click.echo(f"Exported, as `labelq export demo` does, the answers ({notes[0]}) to "
+                   f"{out / 'answers.csv'} and, as `labelq export demo --raw`, the "
+                   f"{n_raw} labels ({n_gold_answers} on gold) to {out / 'labels.csv'}.")
+    else:
+        click.echo(f"{n_raw} labels ({n_gold_answers} on gold); to keep the database and "
+                   "the exports, run with --keep or --out DIR.")
+    careless = [q for q in range(len(accuracy)) if q in careless_seqs]
+    caught = [q for q in careless if q in paused]
+    others = [q for q in paused if q not in careless]
+
+    def gold_of(q):
+        n, right = gold.get(q, (0, 0))
+        return f"{right}/{n}"
+    click.echo(f"Tasks labelled: {scores[('mv', False)][1]}/{n_tasks}. The gold quality rule "
+               f"paused {len(caught)} of the {len(careless)} careless annotators and "
+               f"{len(others)} of the {len(accuracy) - len(careless)} others.")
+    if careless:
+        click.echo("  careless annotators' gold answers right/answered: " + ", ".join(
+            f"{gold_of(q)} ({'paused' if q in paused else 'not paused'})" for q in careless)
+            + (" — the rule pauses only on confident evidence (posterior probability "
+               f"> {QUALITY['confidence']} that gold accuracy < {QUALITY['threshold']}), "
+               "which a careless annotator's lucky streak of gold can postpone"
+               if len(caught) < len(careless) else ""))
+    if others:
+        click.echo("  others paused, of true accuracy "
+                   + ", ".join(f"{accuracy[q]:.2f} (gold {gold_of(q)})" for q in others))
     click.echo("Accuracy against the truth (every task; unlabelled ones count as wrong, a tie "
                "among k classes as 1/k):")
     for (method, exclude), name in ((("policy", False), f"posterior ({policy})"),

@@ -15,8 +15,8 @@ from labelq.exporting import (METHODS, agreement_report, aggregate_project, aggr
 from labelq.projects import get_project, list_workers
 from labelq.reporting import RAW_COLUMNS, iter_raw_labels
 
-from ._common import (DB_OPTION, OUTPUT_OPTION, REDIS_OPTION, emit, emit_record, engine,
-                      redis_client)
+from ._common import (DB_OPTION, OUTPUT_OPTION, REDIS_OPTION, OutputFormat, emit,
+                      emit_record, engine, redis_client)
 
 
 
@@ -26,8 +26,9 @@ from ._common import (DB_OPTION, OUTPUT_OPTION, REDIS_OPTION, emit, emit_record,
               help="Aggregation method (default: the project's). `auto` picks one the "
                    "labels support and says which on stderr; `policy` uses the project "
                    "policy's own posterior.")
-@click.option("--format", "fmt", type=click.Choice(["csv", "jsonl"]), default="csv",
-              show_default=True)
+@click.option("--format", "-o", "--output", "fmt", type=OutputFormat(["csv", "jsonl"]),
+              default="csv", show_default=True,
+              help="Format of the export (-o/--output: the same, as in every command).")
 @click.option("--out", type=click.Path(dir_okay=False, writable=True), default="-",
               help="Output file (default: standard output). Written atomically.")
 @click.option("--raw", is_flag=True, help="Every label with worker, time and gold flag.")
@@ -78,7 +79,8 @@ def export(name, method, fmt, out, raw, exclude_paused, background, wait, databa
               help="gold: the gold answers are the truth (the simulator scores on gold "
                    "tasks); ds: also Dawid-Skene's answer from all the labels, for every task.")
 @DB_OPTION
-def export_dataset(name, directory, truth, database_url):
+@OUTPUT_OPTION
+def export_dataset(name, directory, truth, database_url, output):
     """Write project NAME's labels as a data set folder DIRECTORY (labels.csv, truth.csv,
     task_types.csv) that `labelq simulate --data DIRECTORY` replays: which policy would have
     done best with these annotators?"""
@@ -88,6 +90,8 @@ def export_dataset(name, directory, truth, database_url):
         n = write_dataset(s, get_project(s, name), directory, truth=truth)
     click.echo(f"wrote {n['labels']} labels on {n['tasks']} tasks to {directory} "
                f"(truth for {n['truth']} tasks)", err=True)
+    if output != "table":
+        emit_record({"directory": str(directory), **n}, output)
     if n["truth"] == 0:
         click.echo("warning: no task has a truth (no gold answered): the simulator cannot "
                    "score; try --truth ds", err=True)
@@ -134,7 +138,7 @@ def _follow(redis, job_id: str, timeout: float = 3600) -> dict:
         raise LabelqError(f"export job {job_id} failed: {job['error']}")
     if job["state"] != "done":
         raise LabelqError(f"export job {job_id} still {job['state']}; is a worker running "
-                          "(`labelq worker`)?")
+                          "(`labelq run-worker`)?")
     for note in (job.get("aggregation"), job.get("warning")):  # as a foreground export
         if note:
             click.echo(note, err=True)
@@ -154,7 +158,17 @@ def job(job_id, wait, redis_url, output):
     redis = redis_client(redis_url)
     if wait:
         _follow(redis, job_id)
-    emit_record(get_job(redis, job_id), output)
+    job = get_job(redis, job_id)
+    for key in ("created", "finished"):  # Unix times in Redis, ISO 8601 (UTC) when printed
+        job[key] = _iso(job.get(key))
+    emit_record(job, output)
+
+
+def _iso(ts) -> str | None:
+    from datetime import datetime, timezone
+    if ts in (None, ""):
+        return None
+    return datetime.fromtimestamp(float(ts), tz=timezone.utc).isoformat(timespec="seconds")
 
 
 @click.command()
@@ -175,9 +189,10 @@ def agreement(name, method, database_url, output):
         click.echo(json.dumps(report, indent=2))
         return
     if output == "table":
-        click.echo(f"labels               {report['labels']}")
-        click.echo(f"Krippendorff's alpha {report['krippendorff_alpha']}")
-        click.echo(f"Fleiss' kappa        {report['fleiss_kappa']}\n")
+        emit_record({"labels": report["labels"],
+                     "Krippendorff's alpha": report["krippendorff_alpha"],
+                     "Fleiss' kappa": report["fleiss_kappa"]}, output)
+        click.echo("")
     emit(report["workers"], output)
 
 

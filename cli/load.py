@@ -38,7 +38,7 @@ class _Progress:
             self.bar.__exit__(None, None, None)
 
 
-def _load(name, file, fmt, database_url, gold: bool) -> None:
+def _load(name, file, fmt, database_url, gold: bool, output: str = "table") -> None:
     what = "gold questions" if gold else "tasks"
     click.echo(f"validating {file} ...", err=True)
     progress = _Progress(f"writing {what}")
@@ -48,6 +48,11 @@ def _load(name, file, fmt, database_url, gold: bool) -> None:
                                 progress=progress)
     finally:
         progress.close()
+    if output != "table":
+        emit_record({"project": name, "file": str(file), "gold": gold,
+                     "inserted": result.inserted,
+                     "skipped_existing": result.skipped_existing}, output)
+        return
     skipped = (f"; {result.skipped_existing} already present, skipped"
                if result.skipped_existing else "")
     click.echo(f"loaded {result.inserted} {what} into {name!r}{skipped}")
@@ -63,10 +68,11 @@ def tasks():
 @click.argument("file", type=click.Path())  # unreadable: InputError, exit 3
 @FORMAT_OPTION
 @DB_OPTION
-def tasks_load(name, file, fmt, database_url):
+@OUTPUT_OPTION
+def tasks_load(name, file, fmt, database_url, output):
     """Load tasks from FILE (CSV or JSONL with `id`, optional `category`, any payload
     fields) into project NAME. All or nothing; ids already present are skipped."""
-    _load(name, file, fmt, database_url, gold=False)
+    _load(name, file, fmt, database_url, gold=False, output=output)
 
 
 @tasks.command("show")
@@ -103,10 +109,11 @@ def gold():
 @click.argument("file", type=click.Path())  # unreadable: InputError, exit 3
 @FORMAT_OPTION
 @DB_OPTION
-def gold_load(name, file, fmt, database_url):
+@OUTPUT_OPTION
+def gold_load(name, file, fmt, database_url, output):
     """Load gold questions from FILE (as for tasks, plus `answer`, which must be in the
     project's label set) into project NAME."""
-    _load(name, file, fmt, database_url, gold=True)
+    _load(name, file, fmt, database_url, gold=True, output=output)
 
 
 @gold.command("correct")
@@ -115,7 +122,8 @@ def gold_load(name, file, fmt, database_url):
 @click.argument("answer")
 @DB_OPTION
 @REDIS_OPTION
-def gold_correct(name, task_id, answer, database_url, redis_url):
+@OUTPUT_OPTION
+def gold_correct(name, task_id, answer, database_url, redis_url, output):
     """Set the answer of gold question TASK_ID in project NAME to ANSWER, when the one
     loaded was wrong: the annotators' gold scores and exports follow at once, running
     policies fold their state again, and paused annotators the corrected scores no longer
@@ -137,15 +145,18 @@ def gold_correct(name, task_id, answer, database_url, redis_url):
             still = set(flagged(s, project, list(paused), load_view(s, project).categories))
             cleared = [h for seq, h in paused.items() if seq not in still]
     n = out["labels"]
-    click.echo(f"{task_id}: answer {out['old_answer']} -> {out['answer']} "
-               f"({n} gold answer{'' if n == 1 else 's'} re-scored)")
+    if output == "table":
+        click.echo(f"{task_id}: answer {out['old_answer']} -> {out['answer']} "
+                   f"({n} gold answer{'' if n == 1 else 's'} re-scored)")
     try:
         from labelq.live.hotstate import bump_epoch
         bump_epoch(redis_client(redis_url), pid)
     except LabelqError as exc:
         click.echo(f"warning: {exc}; running policies keep the old answer until "
                    f"'labelq rebuild {name}'", err=True)
-    if cleared:
+    if output != "table":
+        emit_record({**out, "no_longer_flagged": cleared}, output)
+    elif cleared:
         click.echo(f"paused annotators the rule no longer flags: {', '.join(cleared)} "
                    f"(labelq workers resume HANDLE)")
 

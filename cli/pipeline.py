@@ -1,4 +1,5 @@
-"""Live pipeline commands: ``worker``, ``rebuild``, ``next``, ``submit``, ``decline``."""
+"""Live pipeline commands: ``run-worker`` (also ``worker``), ``rebuild``, ``next``,
+``submit``, ``decline``."""
 
 from __future__ import annotations
 
@@ -47,14 +48,20 @@ def service(database_url=None, redis_url=None):
                    notify=notify)
 
 
-@click.command("worker")
-@click.option("--concurrency", "-c", type=int, default=1, show_default=True,
-              help="Celery worker processes.")
-@click.option("--beat/--no-beat", default=True, show_default=True,
-              help="Also run the periodic upkeep (lease expiry, new tasks).")
-@click.option("--loglevel", default="info", show_default=True)
+def _worker_options(f):
+    f = click.option("--loglevel", default="info", show_default=True)(f)
+    f = click.option("--beat/--no-beat", default=True, show_default=True,
+                     help="Also run the periodic upkeep (lease expiry, new tasks).")(f)
+    return click.option("--concurrency", "-c", type=int, default=1, show_default=True,
+                        help="Celery worker processes.")(f)
+
+
+@click.command("run-worker")
+@_worker_options
 def worker_cmd(concurrency: int, beat: bool, loglevel: str) -> None:
-    """Run a Celery worker applying labels to the posterior (celery -A workers.main worker).
+    """Run the Celery worker applying labels to the posterior, with the periodic upkeep
+    (celery -A workers.main worker); `labelq worker` is the same command's earlier name.
+    (Annotators are `labelq workers`.)
 
     This process becomes the Celery worker (exec, same PID), so a supervisor's SIGTERM or a
     Ctrl-C reaches Celery itself, which finishes its current task and stops its pool; a
@@ -67,6 +74,14 @@ def worker_cmd(concurrency: int, beat: bool, loglevel: str) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(sys.executable, args)
+
+
+@click.command("worker")
+@_worker_options
+@click.pass_context
+def worker_alias(ctx, concurrency: int, beat: bool, loglevel: str) -> None:
+    """The same as `labelq run-worker` (its earlier name; annotators are `labelq workers`)."""
+    ctx.invoke(worker_cmd, concurrency=concurrency, beat=beat, loglevel=loglevel)
 
 
 @click.command("rebuild")
@@ -115,8 +130,9 @@ def next_cmd(handle: str, token: str, database_url, redis_url, output: str) -> N
 @REDIS_OPTION
 @OUTPUT_OPTION
 @click.option("--next", "then_next", is_flag=True,
-              help="Also issue HANDLE's next assignment (printed after the submission; on "
-                   "stderr why there is none), as 'labelq annotate submit --next' does.")
+              help="Also issue HANDLE's next assignment (printed after the submission; "
+                   "with -o json, as its `next` field, null when there is none; on stderr "
+                   "why there is none), as 'labelq annotate submit --next' does.")
 def submit_cmd(handle: str, assignment: str, label: str, token: str, database_url, redis_url,
                output: str, then_next: bool) -> None:
     """Record LABEL for ASSIGNMENT issued to worker HANDLE (durable before it answers)."""
@@ -124,12 +140,15 @@ def submit_cmd(handle: str, assignment: str, label: str, token: str, database_ur
     svc = service(database_url, redis_url)
     out = svc.submit(handle, assignment, label, then_next=then_next)
     nxt = out.pop("next", None)
+    assignment = None if nxt is None else {**nxt.to_dict(), "labels": labels}
+    if then_next and nxt is None:
+        click.echo(svc.idle_reason(handle), err=True)
+    if then_next and output == "json":  # one JSON document: the submission and its next
+        emit_record({**out, "next": assignment}, output)
+        return
     emit_record(out, output)
-    if then_next:
-        if nxt is None:
-            click.echo(svc.idle_reason(handle), err=True)
-        else:
-            emit_record({**nxt.to_dict(), "labels": labels}, output)
+    if assignment is not None:
+        emit_record(assignment, output)
 
 
 @click.command("decline")
@@ -146,4 +165,4 @@ def decline_cmd(handle: str, assignment: str, token: str, database_url, redis_ur
     emit_record(service(database_url, redis_url).decline(handle, assignment), output)
 
 
-commands = [worker_cmd, rebuild_cmd, next_cmd, submit_cmd, decline_cmd]
+commands = [worker_cmd, worker_alias, rebuild_cmd, next_cmd, submit_cmd, decline_cmd]

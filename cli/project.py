@@ -21,14 +21,28 @@ QUALITY_OPTION = click.option(
     help="Pause rule on gold accuracy: threshold=0.7,min_gold=10[,confidence=0.95,"
          "per_category=true,rule=posterior|sequential] (sequential: a worker at or above "
          "the threshold is ever paused with probability at most 1 - confidence).")
+INSTRUCTIONS_OPTION = click.option(
+    "--instructions", type=click.Path(dir_okay=False), default=None, metavar="FILE.md",
+    help="A file of instructions for annotators (Markdown, shown as text on the labeling "
+         "page, collapsible); an empty file removes them.")
+LABEL_NAMES_OPTION = click.option(
+    "--label-names", default=None, metavar='LABEL="Name",...',
+    help='Display names of labels on the labeling page, e.g. neg="Negative",pos="Positive" '
+         '(buttons and keys 1..9 follow the label set\'s order); "" removes them.')
 
 
 @click.command()
 @DB_OPTION
-def init(database_url):
-    """Create the database schema (safe to repeat)."""
+@OUTPUT_OPTION
+def init(database_url, output):
+    """Create the database schema (safe to repeat; on a database of an earlier labelq,
+    adds the columns added since)."""
     eng = engine(database_url)
-    click.echo(f"schema ready at {eng.url.render_as_string(hide_password=True)}")
+    url = eng.url.render_as_string(hide_password=True)
+    if output == "table":
+        click.echo(f"schema ready at {url}")
+    else:
+        emit_record({"database": url, "schema": "ready"}, output)
 
 
 @click.group()
@@ -36,8 +50,15 @@ def project():
     """Create and inspect projects."""
 
 
-def _project_row(p) -> dict:
-    return {"name": p.name, "labels": p.labels, "policy": spec_text(p.policy),
+def _project_row(p, full: bool = False) -> dict:
+    """A project as the commands print it; ``full``: the instructions whole (else their
+    first line, cut at 60 characters)."""
+    text = p.instructions
+    if text and not full:
+        first = text.splitlines()[0]
+        text = first[:60] + ("…" if len(first) > 60 or "\n" in p.instructions else "")
+    return {"name": p.name, "labels": p.labels, "label_names": p.label_names or None,
+            "instructions": text, "policy": spec_text(p.policy),
             "budget": p.budget, "max_labels": p.max_labels, "aggregation": p.aggregation,
             "gold_schedule": p.gold_schedule, "quality": p.quality or None,
             "created": p.created.isoformat(timespec="seconds")}
@@ -56,15 +77,21 @@ def _project_row(p) -> dict:
                    "kos, ds-category, policy (default: policy for bbta, else auto).")
 @GOLD_OPTION
 @QUALITY_OPTION
+@INSTRUCTIONS_OPTION
+@LABEL_NAMES_OPTION
 @DB_OPTION
 @OUTPUT_OPTION
 def create(name, labels, policy, budget, max_labels, aggregation, gold_schedule, quality,
-           database_url, output):
+           instructions, label_names, database_url, output):
     """Create project NAME."""
+    from labelq.projects import read_instructions
+
+    text = read_instructions(instructions) if instructions else None
     with session_scope(engine(database_url)) as s:
         p = create_project(s, name, labels, policy=policy, budget=budget,
                            max_labels=max_labels, aggregation=aggregation,
-                           gold_schedule=gold_schedule, quality=quality)
+                           gold_schedule=gold_schedule, quality=quality,
+                           instructions=text, label_names=label_names)
         emit_record(_project_row(p), output)
 
 
@@ -75,14 +102,22 @@ def create(name, labels, policy, budget, max_labels, aggregation, gold_schedule,
 @click.option("--aggregation", default=None, help="New default aggregation method.")
 @GOLD_OPTION
 @QUALITY_OPTION
+@INSTRUCTIONS_OPTION
+@LABEL_NAMES_OPTION
 @DB_OPTION
 @OUTPUT_OPTION
-def update(name, budget, max_labels, aggregation, gold_schedule, quality, database_url, output):
-    """Change settings of project NAME (the policy stays: create a new project to change it)."""
+def update(name, budget, max_labels, aggregation, gold_schedule, quality, instructions,
+           label_names, database_url, output):
+    """Change settings of project NAME (the policy stays: create a new project to change it).
+    Instructions and label names reach the labeling page at an annotator's next sign-in
+    or reload."""
+    from labelq.projects import read_instructions
+
+    text = (read_instructions(instructions) or "") if instructions else None
     with session_scope(engine(database_url)) as s:
         p = update_project(s, name, budget=budget, max_labels=max_labels,
                            aggregation=aggregation, gold_schedule=gold_schedule,
-                           quality=quality)
+                           quality=quality, instructions=text, label_names=label_names)
         spent = budget_spent(s, p) if budget is not None else 0.0
         emit_record(_project_row(p), output)
     if budget is not None and spent >= budget:
@@ -106,7 +141,7 @@ def list_(database_url, output):
 def show(name, database_url, output):
     """Show project NAME."""
     with session_scope(engine(database_url)) as s:
-        emit_record(_project_row(get_project(s, name)), output)
+        emit_record(_project_row(get_project(s, name), full=True), output)
 
 
 @project.command("delete")
@@ -114,7 +149,8 @@ def show(name, database_url, output):
 @click.option("--yes", is_flag=True, help="Really delete (without it, say what would go).")
 @DB_OPTION
 @REDIS_OPTION
-def delete(name, yes, database_url, redis_url):
+@OUTPUT_OPTION
+def delete(name, yes, database_url, redis_url, output):
     """Delete project NAME with its tasks, gold, annotators (their tokens stop working) and
     labels — export first what you want to keep. Stop its annotators' traffic first."""
     from labelq.projects import delete_project, project_counts
@@ -137,7 +173,10 @@ def delete(name, yes, database_url, redis_url):
     delete_hot(r, pid)
     with session_scope(eng) as s:
         delete_project(s, get_project(s, name))
-    click.echo(f"deleted project {name!r} ({what})")
+    if output == "table":
+        click.echo(f"deleted project {name!r} ({what})")
+    else:
+        emit_record({"deleted": name, **counts}, output)
 
 
 commands = [init, project]

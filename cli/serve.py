@@ -19,11 +19,12 @@ from labelq.settings import load_settings
               help="API processes sharing the port; about one per core, since each spends "
                    "~1.3 ms of CPU per label (docs/benchmarks.md) [env: LABELQ_API_WORKERS].")
 def serve(host: str, port: int, log_level: str, workers: int) -> None:
-    """Serve the annotator and operator API and the labeling page at /label.
+    """Serve the annotator and operator API, the labeling page at /label and the
+    operator's dashboard at /dashboard.
 
     Annotators sign in with the token `labelq workers enroll` printed; operator endpoints
     need LABELQ_OPERATOR_TOKEN (unset: they answer 503). Labels are applied by the Celery
-    worker (`labelq worker`), which must run too.
+    worker (`labelq run-worker`), which must run too.
     """
     import uvicorn
 
@@ -32,8 +33,9 @@ def serve(host: str, port: int, log_level: str, workers: int) -> None:
         click.echo("note: LABELQ_OPERATOR_TOKEN is unset; operator endpoints are disabled",
                    err=True)
     shown = "localhost" if host in ("0.0.0.0", "::", "127.0.0.1") else host
-    click.echo(f"labeling page: http://{shown}:{port}/label · API schema: "
-               f"http://{shown}:{port}/docs · labels are applied by 'labelq worker'", err=True)
+    click.echo(f"labeling page: http://{shown}:{port}/label · operator dashboard: "
+               f"http://{shown}:{port}/dashboard · API schema: "
+               f"http://{shown}:{port}/docs · labels are applied by 'labelq run-worker'", err=True)
     opts = dict(host=host, port=port, log_level=log_level, proxy_headers=False,
                 server_header=False, timeout_graceful_shutdown=10)
     if workers > 1:  # each process builds its own app (engine, Redis, service)

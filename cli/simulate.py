@@ -9,6 +9,8 @@ import click
 
 from labelq.errors import InputError
 
+from ._common import output_option
+
 __all__ = ["commands", "parse_budgets"]
 
 
@@ -56,16 +58,33 @@ def parse_budgets(text: str) -> list[float]:
               help="Override every policy's own mode (push: the policy picks the pair; pull: "
                    "a random worker arrives and the policy picks the task; task: the policy "
                    "picks the task, a random worker among those eligible for it answers).")
-@click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None)
-@click.option("--plot", "plot_out", type=click.Path(dir_okay=False), default=None)
-@click.option("--markdown", is_flag=True, help="Print the table as Markdown.")
+@click.option("--out", "json_out", type=click.Path(dir_okay=False), default=None,
+              help="Also write the results as JSON to this file.")
+@click.option("--plot", "plot_out", type=click.Path(dir_okay=False), default=None,
+              help="Also draw accuracy against budget into this image file.")
+@output_option("table", "markdown", "json", json_flag=False)
+@click.option("--json", "json_opt", is_flag=False, flag_value="-", default=None,
+              metavar="[FILE]", help="Print the results as JSON (the same as -o json); "
+              "--json FILE, its earlier meaning, still writes them to FILE as --out does.")
+@click.option("--markdown", is_flag=True, help="Print the table as Markdown (-o markdown).")
 def simulate(data_dir, synthetic_spec, policies, budgets, runs, seed, jobs, max_labels,
-             aggregate, mode, json_out, plot_out, markdown):
-    """Accuracy against budget for each policy (mean ± standard error over runs)."""
+             aggregate, mode, json_out, plot_out, output, json_opt, markdown):
+    """Accuracy against budget for each policy (mean ± standard error over runs).
+
+    Progress goes to stderr: a bar on a terminal, else a log line every 10% of the runs."""
     from labelq.simulate.experiment import EnvSource, run_experiment
     from labelq.simulate.report import format_table, pyplot, write_json, write_plot
     from labelq.simulate.synthetic import SyntheticSpec
 
+    if markdown:
+        output = "markdown"
+    if json_opt == "-":
+        output = "json"
+    elif json_opt is not None:
+        if json_out and json_out != json_opt:
+            raise click.UsageError("give the JSON file once: --out FILE (--json FILE is its "
+                                   "earlier spelling)")
+        json_out = json_opt
     if (data_dir is None) == (synthetic_spec is None):
         raise click.UsageError("give exactly one of --data DIR or --synthetic SPEC")
     if plot_out:
@@ -80,16 +99,27 @@ def simulate(data_dir, synthetic_spec, policies, budgets, runs, seed, jobs, max_
         source = EnvSource("data", str(data_dir))
     per_task = parse_budgets(budgets)
     err = sys.stderr
-    with click.progressbar(length=1, label="simulating", file=err) as bar:
-        def progress(done: int, total: int) -> None:
-            bar.length = total
-            bar.update(done - bar.pos)
+    if err.isatty():
+        with click.progressbar(length=1, label="simulating", file=err) as bar:
+            def progress(done: int, total: int) -> None:
+                bar.length = total
+                bar.update(done - bar.pos)
+            exp = run_experiment(source, policies, per_task, runs=runs, seed=seed, jobs=jobs,
+                                 aggregate=aggregate, max_labels_per_task=max_labels,
+                                 mode=mode, progress=progress)
+    else:  # a log or a pipe: a line now and then, not a bar redrawn in place
         exp = run_experiment(source, policies, per_task, runs=runs, seed=seed, jobs=jobs,
                              aggregate=aggregate, max_labels_per_task=max_labels,
-                             mode=mode, progress=progress)
-    click.echo(f"{source.describe()}: {exp.n_tasks} tasks, {runs} runs, seed {seed}"
-               + (f", mode {mode}" if mode else ""))
-    click.echo(format_table(exp, markdown=markdown))
+                             mode=mode, progress=_LogProgress(err))
+    head = (f"{source.describe()}: {exp.n_tasks} tasks, {runs} runs, seed {seed}"
+            + (f", mode {mode}" if mode else ""))
+    if output == "json":
+        import json
+        click.echo(head, err=True)
+        click.echo(json.dumps(exp.to_dict(), indent=2))
+    else:
+        click.echo(head)
+        click.echo(format_table(exp, markdown=output == "markdown"))
     if json_out:
         write_json(exp, json_out)
         click.echo(f"wrote {json_out}", err=True)
@@ -97,6 +127,25 @@ def simulate(data_dir, synthetic_spec, policies, budgets, runs, seed, jobs, max_
         write_plot(exp, plot_out)
         click.echo(f"wrote {plot_out}", err=True)
     sys.stdout.flush()
+
+
+class _LogProgress:
+    """Progress as log lines on ``stream``: at the start, every 10% and at the end, with
+    the time taken so far."""
+
+    def __init__(self, stream) -> None:
+        import time
+        self.stream, self.start, self.shown = stream, time.monotonic(), -1
+
+    def __call__(self, done: int, total: int) -> None:
+        import time
+        step = (10 * done) // max(total, 1)
+        if step == self.shown:
+            return
+        self.shown = step
+        took = time.monotonic() - self.start
+        print(f"simulating: {done}/{total} runs ({100 * done / max(total, 1):.0f}%), "
+              f"{took:.0f} s", file=self.stream, flush=True)
 
 
 commands = [simulate]

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import click
 
+from labelq.dashboard import status_report
 from labelq.db import session_scope
 from labelq.projects import get_project
-from labelq.goldstats import gold_exhaustion
-from labelq.reporting import project_status
 
 from ._common import DB_OPTION, OUTPUT_OPTION, emit, emit_record, engine, spec_text
 
@@ -23,15 +22,14 @@ def status(name, database_url, output):
     """Progress of project NAME: tasks by state, labels, budget, per-worker counts."""
     with session_scope(engine(database_url)) as s:
         project = get_project(s, name)
-        st = project_status(s, project)
-        st["gold_warnings"] = gold_exhaustion(s, project)
+        st = status_report(s, project)  # the dashboard's numbers too
     for w in st["gold_warnings"]:
         click.secho(f"warning: {w['worker']} has seen {w['gold_seen']} of the "
                     f"{w['gold_pool']} gold questions; load more gold (labelq gold load)",
                     fg="yellow", err=True)
     if (st["oldest_unapplied_s"] or 0) > STALE_APPLY_S:
         click.secho(f"warning: {st['unapplied']} labels wait to be applied, the oldest for "
-                    f"{st['oldest_unapplied_s']:.0f} s: is a labelq worker running?",
+                    f"{st['oldest_unapplied_s']:.0f} s: is a labelq run-worker running?",
                     fg="yellow", err=True)
     if output == "json":
         import json

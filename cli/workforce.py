@@ -7,6 +7,7 @@ from sqlalchemy import func
 from sqlmodel import select
 
 from labelq.db import session_scope
+from labelq.dashboard import gold_summary
 from labelq.goldstats import project_gold_scores
 from labelq.models import Label, Project
 from labelq.projects import (enroll_worker, get_project, list_workers, reset_token,
@@ -50,7 +51,9 @@ def enroll(name, handle, cost, capacity, categories, database_url, output):
 @DB_OPTION
 @OUTPUT_OPTION
 def list_(name, database_url, output):
-    """List annotators with their label counts."""
+    """List annotators with their label counts and gold accuracy: gold_accuracy is raw
+    (right / answered), gold_smoothed the Beta posterior mean the quality rule reads, with
+    its 95% interval; gold_by_category the same per category."""
     with session_scope(engine(database_url)) as s:
         proj = get_project(s, name) if name else None
         counts = dict(s.exec(select(Label.worker_id, func.count()).group_by(Label.worker_id)).all())
@@ -63,36 +66,22 @@ def list_(name, database_url, output):
             rows.append({"handle": w.handle, "project": projects[w.project_id].name,
                          "status": w.status, "cost": w.cost, "capacity": w.capacity,
                          "categories": w.categories, "labels": counts.get(w.id, 0),
-                         **gold_columns(gold[w.project_id], w.seq)})
+                         **gold_summary(gold[w.project_id], w.seq)})
     emit(rows, output)
-
-
-def gold_columns(pg, seq: int) -> dict:
-    """Gold answers and the Beta posterior mean accuracy [95% interval], pooled and per
-    category (categories with no gold answer are left out)."""
-    sc = pg.scores
-    n = int(sc.total[seq].sum())
-    if n == 0:
-        return {"gold": 0, "gold_accuracy": None, "gold_by_category": None}
-    mean = sc.mean(pooled=True)[seq]
-    lo, hi = sc.credible_interval(pooled=True)
-    per_cat = {}
-    cat_mean = sc.mean()
-    for k, c in enumerate(pg.categories):
-        if sc.total[seq, k] > 0:
-            per_cat[c or "-"] = f"{cat_mean[seq, k]:.2f} (n={int(sc.total[seq, k])})"
-    return {"gold": n, "gold_accuracy": f"{mean:.2f} [{lo[seq]:.2f}, {hi[seq]:.2f}]",
-            "gold_by_category": per_cat}
 
 
 def _status_command(status: str, verb: str):
     @click.command(verb)
     @click.argument("handle")
     @DB_OPTION
-    def cmd(handle, database_url):
+    @OUTPUT_OPTION
+    def cmd(handle, database_url, output):
         with session_scope(engine(database_url)) as s:
             set_worker_status(s, handle, status)
-        click.echo(f"{handle}: {status}")
+        if output == "table":
+            click.echo(f"{handle}: {status}")
+        else:
+            emit_record({"handle": handle, "status": status}, output)
 
     cmd.__doc__ = f"Set annotator HANDLE {status}."
     cmd.help = cmd.__doc__

@@ -6,7 +6,7 @@ from contextlib import contextmanager
 from functools import lru_cache
 from typing import Iterator
 
-from sqlalchemy import event, make_url
+from sqlalchemy import event, inspect, make_url
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, SQLModel, create_engine
@@ -15,7 +15,14 @@ from . import models  # noqa: F401 - registers the tables on SQLModel.metadata
 from .errors import ServiceUnavailable
 from .settings import Settings, load_settings
 
-__all__ = ["get_engine", "init_schema", "session_scope", "engine_for"]
+__all__ = ["get_engine", "init_schema", "session_scope", "engine_for", "ADDED_COLUMNS"]
+
+# Columns added to a table after its first release. ``create_all`` creates missing tables
+# but never alters an existing one, so ``init_schema`` adds these (nullable, no default) to
+# a database created before them. A new column goes here, nullable; nothing else to do.
+ADDED_COLUMNS: dict[str, tuple[str, ...]] = {
+    "project": ("instructions", "label_names"),
+}
 
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
@@ -51,8 +58,29 @@ def init_schema(engine: Engine) -> None:
     """Create every table that does not exist yet (safe to repeat)."""
     try:
         SQLModel.metadata.create_all(engine)
+        _add_columns(engine)
     except OperationalError as exc:
         raise ServiceUnavailable(f"database unavailable: {exc.orig}") from exc
+
+
+def _add_columns(engine: Engine) -> None:
+    """``ALTER TABLE ... ADD COLUMN`` for each of :data:`ADDED_COLUMNS` a table lacks (two
+    processes may race to add one: the loser finds it there and goes on)."""
+    insp = inspect(engine)
+    for table_name, names in ADDED_COLUMNS.items():
+        have = {c["name"] for c in insp.get_columns(table_name)}
+        table = SQLModel.metadata.tables[table_name]
+        for name in names:
+            if name in have:
+                continue
+            ddl = (f"ALTER TABLE {table_name} ADD COLUMN {name} "
+                   f"{table.c[name].type.compile(engine.dialect)}")
+            try:
+                with engine.begin() as conn:
+                    conn.exec_driver_sql(ddl)
+            except Exception:
+                if name not in {c["name"] for c in inspect(engine).get_columns(table_name)}:
+                    raise
 
 
 @contextmanager

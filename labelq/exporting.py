@@ -140,6 +140,11 @@ def agreement_report(pl: ProjectLabels, result) -> dict[str, Any]:
     """Krippendorff's alpha, Fleiss' kappa (non-gold tasks) and a per-worker table of
     accuracy against gold and against the aggregate."""
     v = pl.view
+    if pl.task.size == 0:  # nothing to agree on yet
+        return {"krippendorff_alpha": None, "fleiss_kappa": None, "labels": 0,
+                "workers": [{"worker": h, "labels": 0, "gold_n": 0, "gold_accuracy": None,
+                             "aggregate_n": 0, "aggregate_accuracy": None}
+                            for h in pl.handles]}
     data = ~v.is_gold[pl.task]
     n_classes = len(pl.classes)
     alpha = krippendorff_alpha(pl.task[data], pl.label[data], v.n_tasks, n_classes)

@@ -28,7 +28,7 @@ from typing import Callable, Iterator
 from sqlalchemy import func, insert
 from sqlmodel import Session, select
 
-from .errors import FileFormatError, InputError
+from .errors import Conflict, FileFormatError, InputError
 from .models import Project, Task, utcnow
 
 __all__ = ["ParsedRow", "parse_task_file", "load_tasks", "LoadResult"]
@@ -271,7 +271,22 @@ def load_tasks(session: Session, project: Project, path: str | Path, *, gold: bo
     transaction (commit or roll back is the caller's). ``progress(written, total)`` is
     called as rows are written."""
     rows = parse_task_file(path, gold=gold, label_set=project.labels, fmt=fmt)
-    existing = set(session.exec(select(Task.external_id).where(Task.project_id == project.id)))
+    kind_of = dict(session.exec(select(Task.external_id, Task.is_gold)
+                                .where(Task.project_id == project.id)).all())
+    # an id already loaded as the other kind is not "already present": skipping it would
+    # leave gold loaded from task ids with no gold at all (and the reverse)
+    clash = [r for r in rows if r.external_id in kind_of and bool(kind_of[r.external_id]) != gold]
+    if clash:
+        what, other = ("gold questions", "tasks") if gold else ("tasks", "gold questions")
+        shown = ", ".join(repr(r.external_id) for r in clash[:5]) + (", ..." if len(clash) > 5
+                                                                    else "")
+        raise Conflict(
+            f"{path}: {len(clash)} of these {what} have ids already loaded as {other} of "
+            f"{project.name!r} ({shown}; first on line {clash[0].line}); nothing was loaded. "
+            + ("A task cannot become a gold question by loading it again: give the gold "
+               "questions ids of their own (e.g. prefix them with 'gold-')."
+               if gold else "Give these tasks ids of their own."), project=project.name)
+    existing = set(kind_of)
     new = [r for r in rows if r.external_id not in existing]
     seq0 = session.exec(select(func.coalesce(func.max(Task.seq) + 1, 0))
                         .where(Task.project_id == project.id)).one()

@@ -13,7 +13,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any, Optional
 
-from sqlalchemy import JSON, Column, Index, UniqueConstraint
+from sqlalchemy import JSON, Column, Index, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 __all__ = ["Project", "Task", "Worker", "Assignment", "Label", "utcnow", "utc_from_ms",
@@ -47,6 +47,17 @@ class Project(SQLModel, table=True):
     gold_schedule: Optional[str] = None
     quality: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     created: datetime = Field(default_factory=utcnow)
+    # added after the first release (labelq.db.ADDED_COLUMNS adds them to older databases):
+    # what annotators read before labelling (Markdown source, shown as text), and display
+    # names of labels by label value (labels without one show their value)
+    instructions: Optional[str] = Field(default=None, sa_column=Column(Text, nullable=True))
+    label_names: Optional[dict[str, str]] = Field(default=None,
+                                                  sa_column=Column(JSON, nullable=True))
+
+    def display_names(self) -> list[str]:
+        """What the labeling page shows for each label, in the label set's order."""
+        names = self.label_names or {}
+        return [names.get(v) or v for v in self.labels]
 
     @property
     def is_binary(self) -> bool:

@@ -23,7 +23,11 @@ __all__ = ["create_project", "parse_quality", "check_gold_schedule", "update_pro
            "budget_spent", "unknown_categories", "list_workers", "set_worker_status", "hash_token",
            "worker_by_token", "reset_token", "correct_gold", "project_counts",
            "delete_project", "parse_label_set", "NAME_PATTERN", "check_name",
-           "check_policy_fits"]
+           "check_policy_fits", "parse_label_names", "read_instructions"]
+
+MAX_INSTRUCTIONS = 100_000  # characters
+MAX_DISPLAY_NAME = 200
+_NAME_ITEM = re.compile(r'\s*([^=,]+?)\s*=\s*("(?:[^"\\]|\\.)*"|[^,]*?)\s*(?:,|$)')
 
 
 POLICY_AGGREGATED = ("bbta",)
@@ -63,6 +67,63 @@ def parse_label_set(text: str | list[str]) -> list[str]:
     if len(set(labels)) != len(labels):
         raise InputError(f"duplicate label in label set {labels!r}")
     return labels
+
+
+def parse_label_names(text: str | dict[str, str] | None,
+                      labels: list[str]) -> dict[str, str] | None:
+    """``neg="Negative",pos="Positive"`` (or ``neg=Negative,pos=Positive``; a quoted name
+    may hold commas, ``\\"`` a quote) or a dict -> display names by label value. Every key
+    must be in ``labels``; an empty text clears them (``None``)."""
+    if text is None:
+        return None
+    if isinstance(text, dict):
+        items = list(text.items())
+    else:
+        items, pos = [], 0
+        text = text.strip()
+        while pos < len(text):
+            m = _NAME_ITEM.match(text, pos)
+            if m is None or m.end() == pos:
+                raise InputError(f"--label-names: expected label=\"Name\",... at "
+                                 f"{text[pos:pos + 30]!r}", field="label_names")
+            value = m.group(2)
+            if value.startswith('"'):
+                value = re.sub(r'\\(.)', r'\1', value[1:-1])
+            items.append((m.group(1), value))
+            pos = m.end()
+    names: dict[str, str] = {}
+    for key, value in items:
+        value = str(value).strip()
+        if key not in labels:
+            raise InputError(f"--label-names: {key!r} is not a label of the set {labels}",
+                             field="label_names")
+        if key in names:
+            raise InputError(f"--label-names: {key!r} named twice", field="label_names")
+        if not value or len(value) > MAX_DISPLAY_NAME or any(ord(c) < 32 for c in value):
+            raise InputError(f"--label-names: the name of {key!r} must be 1 to "
+                             f"{MAX_DISPLAY_NAME} printable characters", field="label_names")
+        names[key] = value
+    shown = [names.get(v, v) for v in labels]
+    if len(set(shown)) != len(shown):
+        raise InputError(f"--label-names: two labels would show the same name ({shown})",
+                         field="label_names")
+    return names or None
+
+
+def read_instructions(path: str) -> str | None:
+    """The instructions file (UTF-8 text, Markdown by convention); empty: none."""
+    from pathlib import Path
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read the instructions: {exc}", path=str(path)) from exc
+    if len(text) > MAX_INSTRUCTIONS:
+        raise InputError(f"{path}: instructions of {len(text)} characters; at most "
+                         f"{MAX_INSTRUCTIONS}", path=str(path))
+    if "\x00" in text:
+        raise InputError(f"{path}: the instructions hold a NUL character", path=str(path))
+    return text.strip() or None
 
 
 def parse_quality(text: str | dict[str, Any] | None) -> dict[str, Any]:
@@ -105,7 +166,9 @@ def create_project(session: Session, name: str, labels: str | list[str], *,
                    policy: str | dict[str, Any] = "auto", budget: float | None = None,
                    max_labels: int | None = None, aggregation: str | None = None,
                    gold_schedule: str | None = None,
-                   quality: str | dict[str, Any] | None = None) -> Project:
+                   quality: str | dict[str, Any] | None = None,
+                   instructions: str | None = None,
+                   label_names: str | dict[str, str] | None = None) -> Project:
     name = check_name(name, "project name")
     label_set = parse_label_set(labels)
     spec = PolicySpec.parse(policy) if isinstance(policy, str) else PolicySpec.from_json(policy)
@@ -127,14 +190,17 @@ def create_project(session: Session, name: str, labels: str | list[str], *,
     project = Project(name=name, labels=label_set, policy=spec.to_json(), budget=budget,
                       max_labels=max_labels, aggregation=aggregation,
                       gold_schedule=check_gold_schedule(gold_schedule),
-                      quality=parse_quality(quality))
+                      quality=parse_quality(quality),
+                      instructions=(instructions or "").strip() or None,
+                      label_names=parse_label_names(label_names, label_set))
     session.add(project)
     session.flush()
     return project
 
 
 def update_project(session: Session, name: str, **changes: Any) -> Project:
-    """Change a project's budget, label cap, aggregation, gold schedule or quality rule.
+    """Change a project's budget, label cap, aggregation, gold schedule, quality rule,
+    instructions (``""`` removes them) or label display names (``""`` removes them).
     ``None`` leaves a setting as it is. A project whose policy cannot serve its label set
     (created before that was checked) is refused: no setting makes its ``next`` work."""
     project = get_project(session, name)
@@ -157,6 +223,10 @@ def update_project(session: Session, name: str, **changes: Any) -> Project:
         project.gold_schedule = check_gold_schedule(changes["gold_schedule"])
     if changes.get("quality") is not None:
         project.quality = parse_quality(changes["quality"])
+    if changes.get("instructions") is not None:
+        project.instructions = changes["instructions"].strip() or None
+    if changes.get("label_names") is not None:
+        project.label_names = parse_label_names(changes["label_names"], project.labels)
     session.add(project)
     session.flush()
     return project

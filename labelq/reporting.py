@@ -62,7 +62,7 @@ def project_status(session: Session, project: Project) -> dict[str, Any]:
         "categories": [{"category": c, **by_category[c]} for c in sorted(by_category)],
         "labels": labels,
         # durable but not yet folded into the policy state by the applier (Celery); old
-        # ones mean no `labelq worker` is running for this project
+        # ones mean no `labelq run-worker` is running for this project
         "unapplied": int(unapplied),
         "oldest_unapplied_s": None if oldest is None else
         round(max(0.0, (datetime.now(timezone.utc) - oldest).total_seconds()), 1),

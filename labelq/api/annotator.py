@@ -3,9 +3,12 @@
 =======  ==================================  =============================================
 method   path                                does
 =======  ==================================  =============================================
-GET      /me                                 who am I: handle, project, label set
+GET      /me                                 who am I: handle, project, label set and
+                                             its display names, the instructions
 GET      /me/progress                        labels given, gold stats, capacity left
 POST     /assignments/next                   issue my next assignment (or none)
+GET      /assignments/current                the assignments I hold now (issued, not yet
+                                             answered, declined or expired)
 POST     /assignments/{id}/label             record my label (idempotent on replay);
                                              ``?next=true``: and get my next assignment
 POST     /assignments/{id}/decline           give the assignment back
@@ -21,8 +24,9 @@ from ..models import Worker, utc_from_ms
 from .auth import Annotator, current_annotator
 from .errors import ERROR_RESPONSES
 from .progress import worker_progress
-from .schemas import (Assignment, AssignmentId, DeclineOut, MeOut, NextOut, ProgressOut,
-                      SubmitIn, SubmitOut)
+from .current import open_assignments
+from .schemas import (Assignment, AssignmentId, CurrentOut, DeclineOut, MeOut, NextOut,
+                      ProgressOut, SubmitIn, SubmitOut)
 
 __all__ = ["router"]
 
@@ -45,7 +49,9 @@ def _runtime(request: Request):
 def me(who: Annotator = Depends(current_annotator)) -> MeOut:
     w = who.worker
     return MeOut(handle=w.handle, project=who.project.name, status=w.status,
-                 labels=list(who.project.labels), capacity=w.capacity,
+                 labels=list(who.project.labels),
+                 label_names=who.project.display_names(),
+                 instructions=who.project.instructions, capacity=w.capacity,
                  categories=list(w.categories or []))
 
 
@@ -65,6 +71,18 @@ def next_assignment(request: Request, who: Annotator = Depends(current_annotator
     expiry; up to ``LABELQ_MAX_OPEN`` open assignments at once, 1 by default)."""
     service = _runtime(request).service
     return _next_out(service.next_assignment(who.handle), who, service)
+
+
+@router.get("/assignments/current", response_model=CurrentOut,
+            summary="The assignments I hold")
+def current(request: Request, who: Annotator = Depends(current_annotator)) -> CurrentOut:
+    """What I hold now: issued to me, not yet answered, declined or expired (at most
+    ``LABELQ_MAX_OPEN``, 1 by default), oldest first. Reading it issues nothing (``POST
+    /assignments/next`` returns the held one again, or a new one when I hold none)."""
+    rt = _runtime(request)
+    with session_scope(rt.engine) as session:
+        held = open_assignments(session, rt.redis, who.worker, who.project)
+    return CurrentOut(assignments=[Assignment(**a) for a in held])
 
 
 def _next_out(issued, who: Annotator, service) -> NextOut:

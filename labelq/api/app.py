@@ -2,10 +2,10 @@
 Celery client into one FastAPI application.
 
 Routes: the annotator API (:mod:`.annotator`), the operator API (:mod:`.operator`), the
-labeling page ``GET /label``, ``GET /healthz``, and the OpenAPI schema at
-``/openapi.json`` (browsable at ``/docs``). Route handlers are plain ``def``: the service
-does blocking SQL and Redis I/O, so FastAPI runs them in its thread pool; the
-:class:`~labelq.service.Service` and its state cache are thread-safe.
+labeling page ``GET /label``, the operator's dashboard ``GET /dashboard``, ``GET /healthz``,
+and the OpenAPI schema at ``/openapi.json`` (browsable at ``/docs``). Route handlers are
+plain ``def``: the service does blocking SQL and Redis I/O, so FastAPI runs them in its
+thread pool; the :class:`~labelq.service.Service` and its state cache are thread-safe.
 """
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ from .errors import install_error_handlers
 from .limits import DEFAULT_MAX_BODY, BodyLimit
 from .schemas import HealthOut
 
-__all__ = ["create_app", "Runtime", "LABEL_PAGE"]
+__all__ = ["create_app", "Runtime", "LABEL_PAGE", "DASHBOARD_PAGE"]
 
 LABEL_PAGE = Path(__file__).with_name("static") / "label.html"
+DASHBOARD_PAGE = Path(__file__).with_name("static") / "dashboard.html"
 _PAGE_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'unsafe-inline'; "
                                "style-src 'unsafe-inline'; img-src http: https: data:; "
@@ -118,6 +119,14 @@ def create_app(settings: Settings | None = None, *, max_body: int = DEFAULT_MAX_
              summary="The labeling page")
     def label_page() -> HTMLResponse:
         return HTMLResponse(LABEL_PAGE.read_text(encoding="utf-8"), headers=_PAGE_HEADERS)
+
+    @app.get("/dashboard", response_class=HTMLResponse, tags=["operator"],
+             summary="The operator's dashboard page")
+    def dashboard_page() -> HTMLResponse:
+        """Plain HTML and JavaScript (charts drawn as inline SVG); it asks for the
+        operator token and reads ``/api/v1/projects/{name}/dashboard``."""
+        return HTMLResponse(DASHBOARD_PAGE.read_text(encoding="utf-8"),
+                            headers=_PAGE_HEADERS)
 
     @app.get("/", include_in_schema=False)
     def root() -> RedirectResponse:

@@ -3,7 +3,11 @@
 =======  ==================================  =============================================
 method   path                                does
 =======  ==================================  =============================================
-GET      /projects/{name}/status             tasks by state, labels, budget, workers
+GET      /projects                           every project (name, labels, budget, ...)
+GET      /projects/{name}/status             tasks by state, labels, budget, workers (as
+                                             ``labelq status -o json``)
+GET      /projects/{name}/dashboard          status, gold, throughput, agreement, accuracy
+                                             estimate (what the page at /dashboard shows)
 POST     /projects/{name}/workers            enroll an annotator; returns its token once
 GET      /projects/{name}/task?id=ID         a task, its gold answer and every label
 POST     /workers/{handle}/status            pause, resume or remove an annotator
@@ -28,10 +32,13 @@ from ..db import session_scope
 from ..errors import Conflict, NotFound
 from ..jobs import create_export_job, get_job
 from ..projects import enroll_worker, get_project, reset_token, set_worker_status
-from ..reporting import project_status, task_detail
+from ..dashboard import dashboard, status_report
+from ..projects import list_projects
+from ..reporting import task_detail
 from .auth import require_operator
 from .errors import ERROR_RESPONSES
-from .schemas import (EnrollIn, EnrollOut, ExportIn, JobOut, Name, ProjectStatusOut,
+from .schemas import (DashboardOut, EnrollIn, EnrollOut, ExportIn, JobOut, Name, ProjectOut,
+                      ProjectStatusOut,
                       TaskDetailOut, TokenOut, WorkerStatusIn, WorkerStatusOut)
 
 __all__ = ["router"]
@@ -51,11 +58,34 @@ HandlePath = PathParam(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]
 JobPath = PathParam(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
 
 
+@router.get("/projects", response_model=list[ProjectOut], summary="Projects")
+def projects(request: Request) -> list[ProjectOut]:
+    with session_scope(request.app.state.labelq.engine) as session:
+        return [ProjectOut(name=p.name, labels=list(p.labels),
+                           label_names=dict(getattr(p, "label_names", None) or {}),
+                           budget=p.budget, max_labels=p.max_labels,
+                           aggregation=p.aggregation,
+                           created=p.created.isoformat(timespec="seconds"))
+                for p in list_projects(session)]
+
+
 @router.get("/projects/{name}/status", response_model=ProjectStatusOut,
             summary="Project status", responses=_404)
 def status(request: Request, name: Name = ProjectPath) -> ProjectStatusOut:
+    """The numbers of ``labelq status NAME -o json`` (one computation for both)."""
     with session_scope(request.app.state.labelq.engine) as session:
-        return ProjectStatusOut(**project_status(session, get_project(session, name)))
+        return ProjectStatusOut(**status_report(session, get_project(session, name)))
+
+
+@router.get("/projects/{name}/dashboard", response_model=DashboardOut,
+            summary="Project dashboard data", responses=_404)
+def project_dashboard(request: Request, name: Name = ProjectPath) -> DashboardOut:
+    """What the operator page at ``/dashboard`` draws: ``status`` is exactly
+    ``labelq status -o json``; ``gold`` each annotator's gold accuracy (raw and smoothed,
+    with its interval); ``throughput`` labels/min and the budget projection; ``quality``
+    agreement (as ``labelq agreement``) and the accuracy estimate with its curve."""
+    with session_scope(request.app.state.labelq.engine) as session:
+        return DashboardOut(**dashboard(session, get_project(session, name)))
 
 
 @router.post("/projects/{name}/workers", response_model=EnrollOut, status_code=201,

@@ -11,7 +11,8 @@ from ..exporting import METHODS
 __all__ = ["Name", "AssignmentId", "Assignment", "NextOut", "SubmitIn", "SubmitOut",
            "DeclineOut", "GoldStats", "ProgressOut", "MeOut", "EnrollIn", "EnrollOut",
            "ExportIn", "JobOut", "WorkerStatus", "TaskCounts", "CategoryCounts",
-           "ProjectStatusOut", "HealthOut",
+           "ProjectStatusOut", "HealthOut", "GoldWarning", "ProjectOut", "DashboardOut",
+           "CurrentOut",
            "WorkerStatusIn", "WorkerStatusOut", "TokenOut", "TaskLabel", "TaskDetailOut"]
 
 # printable text without control characters (they are refused by PostgreSQL or are noise)
@@ -40,6 +41,10 @@ class Assignment(_Out):
 class NextOut(_Out):
     assignment: Optional[Assignment] = None
     message: Optional[str] = Field(None, description="Why there is no assignment, if so.")
+
+
+class CurrentOut(_Out):
+    assignments: list[Assignment] = Field(description="Held now, oldest first (empty: none).")
 
 
 class SubmitIn(BaseModel):
@@ -85,6 +90,11 @@ class MeOut(_Out):
     project: str
     status: str
     labels: list[str]
+    label_names: list[str] = Field(description="What to show for each label, in the order "
+                                               "of `labels` (the label itself when the "
+                                               "project names none).")
+    instructions: Optional[str] = Field(description="The project's instructions for "
+                                                    "annotators (Markdown source), if any.")
     capacity: Optional[int]
     categories: list[str]
 
@@ -193,6 +203,12 @@ class CategoryCounts(TaskCounts):
     category: str = Field(description="The category ('' for tasks loaded without one).")
 
 
+class GoldWarning(_Out):
+    worker: str
+    gold_seen: int
+    gold_pool: int
+
+
 class ProjectStatusOut(_Out):
     project: str
     policy: dict[str, Any]
@@ -202,12 +218,36 @@ class ProjectStatusOut(_Out):
     unapplied: int = Field(description="Labels durable in SQL that the applier (Celery) has "
                                        "not folded into the policy state yet.")
     oldest_unapplied_s: Optional[float] = Field(
-        description="Age of the oldest of them, in seconds; minutes mean no labelq worker "
+        description="Age of the oldest of them, in seconds; minutes mean no labelq run-worker "
                     "is applying this project's labels.")
     budget: Optional[float]
     spent: float
     left: Optional[float]
     workers: list[WorkerStatus]
+    gold_warnings: list[GoldWarning] = Field(
+        [], description="Active annotators who have seen most of the gold questions.")
+
+
+class ProjectOut(_Out):
+    name: str
+    labels: list[str]
+    label_names: dict[str, str] = Field(description="Display names of labels, by label.")
+    budget: Optional[float]
+    max_labels: Optional[int]
+    aggregation: str
+    created: str
+
+
+class DashboardOut(_Out):
+    status: ProjectStatusOut = Field(description="As `labelq status -o json`.")
+    gold: dict[str, dict[str, Any]] = Field(
+        description="By handle: gold answers, right ones, gold_accuracy (raw: right / "
+                    "answered), gold_smoothed (Beta posterior mean) and gold_interval (95%).")
+    throughput: dict[str, Any] = Field(
+        description="Labels/min over time and when the budget runs out at the recent rate.")
+    quality: dict[str, Any] = Field(
+        description="Agreement and the accuracy estimate (mean posterior confidence of the "
+                    "aggregated answers) with its curve against labels spent.")
 
 
 class HealthOut(_Out):

@@ -149,6 +149,19 @@ def make_project(stack: Stack, name: str, *, payloads: list[dict] | None = None,
         return p.id
 
 
+@pytest.fixture
+def browser(tmp_path):
+    """A headless Chromium with a fresh profile (closed after the test)."""
+    from .cdp import Browser, find_chromium
+
+    binary = find_chromium()
+    if binary is None:
+        unavailable("Chromium", "no chromium binary on PATH (apt-get install chromium)")
+    b = Browser(binary, tmp_path / "profile")
+    yield b
+    b.close()
+
+
 @pytest.fixture(scope="package")
 def stack(tmp_path_factory):
     import redis as redis_lib

@@ -33,7 +33,8 @@ def test_happy_path_next_submit_progress(stack):
     with stack.client(token) as c:
         me = c.get("/api/v1/me").json()
         assert me == {"handle": "ann-happy", "project": "happy", "status": "active",
-                      "labels": ["pos", "neg", "neutral"], "capacity": 10, "categories": []}
+                      "labels": ["pos", "neg", "neutral"], "capacity": 10, "categories": [],
+                      "label_names": ["pos", "neg", "neutral"], "instructions": None}
         # When they label every task they are given
         given = []
         while (r := c.post("/api/v1/assignments/next")).json()["assignment"] is not None:
@@ -293,3 +294,23 @@ def test_unknown_routes_and_methods_answer_json(stack):
         nf, mna = c.get("/api/v1/nothing-here"), c.get("/api/v1/assignments/next")
     assert nf.status_code == 404 and nf.json()["code"] == "not_found"
     assert mna.status_code == 405 and mna.json()["code"] == "method_not_allowed"
+
+
+def test_current_shows_the_held_assignment_without_issuing(stack):
+    # Given an annotator who holds nothing
+    make_project(stack, "held", n_tasks=3, max_labels=1)
+    token = stack.enroll("held", "ann-held")
+    with stack.client(token) as c:
+        assert c.get("/api/v1/assignments/current").json() == {"assignments": []}
+        # When they take an assignment, current shows that one (same id, expiry, payload)
+        a = c.post("/api/v1/assignments/next").json()["assignment"]
+        cur = c.get("/api/v1/assignments/current").json()["assignments"]
+        assert cur == [a]
+        # and asking current again issues nothing new
+        assert c.get("/api/v1/assignments/current").json()["assignments"] == [a]
+        # Once answered, they hold nothing again
+        assert c.post(f"/api/v1/assignments/{a['assignment_id']}/label",
+                      json={"label": "pos"}).status_code == 200
+        assert c.get("/api/v1/assignments/current").json() == {"assignments": []}
+    with stack.client() as anon:
+        assert anon.get("/api/v1/assignments/current").status_code == 401

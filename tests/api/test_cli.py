@@ -45,7 +45,8 @@ def test_annotate_from_a_shell_with_the_token_in_the_environment(stack):
     chained = labelq(stack, "submit", b["assignment_id"], "pos", "--next", "-o", "json",
                      token=token)
     assert chained.returncode == 0, chained.stderr
-    assert json.loads(chained.stdout)[0]["assignment_id"] == b["assignment_id"]
+    assert json.loads(chained.stdout) == [{"assignment_id": b["assignment_id"],
+                                           "label": "pos", "duplicate": False, "next": None}]
     assert "no task" in chained.stderr and stack.task_of(b["assignment_id"]) != stack.task_of(a["assignment_id"])
     # and `next` with nothing left is no error: an empty JSON list, and why on stderr
     none = labelq(stack, "next", "-o", "json", token=token)
@@ -113,4 +114,4 @@ def test_check_finds_the_running_worker_and_says_when_there_is_none(stack):
     assert alone.returncode == 9
     rows = {r["check"]: r for r in json.loads(alone.stdout)}
     assert rows["database"]["ok"] and rows["redis"]["ok"] and not rows["celery worker"]["ok"]
-    assert "start `labelq worker`" in rows["celery worker"]["detail"]
+    assert "start `labelq run-worker`" in rows["celery worker"]["detail"]

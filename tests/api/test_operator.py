@@ -13,7 +13,7 @@ import pytest
 
 from labelq.db import session_scope
 from labelq.projects import get_project
-from labelq.reporting import project_status
+from labelq.dashboard import status_report
 from labelq.settings import Settings
 
 from .conftest import free_port, make_project
@@ -53,7 +53,7 @@ def test_status_and_enroll(stack):
     # Then it is the record's status: every task complete, 8 labels by two workers
     assert n == 8 and got.status_code == 200
     with session_scope(stack.engine) as s:
-        expected = project_status(s, get_project(s, "status"))
+        expected = status_report(s, get_project(s, "status"))  # labelq status -o json
     body = got.json()
     for st in (body, expected):  # (an age: it moves between the two reads)
         assert st.pop("oldest_unapplied_s") is None or st["unapplied"] > 0

@@ -11,18 +11,8 @@ from sqlmodel import select
 from labelq.db import session_scope
 from labelq.models import Label, Task, Worker
 
-from .cdp import Browser, find_chromium
-from .conftest import make_project, unavailable
-
-
-@pytest.fixture
-def browser(tmp_path):
-    binary = find_chromium()
-    if binary is None:
-        unavailable("Chromium", "no chromium binary on PATH (apt-get install chromium)")
-    b = Browser(binary, tmp_path / "profile")
-    yield b
-    b.close()
+from .cdp import Browser
+from .conftest import make_project
 
 
 def sign_in(b: Browser, stack, token: str) -> None:
@@ -48,6 +38,8 @@ def test_sign_in_label_three_tasks_and_see_them_counted(stack, browser):
     b.wait("document.getElementById('handle').textContent === 'ann-page'")
     assert b.js("document.getElementById('project').textContent") == "page"
     # And answer three tasks: key 1, key 2, then the third label's button
+    # (the calls are watched from when the first task shows: it was asked for)
+    b.wait("!document.getElementById('task').hidden")
     b.js("window.calls = []; const f = window.fetch; window.fetch = (u, i) => "
          "{ window.calls.push(((i && i.method) || 'GET') + ' ' + u); return f(u, i); }; 1")
     answers, seen, ids = ["pos", "neg", "neutral"], [], []
@@ -114,4 +106,54 @@ def test_an_empty_page_checks_again_by_itself(stack, browser):
     aid = b.wait("!document.getElementById('task').hidden && "
                  "document.getElementById('task').dataset.assignment", timeout=30)
     assert stack.task_of(aid) == "t0"
+    assert b.exceptions == []
+
+
+@pytest.mark.timeout(180)
+def test_instructions_and_label_names_on_the_page(stack, browser, tmp_path):
+    # Given a project created from the CLI with instructions and display names of its labels
+    import subprocess
+    import sys
+
+    from .conftest import ROOT
+    guide = tmp_path / "guide.md"
+    guide.write_text("# How to label\n\nRead the whole review.\n<b>Not markup</b>\n",
+                     encoding="utf-8")
+    out = subprocess.run(
+        [sys.executable, "-m", "cli.main", "project", "create", "named", "--labels",
+         "neg,pos,mixed", "--policy", "uniform", "--max-labels", "1", "--instructions",
+         str(guide), "--label-names", 'pos="Positive",neg="Negative, clearly"', "-o", "json"],
+        cwd=ROOT, env=stack.env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    shown_row = json.loads(out.stdout)[0]
+    assert shown_row["label_names"] == {"pos": "Positive", "neg": "Negative, clearly"}
+    from labelq.projects import get_project
+    with session_scope(stack.engine) as s:
+        p = get_project(s, "named")
+        for i in range(2):
+            s.add(Task(project_id=p.id, seq=i, external_id=f"t{i}", payload={"text": f"r{i}"}))
+    token = stack.enroll("named", "ann-named")
+    b = browser
+    # When the annotator signs in
+    sign_in(b, stack, token)
+    b.wait("!document.getElementById('task').hidden")
+    # Then the instructions are shown, as text, open, and fold away
+    assert b.js("document.getElementById('instructions').hidden") is False
+    assert b.js("document.getElementById('instructions').open") is True
+    text = b.js("document.getElementById('instructions-text').textContent")
+    assert text.startswith("# How to label") and "<b>Not markup</b>" in text
+    assert b.js("document.querySelectorAll('#instructions-text b').length") == 0
+    b.js("document.querySelector('#instructions summary').click()")
+    assert b.js("document.getElementById('instructions').open") is False
+    # And the buttons show the display names with their keys, in the label set's order
+    buttons = json.loads(b.js("JSON.stringify([...document.querySelectorAll('#answers button')]"
+                              ".map(x => [x.textContent, x.dataset.label]))"))
+    assert buttons == [["1 · Negative, clearly", "neg"], ["2 · Positive", "pos"],
+                       ["3 · mixed", "mixed"]]
+    # And key 2 answers the second button's label
+    aid = b.js("document.getElementById('task').dataset.assignment")
+    b.press("2")
+    b.wait("document.getElementById('progress-labels').textContent === '1'")
+    with session_scope(stack.engine) as s:
+        assert s.exec(select(Label.value).where(Label.assignment_id == aid)).one() == "pos"
     assert b.exceptions == []

@@ -133,7 +133,10 @@ def test_agreement_report(project_db):
 def test_workers_list_shows_gold_accuracy(project_db):
     rows = {r["handle"]: r for r in json.loads(run(project_db, "workers", "list", "-o", "json"))}
     assert rows["evil"]["gold"] == 2
-    assert rows["evil"]["gold_accuracy"].startswith("0.25 [")  # Beta(1, 3) mean
+    assert rows["evil"]["gold_accuracy"] == 0.0  # raw: 0 right of 2
+    assert rows["evil"]["gold_smoothed"] == 0.25  # Beta(1, 3) mean
+    lo, hi = rows["evil"]["gold_interval"]
+    assert 0 < lo < 0.25 < hi < 1
     assert rows["a"]["gold_accuracy"] is not None and rows["a"]["labels"] == 32
 
 
@@ -225,7 +228,7 @@ def test_status_counts_labels_waiting_for_the_applier_and_warns_when_they_are_ol
     assert st["unapplied"] == st["labels"] == 125
     assert 0 <= st["oldest_unapplied_s"] < 60
     res = CliRunner().invoke(cli, ["status", "p"], env={"LABELQ_DATABASE_URL": project_db})
-    assert "is a labelq worker running" not in res.stderr
+    assert "is a labelq run-worker running" not in res.stderr
     # When the oldest has waited two hours
     from datetime import timedelta
     with session_scope(engine_for(project_db)) as s:
@@ -235,7 +238,7 @@ def test_status_counts_labels_waiting_for_the_applier_and_warns_when_they_are_ol
     # Then status says so and asks whether a worker runs
     res = CliRunner().invoke(cli, ["status", "p"], env={"LABELQ_DATABASE_URL": project_db})
     assert res.exit_code == 0 and "125 labels wait to be applied" in res.stderr
-    assert "is a labelq worker running?" in res.stderr
+    assert "is a labelq run-worker running?" in res.stderr
     res = CliRunner().invoke(cli, ["status", "p", "-o", "json"],
                              env={"LABELQ_DATABASE_URL": project_db})
     assert 7190 < json.loads(res.stdout)["oldest_unapplied_s"] < 7300

@@ -221,3 +221,39 @@ def test_unreadable_file_is_an_input_error(eng, tmp_path, what):
     with pytest.raises(InputError, match="nope.csv: cannot read") as exc:
         load(eng, path)
     assert exc.value.exit_code == 3
+
+
+def test_gold_with_ids_already_loaded_as_tasks_is_refused(tmp_path):
+    """Gold built from ids already loaded as tasks was skipped as "already present" (exit
+    0): the operator ended up with no gold. It is refused, nothing loaded, with the ids."""
+    from click.testing import CliRunner
+
+    from cli.main import cli
+
+    db = f"sqlite:///{tmp_path / 'g.db'}"
+    env = {"LABELQ_DATABASE_URL": db}
+    run = CliRunner().invoke
+    assert run(cli, ["project", "create", "g", "--labels", "a,b"], env=env).exit_code == 0
+    tasks = tmp_path / "tasks.csv"
+    tasks.write_text("id,text\n" + "".join(f"t{i},x{i}\n" for i in range(8)))
+    assert run(cli, ["tasks", "load", "g", str(tasks)], env=env).exit_code == 0
+    gold = tmp_path / "gold.csv"
+    gold.write_text("id,text,answer\nnew1,y,a\n" + "".join(f"t{i},x{i},b\n" for i in range(7)))
+    res = run(cli, ["gold", "load", "g", str(gold)], env=env)
+    assert res.exit_code == 5, res.output
+    assert "7 of these gold questions have ids already loaded as tasks" in res.stderr
+    assert "'t0', 't1', 't2', 't3', 't4', ..." in res.stderr and "line 3" in res.stderr
+    assert "ids of their own" in res.stderr
+    out = json.loads(run(cli, ["status", "g", "-o", "json"], env=env).stdout)
+    assert out["tasks"]["gold"] == 0 and out["tasks"]["unlabeled"] == 8  # nothing loaded
+    # (and tasks with ids of gold questions are refused the same way)
+    ok = tmp_path / "ok.csv"
+    ok.write_text("id,text,answer\ngold-1,y,a\n")
+    assert run(cli, ["gold", "load", "g", str(ok)], env=env).exit_code == 0
+    again = tmp_path / "again.csv"
+    again.write_text("id,text\ngold-1,z\n")
+    res = run(cli, ["tasks", "load", "g", str(again)], env=env)
+    assert res.exit_code == 5 and "already loaded as gold questions" in res.stderr
+    # while loading the same gold twice still skips it
+    res = run(cli, ["gold", "load", "g", str(ok)], env=env)
+    assert res.exit_code == 0 and "1 already present, skipped" in res.stdout

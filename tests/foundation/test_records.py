@@ -73,3 +73,39 @@ def test_one_label_per_assignment(eng):
                     value="0"))
     with pytest.raises(IntegrityError), session_scope(eng) as s:
         s.add(Task(project_id=ids[0], seq=1, external_id="t0"))
+
+
+def test_init_schema_adds_columns_added_after_a_database_was_created(tmp_path):
+    """A database created before Project.instructions and Project.label_names gets them
+    from init_schema (labelq init, or any command), its rows kept."""
+    import sqlite3
+
+    from sqlmodel import select as sm_select
+
+    from labelq.db import ADDED_COLUMNS, engine_for, init_schema
+    from labelq.db import session_scope as scope
+    from labelq.models import Project
+
+    path = tmp_path / "old.db"
+    url = f"sqlite:///{path}"
+    init_schema(engine_for(url))
+    con = sqlite3.connect(path)  # as a database of the earlier release was: no such columns
+    for name in ADDED_COLUMNS["project"]:
+        con.execute(f"ALTER TABLE project DROP COLUMN {name}")
+    con.execute("INSERT INTO project (name, labels, policy, aggregation, quality, created) "
+                "VALUES ('old', '[\"a\", \"b\"]', '{\"name\": \"uniform\", \"params\": {}}', "
+                "'mv', '{}', '2026-01-01 00:00:00')")
+    con.commit()
+    con.close()
+    engine_for(url).dispose()  # (connections opened before the columns went)
+    eng = engine_for(url)
+    init_schema(eng)
+    init_schema(eng)  # (safe to repeat)
+    with scope(eng) as s:
+        p = s.exec(sm_select(Project).where(Project.name == "old")).one()
+        assert p.instructions is None and p.label_names is None
+        assert p.display_names() == ["a", "b"]
+        p.label_names = {"a": "Alpha"}
+        s.add(p)
+    with scope(eng) as s:
+        assert s.exec(sm_select(Project)).one().display_names() == ["Alpha", "b"]

@@ -79,12 +79,13 @@ def test_submit_next_records_the_label_and_issues_the_next_assignment(r, redis_u
     # When they answer it with --next
     res = run(cli, ["submit", "dana", first["assignment_id"], "a", "--next", "-o", "json"],
               env=env)
-    # Then the submission and a new assignment for another task are printed
+    # Then the submission and a new assignment for another task are printed, as one JSON
+    # document (the next assignment is the submission's `next`)
     assert res.exit_code == 0, res.output
-    decoder, out = json.JSONDecoder(), res.stdout.strip()
-    done, end = decoder.raw_decode(out)
-    second = decoder.raw_decode(out[end:].lstrip())[0]
-    assert done[0]["label"] == "a" and done[0]["duplicate"] is False
+    [done] = json.loads(res.stdout)
+    second = [done.pop("next")]
+    assert done == {"assignment_id": first["assignment_id"], "label": "a",
+                    "duplicate": False}
     lease = r.hgetall(Keys(pid).lease(second[0]["assignment_id"]))  # (open: in Redis)
     with session_scope(eng) as s:
         done_seq = s.exec(select(Task.seq).join(Assignment, Assignment.task_id == Task.id)
@@ -111,16 +112,15 @@ def test_submit_next_that_spends_the_budget_records_the_label(r, redis_url, sqli
     first = json.loads(run(cli, ["next", "erin", "-o", "json"], env=env).stdout)[0]
     res = run(cli, ["submit", "erin", first["assignment_id"], "a", "--next", "-o", "json"],
               env=env)
-    out = res.stdout.strip()
-    _, end = json.JSONDecoder().raw_decode(out)
-    second = json.loads(out[end:])[0]
+    second = json.loads(res.stdout)[0]["next"]
     # When the label that spends the budget is submitted with --next
     res = run(cli, ["submit", "erin", second["assignment_id"], "b", "--next", "-o", "json"],
               env=env)
     # Then it succeeds (exit 0, not 7 budget exhausted): the label is printed and recorded,
     # and stderr says why there is no next
     assert res.exit_code == 0, res.output
-    assert json.loads(res.stdout)[0]["label"] == "b"
+    assert json.loads(res.stdout) == [{"assignment_id": second["assignment_id"],
+                                       "label": "b", "duplicate": False, "next": None}]
     assert "budget is spent" in res.stderr
     with session_scope(eng) as s:
         assert sorted(l.value for l in s.exec(select(Label))) == ["a", "b"]

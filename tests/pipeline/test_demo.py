@@ -14,13 +14,15 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_demo(env_extra: dict, tmp_path: Path, path: str | None = None) -> str:
+def run_demo(env_extra: dict, tmp_path: Path, path: str | None = None,
+             where: tuple[str, ...] | None = None) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LABELQ_")}
     env.update(env_extra, PYTHONPATH=str(ROOT))
     if path is not None:
         env["PATH"] = path
+    where = ("--out", str(tmp_path / "out")) if where is None else where
     res = subprocess.run([sys.executable, "-m", "cli.main", "demo", "--tasks", "90",
-                          "--gold", "9", "--workers", "6", "--out", str(tmp_path / "out")],
+                          "--gold", "9", "--workers", "6", *where],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
     assert res.returncode == 0, res.stdout + res.stderr
     return res.stdout
@@ -38,9 +40,22 @@ def check_report(out: str, tmp_path: Path, min_labelled: int = 90) -> None:
     assert len(answers) == 91, answers[:3]
     assert answers[0] == "task,category,label,confidence,n_labels,p_yes,p_no"
     labels = (tmp_path / "out" / "labels.csv").read_text().splitlines()
-    n_labels = re.search(r"Exported (\d+) labels \((\d+) on gold\)", out)
+    n_labels = re.search(r"the (\d+) labels \((\d+) on gold\)", out)
     assert n_labels and len(labels) == int(n_labels.group(1)) + 1, out
     assert int(n_labels.group(2)) > 0  # the gold schedule injected gold
+    # (what the careless annotators' gold said, and which the rule paused)
+    assert re.search(r"paused (\d) of the 2 careless annotators and \d+ of the 4 others", out)
+    assert "careless annotators' gold answers right/answered" in out
+    # the exports are those of `labelq export demo` and `labelq export demo --raw`
+    db = f"sqlite:///{tmp_path / 'out' / 'demo.db'}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LABELQ_")}
+    env["PYTHONPATH"] = str(ROOT)
+    for args, name in ((["demo"], "answers.csv"), (["demo", "--raw"], "labels.csv")):
+        res = subprocess.run([sys.executable, "-m", "cli.main", "export", *args,
+                              "--database-url", db], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, res.stderr
+        assert res.stdout == (tmp_path / "out" / name).read_text(), name
 
 
 @pytest.mark.timeout(300)
@@ -48,6 +63,16 @@ def test_demo_on_a_real_redis(redis_url, tmp_path):
     out = run_demo({"LABELQ_REDIS_URL": redis_url}, tmp_path)
     assert "embedded" not in out and "private redis-server" not in out
     check_report(out, tmp_path)
+
+
+@pytest.mark.timeout(300)
+def test_demo_keeps_no_temporary_folder_unless_asked(redis_url, tmp_path):
+    # Without --out or --keep, the demo works in a temporary folder and deletes it
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    out = run_demo({"LABELQ_REDIS_URL": redis_url, "TMPDIR": str(tmp)}, tmp_path, where=())
+    assert list(tmp.iterdir()) == [], out
+    assert "run with --keep or --out DIR" in out and "Tasks labelled" in out
 
 
 @pytest.mark.timeout(300)

@@ -1,6 +1,6 @@
 """``bench/peers.py --quick`` runs, so the peer benchmark's harness cannot rot unnoticed.
 
-The labelq half always runs (a real ``labelq serve`` + ``labelq worker`` on free ports, Redis
+The labelq half always runs (a real ``labelq serve`` + ``labelq run-worker`` on free ports, Redis
 at ``LABELQ_TEST_REDIS_URL``); the Label Studio half needs Label Studio, which lives in a venv
 of its own (its pins conflict with labelq's): ``LABELQ_TEST_LABEL_STUDIO_BIN`` names its
 launcher, else ``label-studio`` on PATH; without either it is skipped.

@@ -41,6 +41,22 @@ def test_json_shape_table_and_plot(tmp_path):
     assert png.stat().st_size > 1000 and png.read_bytes()[:4] == b"\x89PNG"
 
 
+def test_output_json_prints_one_document_and_progress_is_logged(tmp_path):
+    # -o json and --json print the results (as --out writes them) and nothing else on
+    # stdout; off a terminal, progress is logged on stderr as lines, not a bar
+    args = ["simulate", "--synthetic", SPEC, "--policy", "uniform", "--budget-per-task",
+            "1,2", "--runs", "2"]
+    out = tmp_path / "r.json"
+    a = CliRunner().invoke(cli, [*args, "-o", "json", "--out", str(out)])
+    b = CliRunner().invoke(cli, [*args, "--json"])
+    assert a.exit_code == 0 and b.exit_code == 0, a.output + b.output
+    assert json.loads(a.stdout) == json.loads(b.stdout) == json.loads(out.read_text())
+    assert "simulating: 2/2 runs (100%)" in a.stderr
+    assert "simulating: 0/" not in a.stderr and "\r" not in a.stderr
+    md = CliRunner().invoke(cli, [*args, "-o", "markdown"])
+    assert md.exit_code == 0 and "| uniform" in md.stdout
+
+
 def test_jobs_do_not_change_the_numbers():
     src = EnvSource("synthetic", SPEC)
     a = run_experiment(src, ["uniform"], [1, 3], runs=4, seed=9, jobs=1).to_dict()
@@ -65,7 +81,7 @@ def test_replay_from_the_cli(shared_datasets, tmp_path):
     out = tmp_path / "r.json"
     result = CliRunner().invoke(cli, [
         "simulate", "--data", str(shared_datasets / "temp"), "--policy", "uniform",
-        "--budget-per-task", "10", "--runs", "2", "--json", str(out)])
+        "--budget-per-task", "10", "--runs", "2", "--out", str(out)])
     assert result.exit_code == 0, result.output
     [point] = json.loads(out.read_text())["policies"][0]["points"]
     assert point["spent_mean"] == 4620 and point["accuracy_se"] == 0.0
@@ -76,7 +92,7 @@ def test_aggregate_option_adds_a_second_accuracy(tmp_path):
     out = tmp_path / "r.json"
     result = CliRunner().invoke(cli, [
         "simulate", "--synthetic", SPEC, "--policy", "uniform", "--budget-per-task", "3",
-        "--runs", "2", "--aggregate", "mv", "--json", str(out)])
+        "--runs", "2", "--aggregate", "mv", "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert "uniform + mv" in result.output
     [point] = json.loads(out.read_text())["policies"][0]["points"]
@@ -108,7 +124,7 @@ def test_plot_without_matplotlib_says_what_to_install_before_running(tmp_path, m
     out, png = tmp_path / "r.json", tmp_path / "r.png"
     result = CliRunner().invoke(cli, [
         "simulate", "--synthetic", SPEC, "--policy", "uniform", "--budget-per-task", "1",
-        "--runs", "1", "--json", str(out), "--plot", str(png)])
+        "--runs", "1", "--out", str(out), "--plot", str(png)])
     assert result.exit_code == 2, result.output
     assert "matplotlib" in result.output and "'.[plot]'" in result.output
     assert "simulating" not in result.output

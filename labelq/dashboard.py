@@ -1,0 +1,233 @@
+"""What an operator watches of a project: the numbers behind ``labelq status``, ``labelq
+workers list``, ``labelq agreement`` and the dashboard page (``GET /dashboard``), computed
+once here and shared by the CLI and the API.
+
+* :func:`status_report` is ``labelq status -o json`` (tasks by state, per category, labels,
+  budget, workers, gold warnings) and the API's ``/projects/{name}/status``.
+* :func:`worker_gold` is each annotator's gold accuracy: raw (right / answered) and smoothed
+  (the Beta posterior mean the quality rule reads) with its 95% credible interval.
+* :func:`throughput` buckets labels over time (labels/min) and projects when the budget
+  runs out at the recent spending rate.
+* :func:`quality` aggregates the labels with the project's method: agreement (as
+  ``labelq agreement``), the current accuracy estimate (the mean posterior confidence of
+  the aggregated answers) and its curve against labels spent.
+* :func:`dashboard` is all of them, the body of ``/api/v1/projects/{name}/dashboard``.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import numpy as np
+from sqlalchemy import func
+from sqlmodel import Session, select
+
+from .exporting import agreement_report, aggregate_project, load_project_labels
+from .goldstats import gold_exhaustion, project_gold_scores
+from .models import Label, Project, Worker
+from .reporting import project_status
+
+__all__ = ["status_report", "worker_gold", "gold_summary", "throughput", "quality",
+           "dashboard", "RECENT_MINUTES", "CURVE_POINTS"]
+
+RECENT_MINUTES = 15  # the spending rate of the projection: over the last this many minutes
+CURVE_POINTS = 10    # points of the accuracy-estimate curve (each one aggregation)
+MAX_BUCKETS = 60     # at most this many points of labels/min
+
+
+def status_report(session: Session, project: Project) -> dict[str, Any]:
+    """``labelq status -o json``: :func:`labelq.reporting.project_status` plus the gold
+    warnings (annotators close to having seen every gold question)."""
+    st = project_status(session, project)
+    st["gold_warnings"] = gold_exhaustion(session, project)
+    return st
+
+
+def gold_summary(pg, seq: int) -> dict[str, Any]:
+    """Annotator ``seq``'s gold: answers, right ones, raw accuracy (right / answered),
+    smoothed accuracy (Beta posterior mean) and its 95% credible interval, pooled over
+    categories, and per category (those with an answer)."""
+    sc = pg.scores
+    n = int(sc.total[seq].sum())
+    if n == 0:
+        return {"gold": 0, "gold_correct": 0, "gold_accuracy": None, "gold_smoothed": None,
+                "gold_interval": None, "gold_by_category": None}
+    right = int(sc.correct[seq].sum())
+    lo, hi = sc.credible_interval(pooled=True)
+    cat_mean = sc.mean()
+    per_cat = {}
+    for k, c in enumerate(pg.categories):
+        nk = int(sc.total[seq, k])
+        if nk:
+            per_cat[c or "-"] = {"gold": nk, "gold_accuracy": round(sc.correct[seq, k] / nk, 4),
+                                 "gold_smoothed": round(float(cat_mean[seq, k]), 4)}
+    return {"gold": n, "gold_correct": right, "gold_accuracy": round(right / n, 4),
+            "gold_smoothed": round(float(sc.mean(pooled=True)[seq]), 4),
+            "gold_interval": [round(float(lo[seq]), 4), round(float(hi[seq]), 4)],
+            "gold_by_category": per_cat}
+
+
+def worker_gold(session: Session, project: Project) -> dict[str, dict[str, Any]]:
+    """:func:`gold_summary` of every annotator of ``project``, by handle."""
+    pg = project_gold_scores(session, project)
+    return {h: gold_summary(pg, seq) for seq, h in enumerate(pg.handles)}
+
+
+def throughput(session: Session, project: Project, *, left: float | None,
+               now: datetime | None = None) -> dict[str, Any]:
+    """Labels per minute over time (``points``: bucket start ISO time, labels/min, budget
+    spent by the end of the bucket) and the projection: at the spending rate of the last
+    :data:`RECENT_MINUTES` minutes, when the budget left runs out (``None`` without a
+    budget, or when nothing was spent lately)."""
+    now = now or datetime.now(timezone.utc)
+    rows = session.exec(select(Label.received, Worker.cost)
+                        .join(Worker, Worker.id == Label.worker_id)
+                        .where(Label.project_id == project.id).order_by(Label.id)).all()
+    t = np.array([_aware(r).timestamp() for r, _ in rows], dtype=float)
+    cost = np.array([c for _, c in rows], dtype=float)
+    out: dict[str, Any] = {"bucket_minutes": None, "points": [], "recent_minutes": RECENT_MINUTES,
+                           "recent_labels_per_min": 0.0, "recent_spend_per_min": 0.0,
+                           "runs_out_in_s": None, "runs_out_at": None}
+    if t.size:
+        order = np.argsort(t, kind="stable")
+        t, cost = t[order], cost[order]
+        span_min = max((t[-1] - t[0]) / 60, 1e-9)
+        width = next((w for w in (1, 2, 5, 10, 15, 30, 60, 120, 360, 720, 1440)
+                      if span_min / w <= MAX_BUCKETS), 1440)
+        start = np.floor(t[0] / (60 * width)) * 60 * width
+        idx = ((t - start) // (60 * width)).astype(np.int64)
+        n = np.bincount(idx)
+        spent = np.cumsum(np.bincount(idx, weights=cost))
+        out["bucket_minutes"] = width
+        out["points"] = [{"t": _iso(start + 60 * width * i),
+                          "labels_per_min": round(n[i] / width, 3),
+                          "spent": round(float(spent[i]), 6)} for i in range(n.size)]
+        recent = t >= now.timestamp() - 60 * RECENT_MINUTES
+        out["recent_labels_per_min"] = round(int(recent.sum()) / RECENT_MINUTES, 3)
+        rate = float(cost[recent].sum()) / RECENT_MINUTES
+        out["recent_spend_per_min"] = round(rate, 6)
+        if left is not None and rate > 0:
+            secs = max(left, 0.0) / rate * 60
+            out["runs_out_in_s"] = round(secs, 1)
+            out["runs_out_at"] = (now + timedelta(seconds=secs)).isoformat(timespec="seconds")
+    return out
+
+
+# Aggregating is the dashboard's one costly part. The current fit is kept per project and
+# redone at most every REFIT_SECONDS while labels arrive (and at once when the label set,
+# the tasks or the gold answers change); each point of the curve is kept for good, as a
+# prefix of the labels never changes: the points sit at multiples of a round step.
+REFIT_SECONDS = 10.0
+_FITS: dict[int, tuple[float, tuple, dict[str, Any]]] = {}
+_POINTS: dict[tuple, dict[str, Any]] = {}
+_LOCK = threading.Lock()
+
+
+def quality(session: Session, project: Project) -> dict[str, Any]:
+    """Aggregated with the project's method (as ``labelq export`` and ``labelq agreement``):
+    agreement, the accuracy estimate — the mean posterior confidence of the answers of the
+    labelled non-gold tasks — and its curve over label prefixes (labels spent so far).
+    ``labels`` says how many labels the fit saw (it is redone at most every
+    :data:`REFIT_SECONDS` while labels arrive)."""
+    import time
+
+    n, last = session.exec(select(func.count(Label.id), func.max(Label.id))
+                           .where(Label.project_id == project.id)).one()
+    method = project.aggregation
+    pl = None
+    with _LOCK:
+        hit = _FITS.get(project.id)
+    if hit is not None:
+        t, key, out = hit
+        if key[:2] == (int(n), last):
+            return out
+        if time.monotonic() - t < REFIT_SECONDS and key[2:] == (method, tuple(project.labels)):
+            pl = load_project_labels(session, project)
+            if key[4:] == _view_key(pl):
+                return out  # labels arrived within the last few seconds: the fit stands
+    pl = pl or load_project_labels(session, project)
+    result = aggregate_project(session, project, pl, method)
+    report = agreement_report(pl, result)
+    data = ~pl.view.is_gold
+    counts = np.bincount(pl.task, minlength=pl.view.n_tasks)
+    # the curve refits on the first k labels; the policy posterior is only kept for all of
+    # them, so its curve is drawn with majority vote (said in curve_method)
+    curve_method = "mv" if method == "policy" else method
+    view_key = _view_key(pl)
+    total = int(pl.task.size)
+    curve = []
+    if total:
+        step = _round_step(total / CURVE_POINTS)
+        from .exporting import ProjectLabels
+        for k in [*range(step, total, step), total]:
+            pkey = (project.id, k, curve_method, tuple(project.labels), *view_key)
+            with _LOCK:
+                point = _POINTS.get(pkey) if k < total else None
+            if point is None:
+                if k == total and curve_method == method:
+                    res = result
+                else:
+                    sub = ProjectLabels(pl.view, pl.external_ids, pl.handles, pl.task[:k],
+                                        pl.worker[:k], pl.label[:k])
+                    res = aggregate_project(session, project, sub, curve_method)
+                c = np.bincount(pl.task[:k], minlength=pl.view.n_tasks)
+                point = {"labels": k, "tasks_labelled": int(np.sum(data & (c > 0))),
+                         "estimate": _mean_conf(res, data & (c > 0))}
+                if k < total:
+                    with _LOCK:
+                        if len(_POINTS) > 10_000:
+                            _POINTS.clear()
+                        _POINTS[pkey] = point
+            curve.append(point)
+    out = {"method": method, "chosen": getattr(result, "method_", method),
+           "curve_method": curve_method, "labels": total,
+           "estimate": _mean_conf(result, data & (counts > 0)),
+           "tasks_labelled": int(np.sum(data & (counts > 0))),
+           "curve": curve, "agreement": report}
+    with _LOCK:
+        _FITS[project.id] = (time.monotonic(),
+                             (int(n), last, method, tuple(project.labels), *view_key), out)
+    return out
+
+
+def _view_key(pl) -> tuple:
+    """What besides the labels changes a fit: the tasks, their categories, gold answers."""
+    v = pl.view
+    return (v.n_tasks, v.n_workers, hash(v.gold_answer.tobytes()),
+            hash(v.task_category.tobytes()))
+
+
+def _round_step(x: float) -> int:
+    """The smallest of 1, 2, 5, 10, 20, 50, ... at least ``x``."""
+    step = 1
+    while True:
+        for m in (1, 2, 5):
+            if step * m >= x:
+                return step * m
+        step *= 10
+
+
+def dashboard(session: Session, project: Project) -> dict[str, Any]:
+    """Everything the dashboard page shows of ``project``. ``status`` is exactly
+    :func:`status_report` (``labelq status -o json``); each worker of it also gets its
+    :func:`gold_summary` in ``gold``."""
+    st = status_report(session, project)
+    return {"status": st, "gold": worker_gold(session, project),
+            "throughput": throughput(session, project, left=st["left"]),
+            "quality": quality(session, project)}
+
+
+def _mean_conf(result, mask: np.ndarray) -> float | None:
+    if not mask.any():
+        return None
+    return round(float(np.asarray(result.confidence_)[mask].mean()), 6)
+
+
+def _aware(t: datetime) -> datetime:
+    return t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)  # SQLite: naive
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="seconds")
