@@ -19,7 +19,7 @@ def feed(policy, state, labels):
 
 def test_params_are_validated():
     for bad in ("auto:confidence=1.5", "auto:floor=-1", "auto:explore=1", "auto:thompson=2",
-                "auto:refit_growth=1"):
+                "auto:refit_growth=1", "auto:gate=2"):
         with pytest.raises(PolicyError):
             build(bad)
 
@@ -103,3 +103,24 @@ def test_not_worse_than_uniform_on_the_issue_failures(synthetic):
                          runs=4, seed=7)
     for k in range(2):
         assert _mean(exp, "auto", k) >= _mean(exp, "uniform", k), exp.to_dict()
+
+
+def test_gate_keeps_workers_found_below_the_mean_waiting():
+    """Push asks a worker the evidence puts below the population mean only when no task has
+    a better worker eligible; a worker judged on a few labels is not shut out by noise."""
+    policy = build("auto")
+    state = policy.init_state(Problem(n_tasks=6, n_workers=3))
+    state.correct[:, 0] = [55.0, 90.0, 2.0]  # 0: 55 % on 100 labels; 1: 90 %; 2: 2 of 3
+    state.total[:, 0] = [100.0, 100.0, 3.0]
+    mask = np.ones((6, 3), bool)
+    gated = policy.gated(state, mask)
+    assert not gated[:, 0].any() and gated[:, 1].all() and gated[:, 2].all()
+    rng = np.random.default_rng(0)
+    picks = {policy.select_pair(state, mask, rng)[1] for _ in range(200)}
+    assert 0 not in picks
+    only_0 = np.zeros((6, 3), bool)
+    only_0[2, 0] = True  # nobody better is eligible anywhere: the weak worker is asked
+    assert policy.select_pair(state, only_0, rng) == (2, 0)
+    off = build("auto:gate=false")
+    picks_off = {off.select_pair(state, mask, rng)[1] for _ in range(400)}
+    assert 0 in picks_off  # without the gate the 10 % exploration still asks it
