@@ -62,7 +62,8 @@ def informative_tasks(A: sp.csr_matrix, gold: np.ndarray) -> np.ndarray:
 
 def run_em(A: sp.csr_matrix, init: np.ndarray, m_step: Callable, gold: np.ndarray,
            labelled: np.ndarray, tol: float, max_iter: int,
-           informative: np.ndarray | None = None) -> EMResult:
+           informative: np.ndarray | None = None,
+           trace: Callable | None = None) -> EMResult:
     """Iterate M-step / E-step from the posteriors ``init`` until parameters settle.
 
     ``m_step(AT_T, T) -> (E, log_prior, params)``: ``AT_T`` is ``A.T @ T`` (expected counts),
@@ -73,6 +74,7 @@ def run_em(A: sp.csr_matrix, init: np.ndarray, m_step: Callable, gold: np.ndarra
     parameters settle). Gold rows (``gold >= 0``) stay clamped to one-hot; unlabelled
     rows keep ``init`` (uniform). ``informative`` (bool per task, default all) selects the
     rows of ``A`` the M-step counts (see the module docstring); the E-step covers all.
+    ``trace(it, E, log_prior)``, if given, is called after every M-step (1-based ``it``).
     """
     A_m = A if informative is None else sp.diags(informative.astype(float)) @ A
     AT = A_m.T.tocsr()
@@ -86,6 +88,8 @@ def run_em(A: sp.csr_matrix, init: np.ndarray, m_step: Callable, gold: np.ndarra
     it = 0
     for it in range(1, max_iter + 1):
         E, log_prior, params = m_step(AT @ T, T)
+        if trace is not None:
+            trace(it, E, log_prior)
         T_new = T.copy()
         T_new[free] = softmax_rows((A @ E + log_prior)[free] if np.ndim(log_prior) == 1
                                    else (A @ E)[free] + log_prior[free])

@@ -230,6 +230,33 @@ def test_em_that_collapses_a_class_is_refitted_with_the_label_shares(shared_data
                                                       **kw).collapsed_
 
 
+@pytest.mark.parametrize("name, seed, iters, before, after", [
+    ("bluebirds", 2, 2, 0.630, 0.648), ("web", 2, 3, 0.615, 0.632)])
+def test_refit_after_a_collapse_stops_at_the_held_out_likelihood_peak(
+        shared_datasets, name, seed, iters, before, after):
+    from labelq.datasets import load_dataset
+
+    d = load_dataset(shared_datasets / name)
+    task, worker, label = _at_most(d, 2, seed=seed)
+    kw = dict(n_tasks=d.n_tasks, n_workers=d.n_workers, n_classes=d.n_classes)
+
+    class RunToConvergence(DawidSkene):
+        def _held_out_stop(self, *args):
+            return self.max_iter
+
+    known = d.truth >= 0
+    acc = lambda r: np.mean(r.labels_[known] == d.truth[known])  # noqa: E731
+    converged = RunToConvergence().fit(task, worker, label, **kw)
+    res = DawidSkene().fit(task, worker, label, **kw)
+    assert res.collapsed_ and converged.collapsed_
+    assert res.stopped_at_ == iters and res.n_iter_ == iters
+    assert acc(converged) == pytest.approx(before, abs=1e-3)
+    assert acc(res) == pytest.approx(after, abs=1e-3)
+    # crowd-kit's DawidSkene: 0.648 and 0.634; the bar is that - 0.005
+    # no collapse, no early stop
+    assert DawidSkene().fit(d.task, d.worker, d.label, **kw).stopped_at_ is None
+
+
 def test_a_rare_class_is_not_taken_for_a_collapse():
     # given 10 classes of uneven frequency (Dirichlet(2) class shares) and workers with
     # uneven confusions: no class vanishes, and the guard leaves the fit alone
