@@ -66,9 +66,10 @@ def worker_cmd(concurrency: int, beat: bool, loglevel: str) -> None:
     This process becomes the Celery worker (exec, same PID), so a supervisor's SIGTERM or a
     Ctrl-C reaches Celery itself, which finishes its current task and stops its pool; a
     wrapper process would die alone and leave the worker running unsupervised."""
+    from labelq.settings import load_settings
+
     args = [sys.executable, "-m", "celery", "-A", "workers.main", "worker",
-            "-c", str(concurrency), "--loglevel", loglevel, "-Q",
-            os.environ.get("LABELQ_CELERY_QUEUE", "labelq")]
+            "-c", str(concurrency), "--loglevel", loglevel, "-Q", load_settings().celery_queue]
     if beat:
         args.append("--beat")
     sys.stdout.flush()
