@@ -182,7 +182,9 @@ def demo_cmd(n_tasks, n_gold, n_workers, n_careless, n_categories, labels_per_ta
         raise click.BadParameter(f"must be between 0 and --workers ({n_workers})",
                                  param_hint="--careless")
     temporary = out is None and not keep  # deleted at the end
-    out = out or Path(tempfile.mkdtemp(prefix="labelq-demo-"))
+    # absolute: the Celery worker process runs from another folder, and a relative
+    # sqlite path would name a database it cannot open
+    out = (out or Path(tempfile.mkdtemp(prefix="labelq-demo-"))).resolve()
     out.mkdir(parents=True, exist_ok=True)
     try:
         _demo(out, temporary, n_tasks=n_tasks, n_gold=n_gold, n_workers=n_workers,
@@ -284,8 +286,12 @@ def _demo(out: Path, temporary: bool, *, n_tasks, n_gold, n_workers, n_careless,
             if left == 0:
                 break
             time.sleep(0.2)
+        if left:
+            raise click.ClickException(
+                f"the Celery worker had not applied {left} of the {total} labels "
+                f"{time.monotonic() - t1 - took:.0f} s after the last submission; its log: "
+                f"{out / 'celery.log'} (kept)")
         click.echo(f"Celery applied every label to the posterior "
-                   f"({'all' if left == 0 else f'{left} still pending'}) "
                    f"{time.monotonic() - t1 - took:.1f} s after the last submission.")
         _report(eng, pid, n_tasks, pool.accuracy().mean(axis=1), policy, truth, labels, out,
                 write=not temporary,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -63,6 +64,20 @@ def test_demo_on_a_real_redis(redis_url, tmp_path):
     out = run_demo({"LABELQ_REDIS_URL": redis_url}, tmp_path)
     assert "embedded" not in out and "private redis-server" not in out
     check_report(out, tmp_path)
+
+
+@pytest.mark.timeout(300)
+def test_demo_with_a_relative_out_folder(redis_url, tmp_path):
+    # `--out out` from the caller's folder: the Celery worker (started from another folder)
+    # must find the same database, or no label is applied and nobody is paused
+    out = run_demo({"LABELQ_REDIS_URL": redis_url}, tmp_path, where=("--out", "out"))
+    check_report(out, tmp_path)
+    con = sqlite3.connect(tmp_path / "out" / "demo.db")
+    try:
+        unapplied = con.execute("SELECT count(*) FROM label WHERE applied_seq IS NULL")
+        assert unapplied.fetchone() == (0,)
+    finally:
+        con.close()
 
 
 @pytest.mark.timeout(300)
