@@ -75,11 +75,7 @@ async def next_assignment(request: Request,
     """Reserve the next task the project's policy picks for me. The lease lasts
     ``LABELQ_LEASE_SECONDS``; asking again while I hold it returns it again (same id and
     expiry; up to ``LABELQ_MAX_OPEN`` open assignments at once, 1 by default)."""
-    service = _runtime(request).service
-
-    def work() -> dict[str, Any]:
-        return _next_body(service.next_assignment(who.handle), who, service)
-    return _json(await run_in_threadpool(work))
+    return _json(await run_in_threadpool(next_body, _runtime(request).service, who))
 
 
 @router.get("/assignments/current", response_model=CurrentOut,
@@ -105,6 +101,20 @@ def _next_body(issued, who: Annotator, service) -> dict[str, Any]:
         "expires_at": utc_from_ms(issued.expires_ms).isoformat()}, "message": None}
 
 
+def next_body(service, who: Annotator) -> dict[str, Any]:
+    """``POST /assignments/next``'s answer (blocking: call it in the thread pool)."""
+    return _next_body(service.next_assignment(who.handle), who, service)
+
+
+def submit_body(service, who: Annotator, assignment_id: str, label: str,
+                then_next: bool) -> dict[str, Any]:
+    """``POST /assignments/{id}/label``'s answer (blocking: call it in the thread pool)."""
+    out = service.submit(who.handle, assignment_id, label, then_next=then_next)
+    return {"assignment_id": out["assignment_id"], "label": out["label"],
+            "duplicate": out["duplicate"],
+            "next": _next_body(out.get("next"), who, service) if then_next else None}
+
+
 def _json(body: dict[str, Any]) -> Response:
     return Response(json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode(),
                     media_type="application/json")
@@ -120,16 +130,9 @@ async def submit(body: SubmitIn, request: Request, assignment_id: AssignmentId =
     answers 200 with ``duplicate: true``; a different one, 409 ``duplicate_submission``.
     With ``?next=true`` the answer also carries my next assignment (``next``), as
     ``POST /assignments/next`` would give it — one request per label instead of two."""
-    service = _runtime(request).service
-    label = body.label
-
-    def work() -> dict[str, Any]:
-        # blocking (the group commit waits for SQL): in the thread pool, one hop
-        out = service.submit(who.handle, assignment_id, label, then_next=next)
-        return {"assignment_id": out["assignment_id"], "label": out["label"],
-                "duplicate": out["duplicate"],
-                "next": _next_body(out.get("next"), who, service) if next else None}
-    return _json(await run_in_threadpool(work))
+    # blocking (the group commit waits for SQL): in the thread pool, one hop
+    return _json(await run_in_threadpool(submit_body, _runtime(request).service, who,
+                                         assignment_id, body.label, next))
 
 
 @router.post("/assignments/{assignment_id}/decline", response_model=DeclineOut,

@@ -31,6 +31,7 @@ from ..service import Service
 from ..settings import Settings, load_settings
 from . import annotator, operator
 from .errors import install_error_handlers
+from .fastpath import HotPath
 from .limits import DEFAULT_MAX_BODY, BodyLimit
 from .schemas import HealthOut
 
@@ -138,5 +139,6 @@ def create_app(settings: Settings | None = None, *, max_body: int = DEFAULT_MAX_
     def root() -> RedirectResponse:
         return RedirectResponse("/label")
 
+    app.add_middleware(HotPath)  # inside BodyLimit: bodies are bounded first
     app.add_middleware(BodyLimit, max_bytes=max_body)
     return app
