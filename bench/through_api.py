@@ -75,6 +75,26 @@ def _client(port_tokens, seconds, ready, go, out):
     out.put((sum(counts.values()), time.process_time() - cpu0, errors, lat))
 
 
+def next_latencies(port, token, n):
+    """``n`` sequential ``POST /api/v1/assignments/next`` by one annotator on an otherwise
+    idle server (each assignment declined again), their latencies sorted (s)."""
+    import http.client
+    conn = http.client.HTTPConnection("127.0.0.1", port)
+    hdr = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    out = []
+    for _ in range(n):
+        t = time.perf_counter()
+        conn.request("POST", "/api/v1/assignments/next", headers=hdr)
+        got = json.loads(conn.getresponse().read())
+        out.append(time.perf_counter() - t)
+        if got.get("assignment"):
+            conn.request("POST", f"/api/v1/assignments/{got['assignment']['assignment_id']}"
+                                 "/decline", headers=hdr)
+            conn.getresponse().read()
+    conn.close()
+    return sorted(out)
+
+
 def wait_http(url: str, proc, deadline: float) -> None:
     while True:
         try:
@@ -89,7 +109,7 @@ def wait_http(url: str, proc, deadline: float) -> None:
 
 
 def run(redis_url, servers, procs, n_tasks, seconds, annotators, load_procs,
-        database="sqlite", port0=18600, api_workers=1, tree=ROOT):
+        database="sqlite", port0=18600, api_workers=1, tree=ROOT, probe=0):
     """One run; the API servers run the code of ``tree`` (a checkout of this repository;
     the clients, Celery and Redis are this tree's in every run)."""
     import multiprocessing as mp
@@ -107,6 +127,7 @@ def run(redis_url, servers, procs, n_tasks, seconds, annotators, load_procs,
     with session_scope(eng) as s:
         p = s.get(Project, pid)
         tokens = [enroll_worker(s, p, f"h{j}")[1] for j in range(annotators)]
+        prober = enroll_worker(s, p, "probe")[1]
     env = {**os.environ, "LABELQ_DATABASE_URL": url, "LABELQ_REDIS_URL": redis_url,
            "LABELQ_CELERY_QUEUE": "labelq-bench", "PYTHONPATH": str(ROOT)}
     started = [start_celery(env, procs, Path(d) / "celery.log")]
@@ -148,7 +169,8 @@ def run(redis_url, servers, procs, n_tasks, seconds, annotators, load_procs,
                "redis": cpu_seconds(pids={redis_pid}) - c0["redis"]}
         errors = [e for g in got for e in g[2]]
         lat = sorted(x for g in got for x in g[3])
-        return sum(g[0] for g in got), t_sub, t_all, cpu, errors, lat
+        return (sum(g[0] for g in got), t_sub, t_all, cpu, errors, lat,
+                next_latencies(ports[0], prober, probe))
     finally:
         for proc in started:
             try:
@@ -209,6 +231,11 @@ def main():
                          "worktree), alternating REF and this tree --rounds times; writes "
                          "the section `http-ab` instead of `http`")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--section", help="the section of docs/benchmarks.md to write (default: "
+                                      "http, or http-ab with --compare)")
+    ap.add_argument("--probe", type=int, default=0, metavar="N",
+                    help="after each run, one more annotator asks N times for its next "
+                         "assignment on the idle server (declining it); its latency p50/p99")
     args = ap.parse_args()
     configs = [(int(s_), int(w)) for s_ in args.servers.split(",") if s_
                for w in args.workers.split(",") if w]
@@ -223,21 +250,36 @@ def main():
              "labels/s from the first request until the last label is folded into the "
              "posterior; request latency as the client sees it:", ""]
 
+    probes = []
+    probe_lines = ["", f"Next-assignment latency on the idle server after the run, "
+                   f"{args.tasks:,} tasks pending or labelled: one annotator, "
+                   f"{args.probe} sequential `POST /api/v1/assignments/next` (each declined "
+                   "again), ms:", "", "| code | `labelq serve` × `--workers` | requests "
+                   "| p50 | p99 | max |", "|---|---:|---:|---:|---:|---:|"]
+
     def one(name, tree, servers, api_workers):
-        total, t_sub, t_all, cpu, errors, lat = run(
+        total, t_sub, t_all, cpu, errors, lat, probe = run(
             args.redis_url, servers, args.procs, args.tasks, args.seconds, args.annotators,
             args.load_procs, args.database, port0=args.port, api_workers=api_workers,
-            tree=tree)
+            tree=tree, probe=args.probe)
         if errors:
             raise SystemExit(f"client errors ({name}): {errors[:3]}")
-        return _row(name, servers, api_workers, total, t_sub, t_all, cpu, lat)
+        row = _row(name, servers, api_workers, total, t_sub, t_all, cpu, lat)
+        if probe:
+            probes.append(f"| {name or 'this tree'} | {row['config']} | {len(probe)} "
+                          f"| {_pct(probe, 0.5):.2f} | {_pct(probe, 0.99):.2f} "
+                          f"| {1000 * probe[-1]:.2f} |")
+            print(probes[-1], flush=True)
+        return row
 
     if not args.compare:
         lines = ["## Through the HTTP API (`bench/through_api.py`)", "", *intro, _HEAD, _RULE]
         for servers, api_workers in configs:
             lines.append(_line(one("", ROOT, servers, api_workers)))
             print(lines[-1], flush=True)
-        write_section("http", "\n".join(lines))
+        if probes:
+            lines += probe_lines + probes
+        write_section(args.section or "http", "\n".join(lines))
         return
     import statistics
     sha = subprocess.run(["git", "rev-parse", "--short", args.compare], cwd=ROOT, check=True,
@@ -282,7 +324,9 @@ def main():
                      f"({med['api', 'after'] / med['api', 'before']:.2f}×) "
                      f"| {med['p99', 'before']:.1f} → {med['p99', 'after']:.1f} |")
         print(lines[-1], flush=True)
-    write_section("http-ab", "\n".join(lines))
+    if probes:
+        lines += probe_lines + probes
+    write_section(args.section or "http-ab", "\n".join(lines))
 
 
 if __name__ == "__main__":
