@@ -290,7 +290,9 @@ def main():
         return row
 
     if not args.compare:
-        lines = ["## Through the HTTP API (`bench/through_api.py`)", "", *intro, _HEAD, _RULE]
+        size = "" if args.tasks == 20_000 else f", {args.tasks:,} tasks"
+        lines = [f"## Through the HTTP API (`bench/through_api.py`{size})", "", *intro, _HEAD,
+                 _RULE]
         for servers, api_workers in configs:
             lines.append(_line(one("", ROOT, servers, api_workers)))
             print(lines[-1], flush=True)
