@@ -320,6 +320,7 @@ def main():
                     print(f"round {rnd + 1}: " + _line(rows[-1], True), flush=True)
     finally:
         subprocess.run(["git", "worktree", "remove", "--force", str(base)], cwd=ROOT)
+        base.parent.rmdir()
     lines = ["## Through the HTTP API, A/B (`bench/through_api.py --compare`)", "", *intro,
              f"The API servers run the code of the commit before ({sha}) and of this tree "
              f"({here}), alternated {args.rounds} times in one run (Celery, Redis and the "
