@@ -17,7 +17,12 @@ POST     /assignments/{id}/decline           give the assignment back
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi.responses import Response
+from starlette.concurrency import run_in_threadpool
 
 from ..db import session_scope
 from ..models import Worker, utc_from_ms
@@ -65,12 +70,12 @@ def progress(request: Request, who: Annotator = Depends(current_annotator)) -> P
 
 @router.post("/assignments/next", response_model=NextOut, summary="My next assignment",
              responses=_409)
-def next_assignment(request: Request, who: Annotator = Depends(current_annotator)) -> NextOut:
+async def next_assignment(request: Request,
+                          who: Annotator = Depends(current_annotator)) -> Response:
     """Reserve the next task the project's policy picks for me. The lease lasts
     ``LABELQ_LEASE_SECONDS``; asking again while I hold it returns it again (same id and
     expiry; up to ``LABELQ_MAX_OPEN`` open assignments at once, 1 by default)."""
-    service = _runtime(request).service
-    return _next_out(service.next_assignment(who.handle), who, service)
+    return _json(await run_in_threadpool(next_body, _runtime(request).service, who))
 
 
 @router.get("/assignments/current", response_model=CurrentOut,
@@ -85,31 +90,49 @@ def current(request: Request, who: Annotator = Depends(current_annotator)) -> Cu
     return CurrentOut(assignments=[Assignment(**a) for a in held])
 
 
-def _next_out(issued, who: Annotator, service) -> NextOut:
+def _next_body(issued, who: Annotator, service) -> dict[str, Any]:
+    """``NextOut`` as a plain dict (every field, as FastAPI would have serialised it)."""
     if issued is None:
-        return NextOut(message=service.idle_reason(who.handle))
-    expires = utc_from_ms(issued.expires_ms)
-    return NextOut(assignment=Assignment(
-        assignment_id=issued.assignment_id, category=issued.category,
-        payload=issued.payload, labels=list(who.project.labels),
-        expires_ms=issued.expires_ms, expires_at=expires.isoformat()))
+        return {"assignment": None, "message": service.idle_reason(who.handle)}
+    return {"assignment": {
+        "assignment_id": issued.assignment_id, "category": issued.category,
+        "payload": issued.payload, "labels": list(who.project.labels),
+        "expires_ms": issued.expires_ms,
+        "expires_at": utc_from_ms(issued.expires_ms).isoformat()}, "message": None}
+
+
+def next_body(service, who: Annotator) -> dict[str, Any]:
+    """``POST /assignments/next``'s answer (blocking: call it in the thread pool)."""
+    return _next_body(service.next_assignment(who.handle), who, service)
+
+
+def submit_body(service, who: Annotator, assignment_id: str, label: str,
+                then_next: bool) -> dict[str, Any]:
+    """``POST /assignments/{id}/label``'s answer (blocking: call it in the thread pool)."""
+    out = service.submit(who.handle, assignment_id, label, then_next=then_next)
+    return {"assignment_id": out["assignment_id"], "label": out["label"],
+            "duplicate": out["duplicate"],
+            "next": _next_body(out.get("next"), who, service) if then_next else None}
+
+
+def _json(body: dict[str, Any]) -> Response:
+    return Response(json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode(),
+                    media_type="application/json")
 
 
 @router.post("/assignments/{assignment_id}/label", response_model=SubmitOut,
              summary="Submit my label", responses=_404 | _409 | _410)
-def submit(body: SubmitIn, request: Request, assignment_id: AssignmentId = AssignmentPath,
-           who: Annotator = Depends(current_annotator),
-           next: bool = Query(False, description="Also issue my next assignment, in the "
-                                                 "same request.")) -> SubmitOut:
+async def submit(body: SubmitIn, request: Request, assignment_id: AssignmentId = AssignmentPath,
+                 who: Annotator = Depends(current_annotator),
+                 next: bool = Query(False, description="Also issue my next assignment, in "
+                                                       "the same request.")) -> Response:
     """Record the label; it is durable when this answers 200. Sending the same label again
     answers 200 with ``duplicate: true``; a different one, 409 ``duplicate_submission``.
     With ``?next=true`` the answer also carries my next assignment (``next``), as
     ``POST /assignments/next`` would give it — one request per label instead of two."""
-    service = _runtime(request).service
-    out = service.submit(who.handle, assignment_id, body.label, then_next=next)
-    if next:
-        out["next"] = _next_out(out.get("next"), who, service)
-    return SubmitOut(**out)
+    # blocking (the group commit waits for SQL): in the thread pool, one hop
+    return _json(await run_in_threadpool(submit_body, _runtime(request).service, who,
+                                         assignment_id, body.label, next))
 
 
 @router.post("/assignments/{assignment_id}/decline", response_model=DeclineOut,

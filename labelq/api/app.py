@@ -4,8 +4,14 @@ Celery client into one FastAPI application.
 Routes: the annotator API (:mod:`.annotator`), the operator API (:mod:`.operator`), the
 labeling page ``GET /label``, the operator's dashboard ``GET /dashboard``, ``GET /healthz``,
 and the OpenAPI schema at ``/openapi.json`` (browsable at ``/docs``). Route handlers are
-plain ``def``: the service does blocking SQL and Redis I/O, so FastAPI runs them in its
-thread pool; the :class:`~labelq.service.Service` and its state cache are thread-safe.
+plain ``def`` (FastAPI runs them in its thread pool: the service does blocking SQL and
+Redis I/O), except the two hot ones — ``POST /api/v1/assignments/next`` and ``POST
+/api/v1/assignments/{id}/label`` — which are ``async def`` and make one explicit
+thread-pool call (service call and answer body together) and return a ready JSON
+``Response``, so FastAPI neither validates nor serialises a response model for them (their
+``response_model`` still documents the schema). The annotator's sign-in dependency is
+``async`` (a cached sign-in costs no thread hop). The :class:`~labelq.service.Service` and
+its state cache are thread-safe.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from ..service import Service
 from ..settings import Settings, load_settings
 from . import annotator, operator
 from .errors import install_error_handlers
+from .fastpath import HotPath
 from .limits import DEFAULT_MAX_BODY, BodyLimit
 from .schemas import HealthOut
 
@@ -132,5 +139,6 @@ def create_app(settings: Settings | None = None, *, max_body: int = DEFAULT_MAX_
     def root() -> RedirectResponse:
         return RedirectResponse("/label")
 
+    app.add_middleware(HotPath)  # inside BodyLimit: bodies are bounded first
     app.add_middleware(BodyLimit, max_bytes=max_body)
     return app

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool
 
 from ..db import session_scope
 from ..errors import Forbidden
@@ -48,8 +49,11 @@ class Annotator:
         return self.worker.handle
 
 
-def current_annotator(request: Request, creds: HTTPAuthorizationCredentials | None = Depends(
+async def current_annotator(request: Request, creds: HTTPAuthorizationCredentials | None = Depends(
         _annotator_scheme)) -> Annotator:
+    """``async``: a signed-in annotator (the common case) is found in ``Runtime.signins``
+    on the event loop, without a hop into the thread pool; only a sign-in reads SQL, and
+    that runs in the thread pool."""
     if creds is None or not creds.credentials:
         raise Unauthorized("sign in: send 'Authorization: Bearer <your token>'")
     rt = request.app.state.labelq
@@ -58,19 +62,24 @@ def current_annotator(request: Request, creds: HTTPAuthorizationCredentials | No
     if hit is not None and time.monotonic() - hit[0] < rt.signin_max_age:
         who = hit[1]
     else:
-        with session_scope(rt.engine) as session:
-            worker = worker_by_token(session, creds.credentials)
-            if worker is None:
-                raise Unauthorized("unknown token; ask your operator for a valid one")
-            project = session.get(Project, worker.project_id)
-        assert project is not None  # foreign key
-        who = Annotator(worker, project)
-        if len(rt.signins) > 10_000:  # many tokens seen: start afresh rather than grow
-            rt.signins.clear()
-        rt.signins[key] = (time.monotonic(), who)
+        who = await run_in_threadpool(_sign_in, rt, creds.credentials, key)
     if who.worker.status == "removed":
         raise Forbidden(f"worker {who.worker.handle!r} has been removed from the project",
                         worker=who.worker.handle)
+    return who
+
+
+def _sign_in(rt, token: str, key: str) -> Annotator:
+    with session_scope(rt.engine) as session:
+        worker = worker_by_token(session, token)
+        if worker is None:
+            raise Unauthorized("unknown token; ask your operator for a valid one")
+        project = session.get(Project, worker.project_id)
+    assert project is not None  # foreign key
+    who = Annotator(worker, project)
+    if len(rt.signins) > 10_000:  # many tokens seen: start afresh rather than grow
+        rt.signins.clear()
+    rt.signins[key] = (time.monotonic(), who)
     return who
 
 

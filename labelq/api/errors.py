@@ -36,7 +36,7 @@ from ..errors import LabelqError, ServiceUnavailable
 from ..service import UNAVAILABLE
 
 __all__ = ["Unauthorized", "OperatorDisabled", "PayloadTooLarge", "ErrorBody",
-           "install_error_handlers", "error_response", "ERROR_RESPONSES", "OutageLog"]
+           "install_error_handlers", "answer_exception", "error_response", "ERROR_RESPONSES", "OutageLog"]
 
 log = logging.getLogger("labelq.api")
 
@@ -180,6 +180,18 @@ def _unexpected(request: Request, exc: Exception) -> JSONResponse:
 
 def _is_unavailable(exc: BaseException) -> bool:
     return isinstance(exc, UNAVAILABLE)
+
+
+def answer_exception(request: Request, exc: Exception) -> JSONResponse:
+    """The answer the handlers :func:`install_error_handlers` registers give to ``exc``
+    (for code that runs outside the application's exception middleware, such as
+    :class:`~labelq.api.fastpath.HotPath`)."""
+    for cls in type(exc).__mro__:
+        if cls in UNAVAILABLE:
+            return _unavailable(request, exc)
+        if cls is LabelqError:
+            return _labelq_error(request, exc)  # type: ignore[arg-type]
+    return _unexpected(request, exc)
 
 
 def install_error_handlers(app: FastAPI) -> None:
