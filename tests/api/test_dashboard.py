@@ -108,6 +108,9 @@ def test_dashboard_shows_the_numbers_of_labelq_status_and_pauses(stack, browser)
             float(w["gold_accuracy"]) == pytest.approx(acc, abs=1e-3)
     # (the charts are drawn: task bar, labels/min, budget bar, estimate curve)
     assert shown["svgs"] >= 4
+    # (budget left and labels spent just now: the projection says when it runs out)
+    assert expected["left"] > 0
+    assert "runs out in" in b.js("document.getElementById('projection').textContent")
     assert 1 / 3 <= shown["values"]["estimate"] <= 1  # (three labels: at least 1/3)
     assert b.exceptions == []
     # When the operator presses Pause on dash-bob's row
