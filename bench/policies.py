@@ -12,7 +12,10 @@ failures of issue 20 (``SYNTHETIC`` below).
 A unit (data set, policy, run) is the expensive part; finished units are appended to a
 JSON-lines cache (``--cache``), so an interrupted run resumes where it stopped and
 ``docs/policies.md`` can be written from a partial cache (missing cells show "…").
-``--redo SPEC`` drops a policy's cached units (after changing it). Units run in ``--jobs``
+The cache lives in the repository (``bench/results/policies.jsonl``, committed with the
+table it made), so a later session resumes it instead of spending ~3 CPU hours again;
+``--redo SPEC`` drops a policy's cached units (after changing it: a unit's key names the
+spec, not the code). Units run in ``--jobs``
 processes, policy by policy in the ``--policies`` order (list the cheap ones first) and each
 over the smallest data sets first, so a partial run fills whole columns; progress and an ETA
 go to stdout.
@@ -44,6 +47,7 @@ from labelq.simulate.runner import expected_accuracy, run_policy  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "policies.md"
 PLOTS = ROOT / "docs" / "policies"
+CACHE = ROOT / "bench" / "results" / "policies.jsonl"
 AGGREGATIONS = ("own", "mv", "ds")
 PAPER_EXCLUDE = {"uniform", "random", "auto"}  # not paper policies for the comparison
 
@@ -276,7 +280,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--jobs", type=int, default=1)
-    ap.add_argument("--cache", type=Path, default=Path("/tmp/labelq-bench-policies.jsonl"))
+    ap.add_argument("--cache", type=Path, default=CACHE)
     ap.add_argument("--redo", default="", help="comma-separated specs whose cache is dropped")
     ap.add_argument("--reverse", action="store_true",
                     help="run the units in reverse order (a second process on the same cache "
@@ -289,6 +293,7 @@ def main() -> None:
     budgets = [float(b) for b in args.budgets.split(",")]
     specs = [s for s in args.policies.split(",") if s] or names()
     envs = environments(args.datasets, [e for e in args.only.split(",") if e] or None)
+    args.cache.parent.mkdir(parents=True, exist_ok=True)
     cache = load_cache(args.cache)
     redo = {s for s in args.redo.split(",") if s}
     if redo:
