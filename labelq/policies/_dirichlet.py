@@ -24,6 +24,7 @@ For C = 2 this equals the Beta formulas with a = alpha_1, b = alpha_0.
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.special import gammainc, gammaincinv, gammainccinv, gammaln
 
 __all__ = ["prob_largest", "label_rewards"]
@@ -54,7 +55,7 @@ def _panels(alpha_k: np.ndarray, coarse: bool = False) -> tuple[np.ndarray, np.n
     return t.reshape(m, -1), w.reshape(m, -1)
 
 
-def prob_largest(alpha, coarse: bool = False) -> np.ndarray:
+def prob_largest(alpha: ArrayLike, coarse: bool = False) -> np.ndarray:
     """I_k(alpha) for every row of ``alpha`` (n, C); rows sum to 1 up to quadrature error
     (``coarse``: the cheaper panels, see the module docstring)."""
     alpha = np.atleast_2d(np.asarray(alpha, dtype=float))
@@ -81,7 +82,7 @@ def _loss(i: np.ndarray) -> np.ndarray:
     return np.where(keep, i, 0.0).sum(axis=1)
 
 
-def label_rewards(alpha) -> np.ndarray:
+def label_rewards(alpha: ArrayLike) -> np.ndarray:
     """R (n, C): R[:, j] = h(I(alpha + e_j)) - h(I(alpha)) for each row of ``alpha``."""
     alpha = np.atleast_2d(np.asarray(alpha, dtype=float))
     n, C = alpha.shape

@@ -39,8 +39,15 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
+import numpy.typing as npt
 
-__all__ = ["Problem", "Observation", "Policy", "argmax_tiebreak"]
+__all__ = ["Problem", "Observation", "Policy", "argmax_tiebreak", "FloatArray", "IntArray",
+           "BoolArray"]
+
+# the array types the policies pass around
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
 
 
 @dataclass
