@@ -150,7 +150,8 @@ class DirichletWorkerState:
     d: np.ndarray
     reward: np.ndarray  # float (n_tasks, len(grid))
     # (reward, r, values) of the last ``pair_values``; derivable, never serialised
-    pair_cache: tuple[FloatArray, FloatArray, FloatArray] | None = field(default=None, repr=False, compare=False)
+    pair_cache: tuple[FloatArray, FloatArray, FloatArray] | None = field(
+        default=None, repr=False, compare=False)
 
     @property
     def grid(self) -> np.ndarray:

@@ -169,7 +169,9 @@ class Policy:
                 best = (value, task, int(worker))
         return None if best is None else (best[1], best[2])
 
-    random_ties: ClassVar[bool] = False
+    # break score ties at random with the rng passed in (a class default; a policy may set
+    # it per instance from its Params)
+    random_ties: bool = False
 
     # --- learning ----------------------------------------------------------------------
     def update(self, state: Any, obs: Observation) -> np.ndarray:
