@@ -138,7 +138,8 @@ class _ExploreThenPlan(SequentialBudgetPolicy):
             return self._explore_allowed(state)
         return self._exploit_allowed(state, state.plan)
 
-    def select_pair(self, state, mask, rng):
+    def select_pair(self, state: SeqState, mask: np.ndarray,
+                    rng: np.random.Generator) -> tuple[int, int] | None:
         pair = super().select_pair(state, mask, rng)
         if pair is None and state.plan is None:
             # exploration cannot go on under this mask: exploit a plan made from what is

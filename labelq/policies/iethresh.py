@@ -80,7 +80,8 @@ class IEThresh(Policy):
         return stream_from_dict(data)
 
     # --- the model -------------------------------------------------------------------
-    def _stats_after_current(self, state: StreamState):
+    def _stats_after_current(
+            self, state: StreamState) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         n, s1, s2 = state.n.copy(), state.s1.copy(), state.s2.copy()
         c = state.current
         if c >= 0 and not state.finished[c]:
