@@ -134,7 +134,7 @@ class Auto(Policy):
     # --- state -----------------------------------------------------------------------
     def init_state(self, problem: Problem) -> AutoState:
         W, S, C, T = problem.n_workers, problem.n_categories, problem.n_classes, problem.n_tasks
-        gold = np.where(np.asarray(problem.is_gold, bool), problem.gold_answer, -1)
+        gold = np.where(np.asarray(problem.is_gold, bool), np.asarray(problem.gold_answer), -1)
         return AutoState(
             n_classes=C, task_category=np.asarray(problem.task_category, np.int64).copy(),
             gold=np.asarray(gold, np.int64), cost=np.asarray(problem.worker_cost, float).copy(),
@@ -145,7 +145,8 @@ class Auto(Policy):
     def state_from_dict(self, data: dict[str, Any]) -> AutoState:
         arr = {"task_category": np.int64, "gold": np.int64, "cost": float, "correct": float,
                "total": float, "class_prior": float, "loglik": float, "n_labels": np.int64}
-        kw = {k: (np.asarray(v, dtype=arr[k]) if k in arr else v) for k, v in data.items()}
+        kw: dict[str, Any] = {k: (np.asarray(v, dtype=arr[k]) if k in arr else v)
+                              for k, v in data.items()}
         T, C = len(kw["task_category"]), int(kw["n_classes"])
         kw["loglik"] = kw["loglik"].reshape(T, C)
         return AutoState(**kw)
