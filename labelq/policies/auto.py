@@ -86,6 +86,8 @@ class Auto(Policy):
     name = "auto"
     mode = "push"
 
+    params: Params  # this policy's own (``Policy.params`` is typed Any)
+
     @dataclass(frozen=True)
     class Params:
         """``floor``: labels every task gets before uncertainty decides (fewest first);

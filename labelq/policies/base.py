@@ -123,7 +123,9 @@ class Policy:
         pass
 
     def __init__(self, params: Any = None) -> None:
-        # a subclass's own Params (each policy declares its fields)
+        # a subclass's own Params (each policy declares its fields). Typed Any here, since
+        # the subclasses' Params are unrelated dataclasses; each policy that has parameters
+        # narrows it with a class-level ``params: Params`` so its reads are checked
         self.params: Any = params if params is not None else self.Params()
 
     # --- state -----------------------------------------------------------------------

@@ -104,6 +104,8 @@ class BBTA(Policy):
     name = "bbta"
     mode = "push"
 
+    params: Params  # this policy's own (``Policy.params`` is typed Any)
+
     @dataclass(frozen=True)
     class Params:
         explore: int = 1  # N': pure-exploration tasks per context

@@ -131,6 +131,7 @@ class SequentialBudgetPolicy(Policy):
     mode = "push"
     budget_aware: ClassVar[bool] = True
     Params = SeqParams
+    params: SeqParams
 
     # --- state ---------------------------------------------------------------------------
     def init_state(self, problem: Problem) -> SeqState:
@@ -291,6 +292,7 @@ class BKube(SequentialBudgetPolicy):
 
     name = "bkube"
     Params = BKubeParams
+    params: BKubeParams
 
     def _allowed(self, state: SeqState) -> np.ndarray:
         return self.feasible(state)

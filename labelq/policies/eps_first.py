@@ -85,6 +85,7 @@ class _ExploreThenPlan(SequentialBudgetPolicy):
     """Exploration (``_explore_allowed``) until it is exhausted, then a fixed plan."""
 
     Params = PlanParams
+    params: PlanParams
 
     def _single_step(self) -> bool:
         return self.params.allocation == "single-step"
@@ -169,6 +170,7 @@ class _ExploreThenPlan(SequentialBudgetPolicy):
 
 class _EpsExploration(_ExploreThenPlan):
     Params = EpsParams
+    params: EpsParams
 
     def explore_budget(self, state: SeqState) -> float:
         total = state.budget if state.budget is not None else math.inf

@@ -132,6 +132,8 @@ class GreedyRecommendation(_KangTay):
 
     name = "gr"
 
+    params: Params  # this policy's own (``Policy.params`` is typed Any)
+
     @dataclass(frozen=True)
     class Params:
         alpha: float = 0.1
@@ -157,6 +159,8 @@ class UniformRecommendation(_KangTay):
 
     name = "ur"
 
+    params: Params  # this policy's own (``Policy.params`` is typed Any)
+
     @dataclass(frozen=True)
     class Params:
         gamma: float = 2.0
@@ -174,6 +178,8 @@ class EpsFirstGold(_KangTay):
     """ε-first (Algorithm 3) for a planned number ``horizon`` of tasks per worker."""
 
     name = "eps-first-gold"
+
+    params: Params  # this policy's own (``Policy.params`` is typed Any)
 
     @dataclass(frozen=True)
     class Params:

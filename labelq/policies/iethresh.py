@@ -57,6 +57,8 @@ class IEThresh(Policy):
     name = "iethresh"
     mode = "push"
 
+    params: Params  # this policy's own (``Policy.params`` is typed Any)
+
     @dataclass(frozen=True)
     class Params:
         eps: float = 0.8  # ask workers with UI >= eps * max UI

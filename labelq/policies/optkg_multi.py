@@ -117,6 +117,8 @@ class OptKGMulti(Policy):
     name = "optkg-multi"
     mode = "push"
 
+    params: Params  # this policy's own (``Policy.params`` is typed Any)
+
     @dataclass(frozen=True)
     class Params:
         """``c0``, ``d0``: worker prior Beta(c0, d0); ``max_strength``: cap on c + d."""

@@ -111,6 +111,8 @@ class OptKGWorkers(Policy):
     name = "optkg-workers"
     mode = "push"
 
+    params: Params  # this policy's own (``Policy.params`` is typed Any)
+
     @dataclass(frozen=True)
     class Params:
         """``prior``: task Beta(prior, prior); ``c0``, ``d0``: worker reliability prior

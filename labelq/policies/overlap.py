@@ -48,6 +48,8 @@ class Overlap(Uniform):
     name = "overlap"
     mode = "pull"
 
+    params: Params  # this policy's own (``Policy.params`` is typed Any)
+
     @dataclass(frozen=True)
     class Params:
         """``n``: labels per task (the overlap), an integer >= 1."""
