@@ -70,14 +70,14 @@ class MultiKGState:
     ``reward[i, j]`` cached R+ of pair (i, j) under task i's category; ``lo[i]`` cached
     min(I, 1 - I) of task i (a pure function of a[i], b[i]; rebuilt when absent)."""
 
-    a: np.ndarray
-    b: np.ndarray
-    c: np.ndarray
-    d: np.ndarray
-    category: np.ndarray
-    spent: np.ndarray
-    reward: np.ndarray
-    lo: np.ndarray | None = None
+    a: FloatArray
+    b: FloatArray
+    c: FloatArray
+    d: FloatArray
+    category: IntArray
+    spent: FloatArray
+    reward: FloatArray
+    lo: FloatArray | None = None
 
     def __post_init__(self) -> None:
         if self.lo is None:
@@ -104,7 +104,7 @@ class MultiDirichletState(DirichletWorkerState):
                    category=np.asarray(data["category"], dtype=np.int64),
                    spent=np.asarray(data["spent"], dtype=float))
 
-    def reliability(self) -> np.ndarray:
+    def reliability(self) -> FloatArray:
         """r[s, j] = c / (c + d), the mean reliabilities the rewards are read at."""
         return self.c / (self.c + self.d)
 
@@ -251,7 +251,7 @@ class OptKGMulti(Policy):
         state.spent[s] += 1
         return np.flatnonzero(state.category == s)
 
-    def predict_proba(self, state: MultiState) -> np.ndarray:
+    def predict_proba(self, state: MultiState) -> FloatArray:
         """[P(theta < 0.5), P(theta >= 0.5)] per task, each from its own betainc;
         C > 2: I_k(alpha)."""
         if isinstance(state, MultiDirichletState):

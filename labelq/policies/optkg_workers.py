@@ -61,10 +61,10 @@ __all__ = ["WorkerKGState", "OptKGWorkers"]
 class WorkerKGState:
     """Task posteriors Beta(a_i, b_i) (a: class 1 / "+1") and worker posteriors Beta(c_j, d_j)."""
 
-    a: np.ndarray  # float (n_tasks,)
-    b: np.ndarray  # float (n_tasks,)
-    c: np.ndarray  # float (n_workers,)
-    d: np.ndarray  # float (n_workers,)
+    a: FloatArray  # float (n_tasks,)
+    b: FloatArray  # float (n_tasks,)
+    c: FloatArray  # float (n_workers,)
+    d: FloatArray  # float (n_workers,)
     # refit > 0 only: every label seen (task, worker, class index, gold truth or -1)
     log: list[tuple[int, int, int, int]] | None = None
     # push-mode cache of the R+ matrix; derivable, never serialised (see the module docstring)
@@ -79,7 +79,7 @@ class _RewardCache:
         self.r = np.empty((0, 0))
         self.cells_computed = 0  # reward evaluations done so far (for tests/benchmarks)
 
-    def refresh(self, state: WorkerKGState) -> np.ndarray:
+    def refresh(self, state: WorkerKGState) -> FloatArray:
         a, b, c, d = state.a, state.b, state.c, state.d
         T, W = a.size, c.size
         if self.r.shape != (T, W):
@@ -181,7 +181,7 @@ class OptKGWorkers(Policy):
             state.log = [(int(t), int(w), int(z), int(g)) for t, w, z, g in data.get("log", [])]
         return state
 
-    def batch_fit(self, state: WorkerKGState) -> tuple[np.ndarray, ...]:
+    def batch_fit(self, state: WorkerKGState) -> tuple[FloatArray, ...]:
         """(a, b, c, d) of the batch variational fit over the labels in ``state.log``."""
         p = self.params
         log = np.asarray(state.log, dtype=np.int64).reshape(-1, 4)
@@ -297,7 +297,7 @@ class OptKGWorkers(Policy):
             raise PolicyError(f"{exc}, worker {j}", policy=self.name) from None
         return np.array([i], dtype=np.int64)
 
-    def predict_proba(self, state: WorkerState) -> np.ndarray:
+    def predict_proba(self, state: WorkerState) -> FloatArray:
         """[P(theta < 0.5), P(theta >= 0.5)] per task, each from its own betainc (with
         ``refit`` > 0: of the batch fit over every label seen); C > 2: I_k(alpha)."""
         if isinstance(state, DirichletWorkerState):
@@ -313,7 +313,7 @@ class OptKGWorkers(Policy):
         a, b = self._final(state)
         return (a >= b).astype(np.int64)
 
-    def _final(self, state: WorkerKGState) -> tuple[np.ndarray, np.ndarray]:
+    def _final(self, state: WorkerKGState) -> tuple[FloatArray, FloatArray]:
         if not state.log or len(state.log) % self.params.refit == 0:
             return state.a, state.b  # no log, or the state is the batch fit already
         a, b, _, _ = self.batch_fit(state)
