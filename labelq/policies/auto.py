@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from . import _shrunk_em as em
-from .base import Observation, Policy, Problem
+from .base import FloatArray, IntArray, Observation, Policy, Problem
 from .registry import register
 
 __all__ = ["Auto", "AutoState"]
@@ -59,17 +59,17 @@ class AutoState:
     """Problem facts, the label log, the worker soft counts and each task's log-likelihood."""
 
     n_classes: int
-    task_category: np.ndarray  # int (T,)
-    gold: np.ndarray  # int (T,), known class or -1
-    cost: np.ndarray  # float (W,)
+    task_category: IntArray  # int (T,)
+    gold: IntArray  # int (T,), known class or -1
+    cost: FloatArray  # float (W,)
     log_task: list[int]
     log_worker: list[int]
     log_label: list[int]
-    correct: np.ndarray  # float (W, S): soft count of correct labels
-    total: np.ndarray  # float (W, S): labels
-    class_prior: np.ndarray  # float (C,)
-    loglik: np.ndarray  # float (T, C): sum of log P(label | class) over the task's labels
-    n_labels: np.ndarray  # int (T,)
+    correct: FloatArray  # float (W, S): soft count of correct labels
+    total: FloatArray  # float (W, S): labels
+    class_prior: FloatArray  # float (C,)
+    loglik: FloatArray  # float (T, C): sum of log P(label | class) over the task's labels
+    n_labels: IntArray  # int (T,)
     next_refit: int
 
 

@@ -34,7 +34,7 @@ import numpy as np
 
 from ..gold.recommend import (RecommenderParams, RecommenderState, init_state, observe,
                               recommend, y_bar)
-from .base import Observation, Policy, Problem
+from .base import BoolArray, FloatArray, IntArray, Observation, Policy, Problem
 from .registry import register
 
 __all__ = ["GoldRecState", "GreedyRecommendation", "UniformRecommendation", "EpsFirstGold"]
@@ -43,10 +43,10 @@ __all__ = ["GoldRecState", "GreedyRecommendation", "UniformRecommendation", "Eps
 @dataclass
 class GoldRecState:
     rec: RecommenderState  # one row per worker
-    task_category: np.ndarray  # int (n_tasks,)
-    is_gold: np.ndarray  # bool (n_tasks,)
-    gold_answer: np.ndarray  # int (n_tasks,), -1 where not gold
-    counts: np.ndarray  # float (n_tasks, n_classes): labels received
+    task_category: IntArray  # int (n_tasks,)
+    is_gold: BoolArray  # bool (n_tasks,)
+    gold_answer: IntArray  # int (n_tasks,), -1 where not gold
+    counts: FloatArray  # float (n_tasks, n_classes): labels received
 
 
 class _KangTay(Policy):

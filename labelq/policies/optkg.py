@@ -35,7 +35,7 @@ import numpy as np
 
 from ..errors import PolicyError
 from . import _beta, _dirichlet
-from .base import Observation, Policy, Problem, argmax_tiebreak
+from .base import FloatArray, Observation, Policy, Problem, argmax_tiebreak
 from .registry import register
 
 __all__ = ["KGState", "OptKG", "KG", "KGRandom", "CVaR", "reward_matrix", "positive_number"]
@@ -54,7 +54,7 @@ def positive_number(name: str, value: Any) -> float:
 class KGState:
     """``alpha[i, k]``: pseudo-count of class k on task i (binary: [b, a])."""
 
-    alpha: np.ndarray  # float (n_tasks, n_classes)
+    alpha: FloatArray  # float (n_tasks, n_classes)
 
 
 def reward_matrix(alpha: np.ndarray) -> np.ndarray:
