@@ -11,7 +11,7 @@ import click
 import numpy as np
 
 from labelq.aggregation import AGGREGATORS, aggregate, expected_accuracy, krippendorff_alpha
-from labelq.datasets import _rows, read_labels
+from labelq.datasets import csv_rows, read_labels
 from labelq.errors import FileFormatError, InputError
 
 from ._common import output_option
@@ -21,7 +21,7 @@ def _read_weights(path: str, workers: list[str]) -> np.ndarray:
     """``worker,weight`` CSV -> per-worker weights (workers not listed get weight 0)."""
     index = {w: j for j, w in enumerate(workers)}
     weights = np.zeros(len(workers))
-    for line, row in _rows(Path(path), ("worker", "weight")):
+    for line, row in csv_rows(Path(path), ("worker", "weight")):
         try:
             value = float(row["weight"])
         except ValueError:

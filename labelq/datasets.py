@@ -19,7 +19,8 @@ import numpy as np
 
 from .errors import FileFormatError, InputError
 
-__all__ = ["LabelData", "read_labels", "load_dataset", "shared_datasets_dir", "sort_classes"]
+__all__ = ["LabelData", "read_labels", "load_dataset", "shared_datasets_dir", "sort_classes",
+           "csv_rows"]
 
 
 def sort_classes(values: set[str] | list[str]) -> list[str]:
@@ -72,7 +73,7 @@ class LabelData:
         return float(np.mean(predicted[known] == self.truth[known])) if known.any() else float("nan")
 
 
-def _rows(path: Path, required: tuple[str, ...]):
+def csv_rows(path: Path, required: tuple[str, ...]):
     """Yield (line_number, row dict) of a CSV file, checking header and column count."""
     try:
         fh = open(path, newline="", encoding="utf-8")
@@ -115,7 +116,7 @@ def read_labels(path: str | os.PathLike[str], truth: str | os.PathLike[str] | No
     t_list: list[int] = []
     w_list: list[int] = []
     raw_labels: list[str] = []
-    for line, row in _rows(path, ("task", "worker", "label")):
+    for line, row in csv_rows(path, ("task", "worker", "label")):
         for col in ("task", "worker", "label"):
             if not row[col]:
                 raise FileFormatError(str(path), line, col, "empty value")
@@ -126,7 +127,7 @@ def read_labels(path: str | os.PathLike[str], truth: str | os.PathLike[str] | No
         raise FileFormatError(str(path), 1, None, "no labels in file")
     truth_rows: list[tuple[int, str, str]] = []
     if truth is not None:
-        truth_rows = [(ln, r["task"], r["truth"]) for ln, r in _rows(Path(truth), ("task", "truth"))]
+        truth_rows = [(ln, r["task"], r["truth"]) for ln, r in csv_rows(Path(truth), ("task", "truth"))]
     classes = sort_classes(set(raw_labels) | {v for _, _, v in truth_rows})
     class_ix = {c: k for k, c in enumerate(classes)}
     data = LabelData(
@@ -140,7 +141,7 @@ def read_labels(path: str | os.PathLike[str], truth: str | os.PathLike[str] | No
             data.truth[task_ix[task]] = class_ix[value]
     if categories is not None:
         cat_ix: dict[str, int] = {}
-        for line, row in _rows(Path(categories), ("task", "type")):
+        for line, row in csv_rows(Path(categories), ("task", "type")):
             if row["task"] in task_ix:
                 data.category[task_ix[row["task"]]] = cat_ix.setdefault(row["type"], len(cat_ix))
         data.categories = list(cat_ix) or ["default"]

@@ -7,12 +7,12 @@ import numpy as np
 from ..errors import InputError
 from ._em import informative_tasks, run_em, safe_log
 from .base import LabelArrays, check_gold, count_matrix
-from .dawid_skene import _EMAggregator, mv_shares
+from .dawid_skene import EMAggregator, mv_shares
 
 __all__ = ["CategoryDawidSkene"]
 
 
-class CategoryDawidSkene(_EMAggregator):
+class CategoryDawidSkene(EMAggregator):
     r"""Dawid-Skene where a worker's confusion matrix depends on the task's category.
 
     Each task :math:`i` has a known category :math:`c_i` (e.g. the sport in ``athlete``).

@@ -8,7 +8,7 @@ from ..errors import InputError
 from ._em import informative_tasks, run_em, safe_log
 from .base import BaseAggregator, LabelArrays, check_gold, count_matrix
 
-__all__ = ["DawidSkene", "OneCoinDawidSkene", "mv_shares"]
+__all__ = ["EMAggregator", "DawidSkene", "OneCoinDawidSkene", "mv_shares"]
 
 
 def mv_shares(A_task_label: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -33,7 +33,7 @@ def _check_em_params(tol: float, max_iter: int, smoothing: float,
         raise InputError(f"diag_prior must be >= 0, got {diag_prior}", field="diag_prior")
 
 
-class _EMAggregator(BaseAggregator):
+class EMAggregator(BaseAggregator):
     uses_gold = True
 
     def __init__(self, smoothing: float = 0.3, tol: float = 1e-6, max_iter: int = 300,
@@ -109,7 +109,7 @@ class _EMAggregator(BaseAggregator):
         self.labelled_ = labelled
 
 
-class DawidSkene(_EMAggregator):
+class DawidSkene(EMAggregator):
     r"""Dawid-Skene EM: one full confusion matrix per worker.
 
     Dawid, A. P. & Skene, A. M. (1979). Maximum likelihood estimation of observer
@@ -138,7 +138,7 @@ class DawidSkene(_EMAggregator):
 
     Learned: ``errors_`` (n_workers, K, K) with ``errors_[j, k, y] = P(j answers y | k)``,
     ``priors_`` (K,), ``n_iter_``, ``converged_``, ``collapsed_`` (the class prior was held at
-    the label shares after a collapse; see :meth:`_EMAggregator._run_guarded`),
+    the label shares after a collapse; see :meth:`EMAggregator._run_guarded`),
     ``stopped_at_`` (after a collapse, the iterations the refit ran, chosen by held-out
     likelihood: :meth:`_held_out_stop`; None otherwise).
 
@@ -215,7 +215,7 @@ class DawidSkene(_EMAggregator):
         return int(np.argmax(total)) + 1
 
 
-class OneCoinDawidSkene(_EMAggregator):
+class OneCoinDawidSkene(EMAggregator):
     r"""One-coin Dawid-Skene: each worker has one accuracy :math:`p_j`.
 
     The confusion matrix is :math:`\pi_{jkk} = p_j`, :math:`\pi_{jky} = (1-p_j)/(K-1)` for

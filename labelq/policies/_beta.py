@@ -23,7 +23,10 @@ Beta(a, b) over theta = P(label +1); ``a`` counts (pseudo-)labels of class 1, ``
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.special import betainc, betaln, digamma
+
+from .base import FloatArray
 
 __all__ = ["prob_positive", "label_rewards", "kg_reward", "worker_update", "worker_gold_update",
            "worker_rewards", "predictive_positive", "onecoin_vb"]
@@ -31,28 +34,28 @@ __all__ = ["prob_positive", "label_rewards", "kg_reward", "worker_update", "work
 LN_HALF = float(np.log(0.5))
 
 
-def _arrays(*xs):
+def _arrays(*xs: ArrayLike) -> tuple[FloatArray, ...]:
     return np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in xs))
 
 
-def prob_positive(a, b) -> tuple[np.ndarray, np.ndarray]:
+def prob_positive(a: ArrayLike, b: ArrayLike) -> tuple[FloatArray, FloatArray]:
     """(I, 1 - I) with I = P(theta >= 0.5 | Beta(a, b)); each from its own betainc call."""
     a, b = _arrays(a, b)
     return betainc(b, a, 0.5), betainc(a, b, 0.5)
 
 
-def _inc(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _inc(a: FloatArray, b: FloatArray) -> FloatArray:
     # 0.5^(a+b) / B(a, b) in log space: both factors under/overflow alone for large a+b.
     return np.exp((a + b) * LN_HALF - betaln(a, b))
 
 
-def _min_tail(a, b) -> np.ndarray:
+def _min_tail(a: ArrayLike, b: ArrayLike) -> FloatArray:
     """min(I, 1 - I) = 1 - h(I), the posterior error of the Bayes decision."""
     i, j = prob_positive(a, b)
     return np.minimum(i, j)
 
 
-def label_rewards(a, b) -> tuple[np.ndarray, np.ndarray]:
+def label_rewards(a: ArrayLike, b: ArrayLike) -> tuple[FloatArray, FloatArray]:
     """(R1, R2): reward of a +1 label and of a -1 label for tasks in state Beta(a, b)."""
     a, b = _arrays(a, b)
     inc = _inc(a, b)
@@ -70,7 +73,7 @@ def label_rewards(a, b) -> tuple[np.ndarray, np.ndarray]:
     return r1, r2
 
 
-def kg_reward(a, b) -> np.ndarray:
+def kg_reward(a: ArrayLike, b: ArrayLike) -> FloatArray:
     """Knowledge-gradient reward (a R1 + b R2) / (a + b), exact zeros where |a - b| >= 1."""
     a, b = _arrays(a, b)
     out = np.where(a == b, 2.0 * _inc(a, b) / (a + b), 0.0)
@@ -85,13 +88,15 @@ def kg_reward(a, b) -> np.ndarray:
 
 # --- one-coin workers (Section 4 and the appendix) --------------------------------------
 
-def predictive_positive(a, b, c, d) -> np.ndarray:
+def predictive_positive(a: ArrayLike, b: ArrayLike, c: ArrayLike,
+                        d: ArrayLike) -> FloatArray:
     """P(Z = +1) = (ac + bd) / ((a+b)(c+d)) for a task Beta(a, b) and worker Beta(c, d)."""
     a, b, c, d = _arrays(a, b, c, d)
     return (a * c + b * d) / ((a + b) * (c + d))
 
 
-def _match_mixture(x, y, u, v) -> tuple[np.ndarray, np.ndarray]:
+def _match_mixture(x: FloatArray | float, y: FloatArray | float, u: FloatArray,
+                   v: FloatArray) -> tuple[FloatArray, FloatArray]:
     """Beta(x', y') with the first two moments of u Beta(x+1, y) + v Beta(x, y+1), u + v = 1.
 
     The exact one-coin marginal posteriors are such two-component mixtures, so the paper's
@@ -108,7 +113,8 @@ def _match_mixture(x, y, u, v) -> tuple[np.ndarray, np.ndarray]:
     return m * s, mc * s
 
 
-def worker_update(a, b, c, d, z) -> tuple[np.ndarray, ...]:
+def worker_update(a: ArrayLike, b: ArrayLike, c: ArrayLike, d: ArrayLike,
+                  z: ArrayLike) -> tuple[FloatArray, ...]:
     """Moment-matched posterior (a~, b~, c~, d~) after worker Beta(c, d) labels task Beta(a, b).
 
     ``z`` is +1 (class 1) or -1 (class 0). Both factors use the pre-update a, b, c, d.
@@ -131,14 +137,16 @@ def worker_update(a, b, c, d, z) -> tuple[np.ndarray, ...]:
     return a2, b2, c2, d2
 
 
-def worker_gold_update(c, d, correct) -> tuple[np.ndarray, np.ndarray]:
+def worker_gold_update(c: ArrayLike, d: ArrayLike,
+                       correct: ArrayLike) -> tuple[FloatArray, FloatArray]:
     """Exact conjugate update of a worker's Beta(c, d) on a gold question with known answer."""
     c, d, correct = _arrays(c, d, correct)
     ok = correct > 0
     return np.where(ok, c + 1.0, c), np.where(ok, d, d + 1.0)
 
 
-def worker_rewards(a, b, c, d) -> tuple[np.ndarray, np.ndarray]:
+def worker_rewards(a: ArrayLike, b: ArrayLike, c: ArrayLike,
+                   d: ArrayLike) -> tuple[FloatArray, FloatArray]:
     """(R_{+1}, R_{-1}) = h(I(a~(z), b~(z))) - h(I(a, b)) for the moment-matched task update.
 
     Formed as differences of min(I, 1 - I) (each from its own betainc), never as 1 - x.
@@ -153,9 +161,10 @@ def worker_rewards(a, b, c, d) -> tuple[np.ndarray, np.ndarray]:
     return lo - _min_tail(ap, bp), lo - _min_tail(am, bm)
 
 
-def onecoin_vb(task, worker, label, n_tasks: int, n_workers: int, *, prior: float = 1.0,
-               c0: float = 4.0, d0: float = 1.0, gold_truth=None, max_iter: int = 500,
-               tol: float = 1e-9) -> tuple[np.ndarray, ...]:
+def onecoin_vb(task: ArrayLike, worker: ArrayLike, label: ArrayLike, n_tasks: int,
+               n_workers: int, *, prior: float = 1.0, c0: float = 4.0, d0: float = 1.0,
+               gold_truth: ArrayLike | None = None, max_iter: int = 500,
+               tol: float = 1e-9) -> tuple[FloatArray, ...]:
     """Batch mean-field variational Bayes of the same one-coin model over *all* labels.
 
     The sequential moment matching (``worker_update``) sees each label once, with the

@@ -24,7 +24,10 @@ For C = 2 this equals the Beta formulas with a = alpha_1, b = alpha_0.
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.special import gammainc, gammaincinv, gammainccinv, gammaln
+
+from .base import FloatArray
 
 __all__ = ["prob_largest", "label_rewards"]
 
@@ -38,7 +41,7 @@ _COARSE = (np.array([1e-16, 1e-8, 1e-4, 0.01, 0.1, 0.3, 0.5]),
 _FINE = (_LOWER, _UPPER, _NODES, _WEIGHTS)
 
 
-def _panels(alpha_k: np.ndarray, coarse: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def _panels(alpha_k: FloatArray, coarse: bool = False) -> tuple[FloatArray, FloatArray]:
     """Points t = ln x (m, P) and weights w (m, P) covering Gamma(alpha_k)'s mass."""
     lower, upper, nodes, weights = _COARSE if coarse else _FINE
     ak = alpha_k[:, None]
@@ -54,7 +57,7 @@ def _panels(alpha_k: np.ndarray, coarse: bool = False) -> tuple[np.ndarray, np.n
     return t.reshape(m, -1), w.reshape(m, -1)
 
 
-def prob_largest(alpha, coarse: bool = False) -> np.ndarray:
+def prob_largest(alpha: ArrayLike, coarse: bool = False) -> FloatArray:
     """I_k(alpha) for every row of ``alpha`` (n, C); rows sum to 1 up to quadrature error
     (``coarse``: the cheaper panels, see the module docstring)."""
     alpha = np.atleast_2d(np.asarray(alpha, dtype=float))
@@ -73,7 +76,7 @@ def prob_largest(alpha, coarse: bool = False) -> np.ndarray:
     return out
 
 
-def _loss(i: np.ndarray) -> np.ndarray:
+def _loss(i: FloatArray) -> FloatArray:
     """sum of I_k over all but the (first) largest: 1 - h(I) without the 1 - x cancellation."""
     top = np.argmax(i, axis=1)
     keep = np.ones_like(i, dtype=bool)
@@ -81,7 +84,7 @@ def _loss(i: np.ndarray) -> np.ndarray:
     return np.where(keep, i, 0.0).sum(axis=1)
 
 
-def label_rewards(alpha) -> np.ndarray:
+def label_rewards(alpha: ArrayLike) -> FloatArray:
     """R (n, C): R[:, j] = h(I(alpha + e_j)) - h(I(alpha)) for each row of ``alpha``."""
     alpha = np.atleast_2d(np.asarray(alpha, dtype=float))
     n, C = alpha.shape

@@ -46,8 +46,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from . import _beta, _dirichlet
+from .base import FloatArray
 
 __all__ = ["DirichletWorkerState", "GRID", "grid_for", "mixture_weights", "task_update",
            "worker_update", "reward_grid", "interpolate"]
@@ -57,12 +59,12 @@ __all__ = ["DirichletWorkerState", "GRID", "grid_for", "mixture_weights", "task_
 GRID = np.array([0.0, 0.5, 0.65, 0.8, 0.9, 1.0])
 
 
-def grid_for(n_classes: int) -> np.ndarray:
+def grid_for(n_classes: int) -> FloatArray:
     """``GRID`` with 1/C added (the reliability of a random guess, where R+ = 0)."""
     return np.unique(np.concatenate([GRID, [1.0 / n_classes]]))
 
 
-def _raw_weights(alpha: np.ndarray, r, k: int) -> tuple[np.ndarray, np.ndarray]:
+def _raw_weights(alpha: FloatArray, r: ArrayLike, k: int) -> tuple[FloatArray, FloatArray]:
     """Unnormalised mixture weights (..., C) for label k and the sum of all but each one,
     formed directly (no 1 - w cancellation when one weight is close to 1)."""
     C = alpha.shape[-1]
@@ -78,12 +80,12 @@ def _raw_weights(alpha: np.ndarray, r, k: int) -> tuple[np.ndarray, np.ndarray]:
     return raw / total, others / total
 
 
-def mixture_weights(alpha, r, k: int) -> np.ndarray:
+def mixture_weights(alpha: ArrayLike, r: ArrayLike, k: int) -> FloatArray:
     """w (..., C): posterior weight of latent class m after a label k from reliability r."""
     return _raw_weights(np.asarray(alpha, dtype=float), r, k)[0]
 
 
-def task_update(alpha, r, k: int) -> np.ndarray:
+def task_update(alpha: ArrayLike, r: ArrayLike, k: int) -> FloatArray:
     """Moment-matched Dirichlet after label k from a worker of mean reliability r.
 
     ``alpha`` (..., C) broadcasts against ``r`` (...)."""
@@ -99,7 +101,7 @@ def task_update(alpha, r, k: int) -> np.ndarray:
     return m * s
 
 
-def worker_update(alpha, c: float, d: float, k: int) -> tuple[np.ndarray, float, float]:
+def worker_update(alpha: ArrayLike, c: float, d: float, k: int) -> tuple[FloatArray, float, float]:
     """(alpha~, c~, d~) after worker Beta(c, d) labels task Dir(alpha) with class k; both
     factors use the pre-update parameters, as in ``_beta.worker_update``."""
     alpha = np.asarray(alpha, dtype=float)
@@ -109,7 +111,7 @@ def worker_update(alpha, c: float, d: float, k: int) -> tuple[np.ndarray, float,
     return task_update(alpha, r, k), float(c2), float(d2)
 
 
-def reward_grid(alpha, grid: np.ndarray) -> np.ndarray:
+def reward_grid(alpha: ArrayLike, grid: FloatArray) -> FloatArray:
     """R+ (n, G) of each task row of ``alpha`` (n, C) at the mean reliabilities ``grid``;
     exactly 0 at r = 1/C (an uninformative worker)."""
     alpha = np.atleast_2d(np.asarray(alpha, dtype=float))
@@ -128,7 +130,7 @@ def reward_grid(alpha, grid: np.ndarray) -> np.ndarray:
     return out
 
 
-def interpolate(values: np.ndarray, grid: np.ndarray, r) -> np.ndarray:
+def interpolate(values: FloatArray, grid: FloatArray, r: FloatArray) -> FloatArray:
     """Linear interpolation of ``values`` (n, G) at reliabilities ``r`` (W,) -> (n, W)."""
     r = np.clip(np.asarray(r, dtype=float), grid[0], grid[-1])
     idx = np.clip(np.searchsorted(grid, r, side="right") - 1, 0, grid.size - 2)
@@ -143,20 +145,21 @@ class DirichletWorkerState:
     function of alpha[i], serialised because recomputing it for every task costs
     len(grid) * C quadratures per task)."""
 
-    alpha: np.ndarray  # float (n_tasks, C)
-    c: np.ndarray
-    d: np.ndarray
-    reward: np.ndarray  # float (n_tasks, len(grid))
+    alpha: FloatArray  # float (n_tasks, C)
+    c: FloatArray
+    d: FloatArray
+    reward: FloatArray  # float (n_tasks, len(grid))
     # (reward, r, values) of the last ``pair_values``; derivable, never serialised
-    pair_cache: tuple | None = field(default=None, repr=False, compare=False)
+    pair_cache: tuple[FloatArray, FloatArray, FloatArray] | None = field(
+        default=None, repr=False, compare=False)
 
     @property
-    def grid(self) -> np.ndarray:
+    def grid(self) -> FloatArray:
         return grid_for(self.alpha.shape[1])
 
     @classmethod
-    def fresh(cls, n_tasks: int, n_classes: int, prior: float, c: np.ndarray,
-              d: np.ndarray) -> "DirichletWorkerState":
+    def fresh(cls, n_tasks: int, n_classes: int, prior: float, c: FloatArray,
+              d: FloatArray) -> "DirichletWorkerState":
         alpha = np.full((n_tasks, n_classes), float(prior))
         row = reward_grid(alpha[:1], grid_for(n_classes)) if n_tasks else np.zeros((1, 0))
         return cls(alpha, c, d, np.repeat(row, n_tasks, axis=0).reshape(n_tasks, -1))
@@ -176,12 +179,12 @@ class DirichletWorkerState:
         return cls(alpha, np.asarray(data["c"], dtype=float), np.asarray(data["d"], dtype=float),
                    reward)
 
-    def values(self, tasks: np.ndarray, r) -> np.ndarray:
+    def values(self, tasks: ArrayLike, r: ArrayLike) -> FloatArray:
         """Interpolated R+ (len(tasks), len(r)) of tasks with workers of reliability r."""
         return interpolate(self.reward[np.asarray(tasks, dtype=np.int64)], self.grid,
                            np.atleast_1d(r))
 
-    def pair_values(self, r: np.ndarray) -> np.ndarray:
+    def pair_values(self, r: FloatArray) -> FloatArray:
         """``values(all tasks, r)`` (n_tasks, len(r)), recomputing only the rows whose reward
         grid and the columns whose r changed since the last call (one of each per label);
         the result equals the full interpolation."""
@@ -200,7 +203,7 @@ class DirichletWorkerState:
         self.pair_cache = (self.reward.copy(), r.copy(), out)
         return out
 
-    def values_per_task(self, tasks: np.ndarray, r: np.ndarray) -> np.ndarray:
+    def values_per_task(self, tasks: ArrayLike, r: FloatArray) -> FloatArray:
         """Interpolated R+ (len(tasks),) of each task with its own worker reliability r."""
         grid = self.grid
         r = np.clip(np.asarray(r, dtype=float), grid[0], grid[-1])
@@ -210,7 +213,7 @@ class DirichletWorkerState:
         take = np.arange(len(rows))
         return rows[take, idx] * (1.0 - f) + rows[take, idx + 1] * f
 
-    def learn(self, i: int, c_idx, label: int, max_strength: float) -> None:
+    def learn(self, i: int, c_idx: int | tuple[int, int], label: int, max_strength: float) -> None:
         """Moment-matched update of task i and worker ``c_idx`` (an index into c and d), the
         worker's c + d capped at ``max_strength`` (mean kept), and task i's reward grid."""
         alpha, c, d = worker_update(self.alpha[i], float(self.c[c_idx]), float(self.d[c_idx]),
@@ -223,7 +226,7 @@ class DirichletWorkerState:
         self.alpha[i], self.c[c_idx], self.d[c_idx] = alpha, c, d
         self.reward[i] = reward_grid(alpha[None, :], self.grid)[0]
 
-    def proba(self) -> np.ndarray:
+    def proba(self) -> FloatArray:
         """I_k(alpha) per task (P(class k has the largest theta)), rows normalised."""
         if len(self.alpha) == 0:
             return np.empty((0, self.alpha.shape[1]))

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .base import FloatArray
+
 __all__ = ["Fit", "shrunk_accuracy", "label_loglik", "task_loglik", "posterior", "loo_correct",
            "fit_em"]
 
@@ -35,9 +37,9 @@ ACC_MAX = 0.99
 class Fit:
     """Soft counts per (worker, category) and the class prior, from the last E-step."""
 
-    correct: np.ndarray  # float (W, S)
-    total: np.ndarray  # float (W, S)
-    class_prior: np.ndarray  # float (C,)
+    correct: FloatArray  # float (W, S)
+    total: FloatArray  # float (W, S)
+    class_prior: FloatArray  # float (C,)
 
 
 def shrunk_accuracy(correct: np.ndarray, total: np.ndarray, n_classes: int, mu0: float,

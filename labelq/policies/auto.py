@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from . import _shrunk_em as em
-from .base import Observation, Policy, Problem
+from .base import FloatArray, IntArray, Observation, Policy, Problem
 from .registry import register
 
 __all__ = ["Auto", "AutoState"]
@@ -59,17 +59,17 @@ class AutoState:
     """Problem facts, the label log, the worker soft counts and each task's log-likelihood."""
 
     n_classes: int
-    task_category: np.ndarray  # int (T,)
-    gold: np.ndarray  # int (T,), known class or -1
-    cost: np.ndarray  # float (W,)
+    task_category: IntArray  # int (T,)
+    gold: IntArray  # int (T,), known class or -1
+    cost: FloatArray  # float (W,)
     log_task: list[int]
     log_worker: list[int]
     log_label: list[int]
-    correct: np.ndarray  # float (W, S): soft count of correct labels
-    total: np.ndarray  # float (W, S): labels
-    class_prior: np.ndarray  # float (C,)
-    loglik: np.ndarray  # float (T, C): sum of log P(label | class) over the task's labels
-    n_labels: np.ndarray  # int (T,)
+    correct: FloatArray  # float (W, S): soft count of correct labels
+    total: FloatArray  # float (W, S): labels
+    class_prior: FloatArray  # float (C,)
+    loglik: FloatArray  # float (T, C): sum of log P(label | class) over the task's labels
+    n_labels: IntArray  # int (T,)
     next_refit: int
 
 
@@ -85,6 +85,8 @@ def _unit(name: str, value: Any, lo: float, hi: float) -> float:
 class Auto(Policy):
     name = "auto"
     mode = "push"
+
+    params: Params  # this policy's own (``Policy.params`` is typed Any)
 
     @dataclass(frozen=True)
     class Params:
@@ -134,7 +136,7 @@ class Auto(Policy):
     # --- state -----------------------------------------------------------------------
     def init_state(self, problem: Problem) -> AutoState:
         W, S, C, T = problem.n_workers, problem.n_categories, problem.n_classes, problem.n_tasks
-        gold = np.where(np.asarray(problem.is_gold, bool), problem.gold_answer, -1)
+        gold = np.where(np.asarray(problem.is_gold, bool), np.asarray(problem.gold_answer), -1)
         return AutoState(
             n_classes=C, task_category=np.asarray(problem.task_category, np.int64).copy(),
             gold=np.asarray(gold, np.int64), cost=np.asarray(problem.worker_cost, float).copy(),
@@ -145,7 +147,8 @@ class Auto(Policy):
     def state_from_dict(self, data: dict[str, Any]) -> AutoState:
         arr = {"task_category": np.int64, "gold": np.int64, "cost": float, "correct": float,
                "total": float, "class_prior": float, "loglik": float, "n_labels": np.int64}
-        kw = {k: (np.asarray(v, dtype=arr[k]) if k in arr else v) for k, v in data.items()}
+        kw: dict[str, Any] = {k: (np.asarray(v, dtype=arr[k]) if k in arr else v)
+                              for k, v in data.items()}
         T, C = len(kw["task_category"]), int(kw["n_classes"])
         kw["loglik"] = kw["loglik"].reshape(T, C)
         return AutoState(**kw)

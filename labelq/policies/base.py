@@ -39,8 +39,15 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
+import numpy.typing as npt
 
-__all__ = ["Problem", "Observation", "Policy", "argmax_tiebreak"]
+__all__ = ["Problem", "Observation", "Policy", "argmax_tiebreak", "FloatArray", "IntArray",
+           "BoolArray"]
+
+# the array types the policies pass around
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
 
 
 @dataclass
@@ -116,7 +123,9 @@ class Policy:
         pass
 
     def __init__(self, params: Any = None) -> None:
-        # a subclass's own Params (each policy declares its fields)
+        # a subclass's own Params (each policy declares its fields). Typed Any here, since
+        # the subclasses' Params are unrelated dataclasses; each policy that has parameters
+        # narrows it with a class-level ``params: Params`` so its reads are checked
         self.params: Any = params if params is not None else self.Params()
 
     # --- state -----------------------------------------------------------------------
@@ -162,7 +171,9 @@ class Policy:
                 best = (value, task, int(worker))
         return None if best is None else (best[1], best[2])
 
-    random_ties: ClassVar[bool] = False
+    # break score ties at random with the rng passed in (a class default; a policy may set
+    # it per instance from its Params)
+    random_ties: bool = False
 
     # --- learning ----------------------------------------------------------------------
     def update(self, state: Any, obs: Observation) -> np.ndarray:

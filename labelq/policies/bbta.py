@@ -104,6 +104,8 @@ class BBTA(Policy):
     name = "bbta"
     mode = "push"
 
+    params: Params  # this policy's own (``Policy.params`` is typed Any)
+
     @dataclass(frozen=True)
     class Params:
         explore: int = 1  # N': pure-exploration tasks per context
@@ -205,8 +207,8 @@ class BBTA(Policy):
             (state.steps == 0).any() else np.zeros(0, bool)
         if need.any():
             fresh = open_rows & ~state.explore & ~(state.labels >= 0).any(axis=1)
-            for s in np.flatnonzero(need):
-                pool = np.flatnonzero(fresh & (state.category == s))
+            for cat in np.flatnonzero(need):
+                pool = np.flatnonzero(fresh & (state.category == cat))
                 if pool.size:
                     i = int(pool[rng.integers(pool.size)])
                     return i, int(np.flatnonzero(mask[i])[0])

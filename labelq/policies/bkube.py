@@ -73,7 +73,7 @@ class SeqState:
     pulls: np.ndarray
     agree: np.ndarray
     spent: float
-    task_labels: list
+    task_labels: list[list[list[int]]]
     cost: np.ndarray
     capacity: np.ndarray
     budget: float | None
@@ -97,7 +97,7 @@ AGREEMENT_RULES = ("at-label", "current")
 
 
 @dataclass(frozen=True)
-class SeqParams:
+class SeqParams(Policy.Params):
     """``c_stop``: stop a task once the vote gap reaches ``c_stop * sqrt(labels)``;
     ``max_labels``: a task is completed at this many labels at the latest;
     ``agreement``: ``at-label`` (paper §5: each label scored once against the majority right
@@ -131,6 +131,7 @@ class SequentialBudgetPolicy(Policy):
     mode = "push"
     budget_aware: ClassVar[bool] = True
     Params = SeqParams
+    params: SeqParams
 
     # --- state ---------------------------------------------------------------------------
     def init_state(self, problem: Problem) -> SeqState:
@@ -291,6 +292,7 @@ class BKube(SequentialBudgetPolicy):
 
     name = "bkube"
     Params = BKubeParams
+    params: BKubeParams
 
     def _allowed(self, state: SeqState) -> np.ndarray:
         return self.feasible(state)

@@ -40,6 +40,8 @@ class CrowdSense(Policy):
     name = "crowdsense"
     mode = "push"
 
+    params: Params  # this policy's own (``Policy.params`` is typed Any)
+
     @dataclass(frozen=True)
     class Params:
         eps: float = 0.01  # add a worker while (|Score| - Q_l) / (|S| + 1) < eps

@@ -88,6 +88,8 @@ class DynamicOverlap(Policy):
     name = "dynamic-overlap"
     mode = "pull"
 
+    params: Params  # this policy's own (``Policy.params`` is typed Any)
+
     @dataclass(frozen=True)
     class Params:
         """``min``: overlap every task gets first; ``max``: the most labels a task gets;

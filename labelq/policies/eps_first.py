@@ -85,6 +85,7 @@ class _ExploreThenPlan(SequentialBudgetPolicy):
     """Exploration (``_explore_allowed``) until it is exhausted, then a fixed plan."""
 
     Params = PlanParams
+    params: PlanParams
 
     def _single_step(self) -> bool:
         return self.params.allocation == "single-step"
@@ -138,7 +139,8 @@ class _ExploreThenPlan(SequentialBudgetPolicy):
             return self._explore_allowed(state)
         return self._exploit_allowed(state, state.plan)
 
-    def select_pair(self, state, mask, rng):
+    def select_pair(self, state: SeqState, mask: np.ndarray,
+                    rng: np.random.Generator) -> tuple[int, int] | None:
         pair = super().select_pair(state, mask, rng)
         if pair is None and state.plan is None:
             # exploration cannot go on under this mask: exploit a plan made from what is
@@ -168,6 +170,7 @@ class _ExploreThenPlan(SequentialBudgetPolicy):
 
 class _EpsExploration(_ExploreThenPlan):
     Params = EpsParams
+    params: EpsParams
 
     def explore_budget(self, state: SeqState) -> float:
         total = state.budget if state.budget is not None else math.inf

@@ -34,7 +34,7 @@ import numpy as np
 
 from ..gold.recommend import (RecommenderParams, RecommenderState, init_state, observe,
                               recommend, y_bar)
-from .base import Observation, Policy, Problem
+from .base import BoolArray, FloatArray, IntArray, Observation, Policy, Problem
 from .registry import register
 
 __all__ = ["GoldRecState", "GreedyRecommendation", "UniformRecommendation", "EpsFirstGold"]
@@ -43,10 +43,10 @@ __all__ = ["GoldRecState", "GreedyRecommendation", "UniformRecommendation", "Eps
 @dataclass
 class GoldRecState:
     rec: RecommenderState  # one row per worker
-    task_category: np.ndarray  # int (n_tasks,)
-    is_gold: np.ndarray  # bool (n_tasks,)
-    gold_answer: np.ndarray  # int (n_tasks,), -1 where not gold
-    counts: np.ndarray  # float (n_tasks, n_classes): labels received
+    task_category: IntArray  # int (n_tasks,)
+    is_gold: BoolArray  # bool (n_tasks,)
+    gold_answer: IntArray  # int (n_tasks,), -1 where not gold
+    counts: FloatArray  # float (n_tasks, n_classes): labels received
 
 
 class _KangTay(Policy):
@@ -132,6 +132,8 @@ class GreedyRecommendation(_KangTay):
 
     name = "gr"
 
+    params: Params  # this policy's own (``Policy.params`` is typed Any)
+
     @dataclass(frozen=True)
     class Params:
         alpha: float = 0.1
@@ -157,6 +159,8 @@ class UniformRecommendation(_KangTay):
 
     name = "ur"
 
+    params: Params  # this policy's own (``Policy.params`` is typed Any)
+
     @dataclass(frozen=True)
     class Params:
         gamma: float = 2.0
@@ -174,6 +178,8 @@ class EpsFirstGold(_KangTay):
     """ε-first (Algorithm 3) for a planned number ``horizon`` of tasks per worker."""
 
     name = "eps-first-gold"
+
+    params: Params  # this policy's own (``Policy.params`` is typed Any)
 
     @dataclass(frozen=True)
     class Params:

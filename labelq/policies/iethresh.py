@@ -57,6 +57,8 @@ class IEThresh(Policy):
     name = "iethresh"
     mode = "push"
 
+    params: Params  # this policy's own (``Policy.params`` is typed Any)
+
     @dataclass(frozen=True)
     class Params:
         eps: float = 0.8  # ask workers with UI >= eps * max UI
@@ -80,7 +82,8 @@ class IEThresh(Policy):
         return stream_from_dict(data)
 
     # --- the model -------------------------------------------------------------------
-    def _stats_after_current(self, state: StreamState):
+    def _stats_after_current(
+            self, state: StreamState) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         n, s1, s2 = state.n.copy(), state.s1.copy(), state.s2.copy()
         c = state.current
         if c >= 0 and not state.finished[c]:

@@ -23,6 +23,7 @@ import heapq
 from typing import Callable
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 __all__ = ["PriorityIndex"]
 
@@ -58,7 +59,7 @@ class PriorityIndex:
     def priority(self, task: int) -> float:
         return float(self._prio[task])
 
-    def update(self, tasks, priorities) -> None:
+    def update(self, tasks: ArrayLike, priorities: ArrayLike) -> None:
         """Re-file ``tasks`` under their new ``priorities``."""
         for task, value in zip(np.asarray(tasks, dtype=np.int64).tolist(),
                                np.asarray(priorities, dtype=float).tolist()):
@@ -75,7 +76,7 @@ class PriorityIndex:
                 heapq.heappush(bucket, task)
             self._entries += 1
         if self._entries > 2 * len(self._prio) + 1024:
-            self.__init__(self._prio)  # drop the stale entries
+            type(self).__init__(self, self._prio)  # drop the stale entries
 
     def top(self, k: int, eligible: Callable[[np.ndarray], np.ndarray] | None = None,
             chunk: int = 16) -> np.ndarray:

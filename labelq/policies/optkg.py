@@ -29,13 +29,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from ..errors import PolicyError
 from . import _beta, _dirichlet
-from .base import Observation, Policy, Problem, argmax_tiebreak
+from .base import FloatArray, Observation, Policy, Problem, argmax_tiebreak
 from .registry import register
 
 __all__ = ["KGState", "OptKG", "KG", "KGRandom", "CVaR", "reward_matrix", "positive_number"]
@@ -54,7 +54,7 @@ def positive_number(name: str, value: Any) -> float:
 class KGState:
     """``alpha[i, k]``: pseudo-count of class k on task i (binary: [b, a])."""
 
-    alpha: np.ndarray  # float (n_tasks, n_classes)
+    alpha: FloatArray  # float (n_tasks, n_classes)
 
 
 def reward_matrix(alpha: np.ndarray) -> np.ndarray:
@@ -90,10 +90,20 @@ def _dirichlet_rewards_cached(alpha: np.ndarray) -> np.ndarray:
     return np.stack([known[key] for key in keys])
 
 
+class _PriorParams(Protocol):
+    """What ``_KnowledgeGradient`` reads of its subclasses' Params."""
+
+    @property
+    def prior(self) -> float: ...
+
+
 class _KnowledgeGradient(Policy):
     """Shared machinery; subclasses define ``_combine(alpha, R) -> scores``."""
 
     mode = "pull"
+
+    # this class's Params or a subclass's own (``CVaR.Params``): each has ``prior``
+    params: _PriorParams
 
     @dataclass(frozen=True)
     class Params:
@@ -218,6 +228,8 @@ class CVaR(_KnowledgeGradient):
     """
 
     name = "cvar"
+
+    params: Params  # this policy's own (``Policy.params`` is typed Any)
 
     @dataclass(frozen=True)
     class Params:

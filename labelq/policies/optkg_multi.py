@@ -23,41 +23,44 @@ refreshes row i and the category's column j, which are the only entries that cha
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias, cast
 
 import numpy as np
-
+from numpy.typing import ArrayLike
 from scipy.special import betainc
 
 from ..errors import PolicyError
 from . import _beta
 from ._dirichlet_workers import DirichletWorkerState
-from .base import Observation, Policy, Problem
+from .base import FloatArray, IntArray, Observation, Policy, Problem
 from .registry import register
 
 __all__ = ["OptKGMulti", "MultiKGState"]
 
 
-def _rewards(a, b, c, d) -> np.ndarray:
+def _rewards(a: ArrayLike, b: ArrayLike, c: ArrayLike, d: ArrayLike) -> FloatArray:
     """R+ = max over the two labels of the moment-matched reward (``_beta.worker_rewards``)."""
     r_pos, r_neg = _beta.worker_rewards(a, b, c, d)
     return np.maximum(r_pos, r_neg)
 
 
-def _min_tail(a, b) -> np.ndarray:
+def _min_tail(a: ArrayLike, b: ArrayLike) -> FloatArray:
     """min(I, 1 - I) of Beta(a, b) (``_beta._min_tail``): the task's cached term of R+."""
     return np.minimum(betainc(b, a, 0.5), betainc(a, b, 0.5))
 
 
-def _rewards_fast(a, b, c, d, lo) -> np.ndarray:
+def _rewards_fast(a: FloatArray | float, b: FloatArray | float, c: FloatArray | float,
+                  d: FloatArray | float, lo: FloatArray) -> FloatArray:
     """``_rewards`` with the task term ``lo = _min_tail(a, b)`` given (cached per task) and
     without broadcasting overhead; every float operation is the one ``_beta.worker_rewards``
     performs, so the values are bit-identical (checked in tests/policies/test_bbta.py)."""
     ac, bd, ad, bc = a * c, b * d, a * d, b * c
     n_pos, n_neg = ac + bd, ad + bc
-    ap, bp = _beta._match_mixture(a, b, ac / n_pos, bd / n_pos)
-    am, bm = _beta._match_mixture(a, b, ad / n_neg, bc / n_neg)
+    # one of (a, b) and (c, d) is an array (a task column or a worker row), so the weights are
+    # arrays; mypy sees float | array
+    ap, bp = _beta._match_mixture(a, b, cast(FloatArray, ac / n_pos), cast(FloatArray, bd / n_pos))
+    am, bm = _beta._match_mixture(a, b, cast(FloatArray, ad / n_neg), cast(FloatArray, bc / n_neg))
     return np.maximum(lo - _min_tail(ap, bp), lo - _min_tail(am, bm))
 
 
@@ -67,14 +70,14 @@ class MultiKGState:
     ``reward[i, j]`` cached R+ of pair (i, j) under task i's category; ``lo[i]`` cached
     min(I, 1 - I) of task i (a pure function of a[i], b[i]; rebuilt when absent)."""
 
-    a: np.ndarray
-    b: np.ndarray
-    c: np.ndarray
-    d: np.ndarray
-    category: np.ndarray
-    spent: np.ndarray
-    reward: np.ndarray
-    lo: np.ndarray | None = None
+    a: FloatArray
+    b: FloatArray
+    c: FloatArray
+    d: FloatArray
+    category: IntArray
+    spent: FloatArray
+    reward: FloatArray
+    lo: FloatArray | None = None
 
     def __post_init__(self) -> None:
         if self.lo is None:
@@ -85,8 +88,9 @@ class MultiKGState:
 class MultiDirichletState(DirichletWorkerState):
     """C > 2: tasks Dir(alpha), workers Beta(c[s], d[s]) per category, ``spent[s]`` labels."""
 
-    category: np.ndarray | None = None
-    spent: np.ndarray | None = None
+    # keyword-only: required, after the parent's defaulted ``pair_cache``
+    category: IntArray = field(kw_only=True)
+    spent: FloatArray = field(kw_only=True)
 
     def to_dict(self) -> dict[str, Any]:
         return {**super().to_dict(), "category": self.category.tolist(),
@@ -100,15 +104,20 @@ class MultiDirichletState(DirichletWorkerState):
                    category=np.asarray(data["category"], dtype=np.int64),
                    spent=np.asarray(data["spent"], dtype=float))
 
-    def reliability(self) -> np.ndarray:
+    def reliability(self) -> FloatArray:
         """r[s, j] = c / (c + d), the mean reliabilities the rewards are read at."""
         return self.c / (self.c + self.d)
+
+
+MultiState: TypeAlias = "MultiKGState | MultiDirichletState"
 
 
 @register
 class OptKGMulti(Policy):
     name = "optkg-multi"
     mode = "push"
+
+    params: Params  # this policy's own (``Policy.params`` is typed Any)
 
     @dataclass(frozen=True)
     class Params:
@@ -128,7 +137,7 @@ class OptKGMulti(Policy):
                 raise ValueError(f"max_strength must be > c0 + d0 = {self.c0 + self.d0}, "
                                  f"got {self.max_strength}")
 
-    def init_state(self, problem: Problem) -> MultiKGState | MultiDirichletState:
+    def init_state(self, problem: Problem) -> MultiState:
         if problem.n_classes < 2:
             raise PolicyError(f"optkg-multi needs at least 2 classes, got {problem.n_classes}",
                               policy=self.name)
@@ -146,12 +155,12 @@ class OptKGMulti(Policy):
                             np.asarray(problem.task_category, dtype=np.int64).copy(),
                             np.zeros(s), np.full((n, k), r0))
 
-    def state_to_dict(self, state: MultiKGState) -> dict[str, Any]:
+    def state_to_dict(self, state: MultiState) -> dict[str, Any]:
         if isinstance(state, MultiDirichletState):
             return state.to_dict()
         return super().state_to_dict(state)
 
-    def state_from_dict(self, data: dict[str, Any]) -> MultiKGState:
+    def state_from_dict(self, data: dict[str, Any]) -> MultiState:
         if "alpha" in data:
             return MultiDirichletState.from_dict(data)
         n = len(data["a"])
@@ -164,7 +173,7 @@ class OptKGMulti(Policy):
             np.asarray(data["lo"], dtype=float) if "lo" in data else None)
 
     # --- decisions -------------------------------------------------------------------
-    def priority(self, state: MultiKGState, tasks: np.ndarray) -> np.ndarray:
+    def priority(self, state: MultiState, tasks: np.ndarray) -> np.ndarray:
         """Best R+ of the task over all workers."""
         tasks = np.asarray(tasks, dtype=np.int64)
         if isinstance(state, MultiDirichletState):
@@ -177,14 +186,14 @@ class OptKGMulti(Policy):
             return out
         return state.reward[tasks].max(axis=1) if state.reward.shape[1] else np.zeros(len(tasks))
 
-    def score(self, state: MultiKGState, tasks: np.ndarray, worker: int) -> np.ndarray:
+    def score(self, state: MultiState, tasks: np.ndarray, worker: int) -> np.ndarray:
         if isinstance(state, MultiDirichletState):
             tasks = np.asarray(tasks, dtype=np.int64)
             return state.values_per_task(tasks,
                                          state.reliability()[state.category[tasks], worker])
         return state.reward[np.asarray(tasks, dtype=np.int64), worker]
 
-    def select_pair(self, state: MultiKGState, mask: np.ndarray,
+    def select_pair(self, state: MultiState, mask: np.ndarray,
                     rng: np.random.Generator) -> tuple[int, int] | None:
         open_rows = mask.any(axis=1)
         if not open_rows.any():
@@ -201,7 +210,7 @@ class OptKGMulti(Policy):
         return int(rows[flat // values.shape[1]]), int(flat % values.shape[1])
 
     # --- learning --------------------------------------------------------------------
-    def update(self, state: MultiKGState, obs: Observation) -> np.ndarray:
+    def update(self, state: MultiState, obs: Observation) -> np.ndarray:
         if obs.declined or obs.label < 0:
             return np.empty(0, dtype=np.int64)
         if isinstance(state, MultiDirichletState):
@@ -220,6 +229,7 @@ class OptKGMulti(Policy):
         if total > self.params.max_strength:  # keep the mean, cap the concentration
             c, d = c * self.params.max_strength / total, d * self.params.max_strength / total
         state.a[i], state.b[i], state.c[s, j], state.d[s, j] = a, b, c, d
+        assert state.lo is not None  # filled in by __post_init__
         state.lo[i] = _min_tail(a, b)
         state.spent[s] += 1
         tasks = np.flatnonzero(state.category == s)
@@ -241,7 +251,7 @@ class OptKGMulti(Policy):
         state.spent[s] += 1
         return np.flatnonzero(state.category == s)
 
-    def predict_proba(self, state: MultiKGState) -> np.ndarray:
+    def predict_proba(self, state: MultiState) -> FloatArray:
         """[P(theta < 0.5), P(theta >= 0.5)] per task, each from its own betainc;
         C > 2: I_k(alpha)."""
         if isinstance(state, MultiDirichletState):

@@ -42,14 +42,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..errors import PolicyError
 from . import _beta
 from ._dirichlet_workers import DirichletWorkerState
-from .base import Observation, Policy, Problem
+from .base import FloatArray, Observation, Policy, Problem
 from .optkg import positive_number
 from .registry import register
 
@@ -60,10 +61,10 @@ __all__ = ["WorkerKGState", "OptKGWorkers"]
 class WorkerKGState:
     """Task posteriors Beta(a_i, b_i) (a: class 1 / "+1") and worker posteriors Beta(c_j, d_j)."""
 
-    a: np.ndarray  # float (n_tasks,)
-    b: np.ndarray  # float (n_tasks,)
-    c: np.ndarray  # float (n_workers,)
-    d: np.ndarray  # float (n_workers,)
+    a: FloatArray  # float (n_tasks,)
+    b: FloatArray  # float (n_tasks,)
+    c: FloatArray  # float (n_workers,)
+    d: FloatArray  # float (n_workers,)
     # refit > 0 only: every label seen (task, worker, class index, gold truth or -1)
     log: list[tuple[int, int, int, int]] | None = None
     # push-mode cache of the R+ matrix; derivable, never serialised (see the module docstring)
@@ -78,7 +79,7 @@ class _RewardCache:
         self.r = np.empty((0, 0))
         self.cells_computed = 0  # reward evaluations done so far (for tests/benchmarks)
 
-    def refresh(self, state: WorkerKGState) -> np.ndarray:
+    def refresh(self, state: WorkerKGState) -> FloatArray:
         a, b, c, d = state.a, state.b, state.c, state.d
         T, W = a.size, c.size
         if self.r.shape != (T, W):
@@ -102,10 +103,15 @@ class _RewardCache:
         return self.r
 
 
+WorkerState: TypeAlias = "WorkerKGState | DirichletWorkerState"
+
+
 @register
 class OptKGWorkers(Policy):
     name = "optkg-workers"
     mode = "push"
+
+    params: Params  # this policy's own (``Policy.params`` is typed Any)
 
     @dataclass(frozen=True)
     class Params:
@@ -141,7 +147,7 @@ class OptKGWorkers(Policy):
         self.random_ties = self.params.random_ties  # used by Policy.select_task (pull)
 
     # --- state ---------------------------------------------------------------------
-    def init_state(self, problem: Problem) -> WorkerKGState | DirichletWorkerState:
+    def init_state(self, problem: Problem) -> WorkerState:
         p = self.params
         if problem.n_classes < 2:
             raise PolicyError(f"optkg-workers needs at least 2 classes, got {problem.n_classes}",
@@ -158,7 +164,7 @@ class OptKGWorkers(Policy):
                              np.full(problem.n_workers, p.c0), np.full(problem.n_workers, p.d0),
                              log=[] if p.refit else None)
 
-    def state_to_dict(self, state: WorkerKGState) -> dict[str, Any]:
+    def state_to_dict(self, state: WorkerState) -> dict[str, Any]:
         if isinstance(state, DirichletWorkerState):
             return state.to_dict()
         out: dict[str, Any] = {k: getattr(state, k).tolist() for k in "abcd"}
@@ -166,15 +172,16 @@ class OptKGWorkers(Policy):
             out["log"] = [list(e) for e in state.log]
         return out
 
-    def state_from_dict(self, data: dict[str, Any]) -> WorkerKGState:
+    def state_from_dict(self, data: dict[str, Any]) -> WorkerState:
         if "alpha" in data:
             return DirichletWorkerState.from_dict(data)
-        state = WorkerKGState(*(np.asarray(data[k], dtype=float).reshape(-1) for k in "abcd"))
+        a, b, c, d = (np.asarray(data[k], dtype=float).reshape(-1) for k in "abcd")
+        state = WorkerKGState(a, b, c, d)
         if self.params.refit:
-            state.log = [tuple(int(x) for x in e) for e in data.get("log", [])]
+            state.log = [(int(t), int(w), int(z), int(g)) for t, w, z, g in data.get("log", [])]
         return state
 
-    def batch_fit(self, state: WorkerKGState) -> tuple[np.ndarray, ...]:
+    def batch_fit(self, state: WorkerKGState) -> tuple[FloatArray, ...]:
         """(a, b, c, d) of the batch variational fit over the labels in ``state.log``."""
         p = self.params
         log = np.asarray(state.log, dtype=np.int64).reshape(-1, 4)
@@ -183,7 +190,7 @@ class OptKGWorkers(Policy):
 
     # --- decisions -------------------------------------------------------------------
     @staticmethod
-    def rewards(a, b, c, d) -> np.ndarray:
+    def rewards(a: ArrayLike, b: ArrayLike, c: ArrayLike, d: ArrayLike) -> FloatArray:
         """R+(a, b, c, d) = max over the two labels of the moment-matched reward."""
         a = np.asarray(a, dtype=float)
         if a.size == 0:
@@ -191,20 +198,20 @@ class OptKGWorkers(Policy):
         r_pos, r_neg = _beta.worker_rewards(a, b, c, d)
         return np.maximum(r_pos, r_neg)
 
-    def priority(self, state: WorkerKGState, tasks: np.ndarray) -> np.ndarray:
+    def priority(self, state: WorkerState, tasks: np.ndarray) -> np.ndarray:
         tasks = np.asarray(tasks, dtype=np.int64)
         if isinstance(state, DirichletWorkerState):
             return state.values(tasks, self.params.c0 / (self.params.c0 + self.params.d0))[:, 0]
         return self.rewards(state.a[tasks], state.b[tasks], self.params.c0, self.params.d0)
 
-    def score(self, state: WorkerKGState, tasks: np.ndarray, worker: int) -> np.ndarray:
+    def score(self, state: WorkerState, tasks: np.ndarray, worker: int) -> np.ndarray:
         tasks = np.asarray(tasks, dtype=np.int64)
         if isinstance(state, DirichletWorkerState):
             return state.values(tasks, state.c[worker] / (state.c[worker] + state.d[worker]))[:, 0]
         return self.rewards(state.a[tasks], state.b[tasks], state.c[worker], state.d[worker])
 
-    def select_pair(self, state: WorkerKGState, mask: np.ndarray,
-                    rng: np.random.Generator) -> tuple[int, int] | None:
+    def select_pair(self, state: WorkerState, mask: np.ndarray,
+                    rng: np.random.Generator | None) -> tuple[int, int] | None:
         mask = np.asarray(mask, dtype=bool)
         if not mask.any():
             return None
@@ -222,7 +229,7 @@ class OptKGWorkers(Policy):
         # row-major argmax: lowest task, then lowest worker first among equal values
         return divmod(int(np.argmax(values)), mask.shape[1])
 
-    def select_pair_full(self, state: WorkerKGState, mask: np.ndarray,
+    def select_pair_full(self, state: WorkerState, mask: np.ndarray,
                          rng: np.random.Generator | None = None) -> tuple[int, int] | None:
         """Reference push decision recomputing R+ over every eligible pair (no cache)."""
         if isinstance(state, DirichletWorkerState):
@@ -235,14 +242,14 @@ class OptKGWorkers(Policy):
         return int(tasks[best]), int(workers[best])
 
     # --- learning --------------------------------------------------------------------
-    def _cap(self, state: WorkerKGState, worker: int) -> None:
+    def _cap(self, state: WorkerState, worker: int) -> None:
         total = state.c[worker] + state.d[worker]
         if total > self.params.max_strength:
             scale = self.params.max_strength / total
             state.c[worker] *= scale
             state.d[worker] *= scale
 
-    def update(self, state: WorkerKGState, obs: Observation) -> np.ndarray:
+    def update(self, state: WorkerState, obs: Observation) -> np.ndarray:
         if obs.declined or obs.label < 0:
             return np.empty(0, dtype=np.int64)
         if isinstance(state, DirichletWorkerState):
@@ -290,7 +297,7 @@ class OptKGWorkers(Policy):
             raise PolicyError(f"{exc}, worker {j}", policy=self.name) from None
         return np.array([i], dtype=np.int64)
 
-    def predict_proba(self, state: WorkerKGState) -> np.ndarray:
+    def predict_proba(self, state: WorkerState) -> FloatArray:
         """[P(theta < 0.5), P(theta >= 0.5)] per task, each from its own betainc (with
         ``refit`` > 0: of the batch fit over every label seen); C > 2: I_k(alpha)."""
         if isinstance(state, DirichletWorkerState):
@@ -299,14 +306,14 @@ class OptKGWorkers(Policy):
         i, j = _beta.prob_positive(a, b)
         return np.stack([j, i], axis=1)
 
-    def predict(self, state: WorkerKGState) -> np.ndarray:
+    def predict(self, state: WorkerState) -> np.ndarray:
         """Positive set {a >= b} (ties to class 1), as in the paper; C > 2: argmax I_k."""
         if isinstance(state, DirichletWorkerState):
             return np.argmax(state.proba(), axis=1)
         a, b = self._final(state)
         return (a >= b).astype(np.int64)
 
-    def _final(self, state: WorkerKGState) -> tuple[np.ndarray, np.ndarray]:
+    def _final(self, state: WorkerKGState) -> tuple[FloatArray, FloatArray]:
         if not state.log or len(state.log) % self.params.refit == 0:
             return state.a, state.b  # no log, or the state is the batch fit already
         a, b, _, _ = self.batch_fit(state)

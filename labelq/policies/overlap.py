@@ -48,6 +48,8 @@ class Overlap(Uniform):
     name = "overlap"
     mode = "pull"
 
+    params: Params  # this policy's own (``Policy.params`` is typed Any)
+
     @dataclass(frozen=True)
     class Params:
         """``n``: labels per task (the overlap), an integer >= 1."""
@@ -67,7 +69,10 @@ class Overlap(Uniform):
     def state_from_dict(self, data: dict[str, Any]) -> OverlapState:
         return OverlapState(np.asarray(data["counts"], dtype=float), int(data["n"]))
 
-    def priority(self, state: OverlapState, tasks: np.ndarray) -> np.ndarray:
+    # Overlap narrows Uniform's CountState to its own OverlapState: a policy is only ever
+    # given the state its own init_state / state_from_dict made
+    def priority(  # type: ignore[override]
+            self, state: OverlapState, tasks: np.ndarray) -> np.ndarray:
         """-labels for open tasks, -inf for done ones (never asked again)."""
         tasks = np.asarray(tasks, dtype=np.int64)
         n_labels = state.counts[tasks].sum(axis=1)
@@ -79,7 +84,8 @@ class Overlap(Uniform):
         open_ = np.asarray(mask, dtype=bool) & ~state.done[candidates]
         return super().select_task(state, worker, candidates, open_, rng)
 
-    def select_pair(self, state: OverlapState, mask: np.ndarray,
-                    rng: np.random.Generator) -> tuple[int, int] | None:
+    def select_pair(  # type: ignore[override]  # OverlapState, as in priority
+            self, state: OverlapState, mask: np.ndarray,
+            rng: np.random.Generator) -> tuple[int, int] | None:
         mask = np.asarray(mask, dtype=bool) & ~state.done[:, None]
         return super().select_pair(state, mask, rng)

@@ -94,6 +94,8 @@ class PrimalDual(Policy):
     name = "primal-dual"
     mode = "pull"
 
+    params: Params  # this policy's own (``Policy.params`` is typed Any)
+
     @dataclass(frozen=True)
     class Params:
         eps: float = 0.1  # target error ε; C_ε = 2 ln(1/ε)

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import Observation, Policy, Problem
+from .base import FloatArray, Observation, Policy, Problem
 from .registry import register
 
 __all__ = ["Uniform", "CountState"]
@@ -22,7 +22,7 @@ __all__ = ["Uniform", "CountState"]
 class CountState:
     """Per-task label counts by class: ``counts[i, k]`` labels of class k on task i."""
 
-    counts: np.ndarray  # float (n_tasks, n_classes)
+    counts: FloatArray  # float (n_tasks, n_classes)
 
 
 @register
