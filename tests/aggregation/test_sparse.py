@@ -4,6 +4,7 @@ Dawid-Skene family must not collapse, and ``auto`` must not fall below majority 
 import numpy as np
 import pytest
 
+from bench.aggregation import subsample
 from labelq.aggregation import (AutoAggregator, DawidSkene, MajorityVote, OneCoinDawidSkene,
                                 aggregate, evidence)
 from labelq.aggregation.base import check_labels
@@ -190,16 +191,10 @@ def test_auto_trusts_specialists_per_category(seed):
 
 
 def _at_most(d, per_task, seed):
-    """``d``'s labels, at most ``per_task`` per task kept at random (bench.aggregation's
-    ``subsample``)."""
-    rng = np.random.default_rng(seed)
-    order = rng.permutation(d.task.size)
-    order = order[np.argsort(d.task[order], kind="stable")]
-    t = d.task[order]
-    start = np.r_[0, np.flatnonzero(np.diff(t)) + 1]
-    rank = np.arange(t.size) - np.repeat(start, np.diff(np.r_[start, t.size]))
-    keep = np.sort(order[rank < per_task])
-    return d.task[keep], d.worker[keep], d.label[keep]
+    """``d``'s labels, at most ``per_task`` per task kept at random (the benchmark's
+    sparse cells: :func:`bench.aggregation.subsample`)."""
+    s = subsample(d, per_task, seed)
+    return s.task, s.worker, s.label
 
 
 @pytest.mark.parametrize("cls", [DawidSkene, OneCoinDawidSkene])
