@@ -99,12 +99,7 @@ class HotPath:
     def _signed_in(scope, app) -> Any:
         if app.state.outage.since is not None:
             return None
-        auth = None
-        for name, value in scope["headers"]:
-            if name == b"authorization":
-                if auth is not None:
-                    return None
-                auth = value
+        auth = _one_header(scope, b"authorization")
         if auth is None or not auth.startswith(b"Bearer ") or b" " in auth[7:] \
                 or len(auth) == 7:
             return None
@@ -116,15 +111,21 @@ class HotPath:
         return hit[1]
 
 
+def _one_header(scope, name: bytes) -> bytes | None:
+    """The value of header ``name`` (lower case) when it is given exactly once, else None:
+    a repeated header is not plainly well-formed (the application decides)."""
+    found = None
+    for key, value in scope["headers"]:
+        if key == name:
+            if found is not None:
+                return None
+            found = value
+    return found
+
+
 def _label(scope, body: bytes) -> str | None:
     """The label of a plainly well-formed body, else None (the application decides)."""
-    ctype = None
-    for name, value in scope["headers"]:
-        if name == b"content-type":
-            if ctype is not None:
-                return None
-            ctype = value
-    if ctype != b"application/json":
+    if _one_header(scope, b"content-type") != b"application/json":
         return None
     try:
         got = json.loads(body)
