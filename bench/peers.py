@@ -505,14 +505,18 @@ class LabelStudio:
             r = c.post(f"/api/projects/{self.project}/import",
                        json=[{"data": {"ext_id": t_["id"], "text": t_["text"]}} for t_ in tasks])
             r.raise_for_status()
-            deadline = time.monotonic() + 600
-            while c.get(f"/api/projects/{self.project}").json().get("task_number") != len(tasks):
-                if time.monotonic() > deadline:
-                    raise RuntimeError("Label Studio import did not finish")
-                time.sleep(0.1)
+            self._wait_imported(c, len(tasks), 600)
             load_s = time.perf_counter() - t
         return {"base": self.base, "project": self.project, "load_s": load_s,
                 "auth": [f"Token {tok}" for tok in ls.tokens]}
+
+    def _wait_imported(self, c, n: int, timeout: float) -> None:
+        """Until the project holds ``n`` tasks (Label Studio imports in the background)."""
+        deadline = time.monotonic() + timeout
+        while c.get(f"/api/projects/{self.project}").json().get("task_number") != n:
+            if time.monotonic() > deadline:
+                raise RuntimeError("Label Studio import did not finish")
+            time.sleep(0.1)
 
     def fill(self) -> tuple[float, int]:
         """A new project of the same tasks, each imported with one annotation (the import
@@ -534,11 +538,7 @@ class LabelStudio:
                                               "value": {"choices": [LABELS[i % 2]]}}]}]}
                 for i, t_ in enumerate(tasks)])
             r.raise_for_status()
-            deadline = time.monotonic() + 900
-            while c.get(f"/api/projects/{self.project}").json().get("task_number") != len(tasks):
-                if time.monotonic() > deadline:
-                    raise RuntimeError("Label Studio import did not finish")
-                time.sleep(0.1)
+            self._wait_imported(c, len(tasks), 900)
             return time.perf_counter() - t, len(tasks)
 
     def cpu(self) -> dict:
