@@ -17,12 +17,17 @@ real data (issue 20):
   asked again only when no unsettled task is left (Toloka's dynamic overlap, as a
   priority). ``priority`` is this worker-independent index, so the live pipeline's
   priority index orders tasks by it.
-* **Exploration that cannot lock in** (push, ``select_pair``): for the chosen task, every
-  eligible worker's accuracy on the task's category is drawn from its posterior
-  (Thompson sampling, a Beta with the shrunk mean and the worker's label count plus the
-  prior strength), and the worker with the largest information per unit cost wins. A
-  worker nobody has judged yet is drawn near the population mean, so it gets tried; a
-  worker the data found near-random stops being chosen once the evidence says so.
+* **Exploration that cannot lock in** (push, ``select_pair``): for the chosen task, the
+  eligible worker whose shrunk accuracy on the task's category gives the most information
+  per unit cost is asked (a worker nobody has judged yet sits at the population mean), and
+  a share ``explore`` (20 %) of the push decisions asks a uniformly random eligible worker
+  instead: an unbiased cross-check that keeps every worker's estimate moving, so a worker
+  misjudged early (too high or too low) is corrected by the EM. ``thompson=true`` draws
+  the accuracies from their posteriors instead of using the means (Thompson sampling, the
+  default until the benchmark of ``docs/auto.md``, "Round 4": with many workers the largest
+  of the unjudged workers' wide draws beat a known good worker's on most tasks, and on
+  ``web`` the labels ``auto`` collected at 2 labels per task were no more accurate than the
+  data set's average label).
 * **Above-average workers first** (push, ``gate``): only the eligible pairs whose worker's
   accuracy on the task's category, plus one posterior standard deviation, reaches the
   population mean are considered while there is any such pair; a worker the evidence puts
@@ -36,7 +41,8 @@ real data (issue 20):
   good at among the tasks that need labels.
 
 Decisions are random only through the ``rng`` passed in: ties among equally urgent tasks
-are broken uniformly (so a replay is not biased by task order) and the Thompson draws.
+are broken uniformly (so a replay is not biased by task order), the `explore` draws and, with
+``thompson``, the accuracy draws.
 """
 
 from __future__ import annotations
@@ -96,8 +102,8 @@ class Auto(Policy):
         pseudo-labels; ``strength``: pseudo-labels that shrink a worker towards the
         population and a (worker, category) towards the worker; ``refit_growth`` and
         ``refit_min``: EM refit schedule; ``em_iters``: EM iterations per refit;
-        ``thompson``: sample worker accuracies (false: use their means); ``explore``: share
-        of push decisions that ask a random eligible worker; ``gate``: push asks a worker
+        ``thompson``: sample worker accuracies (Thompson sampling; false, the default: use
+        their means); ``explore``: share of push decisions that ask a random eligible worker; ``gate``: push asks a worker
         below the population mean only when no task has a worker at or above it."""
 
         floor: int = 1
@@ -108,8 +114,8 @@ class Auto(Policy):
         refit_growth: float = 1.2
         refit_min: int = 10
         em_iters: int = 3
-        thompson: bool = True
-        explore: float = 0.1
+        thompson: bool = False
+        explore: float = 0.2
         gate: bool = True
 
         def __post_init__(self) -> None:
