@@ -4,7 +4,10 @@ Model: task i has a true class y_i ~ Categorical(prior); worker j on a task of c
 answers the true class with probability acc[j, s] and each other class with probability
 (1 - acc[j, s]) / (C - 1). The accuracies have a three-level prior:
 
-* the population: mu = (correct + mu0 * m0) / (labels + m0) over all workers;
+* the population: mu = (correct + mu0 * m0) / (labels + m0) over all labels, or with
+  ``per_worker`` the mean of the workers' raw accuracies correct_j / labels_j, each weighted
+  by labels_j / (labels_j + m) and mu0 counted as m0 / m such workers — what a worker
+  nobody has judged yet is expected to be, when prolific workers differ from the rest;
 * a worker: acc_j = (correct_j + m * mu) / (labels_j + m) — a worker with few labels stays
   near the population, and a prolific one is judged on the *agreement* of its labels with
   the posterior, never on its volume;
@@ -43,9 +46,16 @@ class Fit:
 
 
 def shrunk_accuracy(correct: np.ndarray, total: np.ndarray, n_classes: int, mu0: float,
-                    m0: float, m: float) -> tuple[np.ndarray, np.ndarray, float]:
+                    m0: float, m: float, per_worker: bool = False
+                    ) -> tuple[np.ndarray, np.ndarray, float]:
     """(acc[W, S], acc_worker[W], mu): the three levels of the prior, see the module doc."""
-    mu = (correct.sum() + mu0 * m0) / (total.sum() + m0)
+    if per_worker:
+        n = total.sum(axis=1)
+        w = n / (n + m)
+        raw = correct.sum(axis=1) / np.maximum(n, 1e-12)
+        mu = (float((w * raw).sum()) + mu0 * m0 / m) / (float(w.sum()) + m0 / m)
+    else:
+        mu = (correct.sum() + mu0 * m0) / (total.sum() + m0)
     worker = (correct.sum(axis=1) + m * mu) / (total.sum(axis=1) + m)
     acc = (correct + m * worker[:, None]) / (total + m)
     lo = 1.0 / n_classes
@@ -90,7 +100,7 @@ def loo_correct(task: np.ndarray, label: np.ndarray, hit: np.ndarray, miss: np.n
 def fit_em(task: np.ndarray, worker: np.ndarray, label: np.ndarray, category: np.ndarray,
            gold: np.ndarray, n_tasks: int, n_workers: int, n_categories: int,
            n_classes: int, *, mu0: float, m0: float, m: float, iters: int,
-           start: Fit | None = None, tol: float = 1e-4) -> Fit:
+           start: Fit | None = None, tol: float = 1e-4, per_worker: bool = False) -> Fit:
     """MAP-EM over the labels (``category`` and ``gold`` are per label: the task's category
     and its known class or -1), from the soft counts of ``start`` (or none).
 
@@ -110,7 +120,7 @@ def fit_em(task: np.ndarray, worker: np.ndarray, label: np.ndarray, category: np
     labelled = per_task > 0
     prev = None
     for _ in range(max(iters, 1)):
-        acc, _, _ = shrunk_accuracy(fit.correct, fit.total, C, mu0, m0, m)
+        acc, _, _ = shrunk_accuracy(fit.correct, fit.total, C, mu0, m0, m, per_worker)
         a = acc[worker, category]
         hit, miss = label_loglik(a, C)
         loglik = task_loglik(task, a, label, n_tasks, C)

@@ -19,15 +19,17 @@ real data (issue 20):
   priority index orders tasks by it.
 * **Exploration that cannot lock in** (push, ``select_pair``): for the chosen task, the
   eligible worker whose shrunk accuracy on the task's category gives the most information
-  per unit cost is asked (a worker nobody has judged yet sits at the population mean), and
-  a share ``explore`` (20 %) of the push decisions asks a uniformly random eligible worker
-  instead: an unbiased cross-check that keeps every worker's estimate moving, so a worker
-  misjudged early (too high or too low) is corrected by the EM. ``thompson=true`` draws
-  the accuracies from their posteriors instead of using the means (Thompson sampling, the
-  default until the benchmark of ``docs/auto.md``, "Round 4": with many workers the largest
-  of the unjudged workers' wide draws beat a known good worker's on most tasks, and on
-  ``web`` the labels ``auto`` collected at 2 labels per task were no more accurate than the
-  data set's average label).
+  per unit cost is asked (a worker nobody has judged yet sits at the population mean, ties
+  broken at random), and a share ``explore`` (30 %) of the push decisions asks another
+  eligible worker instead, drawn in proportion to the open tasks it can still take
+  (``explore_by=capacity``): an unbiased cross-check that keeps the estimates moving, so a
+  worker misjudged early is corrected by the EM, spent on the workers who can do the most
+  of the remaining work (learning about a worker with three tasks left is worth little).
+  ``thompson=true`` draws the accuracies from their posteriors instead (Thompson sampling,
+  the default until ``docs/auto.md``, "Round 4": with many workers the largest of the
+  unjudged workers' wide draws beat a known good worker's on most tasks; on ``web`` the
+  labels it collected at 2 labels per task were no more accurate than the data set's
+  average label).
 * **Above-average workers first** (push, ``gate``): only the eligible pairs whose worker's
   accuracy on the task's category, plus one posterior standard deviation, reaches the
   population mean are considered while there is any such pair; a worker the evidence puts
@@ -103,8 +105,13 @@ class Auto(Policy):
         population and a (worker, category) towards the worker; ``refit_growth`` and
         ``refit_min``: EM refit schedule; ``em_iters``: EM iterations per refit;
         ``thompson``: sample worker accuracies (Thompson sampling; false, the default: use
-        their means); ``explore``: share of push decisions that ask a random eligible worker; ``gate``: push asks a worker
-        below the population mean only when no task has a worker at or above it."""
+        their means); ``explore``: share of push decisions that ask another eligible worker;
+        ``explore_by``: how that worker is drawn (``capacity``: in proportion to the open
+        tasks it can take; ``uniform``); ``population``: the population mean an unjudged
+        worker starts from is the mean over *workers*, each weighted by its evidence
+        (``workers``), or over *labels* (``labels``: prolific workers weigh more, which
+        overrates a newcomer where the prolific workers are the good ones); ``gate``: push
+        asks a worker below the population mean only when no task has a worker at or above it."""
 
         floor: int = 1
         confidence: float = 0.95
@@ -115,8 +122,10 @@ class Auto(Policy):
         refit_min: int = 10
         em_iters: int = 3
         thompson: bool = False
-        explore: float = 0.2
+        explore: float = 0.3
         gate: bool = True
+        population: str = "workers"
+        explore_by: str = "capacity"
 
         def __post_init__(self) -> None:
             for name in ("floor", "refit_min", "em_iters"):
@@ -125,6 +134,12 @@ class Auto(Policy):
                                                                          else 1):
                     raise ValueError(f"{name} must be an integer >= "
                                      f"{0 if name == 'floor' else 1}, got {v!r}")
+            if self.explore_by not in ("capacity", "uniform"):
+                raise ValueError(f"explore_by must be capacity or uniform, got "
+                                 f"{self.explore_by!r}")
+            if self.population not in ("workers", "labels"):
+                raise ValueError(f"population must be workers or labels, got "
+                                 f"{self.population!r}")
             for name in ("thompson", "gate"):
                 if not isinstance(getattr(self, name), bool):
                     raise ValueError(f"{name} must be true or false, got "
@@ -164,7 +179,8 @@ class Auto(Policy):
         """(acc[W, S], acc[W]): shrunk accuracies per (worker, category) and per worker."""
         p = self.params
         acc, worker, _ = em.shrunk_accuracy(state.correct, state.total, state.n_classes,
-                                            p.prior_accuracy, p.prior_strength, p.strength)
+                                            p.prior_accuracy, p.prior_strength, p.strength,
+                                            p.population == "workers")
         return acc, worker
 
     def _posterior(self, state: AutoState, tasks: np.ndarray) -> np.ndarray:
@@ -195,7 +211,8 @@ class Auto(Policy):
         start = None
         fit = em.fit_em(task, worker, label, state.task_category[task], state.gold[task], T,
                         W, S, state.n_classes, mu0=p.prior_accuracy, m0=p.prior_strength,
-                        m=p.strength, iters=p.em_iters, start=start)
+                        m=p.strength, iters=p.em_iters, start=start,
+                        per_worker=p.population == "workers")
         state.correct, state.total, state.class_prior = fit.correct, fit.total, fit.class_prior
         acc, _ = self.accuracies(state)
         state.loglik = em.task_loglik(task, acc[worker, state.task_category[task]], label,
@@ -241,8 +258,15 @@ class Auto(Policy):
         task = int(best[rng.integers(best.size)])
         workers = np.flatnonzero(mask[task])
         if rng.random() < self.params.explore:  # an unbiased cross-check for the EM
+            if self.params.explore_by == "capacity":
+                # a worker who can still do more of the open work is more worth learning
+                # about: drawn in proportion to its eligible tasks
+                room = mask[:, workers].sum(axis=0).astype(float)
+                return task, int(workers[rng.choice(workers.size, p=room / room.sum())])
             return task, int(workers[rng.integers(workers.size)])
-        return task, int(workers[np.argmax(self.worker_values(state, task, workers, rng))])
+        value = self.worker_values(state, task, workers, rng)
+        best = workers[value == value.max()]  # equal values (e.g. unjudged workers): at random
+        return task, int(best[rng.integers(best.size)])
 
     def gated(self, state: AutoState, mask: np.ndarray) -> np.ndarray:
         """The eligible pairs whose worker's accuracy on the task's category may reach the
@@ -259,7 +283,8 @@ class Auto(Policy):
         ``uniform``'s 0.67 on the synthetic categories pool of ``tests/policies/test_auto.py``."""
         p = self.params
         acc, _, mu = em.shrunk_accuracy(state.correct, state.total, state.n_classes,
-                                        p.prior_accuracy, p.prior_strength, p.strength)
+                                        p.prior_accuracy, p.prior_strength, p.strength,
+                                        p.population == "workers")
         # one posterior standard deviation above the estimate: a worker waits only when
         # the evidence puts it below the mean, not when noise does
         upper = acc + np.sqrt(acc * (1.0 - acc) / (state.total + p.strength))

@@ -123,4 +123,4 @@ def test_gate_keeps_workers_found_below_the_mean_waiting():
     assert policy.select_pair(state, only_0, rng) == (2, 0)
     off = build("auto:gate=false")
     picks_off = {off.select_pair(state, mask, rng)[1] for _ in range(400)}
-    assert 0 in picks_off  # without the gate the 20 % exploration still asks it
+    assert 0 in picks_off  # without the gate the 30 % exploration still asks it
