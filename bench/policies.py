@@ -49,7 +49,8 @@ DOC = ROOT / "docs" / "policies.md"
 PLOTS = ROOT / "docs" / "policies"
 CACHE = ROOT / "bench" / "results" / "policies.jsonl"
 AGGREGATIONS = ("own", "mv", "ds")
-PAPER_EXCLUDE = {"uniform", "random", "auto"}  # not paper policies for the comparison
+# not paper policies for the comparison: ours, and the baselines users would pick instead
+PAPER_EXCLUDE = {"uniform", "random", "auto", "overlap", "dynamic-overlap"}
 
 # The two failures issue 20 reports, as synthetic pools (see docs/simulator.md for the keys).
 SYNTHETIC = {
