@@ -124,3 +124,33 @@ def test_gate_keeps_workers_found_below_the_mean_waiting():
     off = build("auto:gate=false")
     picks_off = {off.select_pair(state, mask, rng)[1] for _ in range(400)}
     assert 0 in picks_off  # without the gate the 30 % exploration still asks it
+
+
+def test_workers_nobody_has_judged_are_tried_in_random_order():
+    """Equal values are broken at random, not by the lowest worker index (a replayed file's
+    first workers are often its most prolific ones)."""
+    policy = build("auto:explore=0")  # the greedy choice alone
+    state = policy.init_state(Problem(n_tasks=20, n_workers=8))
+    rng = np.random.default_rng(1)
+    picks = [policy.select_pair(state, np.ones((20, 8), bool), rng)[1] for _ in range(200)]
+    assert len(set(picks)) == 8
+
+
+def test_exploration_goes_to_workers_who_can_take_more_work():
+    """``explore_by=capacity`` draws the exploring worker in proportion to the open tasks it
+    can take; ``uniform`` ignores that."""
+    problem = Problem(n_tasks=10, n_workers=2)
+    mask = np.zeros((10, 2), bool)
+    mask[0] = True  # task 0: both workers; tasks 1-9: worker 1 only
+    mask[1:, 1] = True
+    shares = {}
+    for by in ("capacity", "uniform"):
+        policy = build(f"auto:explore=0.999,explore_by={by},gate=false")
+        state = policy.init_state(problem)
+        state.n_labels[1:] = 1  # task 0 is the only one below the floor: it is asked
+        rng = np.random.default_rng(2)
+        pairs = [policy.select_pair(state, mask, rng) for _ in range(600)]
+        assert all(task == 0 for task, _ in pairs)
+        shares[by] = np.mean([w == 1 for _, w in pairs])
+    assert shares["capacity"] > 0.85  # 10 of 11 open tasks are worker 1's
+    assert 0.4 < shares["uniform"] < 0.6
