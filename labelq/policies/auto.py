@@ -21,10 +21,11 @@ real data (issue 20):
   eligible worker whose shrunk accuracy on the task's category gives the most information
   per unit cost is asked (a worker nobody has judged yet sits at the population mean, ties
   broken at random), and a share ``explore`` (30 %) of the push decisions asks another
-  eligible worker instead, drawn in proportion to the open tasks it can still take
-  (``explore_by=capacity``): an unbiased cross-check that keeps the estimates moving, so a
-  worker misjudged early is corrected by the EM, spent on the workers who can do the most
-  of the remaining work (learning about a worker with three tasks left is worth little).
+  eligible worker instead, drawn in proportion to the open tasks it can still take times
+  the posterior variance of its accuracy (``explore_by=capacity``): a cross-check that keeps
+  the estimates moving, so a worker misjudged early is corrected by the EM, spent where
+  there is most to learn that can still be used (learning about a worker with three tasks
+  left, or about one already well known, is worth little).
   ``thompson=true`` draws the accuracies from their posteriors instead (Thompson sampling,
   the default until ``docs/auto.md``, "Round 4": with many workers the largest of the
   unjudged workers' wide draws beat a known good worker's on most tasks; on ``web`` the
@@ -107,7 +108,9 @@ class Auto(Policy):
         ``thompson``: sample worker accuracies (Thompson sampling; false, the default: use
         their means); ``explore``: share of push decisions that ask another eligible worker;
         ``explore_by``: how that worker is drawn (``capacity``: in proportion to the open
-        tasks it can take; ``uniform``); ``population``: the population mean an unjudged
+        tasks it can take times the posterior variance of its accuracy, and a Thompson
+        draw's departure from the mean scaled by its open tasks over the median;
+        ``uniform``); ``population``: the population mean an unjudged
         worker starts from is the mean over *workers*, each weighted by its evidence
         (``workers``), or over *labels* (``labels``: prolific workers weigh more, which
         overrates a newcomer where the prolific workers are the good ones); ``gate``: push
@@ -257,14 +260,14 @@ class Auto(Policy):
         best = open_tasks[prio == prio.max()]
         task = int(best[rng.integers(best.size)])
         workers = np.flatnonzero(mask[task])
+        room = (mask[:, workers].sum(axis=0).astype(float)
+                if self.params.explore_by == "capacity" else None)
         if rng.random() < self.params.explore:  # an unbiased cross-check for the EM
-            if self.params.explore_by == "capacity":
-                # a worker who can still do more of the open work is more worth learning
-                # about: drawn in proportion to its eligible tasks
-                room = mask[:, workers].sum(axis=0).astype(float)
-                return task, int(workers[rng.choice(workers.size, p=room / room.sum())])
+            if room is not None:
+                w = room * self._variance(state, task, workers)
+                return task, int(workers[rng.choice(workers.size, p=w / w.sum())])
             return task, int(workers[rng.integers(workers.size)])
-        value = self.worker_values(state, task, workers, rng)
+        value = self.worker_values(state, task, workers, rng, room)
         best = workers[value == value.max()]  # equal values (e.g. unjudged workers): at random
         return task, int(best[rng.integers(best.size)])
 
@@ -291,17 +294,31 @@ class Auto(Policy):
         good: np.ndarray = mask & (upper >= mu)[:, state.task_category].T
         return good if good.any() else mask
 
+    def _variance(self, state: AutoState, task: int, workers: np.ndarray) -> np.ndarray:
+        """Posterior variance of each worker's accuracy on the task's category."""
+        acc, _ = self.accuracies(state)
+        s = state.task_category[task]
+        a = acc[workers, s]
+        return a * (1.0 - a) / (state.total[workers, s] + self.params.strength)
+
     def worker_values(self, state: AutoState, task: int, workers: np.ndarray,
-                      rng: np.random.Generator | None) -> np.ndarray:
+                      rng: np.random.Generator | None,
+                      room: np.ndarray | None = None) -> np.ndarray:
         """Information per unit cost of one label from each of ``workers`` on ``task``,
         at accuracies drawn from their posteriors (at their means without ``rng`` or with
-        ``thompson`` off)."""
+        ``thompson`` off). With ``room`` (the open tasks each worker can take), a draw's
+        departure from the mean is scaled by the worker's room over the median room: a
+        worker with little work left is not worth the optimism."""
         acc, _ = self.accuracies(state)
         s = state.task_category[task]
         mean = acc[workers, s]
         if self.params.thompson and rng is not None:
             n = state.total[workers, s] + self.params.strength
-            mean = rng.beta(mean * n, (1.0 - mean) * n)
+            draw = rng.beta(mean * n, (1.0 - mean) * n)
+            if room is not None:
+                scale = np.minimum(1.0, room / max(float(np.median(room)), 1.0))
+                draw = mean + (draw - mean) * scale
+            mean = draw
         return self._information(np.maximum(mean, 1.0 / state.n_classes),
                                  state.n_classes) / state.cost[workers]
 

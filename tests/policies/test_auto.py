@@ -138,7 +138,8 @@ def test_workers_nobody_has_judged_are_tried_in_random_order():
 
 def test_exploration_goes_to_workers_who_can_take_more_work():
     """``explore_by=capacity`` draws the exploring worker in proportion to the open tasks it
-    can take; ``uniform`` ignores that."""
+    can take (times the variance of its accuracy, equal here: nobody judged yet);
+    ``uniform`` ignores that."""
     problem = Problem(n_tasks=10, n_workers=2)
     mask = np.zeros((10, 2), bool)
     mask[0] = True  # task 0: both workers; tasks 1-9: worker 1 only
