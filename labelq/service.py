@@ -92,6 +92,27 @@ class Service:
         self._projects[project_id] = (time.monotonic(), project)
         return project
 
+    def cached_submit(self, handle: str, assignment_id: str, value: str, *,
+                      then_next: bool = False) -> Any:
+        """What :meth:`submit` hands the engine — a job for :meth:`~labelq.live.submit.
+        Submitter.run_batch` — when the worker and project rows are cached (no SQL to read
+        first: callable on an event loop), else None. Raises as :meth:`submit` would for a
+        label outside the label set."""
+        now = time.monotonic()
+        hit = self._workers.get(handle)
+        if hit is None or now - hit[0] >= self.tuning.worker_max_age:
+            return None
+        worker = hit[1]
+        got = self._projects.get(worker.project_id)
+        if got is None or now - got[0] >= self.tuning.worker_max_age:
+            return None
+        project = got[1]
+        if value not in project.labels:
+            raise InputError(f"label {value!r} is not in the label set {project.labels}",
+                             label=value)
+        return self.submitter.job(worker, project, assignment_id, value,
+                                  then_next=then_next and worker.status == "active")
+
     # --- operations ------------------------------------------------------------------------
     def next_assignment(self, handle: str) -> Issued | None:
         """The worker's next assignment, or ``None`` when there is nothing for them."""

@@ -109,10 +109,28 @@ def next_body(service, who: Annotator) -> dict[str, Any]:
 def submit_body(service, who: Annotator, assignment_id: str, label: str,
                 then_next: bool) -> dict[str, Any]:
     """``POST /assignments/{id}/label``'s answer (blocking: call it in the thread pool)."""
-    out = service.submit(who.handle, assignment_id, label, then_next=then_next)
+    return submit_answer(service.submit(who.handle, assignment_id, label,
+                                        then_next=then_next), who, service, then_next)
+
+
+def complete_body(service, who: Annotator, job, outcome, then_next: bool) -> dict[str, Any]:
+    """:func:`submit_body` for a submit whose batch the hot path's committer ran
+    (blocking: call it in the thread pool)."""
+    return submit_answer(service.submitter.complete(job, outcome), who, service, then_next)
+
+
+def submit_answer(out: dict[str, Any], who: Annotator, service,
+                  then_next: bool) -> dict[str, Any]:
+    """``SubmitOut`` as a plain dict from the service's answer (with ``then_next`` and no
+    next assignment, the reason is read from Redis: blocking)."""
     return {"assignment_id": out["assignment_id"], "label": out["label"],
             "duplicate": out["duplicate"],
             "next": _next_body(out.get("next"), who, service) if then_next else None}
+
+
+def issued_body(issued, who: Annotator) -> dict[str, Any]:
+    """``NextOut`` of an issued assignment (no I/O)."""
+    return _next_body(issued, who, None)
 
 
 def _json(body: dict[str, Any]) -> Response:

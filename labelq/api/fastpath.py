@@ -1,22 +1,31 @@
 """A fast path for the two requests an annotator's client makes per label.
 
 ``POST /api/v1/assignments/next`` and ``POST /api/v1/assignments/{id}/label`` are most of
-the API's traffic. :class:`HotPath` (pure ASGI middleware) answers them without Starlette's
-routing and FastAPI's dependency solving, but only when the request is plainly well-formed
-and the annotator is already signed in (a fresh entry of ``Runtime.signins``):
+the API's traffic. :class:`HotPath` is the application's ASGI entry (``create_app``'s
+FastAPI subclass offers it every request first, ahead of the middleware stack) and answers
+them without Starlette's middleware and routing or FastAPI's dependency solving, but only
+when the request is plainly well-formed and the annotator is signed in (an entry of
+``Runtime.signins``; one older than ``signin_max_age`` is renewed here, in the thread pool,
+as the sign-in dependency would):
 
 * the path is exactly one of the two, the method POST, the query empty or ``next=true`` /
   ``next=false`` (the label endpoint);
-* ``Authorization: Bearer <token>`` with a cached, not removed, annotator;
-* the label's body is ``application/json`` and exactly ``{"label": <text>}`` that
-  :class:`~labelq.api.schemas.SubmitIn` accepts (1–200 printable characters);
+* ``Authorization: Bearer <token>`` of a signed-in, not removed, annotator;
+* no ``Transfer-Encoding``; the label's body declares a ``Content-Length`` within the
+  body limit (``next``: none or 0), is ``application/json`` and exactly
+  ``{"label": <text>}`` that :class:`~labelq.api.schemas.SubmitIn` accepts (1–200
+  printable characters);
 * no outage is being watched (``app.state.outage``).
 
-Anything else goes to the FastAPI application unchanged (the body replayed), which
-validates, signs in and answers errors as before, so every answer but the happy one is the
-application's own. The work is the same functions the FastAPI endpoints call
-(:mod:`.annotator`), in one thread-pool call; an error the service raises is answered by
-the application's exception handlers (:func:`.errors.answer_exception`).
+Anything else goes to the FastAPI application unchanged (the body replayed), which bounds
+the body (:class:`~.limits.BodyLimit`), validates, signs in and answers errors as before,
+so every answer but the happy one is the application's own. The work is the service's:
+``next`` is one thread-pool call (:func:`.annotator.next_body`); a label joins the
+committer's next batch (:mod:`.committer`: the group commit in one thread, no thread-pool
+hop) and, committed with its next assignment popped in the same batch, is answered on the
+event loop; what else a submit needs (rows to read first, finishing it alone, deciding its
+next assignment at once) is one thread-pool call. An error the service raises is answered
+by the application's exception handlers (:func:`.errors.answer_exception`).
 """
 
 from __future__ import annotations
@@ -29,8 +38,10 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
+from ..live.assign import Issued
 from ..projects import hash_token
-from .annotator import next_body, submit_body
+from .annotator import complete_body, issued_body, next_body, submit_body
+from .auth import sign_in
 from .errors import answer_exception
 
 __all__ = ["HotPath"]
@@ -42,8 +53,13 @@ _QUERY = {b"": False, b"next=false": False, b"next=true": True}
 
 
 class HotPath:
-    def __init__(self, app) -> None:
-        self.app = app
+    """``app``: the application's own ASGI entry (everything not taken here goes there,
+    through its middleware — :class:`~.limits.BodyLimit` among them); ``fastapi``: the
+    application (its state, and ``scope["app"]`` of an error answered here); ``max_body``:
+    BodyLimit's bound — a body taken here declares a ``Content-Length`` within it."""
+
+    def __init__(self, app, fastapi, max_body: int) -> None:
+        self.app, self.fastapi, self.max_body = app, fastapi, max_body
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
@@ -59,13 +75,16 @@ class HotPath:
                 return
             aid = m.group(1)
         then_next = _QUERY.get(scope["query_string"])
-        app = scope.get("app")
-        who = self._signed_in(scope, app) if then_next is not None and app else None
+        app = self.fastapi
+        who = None
+        if then_next is not None and self._bounded(scope, aid is not None):
+            who = await self._signed_in(scope, app)
         if who is None:
             await self.app(scope, receive, send)
             return
+        scope["app"] = app
         body = b""
-        if aid is not None:  # read the body (BodyLimit, outside, has already bounded it)
+        if aid is not None:  # read the body (its declared length is within the bound)
             chunks = []
             while True:
                 message = await receive()
@@ -79,13 +98,12 @@ class HotPath:
             if label is None:
                 await self.app(scope, _replay(body, receive), send)
                 return
-        service = app.state.labelq.service
+        rt = app.state.labelq
         try:
             if aid is None:
-                out = await run_in_threadpool(next_body, service, who)
+                out = await run_in_threadpool(next_body, rt.service, who)
             else:
-                out = await run_in_threadpool(submit_body, service, who, aid, label,
-                                              then_next)
+                out = await _submit(rt, who, aid, label, then_next)
         except Exception as exc:  # noqa: BLE001 - answered as the application would
             await answer_exception(Request(scope), exc)(scope, receive, send)
             return
@@ -95,8 +113,22 @@ class HotPath:
                                 (b"content-type", b"application/json")]})
         await send({"type": "http.response.body", "body": data})
 
+    def _bounded(self, scope, has_body: bool) -> bool:
+        """Whether the body is plainly bounded: one ``Content-Length`` within the limit
+        (``next``: none, or 0), no ``Transfer-Encoding``; else the application (with
+        BodyLimit) decides."""
+        length = _one_header(scope, b"content-length")
+        if any(key == b"transfer-encoding" for key, _ in scope["headers"]):
+            return False
+        if not has_body:
+            return length is None or length == b"0"
+        return length is not None and length.isdigit() and int(length) <= self.max_body
+
     @staticmethod
-    def _signed_in(scope, app) -> Any:
+    async def _signed_in(scope, app) -> Any:
+        """The signed-in annotator, or None (the application decides). A sign-in older
+        than ``signin_max_age`` is renewed here, in the thread pool, as the application's
+        sign-in dependency would renew it."""
         if app.state.outage.since is not None:
             return None
         auth = _one_header(scope, b"authorization")
@@ -104,11 +136,50 @@ class HotPath:
                 or len(auth) == 7:
             return None
         rt = app.state.labelq
-        hit = rt.signins.get(hash_token(auth[7:].decode("latin-1")))
-        if hit is None or time.monotonic() - hit[0] >= rt.signin_max_age \
-                or hit[1].worker.status == "removed":
+        token = auth[7:].decode("latin-1")
+        key = hash_token(token)
+        hit = rt.signins.get(key)
+        if hit is None:  # not signed in yet: the application signs in (or answers 401)
             return None
-        return hit[1]
+        who = hit[1]
+        if time.monotonic() - hit[0] >= rt.signin_max_age:
+            who = await run_in_threadpool(_sign_in_again, rt, token, key)
+        if who is None or who.worker.status == "removed":
+            return None
+        return who
+
+
+async def _submit(rt, who, aid: str, label: str, then_next: bool) -> dict[str, Any]:
+    """``POST /assignments/{id}/label``'s answer. With the worker and project rows cached,
+    the submit joins the committer's next batch (:mod:`.committer`) and a committed one
+    whose next assignment rode in the batch (or that asked for none) is answered here,
+    on the event loop; anything more (a submit to finish alone, a next assignment to
+    decide at once, why there is none) in one thread-pool call, as is a submit whose rows
+    are to be read first."""
+    service = rt.service
+    job = service.cached_submit(who.handle, aid, label, then_next=then_next)
+    if job is None:
+        return await run_in_threadpool(submit_body, service, who, aid, label, then_next)
+    outcome = await rt.committer.submit(job)
+    submitter = service.submitter
+    if then_next:
+        popped = submitter.ready(job, outcome) if job.then_next else None
+        if popped is not None:
+            issued = Issued.of(popped.assignment_id, popped.task, popped.row,
+                               popped.expires_ms)
+            return {"assignment_id": aid, "label": label, "duplicate": False,
+                    "next": issued_body(issued, who)}
+    elif submitter.committed(outcome):
+        return {"assignment_id": aid, "label": label, "duplicate": False, "next": None}
+    return await run_in_threadpool(complete_body, service, who, job, outcome, then_next)
+
+
+def _sign_in_again(rt, token: str, key: str) -> Any:
+    """A renewed sign-in, or None when it fails (the application answers then)."""
+    try:
+        return sign_in(rt, token, key)
+    except Exception:  # noqa: BLE001 - unknown token, an outage: the application decides
+        return None
 
 
 def _one_header(scope, name: bytes) -> bytes | None:
