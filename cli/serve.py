@@ -28,6 +28,8 @@ def serve(host: str, port: int, log_level: str, workers: int) -> None:
     """
     import uvicorn
 
+    from labelq.api.onewrite import install
+    install()  # the hot path's answers in one write (labelq/api/onewrite.py)
     settings = load_settings()  # checked here, so a bad setting fails before any fork
     if not settings.operator_token:
         click.echo("note: LABELQ_OPERATOR_TOKEN is unset; operator endpoints are disabled",
@@ -53,7 +55,9 @@ def app_from_env(settings=None):
     """The application with the ``LABELQ_*`` settings and the Celery task sender (the
     factory each ``--workers`` process calls)."""
     from labelq.api import create_app
+    from labelq.api.onewrite import install
     from workers.client import send_task
+    install()  # in each --workers process too (spawned: the parent's install is not theirs)
     return create_app(settings or load_settings(), send_task=send_task)
 
 

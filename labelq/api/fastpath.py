@@ -43,6 +43,7 @@ from ..projects import hash_token
 from .annotator import complete_body, issued_body, json_bytes, next_body, submit_body
 from .auth import sign_in
 from .errors import answer_exception
+from .onewrite import ONE_WRITE
 
 __all__ = ["HotPath"]
 
@@ -109,7 +110,7 @@ class HotPath:
             await answer_exception(Request(scope), exc)(scope, receive, send)
             return
         data = json_bytes(out)
-        await send({"type": "http.response.start", "status": 200,
+        await send({"type": "http.response.start", "status": 200, ONE_WRITE: True,
                     "headers": [(b"content-length", str(len(data)).encode()),
                                 (b"content-type", b"application/json")]})
         await send({"type": "http.response.body", "body": data})
