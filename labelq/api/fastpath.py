@@ -30,6 +30,7 @@ by the application's exception handlers (:func:`.errors.answer_exception`).
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from typing import Any
@@ -51,6 +52,7 @@ _NEXT = "/api/v1/assignments/next"
 _LABEL = re.compile(r"/api/v1/assignments/([A-Za-z0-9_-]{1,64})/label")
 _TEXT = re.compile(r"[^\x00-\x1f\x7f]{1,200}")
 _QUERY = {b"": False, b"next=false": False, b"next=true": True}
+_RENEWING: set[str] = set()  # token hashes whose sign-in is being renewed
 _KEYS: dict[bytes, str] = {}  # Authorization header -> its token's hash (Runtime.signins' key)
 
 
@@ -148,8 +150,13 @@ class HotPath:
         if hit is None:  # not signed in yet: the application signs in (or answers 401)
             return None
         who = hit[1]
-        if time.monotonic() - hit[0] >= rt.signin_max_age:
+        age = time.monotonic() - hit[0]
+        if age >= rt.signin_max_age:
             who = await run_in_threadpool(_sign_in_again, rt, token, key)
+        elif age >= rt.signin_max_age / 2 and key not in _RENEWING:
+            # renewed in the background, so that a busy annotator's requests find it fresh
+            _RENEWING.add(key)
+            asyncio.get_running_loop().run_in_executor(None, _renew, rt, token, key)
         if who is None or who.worker.status == "removed":
             return None
         return who
@@ -178,6 +185,13 @@ async def _submit(rt, who, aid: str, label: str, then_next: bool) -> dict[str, A
     elif submitter.committed(outcome):
         return {"assignment_id": aid, "label": label, "duplicate": False, "next": None}
     return await run_in_threadpool(complete_body, service, who, job, outcome, then_next)
+
+
+def _renew(rt, token: str, key: str) -> None:
+    try:
+        _sign_in_again(rt, token, key)
+    finally:
+        _RENEWING.discard(key)
 
 
 def _sign_in_again(rt, token: str, key: str) -> Any:
