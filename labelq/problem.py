@@ -74,9 +74,13 @@ def load_view(session: Session, project: Project) -> ProjectView:
     # ORM's rows and a generator per array took 9 s of a cold start, this about 1 s
     conn = session.connection()
     mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
-    rows = conn.exec_driver_sql(
-        f"SELECT category, is_gold, gold_answer, id FROM {_TASK_TABLE} "
-        f"WHERE project_id = {mark} ORDER BY seq", (project.id,)).fetchall()
+    cursor = conn.connection.cursor()  # the DBAPI's: plain tuples, no Row per task
+    try:
+        cursor.execute(f"SELECT category, is_gold, gold_answer, id FROM {_TASK_TABLE} "
+                       f"WHERE project_id = {mark} ORDER BY seq", (project.id,))
+        rows = cursor.fetchall()
+    finally:
+        cursor.close()
     n = len(rows)
     category, gold, answer, ids = zip(*rows) if rows else ((), (), (), ())
     cats = sorted(set(category))
