@@ -17,7 +17,7 @@ from labelq.settings import load_settings
 @click.option("--workers", type=click.IntRange(1, 256), default=1, show_default=True,
               envvar="LABELQ_API_WORKERS",
               help="API processes sharing the port; about one per core, since each spends "
-                   "about a millisecond of CPU per label (docs/benchmarks.md) [env: LABELQ_API_WORKERS].")
+                   "about half a millisecond of CPU per label (docs/benchmarks.md) [env: LABELQ_API_WORKERS].")
 def serve(host: str, port: int, log_level: str, workers: int) -> None:
     """Serve the annotator and operator API, the labeling page at /label and the
     operator's dashboard at /dashboard.
