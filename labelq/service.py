@@ -17,6 +17,7 @@ The applier is woken through ``notify(project_id)`` (the CLI wires it to the Cel
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import replace
 from typing import Any, Callable
@@ -66,24 +67,56 @@ class Service:
         self.submitter = Submitter(self.live, self.assigner)
         self._workers: dict[str, tuple[float, Worker]] = {}
         self._projects: dict[int, tuple[float, Project]] = {}
+        self._renewing: set[tuple[str, Any]] = set()
 
     # --- lookups ---------------------------------------------------------------------------
     def worker(self, handle: str) -> Worker:
         """The worker row, cached for ``tuning.worker_max_age`` seconds (a pause takes
         effect within that long)."""
         hit = self._workers.get(handle)
-        if hit is not None and time.monotonic() - hit[0] < self.tuning.worker_max_age:
-            return hit[1]
+        if hit is not None:
+            age = time.monotonic() - hit[0]
+            if age < self.tuning.worker_max_age:
+                if age >= self.tuning.worker_max_age / 2:
+                    self._renew(("w", handle), lambda: self._read_worker(handle))
+                return hit[1]
+        return self._read_worker(handle)
+
+    def _read_worker(self, handle: str) -> Worker:
         with session_scope(self.engine) as session:
             worker = get_worker(session, handle)
         self._workers[handle] = (time.monotonic(), worker)
         return worker
 
+    def _renew(self, key: tuple[str, Any], read: Callable[[], Any]) -> None:
+        """Read a cached row again in a background thread, once half its age is gone, so
+        that a caller who keeps asking finds it fresh instead of waiting for the SQL read
+        (a row served is never older than ``tuning.worker_max_age`` either way)."""
+        if key in self._renewing:
+            return
+        self._renewing.add(key)
+
+        def run() -> None:
+            try:
+                read()
+            except Exception:  # noqa: BLE001 - the caller past the max age reads it itself
+                pass
+            finally:
+                self._renewing.discard(key)
+        threading.Thread(target=run, name="labelq-row-renew", daemon=True).start()
+
     def project(self, project_id: int) -> Project:
         """The project row, cached like the worker rows (its label set and cap)."""
         hit = self._projects.get(project_id)
-        if hit is not None and time.monotonic() - hit[0] < self.tuning.worker_max_age:
-            return hit[1]
+        if hit is not None:
+            age = time.monotonic() - hit[0]
+            if age < self.tuning.worker_max_age:
+                if age >= self.tuning.worker_max_age / 2:
+                    self._renew(("p", project_id), lambda: self._read_project(project_id))
+                return hit[1]
+        return self._read_project(project_id)
+
+    def _read_project(self, project_id: int) -> Project:
         with session_scope(self.engine) as session:
             project = session.get(Project, project_id)
             if project is None:
@@ -91,6 +124,27 @@ class Service:
             session.expunge(project)
         self._projects[project_id] = (time.monotonic(), project)
         return project
+
+    def cached_submit(self, handle: str, assignment_id: str, value: str, *,
+                      then_next: bool = False) -> Any:
+        """What :meth:`submit` hands the engine — a job for :meth:`~labelq.live.submit.
+        Submitter.run_batch` — when the worker and project rows are cached (no SQL to read
+        first: callable on an event loop), else None. Raises as :meth:`submit` would for a
+        label outside the label set."""
+        now = time.monotonic()
+        hit = self._workers.get(handle)
+        if hit is None or now - hit[0] >= self.tuning.worker_max_age:
+            return None
+        worker = hit[1]
+        got = self._projects.get(worker.project_id)
+        if got is None or now - got[0] >= self.tuning.worker_max_age:
+            return None
+        project = got[1]
+        if value not in project.labels:
+            raise InputError(f"label {value!r} is not in the label set {project.labels}",
+                             label=value)
+        return self.submitter.job(worker, project, assignment_id, value,
+                                  then_next=then_next and worker.status == "active")
 
     # --- operations ------------------------------------------------------------------------
     def next_assignment(self, handle: str) -> Issued | None:

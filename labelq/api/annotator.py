@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import orjson
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
@@ -109,15 +110,42 @@ def next_body(service, who: Annotator) -> dict[str, Any]:
 def submit_body(service, who: Annotator, assignment_id: str, label: str,
                 then_next: bool) -> dict[str, Any]:
     """``POST /assignments/{id}/label``'s answer (blocking: call it in the thread pool)."""
-    out = service.submit(who.handle, assignment_id, label, then_next=then_next)
+    return submit_answer(service.submit(who.handle, assignment_id, label,
+                                        then_next=then_next), who, service, then_next)
+
+
+def complete_body(service, who: Annotator, job, outcome, then_next: bool) -> dict[str, Any]:
+    """:func:`submit_body` for a submit whose batch the hot path's committer ran
+    (blocking: call it in the thread pool)."""
+    return submit_answer(service.submitter.complete(job, outcome), who, service, then_next)
+
+
+def submit_answer(out: dict[str, Any], who: Annotator, service,
+                  then_next: bool) -> dict[str, Any]:
+    """``SubmitOut`` as a plain dict from the service's answer (with ``then_next`` and no
+    next assignment, the reason is read from Redis: blocking)."""
     return {"assignment_id": out["assignment_id"], "label": out["label"],
             "duplicate": out["duplicate"],
             "next": _next_body(out.get("next"), who, service) if then_next else None}
 
 
+def issued_body(issued, who: Annotator) -> dict[str, Any]:
+    """``NextOut`` of an issued assignment (no I/O)."""
+    return _next_body(issued, who, None)
+
+
+def json_bytes(body: Any) -> bytes:
+    """``body`` as compact UTF-8 JSON: orjson (a tenth of ``json.dumps``' time on these
+    answers), else — a value orjson does not take, such as an integer beyond 64 bits in a
+    payload — the standard library, as before."""
+    try:
+        return orjson.dumps(body)
+    except TypeError:  # orjson.JSONEncodeError is a TypeError
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+
 def _json(body: dict[str, Any]) -> Response:
-    return Response(json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode(),
-                    media_type="application/json")
+    return Response(json_bytes(body), media_type="application/json")
 
 
 @router.post("/assignments/{assignment_id}/label", response_model=SubmitOut,

@@ -31,6 +31,7 @@ from ..service import Service
 from ..settings import Settings, load_settings
 from . import annotator, operator
 from .errors import install_error_handlers
+from .committer import Committer
 from .fastpath import HotPath
 from .limits import DEFAULT_MAX_BODY, BodyLimit
 from .schemas import HealthOut
@@ -65,6 +66,8 @@ class Runtime:
     # the service's own worker cache)
     signins: dict = field(default_factory=dict)
     signin_max_age: float = 1.0
+    # the hot path's group commit (one thread, started by the first submit)
+    committer: Any = None
 
 
 def create_app(settings: Settings | None = None, *, max_body: int = DEFAULT_MAX_BODY,
@@ -92,14 +95,15 @@ def create_app(settings: Settings | None = None, *, max_body: int = DEFAULT_MAX_
         send_task("labelq.apply_labels", [int(project_id)])
 
     service = Service(engine, redis, settings=settings, notify=notify)
-    app = FastAPI(
+    app = _App(
         title="labelq", version=__version__,
         summary="Annotator and operator API of a labelq annotation workforce.",
         description="Annotators authenticate with the bearer token their operator gave "
                     "them; operators with `LABELQ_OPERATOR_TOKEN`. Every error is JSON "
                     "with a machine-readable `code` and a `message`.")
     app.state.labelq = Runtime(settings, engine, redis, service, send_task,
-                                Path(export_dir).resolve())
+                                Path(export_dir).resolve(),
+                                committer=Committer(service.submitter))
     install_error_handlers(app)
     app.include_router(annotator.router)
     app.include_router(operator.router)
@@ -139,6 +143,23 @@ def create_app(settings: Settings | None = None, *, max_body: int = DEFAULT_MAX_
     def root() -> RedirectResponse:
         return RedirectResponse("/label")
 
-    app.add_middleware(HotPath)  # inside BodyLimit: bodies are bounded first
     app.add_middleware(BodyLimit, max_bytes=max_body)
+    app.hot_path = HotPath(app.asgi, app, max_body)
     return app
+
+
+class _App(FastAPI):
+    """The application, whose ASGI entry offers each request to the hot path first
+    (:class:`~.fastpath.HotPath`, ahead of the middleware stack); what the hot path does
+    not take goes to :meth:`asgi`, FastAPI's own entry."""
+
+    hot_path: Any = None
+
+    async def __call__(self, scope, receive, send) -> None:
+        if self.hot_path is not None:
+            await self.hot_path(scope, receive, send)
+        else:
+            await super().__call__(scope, receive, send)
+
+    async def asgi(self, scope, receive, send) -> None:
+        await super().__call__(scope, receive, send)

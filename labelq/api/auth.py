@@ -29,7 +29,7 @@ from ..models import Project, Worker
 from ..projects import hash_token, worker_by_token
 from .errors import OperatorDisabled, Unauthorized
 
-__all__ = ["Annotator", "current_annotator", "require_operator"]
+__all__ = ["Annotator", "current_annotator", "require_operator", "sign_in"]
 
 _annotator_scheme = HTTPBearer(auto_error=False, scheme_name="AnnotatorToken",
                                description="The token `labelq workers enroll` printed.")
@@ -62,14 +62,14 @@ async def current_annotator(request: Request, creds: HTTPAuthorizationCredential
     if hit is not None and time.monotonic() - hit[0] < rt.signin_max_age:
         who = hit[1]
     else:
-        who = await run_in_threadpool(_sign_in, rt, creds.credentials, key)
+        who = await run_in_threadpool(sign_in, rt, creds.credentials, key)
     if who.worker.status == "removed":
         raise Forbidden(f"worker {who.worker.handle!r} has been removed from the project",
                         worker=who.worker.handle)
     return who
 
 
-def _sign_in(rt, token: str, key: str) -> Annotator:
+def sign_in(rt, token: str, key: str) -> Annotator:
     with session_scope(rt.engine) as session:
         worker = worker_by_token(session, token)
         if worker is None:

@@ -1,37 +1,50 @@
 """A fast path for the two requests an annotator's client makes per label.
 
 ``POST /api/v1/assignments/next`` and ``POST /api/v1/assignments/{id}/label`` are most of
-the API's traffic. :class:`HotPath` (pure ASGI middleware) answers them without Starlette's
-routing and FastAPI's dependency solving, but only when the request is plainly well-formed
-and the annotator is already signed in (a fresh entry of ``Runtime.signins``):
+the API's traffic. :class:`HotPath` is the application's ASGI entry (``create_app``'s
+FastAPI subclass offers it every request first, ahead of the middleware stack) and answers
+them without Starlette's middleware and routing or FastAPI's dependency solving, but only
+when the request is plainly well-formed and the annotator is signed in (an entry of
+``Runtime.signins``; one older than ``signin_max_age`` is renewed here, in the thread pool,
+as the sign-in dependency would):
 
 * the path is exactly one of the two, the method POST, the query empty or ``next=true`` /
   ``next=false`` (the label endpoint);
-* ``Authorization: Bearer <token>`` with a cached, not removed, annotator;
-* the label's body is ``application/json`` and exactly ``{"label": <text>}`` that
-  :class:`~labelq.api.schemas.SubmitIn` accepts (1–200 printable characters);
+* ``Authorization: Bearer <token>`` of a signed-in, not removed, annotator;
+* no ``Transfer-Encoding``; the label's body declares a ``Content-Length`` within the
+  body limit (``next``: none or 0), is ``application/json`` and exactly
+  ``{"label": <text>}`` that :class:`~labelq.api.schemas.SubmitIn` accepts (1–200
+  printable characters);
 * no outage is being watched (``app.state.outage``).
 
-Anything else goes to the FastAPI application unchanged (the body replayed), which
-validates, signs in and answers errors as before, so every answer but the happy one is the
-application's own. The work is the same functions the FastAPI endpoints call
-(:mod:`.annotator`), in one thread-pool call; an error the service raises is answered by
-the application's exception handlers (:func:`.errors.answer_exception`).
+Anything else goes to the FastAPI application unchanged (the body replayed), which bounds
+the body (:class:`~.limits.BodyLimit`), validates, signs in and answers errors as before,
+so every answer but the happy one is the application's own. The work is the service's:
+``next`` is one thread-pool call (:func:`.annotator.next_body`); a label joins the
+committer's next batch (:mod:`.committer`: the group commit in one thread, no thread-pool
+hop) and, committed with its next assignment popped in the same batch, is answered on the
+event loop; what else a submit needs (rows to read first, finishing it alone, deciding its
+next assignment at once) is one thread-pool call. An error the service raises is answered
+by the application's exception handlers (:func:`.errors.answer_exception`).
 """
 
 from __future__ import annotations
 
-import json
+import asyncio
 import re
 import time
 from typing import Any
 
+import orjson
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
+from ..live.assign import Issued
 from ..projects import hash_token
-from .annotator import next_body, submit_body
+from .annotator import complete_body, issued_body, json_bytes, next_body, submit_body
+from .auth import sign_in
 from .errors import answer_exception
+from .onewrite import ONE_WRITE
 
 __all__ = ["HotPath"]
 
@@ -39,11 +52,18 @@ _NEXT = "/api/v1/assignments/next"
 _LABEL = re.compile(r"/api/v1/assignments/([A-Za-z0-9_-]{1,64})/label")
 _TEXT = re.compile(r"[^\x00-\x1f\x7f]{1,200}")
 _QUERY = {b"": False, b"next=false": False, b"next=true": True}
+_RENEWING: set[str] = set()  # token hashes whose sign-in is being renewed
+_KEYS: dict[bytes, str] = {}  # Authorization header -> its token's hash (Runtime.signins' key)
 
 
 class HotPath:
-    def __init__(self, app) -> None:
-        self.app = app
+    """``app``: the application's own ASGI entry (everything not taken here goes there,
+    through its middleware — :class:`~.limits.BodyLimit` among them); ``fastapi``: the
+    application (its state, and ``scope["app"]`` of an error answered here); ``max_body``:
+    BodyLimit's bound — a body taken here declares a ``Content-Length`` within it."""
+
+    def __init__(self, app, fastapi, max_body: int) -> None:
+        self.app, self.fastapi, self.max_body = app, fastapi, max_body
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
@@ -59,13 +79,16 @@ class HotPath:
                 return
             aid = m.group(1)
         then_next = _QUERY.get(scope["query_string"])
-        app = scope.get("app")
-        who = self._signed_in(scope, app) if then_next is not None and app else None
+        app = self.fastapi
+        who = None
+        if then_next is not None and self._bounded(scope, aid is not None):
+            who = await self._signed_in(scope, app)
         if who is None:
             await self.app(scope, receive, send)
             return
+        scope["app"] = app
         body = b""
-        if aid is not None:  # read the body (BodyLimit, outside, has already bounded it)
+        if aid is not None:  # read the body (its declared length is within the bound)
             chunks = []
             while True:
                 message = await receive()
@@ -79,24 +102,37 @@ class HotPath:
             if label is None:
                 await self.app(scope, _replay(body, receive), send)
                 return
-        service = app.state.labelq.service
+        rt = app.state.labelq
         try:
             if aid is None:
-                out = await run_in_threadpool(next_body, service, who)
+                out = await run_in_threadpool(next_body, rt.service, who)
             else:
-                out = await run_in_threadpool(submit_body, service, who, aid, label,
-                                              then_next)
+                out = await _submit(rt, who, aid, label, then_next)
         except Exception as exc:  # noqa: BLE001 - answered as the application would
             await answer_exception(Request(scope), exc)(scope, receive, send)
             return
-        data = json.dumps(out, ensure_ascii=False, separators=(",", ":")).encode()
-        await send({"type": "http.response.start", "status": 200,
+        data = json_bytes(out)
+        await send({"type": "http.response.start", "status": 200, ONE_WRITE: True,
                     "headers": [(b"content-length", str(len(data)).encode()),
                                 (b"content-type", b"application/json")]})
         await send({"type": "http.response.body", "body": data})
 
+    def _bounded(self, scope, has_body: bool) -> bool:
+        """Whether the body is plainly bounded: one ``Content-Length`` within the limit
+        (``next``: none, or 0), no ``Transfer-Encoding``; else the application (with
+        BodyLimit) decides."""
+        length = _one_header(scope, b"content-length")
+        if any(key == b"transfer-encoding" for key, _ in scope["headers"]):
+            return False
+        if not has_body:
+            return length is None or length == b"0"
+        return length is not None and length.isdigit() and int(length) <= self.max_body
+
     @staticmethod
-    def _signed_in(scope, app) -> Any:
+    async def _signed_in(scope, app) -> Any:
+        """The signed-in annotator, or None (the application decides). A sign-in older
+        than ``signin_max_age`` is renewed here, in the thread pool, as the application's
+        sign-in dependency would renew it."""
         if app.state.outage.since is not None:
             return None
         auth = _one_header(scope, b"authorization")
@@ -104,11 +140,66 @@ class HotPath:
                 or len(auth) == 7:
             return None
         rt = app.state.labelq
-        hit = rt.signins.get(hash_token(auth[7:].decode("latin-1")))
-        if hit is None or time.monotonic() - hit[0] >= rt.signin_max_age \
-                or hit[1].worker.status == "removed":
+        token = auth[7:].decode("latin-1")
+        key = _KEYS.get(auth)
+        if key is None:  # the token's hash, once per token (a sha256 per request was 2 %)
+            if len(_KEYS) > 10_000:
+                _KEYS.clear()
+            key = _KEYS[auth] = hash_token(token)
+        hit = rt.signins.get(key)
+        if hit is None:  # not signed in yet: the application signs in (or answers 401)
             return None
-        return hit[1]
+        who = hit[1]
+        age = time.monotonic() - hit[0]
+        if age >= rt.signin_max_age:
+            who = await run_in_threadpool(_sign_in_again, rt, token, key)
+        elif age >= rt.signin_max_age / 2 and key not in _RENEWING:
+            # renewed in the background, so that a busy annotator's requests find it fresh
+            _RENEWING.add(key)
+            asyncio.get_running_loop().run_in_executor(None, _renew, rt, token, key)
+        if who is None or who.worker.status == "removed":
+            return None
+        return who
+
+
+async def _submit(rt, who, aid: str, label: str, then_next: bool) -> dict[str, Any]:
+    """``POST /assignments/{id}/label``'s answer. With the worker and project rows cached,
+    the submit joins the committer's next batch (:mod:`.committer`) and a committed one
+    whose next assignment rode in the batch (or that asked for none) is answered here,
+    on the event loop; anything more (a submit to finish alone, a next assignment to
+    decide at once, why there is none) in one thread-pool call, as is a submit whose rows
+    are to be read first."""
+    service = rt.service
+    job = service.cached_submit(who.handle, aid, label, then_next=then_next)
+    if job is None:
+        return await run_in_threadpool(submit_body, service, who, aid, label, then_next)
+    outcome = await rt.committer.submit(job)
+    submitter = service.submitter
+    if then_next:
+        popped = submitter.ready(job, outcome) if job.then_next else None
+        if popped is not None:
+            issued = Issued.of(popped.assignment_id, popped.task, popped.row,
+                               popped.expires_ms)
+            return {"assignment_id": aid, "label": label, "duplicate": False,
+                    "next": issued_body(issued, who)}
+    elif submitter.committed(outcome):
+        return {"assignment_id": aid, "label": label, "duplicate": False, "next": None}
+    return await run_in_threadpool(complete_body, service, who, job, outcome, then_next)
+
+
+def _renew(rt, token: str, key: str) -> None:
+    try:
+        _sign_in_again(rt, token, key)
+    finally:
+        _RENEWING.discard(key)
+
+
+def _sign_in_again(rt, token: str, key: str) -> Any:
+    """A renewed sign-in, or None when it fails (the application answers then)."""
+    try:
+        return sign_in(rt, token, key)
+    except Exception:  # noqa: BLE001 - unknown token, an outage: the application decides
+        return None
 
 
 def _one_header(scope, name: bytes) -> bytes | None:
@@ -128,8 +219,8 @@ def _label(scope, body: bytes) -> str | None:
     if _one_header(scope, b"content-type") != b"application/json":
         return None
     try:
-        got = json.loads(body)
-    except ValueError:
+        got = orjson.loads(body)
+    except orjson.JSONDecodeError:  # (json.loads may take more: the application decides)
         return None
     if type(got) is not dict or len(got) != 1:
         return None

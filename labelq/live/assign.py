@@ -119,7 +119,9 @@ class Assigner:
         if ensure and ensure_hot(live.engine, live.redis, worker.project_id, self.cache):
             live.wake(worker.project_id)
         hot = self.cache.get(live.engine, live.redis, worker.project_id,
-                             max_age=live.tuning.state_max_age)
+                             max_age=live.tuning.state_max_age,
+                             refresh_after=live.tuning.state_max_age
+                             * live.tuning.state_refresh_share)
         if worker.seq >= hot.view.n_workers:  # enrolled since the cache was filled
             hot = self.cache.get(live.engine, live.redis, worker.project_id, max_age=0)
         return hot

@@ -60,6 +60,11 @@ class Hot:
     # ``meta`` epoch this state was folded under: a corrected gold answer bumps it, and
     # every holder then folds again from SQL (the history's gold truths changed)
     epoch: int = 0
+    # held by the one catch-up with SQL running on this state (its reads run outside
+    # ``lock``, which it takes only to fold the rows in); ``refreshing``: a catch-up
+    # ahead of time is running in the background (``StateCache.get``'s ``refresh_after``)
+    catching_up: threading.Lock = field(default_factory=threading.Lock)
+    refreshing: bool = False
 
     @property
     def project(self) -> Project:
@@ -114,21 +119,27 @@ def write_snapshot(redis: Any, hot: Hot, pipeline: Any = None) -> None:
 
 
 def _replay(session: Session, hot: Hot, upto: int | None = None) -> int:
-    """Fold the labels applied after ``hot.seq`` into the state; returns how many."""
+    """Fold the labels applied after ``hot.seq`` into the state; returns how many. The
+    rows are read outside ``hot.lock`` (a decision meanwhile is not held up by the SQL
+    read) and folded under it; a row the applier of this process folded meanwhile (under
+    the lock, moving ``hot.seq``) is skipped."""
     idx = {v: i for i, v in enumerate(hot.project.labels)}
     n = 0
     while True:
         rows = label_rows(session, hot.project_id, applied_after=hot.seq, limit=20000)
         if not rows:
             return n
-        for row in rows:
-            if upto is not None and row[1] > upto:
-                return n
-            touched = hot.policy.update(hot.state, to_observation(row, idx))
-            if hot.dirty is not None:
-                hot.dirty.update(int(t) for t in touched)
-            hot.seq = int(row[1])
-            n += 1
+        with hot.lock:
+            for row in rows:
+                if row[1] <= hot.seq:
+                    continue
+                if upto is not None and row[1] > upto:
+                    return n
+                touched = hot.policy.update(hot.state, to_observation(row, idx))
+                if hot.dirty is not None:
+                    hot.dirty.update(int(t) for t in touched)
+                hot.seq = int(row[1])
+                n += 1
 
 
 def fold_from_sql(session: Session, project: Project, *, unapplied: bool = False) -> Hot:
@@ -167,13 +178,36 @@ class StateCache:
         return self._items.get(int(project_id))
 
     def get(self, engine: Any, redis: Any, project_id: int, *,
-            max_age: float = 0.0) -> Hot:
+            max_age: float = 0.0, refresh_after: float | None = None) -> Hot:
+        """``refresh_after`` (below ``max_age``): a cached state older than that is still
+        returned, and caught up in a background thread, so that a steady stream of
+        callers finds it fresh and none waits for the catch-up (the state is never older
+        than ``max_age`` either way: past it the caller catches up itself)."""
         hot = self._items.get(int(project_id))
-        if hot is not None and time.monotonic() - hot.checked < max_age:
-            return hot
+        if hot is not None:
+            age = time.monotonic() - hot.checked
+            if age < max_age:
+                if refresh_after is not None and age >= refresh_after and not hot.refreshing:
+                    self._refresh(engine, redis, hot)
+                return hot
+        return self._catch_up(engine, redis, int(project_id), hot)
+
+    def _refresh(self, engine: Any, redis: Any, hot: Hot) -> None:
+        hot.refreshing = True
+
+        def run() -> None:
+            try:
+                self._catch_up(engine, redis, hot.project_id, hot)
+            except Exception:  # noqa: BLE001 - a caller past max_age catches up itself
+                pass
+            finally:
+                hot.refreshing = False
+        threading.Thread(target=run, name="labelq-state-refresh", daemon=True).start()
+
+    def _catch_up(self, engine: Any, redis: Any, project_id: int, hot: Hot | None) -> Hot:
         with session_scope(engine) as session:
             if hot is not None:
-                with hot.lock:
+                with hot.catching_up:
                     n_tasks, epoch = _meta(redis, session, project_id)
                     if count_workers(session, project_id) == hot.view.n_workers and \
                             n_tasks == hot.view.n_tasks and epoch == hot.epoch and \

@@ -36,7 +36,7 @@ from .context import Live, now_ms
 from .group import Group, Item
 from .reaper import record_expired
 from .redis.keys import Keys
-from .redis.scripts import Began, Finished, Pop, Refusal, Released
+from .redis.scripts import Began, Finished, Pop, Popped, Refusal, Released
 
 __all__ = ["Submitter", "Inserts", "UNAVAILABLE", "unavailable"]
 
@@ -110,7 +110,55 @@ class Submitter:
         """Record the label (``value`` is in the project's label set); returns once it is
         committed to SQL. ``then_next`` (an active worker): also the next assignment, under
         ``"next"`` (``None`` when there is nothing for them, the budget included)."""
-        outcome = self._group.call(_Job(worker, project, assignment_id, value, then_next))
+        job = _Job(worker, project, assignment_id, value, then_next)
+        return self.complete(job, self._group.call(job))
+
+    def job(self, worker: Worker, project: Project, assignment_id: str, value: str, *,
+            then_next: bool = False) -> "_Job":
+        """A submit for :meth:`run_batch` (the same arguments as :meth:`submit`)."""
+        return _Job(worker, project, assignment_id, value, then_next)
+
+    def run_batch(self, jobs: list["_Job"]) -> list[Item]:
+        """The group commit's three stages on ``jobs`` in the calling thread, one batch (for
+        a caller that gathers the batch itself, as the API's committer thread does). Each
+        item ends with ``result`` (the outcome to hand to :meth:`complete`) or ``error``
+        (raise it: the batch could not record it, see :func:`unavailable`)."""
+        items = [Item(job) for job in jobs]
+        for stage in (self._begin, self._commit, self._finish):
+            live = [it for it in items if it.result is None and it.error is None]
+            if not live:
+                break
+            try:
+                stage(live)
+            except BaseException as exc:  # noqa: BLE001 - handed to every submit of the batch
+                for it in live:
+                    if it.error is None and it.result is None:
+                        it.error = exc
+        return items
+
+    @staticmethod
+    def committed(outcome: Any) -> bool:
+        """Whether the batch committed and finished the submit (nothing left but its
+        answer and, if asked for, its next assignment)."""
+        return isinstance(outcome, _Committed)
+
+    @staticmethod
+    def ready(job: "_Job", outcome: Any) -> Popped | None:
+        """The next assignment of a committed ``then_next`` submit when :meth:`complete`
+        would only read it from the pipelined pop (no Redis or SQL left to do), else
+        None."""
+        if isinstance(outcome, _Committed) and outcome.popped is not None:
+            got = outcome.popped[1]
+            if isinstance(got, Popped) and got.row is not None:
+                return got
+        return None
+
+    def complete(self, job: "_Job", outcome: Any) -> dict[str, Any]:
+        """A submit's answer once its batch ran (``outcome``: the group's result): a
+        submit the batch could not finish is finished alone, and the next assignment is
+        issued when asked for (blocking: Redis, SQL)."""
+        worker, project = job.worker, job.project
+        assignment_id, value, then_next = job.assignment_id, job.value, job.then_next
         popped = None
         if isinstance(outcome, _Committed):
             out = {"assignment_id": assignment_id, "label": value, "duplicate": False}

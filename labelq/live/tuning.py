@@ -35,6 +35,9 @@ class Tuning:
     rows_kept: int = 200_000  # task rows kept per project in an applier process
     # --- caches ---------------------------------------------------------------------------
     state_max_age: float = 0.5  # an API process's policy state is at most this far behind
+    # ... and once this share of that old it is caught up in the background, so no request
+    # waits for the catch-up
+    state_refresh_share: float = 0.5
     worker_max_age: float = 1.0  # worker and project rows cached this long (a pause)
     refill_state_max_age: float = 1.0  # the applier's state when it refills outside a run
     # --- applier (labelq.live.applier) -----------------------------------------------------
