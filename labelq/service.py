@@ -73,20 +73,26 @@ class Service:
     def worker(self, handle: str) -> Worker:
         """The worker row, cached for ``tuning.worker_max_age`` seconds (a pause takes
         effect within that long)."""
-        hit = self._workers.get(handle)
-        if hit is not None:
-            age = time.monotonic() - hit[0]
-            if age < self.tuning.worker_max_age:
-                if age >= self.tuning.worker_max_age / 2:
-                    self._renew(("w", handle), lambda: self._read_worker(handle))
-                return hit[1]
-        return self._read_worker(handle)
+        return self._cached(self._workers, ("w", handle), self._read_worker)
 
     def _read_worker(self, handle: str) -> Worker:
         with session_scope(self.engine) as session:
             worker = get_worker(session, handle)
         self._workers[handle] = (time.monotonic(), worker)
         return worker
+
+    def _cached(self, cache: dict[Any, tuple[float, Any]], key: tuple[str, Any],
+                read: Callable[[Any], Any]) -> Any:
+        """``cache[key[1]]`` while younger than ``tuning.worker_max_age`` (renewed in the
+        background from half that age on), else ``read(key[1])``, which stores it."""
+        hit = cache.get(key[1])
+        if hit is not None:
+            age = time.monotonic() - hit[0]
+            if age < self.tuning.worker_max_age:
+                if age >= self.tuning.worker_max_age / 2:
+                    self._renew(key, lambda: read(key[1]))
+                return hit[1]
+        return read(key[1])
 
     def _renew(self, key: tuple[str, Any], read: Callable[[], Any]) -> None:
         """Read a cached row again in a background thread, once half its age is gone, so
@@ -107,14 +113,7 @@ class Service:
 
     def project(self, project_id: int) -> Project:
         """The project row, cached like the worker rows (its label set and cap)."""
-        hit = self._projects.get(project_id)
-        if hit is not None:
-            age = time.monotonic() - hit[0]
-            if age < self.tuning.worker_max_age:
-                if age >= self.tuning.worker_max_age / 2:
-                    self._renew(("p", project_id), lambda: self._read_project(project_id))
-                return hit[1]
-        return self._read_project(project_id)
+        return self._cached(self._projects, ("p", project_id), self._read_project)
 
     def _read_project(self, project_id: int) -> Project:
         with session_scope(self.engine) as session:

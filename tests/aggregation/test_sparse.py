@@ -225,6 +225,13 @@ def test_em_that_collapses_a_class_is_refitted_with_the_label_shares(shared_data
                                                       **kw).collapsed_
 
 
+class _NoHeldOutStop(DawidSkene):
+    """Dawid-Skene without the held-out stop: EM to convergence or to ``max_iter``."""
+
+    def _held_out_stop(self, *args):
+        return self.max_iter
+
+
 @pytest.mark.parametrize("name, seed, iters, before, after", [
     ("bluebirds", 2, 2, 0.630, 0.648), ("web", 2, 3, 0.615, 0.632)])
 def test_refit_after_a_collapse_stops_at_the_held_out_likelihood_peak(
@@ -235,13 +242,9 @@ def test_refit_after_a_collapse_stops_at_the_held_out_likelihood_peak(
     task, worker, label = _at_most(d, 2, seed=seed)
     kw = dict(n_tasks=d.n_tasks, n_workers=d.n_workers, n_classes=d.n_classes)
 
-    class RunToConvergence(DawidSkene):
-        def _held_out_stop(self, *args):
-            return self.max_iter
-
     known = d.truth >= 0
     acc = lambda r: np.mean(r.labels_[known] == d.truth[known])  # noqa: E731
-    converged = RunToConvergence().fit(task, worker, label, **kw)
+    converged = _NoHeldOutStop().fit(task, worker, label, **kw)
     res = DawidSkene().fit(task, worker, label, **kw)
     assert res.collapsed_ and converged.collapsed_
     assert res.stopped_at_ == iters and res.n_iter_ == iters
@@ -264,13 +267,9 @@ def test_a_fit_that_does_not_converge_stops_at_the_held_out_likelihood_peak(shar
     task, worker, label = _at_most(d, 3, seed=11)
     kw = dict(n_tasks=d.n_tasks, n_workers=d.n_workers, n_classes=d.n_classes)
 
-    class RunToTheCap(DawidSkene):
-        def _held_out_stop(self, *args):
-            return self.max_iter
-
     known = d.truth >= 0
     acc = lambda r: np.mean(r.labels_[known] == d.truth[known])  # noqa: E731
-    capped = RunToTheCap().fit(task, worker, label, **kw)
+    capped = _NoHeldOutStop().fit(task, worker, label, **kw)
     assert not capped.converged_ and capped.n_iter_ == capped.max_iter
     res = DawidSkene().fit(task, worker, label, **kw)
     assert not res.collapsed_ and res.stopped_at_ == 2 == res.n_iter_
