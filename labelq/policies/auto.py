@@ -44,8 +44,8 @@ real data (issue 20):
   good at among the tasks that need labels.
 
 Decisions are random only through the ``rng`` passed in: ties among equally urgent tasks
-are broken uniformly (so a replay is not biased by task order), the `explore` draws and, with
-``thompson``, the accuracy draws.
+are broken uniformly (so a replay is not biased by task order), the ``explore`` draws and,
+with ``thompson``, the accuracy draws.
 """
 
 from __future__ import annotations
@@ -80,6 +80,12 @@ class AutoState:
     loglik: FloatArray  # float (T, C): sum of log P(label | class) over the task's labels
     n_labels: IntArray  # int (T,)
     next_refit: int
+
+
+def _variance(acc: np.ndarray, evidence: np.ndarray, strength: float) -> np.ndarray:
+    """Posterior variance of accuracies ``acc`` on ``evidence`` labels plus ``strength``
+    pseudo-labels (the width the gate and the exploration use)."""
+    return acc * (1.0 - acc) / (evidence + strength)
 
 
 def _unit(name: str, value: Any, lo: float, hi: float) -> float:
@@ -290,7 +296,7 @@ class Auto(Policy):
                                         p.population == "workers")
         # one posterior standard deviation above the estimate: a worker waits only when
         # the evidence puts it below the mean, not when noise does
-        upper = acc + np.sqrt(acc * (1.0 - acc) / (state.total + p.strength))
+        upper = acc + np.sqrt(_variance(acc, state.total, p.strength))
         good: np.ndarray = mask & (upper >= mu)[:, state.task_category].T
         return good if good.any() else mask
 
@@ -298,8 +304,7 @@ class Auto(Policy):
         """Posterior variance of each worker's accuracy on the task's category."""
         acc, _ = self.accuracies(state)
         s = state.task_category[task]
-        a = acc[workers, s]
-        return a * (1.0 - a) / (state.total[workers, s] + self.params.strength)
+        return _variance(acc[workers, s], state.total[workers, s], self.params.strength)
 
     def worker_values(self, state: AutoState, task: int, workers: np.ndarray,
                       rng: np.random.Generator | None,
