@@ -71,10 +71,12 @@ class Unit:
     run: int
     seed: int
     budgets_per_task: tuple[float, ...]
+    shuffle: bool = True
 
     def key(self) -> str:
         return (f"{self.env}|{self.spec}|{self.seed}|{self.run}|"
-                f"{','.join(map(str, self.budgets_per_task))}")
+                f"{','.join(map(str, self.budgets_per_task))}"
+                + ("|shuffled" if self.shuffle and self.source.kind == "data" else ""))
 
 
 def run_unit(unit: Unit) -> dict:
@@ -82,6 +84,8 @@ def run_unit(unit: Unit) -> dict:
     t0 = time.perf_counter()
     env_rng, rng = run_rngs(unit.seed, unit.run, unit.spec)  # as labelq simulate seeds a run
     env = unit.source.build(env_rng)
+    if unit.shuffle:
+        env = env.shuffled(env_rng)  # the same order for every policy of this run
     truth = np.where(env.is_gold, -1, env.truth)
     mv, ds = load_aggregator("mv"), load_aggregator("ds")
     extra: list[dict] = []
@@ -292,6 +296,9 @@ def main() -> None:
     ap.add_argument("--reverse", action="store_true",
                     help="run the units in reverse order (a second process on the same cache "
                          "then works from the other end)")
+    ap.add_argument("--order", choices=["shuffled", "file"], default="shuffled",
+                    help="replay each run's tasks and workers in a new random order (default), "
+                         "or in the data file's order")
     ap.add_argument("--report-only", action="store_true")
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args()
@@ -308,13 +315,16 @@ def main() -> None:
         args.cache.write_text("".join(json.dumps(v) + "\n" for v in cache.values()))
     na = {(e, s): why for e, src in envs.items() for s in specs
           if (why := unsupported(s, src))}
-    units = []
+    every: list[Unit] = []
     by_size = sorted(envs.items(), key=lambda kv: kv[1].n_tasks())
     for s in specs:  # policy by policy, in the order given, each over the smallest sets first
         groups = ([(b,) for b in budgets] if getattr(build(s), "budget_aware", False)
                   else [tuple(budgets)])
-        units += [u for e, src in by_size if (e, s) not in na for r in range(args.runs)
-                  for g in groups if (u := Unit(e, src, s, r, args.seed, g)).key() not in cache]
+        every += [Unit(e, src, s, r, args.seed, g, args.order == "shuffled")
+                  for e, src in by_size if (e, s) not in na for r in range(args.runs)
+                  for g in groups]
+    wanted = {u.key() for u in every}
+    units = [u for u in every if u.key() not in cache]
     if args.reverse:
         units.reverse()
     t_start = time.time()
@@ -330,6 +340,7 @@ def main() -> None:
                 print(f"[{done}/{len(units)}] {rec['env']} {rec['spec']} run {rec['run']}: "
                       f"{rec['seconds']:.1f}s; elapsed {el / 60:.1f} min, eta "
                       f"{el / done * (len(units) - done) / 60:.1f} min", flush=True)
+    cache = {k: v for k, v in cache.items() if k in wanted}  # this order, seed and budgets
     cpu = sum(r["seconds"] for r in cache.values())
     runs_of: dict[tuple[str, str], set] = {}
     for r in cache.values():
@@ -349,6 +360,12 @@ def main() -> None:
                  and not args.report_only else ""), "",
               "Data sets: " + ", ".join(f"`{e}`" for e in envs) + ". Synthetic pools: "
               + "; ".join(f"`{k}`: `{v}`" for k, v in SYNTHETIC.items() if k in envs) + ".",
+              ("Replays are **shuffled**: each run puts a data set's tasks and workers in a new "
+               "random order, the same for every policy of the run, so a policy that breaks "
+               "ties by the lowest index gains nothing from a file that lists its best workers "
+               "first (`--order file` replays the file's order). "
+               if args.order == "shuffled" else
+               "Replays keep the data files' order (`--order file`). "),
               "Policies that refuse a data set's number of classes show `n/a`; "
               "a policy stops early when nothing is eligible (e.g. `product` has 3 labels "
               "per task, so its budget 5 is the whole data set)."]

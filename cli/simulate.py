@@ -58,6 +58,10 @@ def parse_budgets(text: str) -> list[float]:
               help="Override every policy's own mode (push: the policy picks the pair; pull: "
                    "a random worker arrives and the policy picks the task; task: the policy "
                    "picks the task, a random worker among those eligible for it answers).")
+@click.option("--shuffle", is_flag=True,
+              help="Replay the data set's tasks and workers in a new random order each run "
+                   "(the same order for every policy of a run), so no policy gains from the "
+                   "file listing its best workers first.")
 @click.option("--out", "json_out", type=click.Path(dir_okay=False), default=None,
               help="Also write the results as JSON to this file.")
 @click.option("--plot", "plot_out", type=click.Path(dir_okay=False), default=None,
@@ -68,7 +72,7 @@ def parse_budgets(text: str) -> list[float]:
               "--json FILE, its earlier meaning, still writes them to FILE as --out does.")
 @click.option("--markdown", is_flag=True, help="Print the table as Markdown (-o markdown).")
 def simulate(data_dir, synthetic_spec, policies, budgets, runs, seed, jobs, max_labels,
-             aggregate, mode, json_out, plot_out, output, json_opt, markdown):
+             aggregate, mode, shuffle, json_out, plot_out, output, json_opt, markdown):
     """Accuracy against budget for each policy (mean ± standard error over runs).
 
     Progress goes to stderr: a bar on a terminal, else a log line every 10% of the runs."""
@@ -106,13 +110,13 @@ def simulate(data_dir, synthetic_spec, policies, budgets, runs, seed, jobs, max_
                 bar.update(done - bar.pos)
             exp = run_experiment(source, policies, per_task, runs=runs, seed=seed, jobs=jobs,
                                  aggregate=aggregate, max_labels_per_task=max_labels,
-                                 mode=mode, progress=progress)
+                                 mode=mode, progress=progress, shuffle=shuffle)
     else:  # a log or a pipe: a line now and then, not a bar redrawn in place
         exp = run_experiment(source, policies, per_task, runs=runs, seed=seed, jobs=jobs,
                              aggregate=aggregate, max_labels_per_task=max_labels,
-                             mode=mode, progress=_LogProgress(err))
+                             mode=mode, progress=_LogProgress(err), shuffle=shuffle)
     head = (f"{source.describe()}: {exp.n_tasks} tasks, {runs} runs, seed {seed}"
-            + (f", mode {mode}" if mode else ""))
+            + (f", mode {mode}" if mode else "") + (", shuffled" if shuffle else ""))
     if output == "json":
         import json
         click.echo(head, err=True)

@@ -83,6 +83,29 @@ class Environment:
             budget=budget, max_labels_per_task=max_labels_per_task,
             is_gold=self.is_gold.copy(), gold_answer=gold_answer)
 
+    def shuffled(self, rng: np.random.Generator) -> Environment:
+        """The same environment with tasks and workers in a random order.
+
+        A replay keeps the file's order, and the shared data sets list their prolific
+        workers first: a policy that breaks ties by the lowest index then asks those workers
+        first because of where they sit in the file, which a live project would not give it
+        (annotators enrol in any order). Benchmarks that compare policies replay each run in
+        a new order, the same for every policy of that run. Only recorded (replay)
+        environments are reordered; a synthetic pool's workers are drawn at random already.
+        """
+        if self.recorded is None:
+            return self
+        t = rng.permutation(self.n_tasks)
+        w = rng.permutation(self.n_workers)
+        assert self.worker_cost is not None and self.worker_capacity is not None
+        assert self.is_gold is not None
+        return Environment(
+            truth=self.truth[t], n_workers=self.n_workers, n_classes=self.n_classes,
+            task_category=self.task_category[t], n_categories=self.n_categories,
+            worker_cost=self.worker_cost[w], worker_capacity=self.worker_capacity[w],
+            is_gold=self.is_gold[t], theta=None if self.theta is None else self.theta[t],
+            recorded=self.recorded[np.ix_(t, w)], name=self.name)
+
     def answer(self, task: int, worker: int, rng: np.random.Generator) -> int:
         """The class index worker ``worker`` answers on task ``task``."""
         if self.recorded is not None:

@@ -4,7 +4,9 @@ A run r draws its environment from ``SeedSequence(seed, spawn_key=(r, 0))`` (a n
 task set per run; a replay is the same data every run) and each policy its own generator
 from ``SeedSequence(seed, spawn_key=(r, 1, crc32(spec)))``, so a policy's numbers do not
 depend on which other policies are run beside it, and every run is reproducible from the
-seed alone — whatever ``jobs`` is.
+seed alone — whatever ``jobs`` is. With ``shuffle``, the same environment generator then
+puts a replay's tasks and workers in a random order, so every policy of a run sees the same
+order.
 
 Policies whose behaviour does not depend on the total budget (``budget_aware = False``, the
 default) run once per run to the largest budget, recording every checkpoint on the way;
@@ -100,6 +102,7 @@ class _Unit:
     aggregate: str | None
     max_labels_per_task: int | None
     mode: str | None = None
+    shuffle: bool = False
 
 
 def run_rngs(seed: int, run: int, spec: str) -> tuple[np.random.Generator,
@@ -114,6 +117,8 @@ def run_rngs(seed: int, run: int, spec: str) -> tuple[np.random.Generator,
 def _run_unit(unit: _Unit) -> tuple[_Unit, list[Checkpoint]]:
     env_rng, rng = run_rngs(unit.seed, unit.run, unit.spec)
     env = unit.source.build(env_rng)
+    if unit.shuffle:
+        env = env.shuffled(env_rng)
     agg = load_aggregator(unit.aggregate) if unit.aggregate else None
     policy = build(unit.spec)
     return unit, run_policy(policy, env, unit.budgets, rng,
@@ -173,10 +178,13 @@ class Experiment:
 def run_experiment(source: EnvSource, specs: Sequence[str], budgets_per_task: Sequence[float],
                    *, runs: int = 20, seed: int = 0, jobs: int = 1,
                    aggregate: str | None = None, max_labels_per_task: int | None = None,
-                   mode: str | None = None, progress: Callable[[int, int], None] | None = None) -> Experiment:
+                   mode: str | None = None, progress: Callable[[int, int], None] | None = None,
+                   shuffle: bool = False) -> Experiment:
     """Run every policy ``runs`` times; ``progress(done, total)`` is called per finished unit.
     ``mode`` ("push", "pull" or "task", see :func:`run_policy`) overrides every
-    policy's own mode."""
+    policy's own mode. ``shuffle`` replays a data set with its tasks and workers in a new
+    random order each run, the same order for every policy of the run
+    (:meth:`Environment.shuffled`)."""
     if runs < 1:
         raise InputError(f"runs must be >= 1, got {runs}")
     specs = list(dict.fromkeys(specs))
@@ -194,7 +202,8 @@ def run_experiment(source: EnvSource, specs: Sequence[str], budgets_per_task: Se
         budget_aware = bool(getattr(build(s), "budget_aware", False))
         groups = [(b,) for b in budgets] if budget_aware else [budgets]
         for r in range(runs):
-            units += [_Unit(source, s, r, seed, g, aggregate, max_labels_per_task, mode) for g in groups]
+            units += [_Unit(source, s, r, seed, g, aggregate, max_labels_per_task, mode, shuffle)
+                      for g in groups]
     points = {s: [PointSummary(bpt, b) for bpt, b in zip(per_task, budgets)] for s in specs}
     index = {b: k for k, b in enumerate(budgets)}
     results: list[tuple[_Unit, list[Checkpoint]]] = []

@@ -87,6 +87,23 @@ def test_replay_from_the_cli(shared_datasets, tmp_path):
     assert point["spent_mean"] == 4620 and point["accuracy_se"] == 0.0
 
 
+def test_shuffle_replays_another_order_each_run(shared_datasets, tmp_path):
+    """--shuffle: the same labels, so a policy that uses them all scores the same, while a
+    run of one that takes workers by index differs from the file's order."""
+    def run(policy, budget, *extra):
+        out = tmp_path / "s.json"
+        result = CliRunner().invoke(cli, [
+            "simulate", "--data", str(shared_datasets / "bluebirds"), "--policy", policy,
+            "--budget-per-task", budget, "--runs", "3", "--out", str(out), *extra])
+        assert result.exit_code == 0, result.output
+        return json.loads(out.read_text())["policies"][0]["points"][0]
+    plain, mixed = run("optkg-workers", "1"), run("optkg-workers", "1", "--shuffle")
+    assert plain["accuracy_se"] == 0.0  # deterministic in the file's order
+    assert mixed["accuracy_se"] > 0.0  # a new order each run
+    every = run("uniform", "39", "--shuffle")
+    assert every["spent_mean"] == 108 * 39 and every["accuracy_se"] < 1e-9  # every label
+
+
 def test_aggregate_option_adds_a_second_accuracy(tmp_path):
     pytest.importorskip("labelq.aggregation")
     out = tmp_path / "r.json"

@@ -168,3 +168,30 @@ def test_task_mode_still_stops_an_ineligible_choice():
         run_policy(Cheater(), _env(), [10], np.random.default_rng(0), mode="task")
     with pytest.raises(ValueError, match="mode must be one of"):
         run_policy(RandomPull(), _env(), [10], np.random.default_rng(0), mode="sideways")
+
+
+def test_a_shuffled_replay_is_the_same_data_in_another_order(shared_datasets):
+    """``Environment.shuffled`` relabels tasks and workers: every recorded label stays with
+    its task's truth and category, and a policy that asks the lowest index first no longer
+    gets the file's first worker."""
+    data = load_dataset(shared_datasets / "athlete")
+    env = replay_environment(data)
+    rng = np.random.default_rng(11)
+    mixed = env.shuffled(rng)
+    assert mixed.recorded.shape == env.recorded.shape
+    assert (mixed.recorded >= 0).sum() == (env.recorded >= 0).sum()
+    # each task's (truth, category, sorted labels) survives, in another order
+    def rows(e):
+        return sorted((int(e.truth[i]), int(e.task_category[i]),
+                       tuple(sorted(e.recorded[i][e.recorded[i] >= 0].tolist())))
+                      for i in range(e.n_tasks))
+    assert rows(mixed) == rows(env)
+    assert not np.array_equal(mixed.truth, env.truth)
+    # each worker's labels against the truth: the same multiset of accuracies
+    def accs(e):
+        r, t = e.recorded, e.truth[:, None]
+        return sorted((((r == t) & (r >= 0)).sum(0) / np.maximum((r >= 0).sum(0), 1)).round(6))
+    assert accs(mixed) == accs(env)
+    # a synthetic environment is returned as it is (its workers are drawn at random)
+    syn = make_synthetic("tasks=20,workers=4", np.random.default_rng(0))
+    assert syn.shuffled(rng) is syn
