@@ -21,11 +21,14 @@ Rewards: R_z(i, j) = h(I(a~_i(z), b~_i(z))) - h(I(a_i, b_i)) for z = +-1, R+ = m
   then lowest worker on ties). The (n_tasks x n_workers) matrix of R+ is kept in a cache
   attached to the state object but **not part of the serialised state** (``state_to_dict``
   writes a, b, c, d only; the cache is derivable from them). Before each decision the cache
-  compares its copies of a, b, c, d with the state and recomputes only the rows of tasks and
-  the columns of workers whose posterior changed — after one label that is one row and one
-  column, O(n_tasks + n_workers) reward evaluations instead of O(n_tasks x n_workers). Any
-  change made to the state by other means (a rebuilt state, a test editing ``state.a``) is
-  detected the same way, so decisions are always those of the full recomputation;
+  compares its copies of a, b, c, d with the state, marks the rows of tasks and the columns
+  of workers whose posterior changed as stale, and recomputes the stale entries that are
+  eligible now (after one label: the labelled task's eligible workers and the labelling
+  worker's eligible tasks, not the whole row and column; an entry outside the mask waits
+  until it is eligible). Each entry is computed elementwise exactly as in the full matrix
+  (``_beta.reward_plus``, the task term min(I, 1 - I) cached per task). Any change made to
+  the state by other means (a rebuilt state, a test editing ``state.a``) is detected the
+  same way, so decisions are always those of the full recomputation;
 * pull (``select_task`` for the asking worker j): argmax_i R+(a_i, b_i, c_j, d_j) = ``score``;
 * ties: lowest task, then lowest worker (push) / lowest task (pull); with
   ``random_ties=true`` exact ties are broken uniformly at random with the ``rng`` passed in;
@@ -72,34 +75,47 @@ class WorkerKGState:
 
 
 class _RewardCache:
-    """R+[i, j] for every (task, worker), with the a, b, c, d it was computed from."""
+    """R+[i, j] for the (task, worker) pairs asked for, with the a, b, c, d it was computed
+    from; ``valid[i, j]`` marks the entries that are current, ``lo[i]`` task i's
+    min(I, 1 - I) (the worker-independent term of R+)."""
 
     def __init__(self) -> None:
-        self.a = self.b = self.c = self.d = np.empty(0)
+        self.a = self.b = self.c = self.d = self.lo = np.empty(0)
         self.r = np.empty((0, 0))
+        self.valid = np.zeros((0, 0), dtype=bool)
         self.cells_computed = 0  # reward evaluations done so far (for tests/benchmarks)
 
-    def refresh(self, state: WorkerKGState) -> FloatArray:
+    def refresh(self, state: WorkerKGState, mask: np.ndarray | None = None) -> FloatArray:
+        """The R+ matrix, current wherever ``mask`` is true (everywhere without a mask).
+
+        Entries of tasks and workers whose posterior changed since the last call are marked
+        stale; the stale entries inside ``mask`` are recomputed, each exactly as the full
+        matrix ``OptKGWorkers.rewards(a[:, None], b[:, None], c[None, :], d[None, :])`` has
+        it (``_beta.reward_plus``: elementwise, bit-identical). In push mode that is the
+        labelled task's eligible workers and the labelling worker's eligible tasks, not a
+        whole row and column; entries outside ``mask`` are left stale until asked for."""
         a, b, c, d = state.a, state.b, state.c, state.d
         T, W = a.size, c.size
         if self.r.shape != (T, W):
-            rows, cols = np.arange(T), np.arange(W)
+            self.r = np.empty((T, W))
+            self.valid = np.zeros((T, W), dtype=bool)
+            self.lo = _beta.min_tail(a, b)
         else:
             rows = np.flatnonzero((a != self.a) | (b != self.b))
             cols = np.flatnonzero((c != self.c) | (d != self.d))
-        if rows.size * W + cols.size * T >= T * W // 2:  # cheaper to redo everything
-            self.r = OptKGWorkers.rewards(a[:, None], b[:, None], c[None, :], d[None, :])
-            self.cells_computed += T * W
-        else:
             if rows.size:
-                self.r[rows] = OptKGWorkers.rewards(a[rows, None], b[rows, None],
-                                                    c[None, :], d[None, :])
-                self.cells_computed += rows.size * W
+                self.valid[rows] = False
+                self.lo[rows] = _beta.min_tail(a[rows], b[rows])
             if cols.size:
-                self.r[:, cols] = OptKGWorkers.rewards(a[:, None], b[:, None],
-                                                       c[None, cols], d[None, cols])
-                self.cells_computed += cols.size * T
+                self.valid[:, cols] = False
         self.a, self.b, self.c, self.d = a.copy(), b.copy(), c.copy(), d.copy()
+        need = ~self.valid if mask is None else mask & ~self.valid
+        flat = np.flatnonzero(need)  # (np.nonzero on the 2-d matrix is ~10x slower)
+        if flat.size:
+            ti, wi = flat // W, flat % W
+            self.r[ti, wi] = _beta.reward_plus(a[ti], b[ti], c[wi], d[wi], self.lo[ti])
+            self.valid[ti, wi] = True
+            self.cells_computed += ti.size
         return self.r
 
 
@@ -220,7 +236,7 @@ class OptKGWorkers(Policy):
         else:
             if state.reward_cache is None:
                 state.reward_cache = _RewardCache()
-            r = state.reward_cache.refresh(state)
+            r = state.reward_cache.refresh(state, mask)
         values = np.where(mask, r, -np.inf)
         if self.params.random_ties and rng is not None:
             best = np.flatnonzero(values.reshape(-1) == values.max())
