@@ -60,17 +60,18 @@ def _min_tail(a: ArrayLike, b: ArrayLike) -> FloatArray:
 def min_tail(a: ArrayLike, b: ArrayLike) -> FloatArray:
     """``_min_tail(a, b)`` bit for bit, with one ``betainc`` per element instead of two
     where the smaller tail is clear: for a >= b it is P(theta < 0.5) = betainc(a, b, 0.5),
-    else betainc(b, a, 0.5); where that value is below 0.25 the other tail is (exactly) one
-    minus it, above 0.75 and far beyond any rounding of ``betainc``, so ``np.minimum`` of
-    the two would return this value. Elsewhere (close tails, or NaN) both are computed
-    and ``np.minimum`` taken as in ``_min_tail``."""
+    else betainc(b, a, 0.5); where that value is below 0.49 the other tail is (exactly) one
+    minus it, above 0.51: a gap of 0.02, far beyond any rounding of ``betainc`` (relative
+    1e-13 at worst), so ``np.minimum`` of the two would return this value. Elsewhere (tails
+    within 0.01 of 0.5, or NaN) both are computed and ``np.minimum`` taken as in
+    ``_min_tail``."""
     shape = np.broadcast_shapes(np.shape(a), np.shape(b))
     a, b = np.broadcast_arrays(np.atleast_1d(np.asarray(a, dtype=float)),
                                np.atleast_1d(np.asarray(b, dtype=float)))
     swap = a < b
     lo_arg, hi_arg = np.where(swap, b, a), np.where(swap, a, b)
     out = betainc(lo_arg, hi_arg, 0.5)
-    near = ~(out < 0.25)
+    near = ~(out < 0.49)
     if near.any():
         na, nb = a[near], b[near]
         out[near] = np.minimum(betainc(nb, na, 0.5), betainc(na, nb, 0.5))

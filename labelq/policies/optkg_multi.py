@@ -33,6 +33,7 @@ from ..errors import PolicyError
 from . import _beta
 from ._dirichlet_workers import DirichletWorkerState
 from .base import FloatArray, IntArray, Observation, Policy, Problem
+from .optkg_workers import masked_argmax
 from .registry import register
 
 __all__ = ["OptKGMulti", "MultiKGState"]
@@ -56,6 +57,13 @@ def _rewards_fast(a: FloatArray | float, b: FloatArray | float, c: FloatArray | 
     without broadcasting overhead (``_beta.reward_plus``: bit-identical values, checked in
     tests/policies/test_bbta.py)."""
     return _beta.reward_plus(a, b, c, d, lo)
+
+
+def _argmax_eligible(values: FloatArray, mask: np.ndarray) -> int:
+    """``np.argmax(np.where(mask, values, -np.inf))``, reading only the pairs of a sparse
+    mask (``optkg_workers.masked_argmax``)."""
+    sparse = 8 * np.count_nonzero(mask) < mask.size and mask.shape == values.shape
+    return masked_argmax(values, mask, np.flatnonzero(mask) if sparse else None)
 
 
 @dataclass
@@ -229,11 +237,11 @@ class OptKGMulti(Policy):
         if isinstance(state, MultiDirichletState):
             tasks, reward = state.category_values(s)
             sub = mask if tasks.size == mask.shape[0] else mask[tasks]
-            flat = int(np.argmax(np.where(sub, reward, -np.inf)))
+            flat = _argmax_eligible(reward, sub)
             return int(tasks[flat // reward.shape[1]]), int(flat % reward.shape[1])
         in_s = state.category == s
-        values = np.where(mask if in_s.all() else mask & in_s[:, None], state.reward, -np.inf)
-        return divmod(int(np.argmax(values)), values.shape[1])
+        return divmod(_argmax_eligible(state.reward, mask if in_s.all() else mask & in_s[:, None]),
+                      state.reward.shape[1])
 
     # --- learning --------------------------------------------------------------------
     def update(self, state: MultiState, obs: Observation) -> np.ndarray:

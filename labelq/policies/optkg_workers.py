@@ -53,11 +53,11 @@ from numpy.typing import ArrayLike
 from ..errors import PolicyError
 from . import _beta
 from ._dirichlet_workers import DirichletWorkerState
-from .base import FloatArray, Observation, Policy, Problem
+from .base import FloatArray, IntArray, Observation, Policy, Problem
 from .optkg import positive_number
 from .registry import register
 
-__all__ = ["WorkerKGState", "OptKGWorkers"]
+__all__ = ["WorkerKGState", "OptKGWorkers", "masked_argmax"]
 
 
 @dataclass
@@ -85,7 +85,8 @@ class _RewardCache:
         self.valid = np.zeros((0, 0), dtype=bool)
         self.cells_computed = 0  # reward evaluations done so far (for tests/benchmarks)
 
-    def refresh(self, state: WorkerKGState, mask: np.ndarray | None = None) -> FloatArray:
+    def refresh(self, state: WorkerKGState, mask: np.ndarray | None = None,
+                eligible: IntArray | None = None) -> FloatArray:
         """The R+ matrix, current wherever ``mask`` is true (everywhere without a mask).
 
         Entries of tasks and workers whose posterior changed since the last call are marked
@@ -93,7 +94,8 @@ class _RewardCache:
         matrix ``OptKGWorkers.rewards(a[:, None], b[:, None], c[None, :], d[None, :])`` has
         it (``_beta.reward_plus``: elementwise, bit-identical). In push mode that is the
         labelled task's eligible workers and the labelling worker's eligible tasks, not a
-        whole row and column; entries outside ``mask`` are left stale until asked for."""
+        whole row and column; entries outside ``mask`` are left stale until asked for.
+        ``eligible``: ``np.flatnonzero(mask)`` if the caller has it (read instead of mask)."""
         a, b, c, d = state.a, state.b, state.c, state.d
         T, W = a.size, c.size
         if self.r.shape != (T, W):
@@ -109,14 +111,32 @@ class _RewardCache:
             if cols.size:
                 self.valid[:, cols] = False
         self.a, self.b, self.c, self.d = a.copy(), b.copy(), c.copy(), d.copy()
-        need = ~self.valid if mask is None else mask & ~self.valid
-        flat = np.flatnonzero(need)  # (np.nonzero on the 2-d matrix is ~10x slower)
+        if eligible is not None:
+            flat = eligible[~self.valid.reshape(-1)[eligible]]
+        else:
+            need = ~self.valid if mask is None else mask & ~self.valid
+            flat = np.flatnonzero(need)  # (np.nonzero on the 2-d matrix is ~10x slower)
         if flat.size:
             ti, wi = flat // W, flat % W
             self.r[ti, wi] = _beta.reward_plus(a[ti], b[ti], c[wi], d[wi], self.lo[ti])
             self.valid[ti, wi] = True
             self.cells_computed += ti.size
         return self.r
+
+
+def masked_argmax(values: FloatArray, mask: np.ndarray, eligible: IntArray | None = None) -> int:
+    """``np.argmax(np.where(mask, values, -np.inf))``: the flat row-major index of the first
+    largest value among the pairs in ``mask``. With ``eligible`` (``np.flatnonzero(mask)``,
+    increasing) only those values are read: the first maximum among them in the same order
+    is the same index (and the same first NaN); the degenerate case of no value above -inf,
+    where the full form returns index 0, is left to the full form."""
+    if eligible is None:
+        return int(np.argmax(np.where(mask, values, -np.inf)))
+    v = values.reshape(-1)[eligible]
+    k = int(np.argmax(v))
+    if v[k] == -np.inf:
+        return int(np.argmax(np.where(mask, values, -np.inf)))
+    return int(eligible[k])
 
 
 WorkerState: TypeAlias = "WorkerKGState | DirichletWorkerState"
@@ -229,21 +249,27 @@ class OptKGWorkers(Policy):
     def select_pair(self, state: WorkerState, mask: np.ndarray,
                     rng: np.random.Generator | None) -> tuple[int, int] | None:
         mask = np.asarray(mask, dtype=bool)
-        if not mask.any():
+        n_eligible = np.count_nonzero(mask)
+        if not n_eligible:
             return None
+        # a sparse mask (a replayed data set) is read once, as the flat indices of its pairs
+        pairs = (len(state.alpha) if isinstance(state, DirichletWorkerState) else state.a.size,
+                 state.c.size)
+        eligible = (np.flatnonzero(mask) if mask.shape == pairs and 8 * n_eligible < mask.size
+                    else None)
         if isinstance(state, DirichletWorkerState):
             r = state.pair_values(state.c / (state.c + state.d))
         else:
             if state.reward_cache is None:
                 state.reward_cache = _RewardCache()
-            r = state.reward_cache.refresh(state, mask)
-        values = np.where(mask, r, -np.inf)
+            r = state.reward_cache.refresh(state, mask, eligible)
         if self.params.random_ties and rng is not None:
+            values = np.where(mask, r, -np.inf)
             best = np.flatnonzero(values.reshape(-1) == values.max())
             pick = int(best[rng.integers(best.size)]) if best.size > 1 else int(best[0])
             return divmod(pick, mask.shape[1])
         # row-major argmax: lowest task, then lowest worker first among equal values
-        return divmod(int(np.argmax(values)), mask.shape[1])
+        return divmod(masked_argmax(r, mask, eligible), mask.shape[1])
 
     def select_pair_full(self, state: WorkerState, mask: np.ndarray,
                          rng: np.random.Generator | None = None) -> tuple[int, int] | None:
