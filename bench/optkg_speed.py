@@ -77,6 +77,7 @@ def main() -> None:
     ap.add_argument("--datasets", default="athlete,rte")
     ap.add_argument("--policies", default="optkg-workers,optkg-multi")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--once", default="", help="data sets to run once per side (the slow ones)")
     ap.add_argument("--shared", type=Path, default=ROOT.parent / "shared" / "datasets")
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args()
@@ -84,7 +85,8 @@ def main() -> None:
     for name in args.datasets.split(","):
         for spec in args.policies.split(","):
             recs: dict[str, list[dict]] = {"before": [], "after": []}
-            for _ in range(args.repeats):
+            repeats = 1 if name in args.once.split(",") else args.repeats
+            for _ in range(repeats):
                 for side, root in (("before", args.before.resolve()), ("after", ROOT)):
                     recs[side].append(run(root, args.shared / name, spec))
             same = len({(r["choices"], tuple(r["accuracy"])) for rs in recs.values()
@@ -92,7 +94,8 @@ def main() -> None:
             med = {side: (statistics.median(r["cpu"] for r in rs),
                           statistics.median(r["wall"] for r in rs)) for side, rs in recs.items()}
             acc = ", ".join(f"{a:.4f}" for a in recs["after"][0]["accuracy"])
-            row = (f"| {name} | {spec} | {med['before'][0]:.1f} | {med['after'][0]:.1f} | "
+            row = (f"| {name} | {spec} | {repeats} | {med['before'][0]:.1f} | "
+                   f"{med['after'][0]:.1f} | "
                    f"{med['before'][0] / med['after'][0]:.1f}x | {med['before'][1]:.1f} | "
                    f"{med['after'][1]:.1f} | {'yes' if same else '**NO**'} ({acc}) |")
             print(row, flush=True)
@@ -105,13 +108,15 @@ def main() -> None:
         f"`{command_line()}` with `--before` a checkout of 43e4f5b (before the speed-ups); "
         f"{machine()}, shared with other jobs. One run: seed 0, run 0, 2/3/5 labels per task "
         f"(bench/policies.py's unit without its mv/ds aggregations), each in its own process; "
-        f"median of {args.repeats} runs per side, the sides alternating. *Same*: every run of "
+        f"median of the runs per side (*runs*), the sides alternating. *Same*: every run of "
         f"both checkouts made the same (task, worker) choices (digest of the sequence) and "
-        f"the same accuracies (own, at 2/3/5).",
+        f"the same accuracies (own, at 2/3/5). (The `seconds` that bench/policies.py caches "
+        f"per unit are wall seconds, including the mv/ds aggregations and any time its "
+        f"process was stopped or starved by other jobs.)",
         "",
-        "| data set | policy | CPU s before | CPU s after | speed-up | wall s before "
+        "| data set | policy | runs | CPU s before | CPU s after | speed-up | wall s before "
         "| wall s after | same (accuracy at 2/3/5) |",
-        "|---|---|---:|---:|---:|---:|---:|---|",
+        "|---|---|---:|---:|---:|---:|---:|---:|---|",
         *rows,
     ])
     if args.no_write:
