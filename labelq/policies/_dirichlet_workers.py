@@ -42,6 +42,7 @@ costs len(GRID) * C quadratures for the labelled task and interpolation for the 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,7 +53,7 @@ from . import _beta, _dirichlet
 from .base import FloatArray
 
 __all__ = ["DirichletWorkerState", "GRID", "grid_for", "mixture_weights", "task_update",
-           "worker_update", "reward_grid", "interpolate"]
+           "worker_update", "reward_grid", "reward_row", "interpolate"]
 
 # mean reliabilities where R+ is computed (each point costs C quadratures per label); workers
 # mostly sit between 0.5 and 1, the prior mean is 0.8
@@ -128,6 +129,23 @@ def reward_grid(alpha: ArrayLike, grid: FloatArray) -> FloatArray:
     base, after = losses[:n], losses[n:].reshape(n, live.size, C)
     out[:, live] = (base[:, None, None] - after).max(axis=2)
     return out
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _reward_row_cached(alpha: bytes, grid: bytes) -> FloatArray:
+    row = reward_grid(np.frombuffer(alpha)[None, :], np.frombuffer(grid))[0]
+    row.setflags(write=False)
+    return row
+
+
+def reward_row(alpha: FloatArray, grid: FloatArray) -> FloatArray:
+    """``reward_grid(alpha[None, :], grid)[0]`` for one task, memoised on the exact bytes of
+    ``alpha`` and ``grid`` (a pure function, so the result is the same array of floats).
+    Many tasks reach bit-identical states: every task's first label from a worker still at
+    the prior mean reliability leads to one of C states, and the quadratures are the cost of
+    a label."""
+    return _reward_row_cached(np.ascontiguousarray(alpha, dtype=float).tobytes(),
+                              np.ascontiguousarray(grid, dtype=float).tobytes())
 
 
 def interpolate(values: FloatArray, grid: FloatArray, r: FloatArray) -> FloatArray:
@@ -224,7 +242,7 @@ class DirichletWorkerState:
         if c + d > max_strength:
             c, d = c * max_strength / (c + d), d * max_strength / (c + d)
         self.alpha[i], self.c[c_idx], self.d[c_idx] = alpha, c, d
-        self.reward[i] = reward_grid(alpha[None, :], self.grid)[0]
+        self.reward[i] = reward_row(alpha, self.grid)
 
     def proba(self) -> FloatArray:
         """I_k(alpha) per task (P(class k has the largest theta)), rows normalised."""

@@ -24,16 +24,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias, cast
+from typing import Any, TypeAlias
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.special import betainc
 
 from ..errors import PolicyError
 from . import _beta
 from ._dirichlet_workers import DirichletWorkerState
 from .base import FloatArray, IntArray, Observation, Policy, Problem
+from .optkg_workers import masked_argmax
 from .registry import register
 
 __all__ = ["OptKGMulti", "MultiKGState"]
@@ -46,22 +46,24 @@ def _rewards(a: ArrayLike, b: ArrayLike, c: ArrayLike, d: ArrayLike) -> FloatArr
 
 
 def _min_tail(a: ArrayLike, b: ArrayLike) -> FloatArray:
-    """min(I, 1 - I) of Beta(a, b) (``_beta._min_tail``): the task's cached term of R+."""
-    return np.minimum(betainc(b, a, 0.5), betainc(a, b, 0.5))
+    """min(I, 1 - I) of Beta(a, b) (``_beta.min_tail``, bit-identical to ``_beta._min_tail``):
+    the task's cached term of R+."""
+    return _beta.min_tail(a, b)
 
 
 def _rewards_fast(a: FloatArray | float, b: FloatArray | float, c: FloatArray | float,
                   d: FloatArray | float, lo: FloatArray) -> FloatArray:
     """``_rewards`` with the task term ``lo = _min_tail(a, b)`` given (cached per task) and
-    without broadcasting overhead; every float operation is the one ``_beta.worker_rewards``
-    performs, so the values are bit-identical (checked in tests/policies/test_bbta.py)."""
-    ac, bd, ad, bc = a * c, b * d, a * d, b * c
-    n_pos, n_neg = ac + bd, ad + bc
-    # one of (a, b) and (c, d) is an array (a task column or a worker row), so the weights are
-    # arrays; mypy sees float | array
-    ap, bp = _beta._match_mixture(a, b, cast(FloatArray, ac / n_pos), cast(FloatArray, bd / n_pos))
-    am, bm = _beta._match_mixture(a, b, cast(FloatArray, ad / n_neg), cast(FloatArray, bc / n_neg))
-    return np.maximum(lo - _min_tail(ap, bp), lo - _min_tail(am, bm))
+    without broadcasting overhead (``_beta.reward_plus``: bit-identical values, checked in
+    tests/policies/test_bbta.py)."""
+    return _beta.reward_plus(a, b, c, d, lo)
+
+
+def _argmax_eligible(values: FloatArray, mask: np.ndarray) -> int:
+    """``np.argmax(np.where(mask, values, -np.inf))``, reading only the pairs of a sparse
+    mask (``optkg_workers.masked_argmax``)."""
+    sparse = 8 * np.count_nonzero(mask) < mask.size and mask.shape == values.shape
+    return masked_argmax(values, mask, np.flatnonzero(mask) if sparse else None)
 
 
 @dataclass
@@ -91,6 +93,10 @@ class MultiDirichletState(DirichletWorkerState):
     # keyword-only: required, after the parent's defaulted ``pair_cache``
     category: IntArray = field(kw_only=True)
     spent: FloatArray = field(kw_only=True)
+    # per category s: (its tasks, their reward grids, r[s], values) of the last
+    # ``category_values(s)``; derivable, never serialised
+    category_cache: dict[int, tuple[IntArray, FloatArray, FloatArray, FloatArray]] = field(
+        default_factory=dict, repr=False, compare=False, kw_only=True)
 
     def to_dict(self) -> dict[str, Any]:
         return {**super().to_dict(), "category": self.category.tolist(),
@@ -107,6 +113,28 @@ class MultiDirichletState(DirichletWorkerState):
     def reliability(self) -> FloatArray:
         """r[s, j] = c / (c + d), the mean reliabilities the rewards are read at."""
         return self.c / (self.c + self.d)
+
+    def category_values(self, s: int) -> tuple[IntArray, FloatArray]:
+        """(tasks of category s, ``values(tasks, reliability()[s])``), recomputing only the
+        rows whose reward grid and the columns whose r changed since the last call for s
+        (interpolation is elementwise, so the result equals the full one bit for bit)."""
+        tasks = np.flatnonzero(self.category == s)
+        r = self.c[s] / (self.c[s] + self.d[s])
+        reward = self.reward[tasks]
+        cache = self.category_cache.get(s)
+        if (cache is None or not np.array_equal(cache[0], tasks)
+                or cache[3].shape != (tasks.size, r.size)):
+            out = self.values(tasks, r)
+        else:
+            out = cache[3]
+            rows = np.flatnonzero((reward != cache[1]).any(axis=1))
+            cols = np.flatnonzero(r != cache[2])
+            if rows.size:
+                out[rows] = self.values(tasks[rows], r)
+            if cols.size:
+                out[:, cols] = self.values(tasks, r[cols])
+        self.category_cache[s] = (tasks, reward, r.copy(), out)
+        return tasks, out
 
 
 MultiState: TypeAlias = "MultiKGState | MultiDirichletState"
@@ -202,12 +230,18 @@ class OptKGMulti(Policy):
         has = np.bincount(state.category[open_rows], minlength=state.spent.size) > 0
         ratio = np.where(has, state.spent / np.maximum(n_s, 1.0), np.inf)
         s = int(np.argmin(ratio))
-        rows = np.flatnonzero((state.category == s) & open_rows)
-        reward = (state.values(rows, state.reliability()[s])
-                  if isinstance(state, MultiDirichletState) else state.reward[rows])
-        values = np.where(mask[rows], reward, -np.inf)
-        flat = int(np.argmax(values))  # row-major: lowest task, then lowest worker
-        return int(rows[flat // values.shape[1]]), int(flat % values.shape[1])
+        # argmax over the eligible pairs of category s. Rows of other categories and closed
+        # rows hold -inf only, so the row-major argmax over all rows (no copies of the
+        # category's rows) is the one over the category's open rows: lowest task, then
+        # lowest worker on ties
+        if isinstance(state, MultiDirichletState):
+            tasks, reward = state.category_values(s)
+            sub = mask if tasks.size == mask.shape[0] else mask[tasks]
+            flat = _argmax_eligible(reward, sub)
+            return int(tasks[flat // reward.shape[1]]), int(flat % reward.shape[1])
+        in_s = state.category == s
+        return divmod(_argmax_eligible(state.reward, mask if in_s.all() else mask & in_s[:, None]),
+                      state.reward.shape[1])
 
     # --- learning --------------------------------------------------------------------
     def update(self, state: MultiState, obs: Observation) -> np.ndarray:

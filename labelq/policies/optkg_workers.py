@@ -21,11 +21,14 @@ Rewards: R_z(i, j) = h(I(a~_i(z), b~_i(z))) - h(I(a_i, b_i)) for z = +-1, R+ = m
   then lowest worker on ties). The (n_tasks x n_workers) matrix of R+ is kept in a cache
   attached to the state object but **not part of the serialised state** (``state_to_dict``
   writes a, b, c, d only; the cache is derivable from them). Before each decision the cache
-  compares its copies of a, b, c, d with the state and recomputes only the rows of tasks and
-  the columns of workers whose posterior changed — after one label that is one row and one
-  column, O(n_tasks + n_workers) reward evaluations instead of O(n_tasks x n_workers). Any
-  change made to the state by other means (a rebuilt state, a test editing ``state.a``) is
-  detected the same way, so decisions are always those of the full recomputation;
+  compares its copies of a, b, c, d with the state, marks the rows of tasks and the columns
+  of workers whose posterior changed as stale, and recomputes the stale entries that are
+  eligible now (after one label: the labelled task's eligible workers and the labelling
+  worker's eligible tasks, not the whole row and column; an entry outside the mask waits
+  until it is eligible). Each entry is computed elementwise exactly as in the full matrix
+  (``_beta.reward_plus``, the task term min(I, 1 - I) cached per task). Any change made to
+  the state by other means (a rebuilt state, a test editing ``state.a``) is detected the
+  same way, so decisions are always those of the full recomputation;
 * pull (``select_task`` for the asking worker j): argmax_i R+(a_i, b_i, c_j, d_j) = ``score``;
 * ties: lowest task, then lowest worker (push) / lowest task (pull); with
   ``random_ties=true`` exact ties are broken uniformly at random with the ``rng`` passed in;
@@ -50,11 +53,11 @@ from numpy.typing import ArrayLike
 from ..errors import PolicyError
 from . import _beta
 from ._dirichlet_workers import DirichletWorkerState
-from .base import FloatArray, Observation, Policy, Problem
+from .base import FloatArray, IntArray, Observation, Policy, Problem
 from .optkg import positive_number
 from .registry import register
 
-__all__ = ["WorkerKGState", "OptKGWorkers"]
+__all__ = ["WorkerKGState", "OptKGWorkers", "masked_argmax"]
 
 
 @dataclass
@@ -72,35 +75,68 @@ class WorkerKGState:
 
 
 class _RewardCache:
-    """R+[i, j] for every (task, worker), with the a, b, c, d it was computed from."""
+    """R+[i, j] for the (task, worker) pairs asked for, with the a, b, c, d it was computed
+    from; ``valid[i, j]`` marks the entries that are current, ``lo[i]`` task i's
+    min(I, 1 - I) (the worker-independent term of R+)."""
 
     def __init__(self) -> None:
-        self.a = self.b = self.c = self.d = np.empty(0)
+        self.a = self.b = self.c = self.d = self.lo = np.empty(0)
         self.r = np.empty((0, 0))
+        self.valid = np.zeros((0, 0), dtype=bool)
         self.cells_computed = 0  # reward evaluations done so far (for tests/benchmarks)
 
-    def refresh(self, state: WorkerKGState) -> FloatArray:
+    def refresh(self, state: WorkerKGState, mask: np.ndarray | None = None,
+                eligible: IntArray | None = None) -> FloatArray:
+        """The R+ matrix, current wherever ``mask`` is true (everywhere without a mask).
+
+        Entries of tasks and workers whose posterior changed since the last call are marked
+        stale; the stale entries inside ``mask`` are recomputed, each exactly as the full
+        matrix ``OptKGWorkers.rewards(a[:, None], b[:, None], c[None, :], d[None, :])`` has
+        it (``_beta.reward_plus``: elementwise, bit-identical). In push mode that is the
+        labelled task's eligible workers and the labelling worker's eligible tasks, not a
+        whole row and column; entries outside ``mask`` are left stale until asked for.
+        ``eligible``: ``np.flatnonzero(mask)`` if the caller has it (read instead of mask)."""
         a, b, c, d = state.a, state.b, state.c, state.d
         T, W = a.size, c.size
         if self.r.shape != (T, W):
-            rows, cols = np.arange(T), np.arange(W)
+            self.r = np.empty((T, W))
+            self.valid = np.zeros((T, W), dtype=bool)
+            self.lo = _beta.min_tail(a, b)
         else:
             rows = np.flatnonzero((a != self.a) | (b != self.b))
             cols = np.flatnonzero((c != self.c) | (d != self.d))
-        if rows.size * W + cols.size * T >= T * W // 2:  # cheaper to redo everything
-            self.r = OptKGWorkers.rewards(a[:, None], b[:, None], c[None, :], d[None, :])
-            self.cells_computed += T * W
-        else:
             if rows.size:
-                self.r[rows] = OptKGWorkers.rewards(a[rows, None], b[rows, None],
-                                                    c[None, :], d[None, :])
-                self.cells_computed += rows.size * W
+                self.valid[rows] = False
+                self.lo[rows] = _beta.min_tail(a[rows], b[rows])
             if cols.size:
-                self.r[:, cols] = OptKGWorkers.rewards(a[:, None], b[:, None],
-                                                       c[None, cols], d[None, cols])
-                self.cells_computed += cols.size * T
+                self.valid[:, cols] = False
         self.a, self.b, self.c, self.d = a.copy(), b.copy(), c.copy(), d.copy()
+        if eligible is not None:
+            flat = eligible[~self.valid.reshape(-1)[eligible]]
+        else:
+            need = ~self.valid if mask is None else mask & ~self.valid
+            flat = np.flatnonzero(need)  # (np.nonzero on the 2-d matrix is ~10x slower)
+        if flat.size:
+            ti, wi = flat // W, flat % W
+            self.r[ti, wi] = _beta.reward_plus(a[ti], b[ti], c[wi], d[wi], self.lo[ti])
+            self.valid[ti, wi] = True
+            self.cells_computed += ti.size
         return self.r
+
+
+def masked_argmax(values: FloatArray, mask: np.ndarray, eligible: IntArray | None = None) -> int:
+    """``np.argmax(np.where(mask, values, -np.inf))``: the flat row-major index of the first
+    largest value among the pairs in ``mask``. With ``eligible`` (``np.flatnonzero(mask)``,
+    increasing) only those values are read: the first maximum among them in the same order
+    is the same index (and the same first NaN); the degenerate case of no value above -inf,
+    where the full form returns index 0, is left to the full form."""
+    if eligible is None:
+        return int(np.argmax(np.where(mask, values, -np.inf)))
+    v = values.reshape(-1)[eligible]
+    k = int(np.argmax(v))
+    if v[k] == -np.inf:
+        return int(np.argmax(np.where(mask, values, -np.inf)))
+    return int(eligible[k])
 
 
 WorkerState: TypeAlias = "WorkerKGState | DirichletWorkerState"
@@ -213,21 +249,27 @@ class OptKGWorkers(Policy):
     def select_pair(self, state: WorkerState, mask: np.ndarray,
                     rng: np.random.Generator | None) -> tuple[int, int] | None:
         mask = np.asarray(mask, dtype=bool)
-        if not mask.any():
+        n_eligible = np.count_nonzero(mask)
+        if not n_eligible:
             return None
+        # a sparse mask (a replayed data set) is read once, as the flat indices of its pairs
+        pairs = (len(state.alpha) if isinstance(state, DirichletWorkerState) else state.a.size,
+                 state.c.size)
+        eligible = (np.flatnonzero(mask) if mask.shape == pairs and 8 * n_eligible < mask.size
+                    else None)
         if isinstance(state, DirichletWorkerState):
             r = state.pair_values(state.c / (state.c + state.d))
         else:
             if state.reward_cache is None:
                 state.reward_cache = _RewardCache()
-            r = state.reward_cache.refresh(state)
-        values = np.where(mask, r, -np.inf)
+            r = state.reward_cache.refresh(state, mask, eligible)
         if self.params.random_ties and rng is not None:
+            values = np.where(mask, r, -np.inf)
             best = np.flatnonzero(values.reshape(-1) == values.max())
             pick = int(best[rng.integers(best.size)]) if best.size > 1 else int(best[0])
             return divmod(pick, mask.shape[1])
         # row-major argmax: lowest task, then lowest worker first among equal values
-        return divmod(int(np.argmax(values)), mask.shape[1])
+        return divmod(masked_argmax(r, mask, eligible), mask.shape[1])
 
     def select_pair_full(self, state: WorkerState, mask: np.ndarray,
                          rng: np.random.Generator | None = None) -> tuple[int, int] | None:
