@@ -153,7 +153,7 @@ def best(cell: dict) -> tuple[float, float, str] | None:
 
 def report(cache: dict[str, dict], envs: dict[str, EnvSource], specs: list[str],
            budgets: list[float], na: dict[tuple[str, str], str], runs: int,
-           header: list[str]) -> str:
+           header: list[str], plots: bool = True) -> str:
     by: dict[tuple[str, str], list[dict]] = {}
     for rec in cache.values():
         if rec["run"] >= runs or rec["env"] not in envs:
@@ -251,7 +251,8 @@ def report(cache: dict[str, dict], envs: dict[str, EnvSource], specs: list[str],
                     row.append(f"{cell[a][0]:.3f} ± {cell[a][1]:.3f}" if a in cell else "…")
             lines.append("| " + " | ".join(row) + " |")
         lines.append("")
-        plot(env, source, specs, budgets, summ, na)
+        if plots:
+            plot(env, source, specs, budgets, summ, na)
     return "\n".join(lines) + "\n"
 
 
@@ -300,7 +301,8 @@ def main() -> None:
                     help="replay each run's tasks and workers in a new random order (default), "
                          "or in the data file's order")
     ap.add_argument("--report-only", action="store_true")
-    ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--no-write", action="store_true",
+                    help="print the report instead of writing docs/policies.md and its plots")
     args = ap.parse_args()
     if not args.datasets.is_dir():
         sys.exit(f"--datasets {args.datasets}: not a directory")
@@ -369,7 +371,7 @@ def main() -> None:
               "Policies that refuse a data set's number of classes show `n/a`; "
               "a policy stops early when nothing is eligible (e.g. `product` has 3 labels "
               "per task, so its budget 5 is the whole data set)."]
-    text = report(cache, envs, specs, budgets, na, args.runs, header)
+    text = report(cache, envs, specs, budgets, na, args.runs, header, plots=not args.no_write)
     if args.no_write:
         print(text)
     else:
