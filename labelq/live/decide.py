@@ -203,32 +203,25 @@ def decide(redis: Any, scripts: Scripts, hot: Hot, worker: WorkerInfo, now: int,
         # the window. So when a window is all outstanding, look next just past as many
         # tasks as there are leases (where the outstanding ones end when their priorities
         # tie), then further down, ``settled_scan`` tasks at most beyond the first window.
-        offset, size, jumped, scanned = 0, top_k, False, 0
+        # The walk runs in Redis (CANDIDATES_SCAN: one round trip up to the first window
+        # with settled candidates); if none of those can be had, it goes on from there.
         fallback: list[int] | None = None
-        while offset < max_scan:
-            window = scripts.candidates(k, worker.seq, cap=project.max_labels,
-                                        offset=offset, count=size, enough=enough)
-            assert window is not None  # (not pipelined)
-            ok, settled, n = window.eligible, window.settled, window.looked
-            if n == 0:
-                break
-            if settled:
-                got = attempt(as_tasks(settled))
+        offset, size, jumped, scanned = 0, top_k, False, 0
+        while True:
+            scan = scripts.candidates_scan(k, worker.seq, cap=project.max_labels,
+                                           offset=offset, size=size, enough=enough,
+                                           max_scan=max_scan, settled_scan=settled_scan,
+                                           jumped=jumped, scanned=scanned,
+                                           has_fallback=fallback is not None)
+            if scan.fallback and fallback is None:
+                fallback = scan.fallback
+            if scan.settled:
+                got = attempt(as_tasks(scan.settled))
                 if got is not False:
                     return got
-            if ok and fallback is None:
-                fallback = ok
-            if 0 <= n < size:
+            if scan.done:
                 break
-            if offset > 0:
-                scanned += size
-            if fallback is not None and scanned >= settled_scan:
-                break
-            next_offset = offset + size
-            if fallback is not None and not jumped:
-                jumped = True
-                next_offset = max(next_offset, int(redis.zcard(k.leases)))
-            offset, size = next_offset, size * 4
+            offset, size, jumped, scanned = scan.offset, scan.size, scan.jumped, scan.scanned
         if fallback is not None:
             got = attempt(as_tasks(fallback))
             if got is not False:
