@@ -15,13 +15,19 @@ from . import models  # noqa: F401 - registers the tables on SQLModel.metadata
 from .errors import ServiceUnavailable
 from .settings import Settings, load_settings
 
-__all__ = ["get_engine", "init_schema", "session_scope", "engine_for", "ADDED_COLUMNS"]
+__all__ = ["get_engine", "init_schema", "session_scope", "engine_for", "ADDED_COLUMNS",
+           "ADDED_INDEXES"]
 
 # Columns added to a table after its first release. ``create_all`` creates missing tables
 # but never alters an existing one, so ``init_schema`` adds these (nullable, no default) to
 # a database created before them. A new column goes here, nullable; nothing else to do.
 ADDED_COLUMNS: dict[str, tuple[str, ...]] = {
     "project": ("instructions", "label_names"),
+}
+# Indexes added to a table after its first release (``create_all`` skips an existing
+# table's indexes too): ``init_schema`` creates each one a database lacks.
+ADDED_INDEXES: dict[str, tuple[str, ...]] = {
+    "label": ("ix_label_project_applied",),
 }
 
 
@@ -59,6 +65,7 @@ def init_schema(engine: Engine) -> None:
     try:
         SQLModel.metadata.create_all(engine)
         _add_columns(engine)
+        _add_indexes(engine)
     except OperationalError as exc:
         raise ServiceUnavailable(f"database unavailable: {exc.orig}") from exc
 
@@ -80,6 +87,24 @@ def _add_columns(engine: Engine) -> None:
                     conn.exec_driver_sql(ddl)
             except Exception:
                 if name not in {c["name"] for c in inspect(engine).get_columns(table_name)}:
+                    raise
+
+
+def _add_indexes(engine: Engine) -> None:
+    """``CREATE INDEX`` for each of :data:`ADDED_INDEXES` a table lacks (a racing process
+    that created it first is fine)."""
+    insp = inspect(engine)
+    for table_name, names in ADDED_INDEXES.items():
+        have = {ix["name"] for ix in insp.get_indexes(table_name)}
+        table = SQLModel.metadata.tables[table_name]
+        for index in table.indexes:
+            if index.name not in names or index.name in have:
+                continue
+            try:
+                index.create(engine, checkfirst=True)
+            except Exception:
+                if index.name not in {ix["name"] for ix in inspect(engine).get_indexes(
+                        table_name)}:
                     raise
 
 

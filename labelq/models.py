@@ -108,7 +108,12 @@ class Assignment(SQLModel, table=True):
 
 
 class Label(SQLModel, table=True):
-    __table_args__ = (Index("ix_label_project_task", "project_id", "task_id"),)
+    # ix_label_project_applied: a project's labels applied after a sequence number, in
+    # applied order (every state catch-up), and its unapplied ones (the applier's batch),
+    # as an index range; by (project_id, task_id) alone SQLite scanned and sorted every
+    # label of the project for each (labelq.db.ADDED_INDEXES adds it to older databases)
+    __table_args__ = (Index("ix_label_project_task", "project_id", "task_id"),
+                      Index("ix_label_project_applied", "project_id", "applied_seq"))
     id: Optional[int] = Field(default=None, primary_key=True)
     assignment_id: str = Field(foreign_key="assignment.id", unique=True, max_length=40)
     project_id: int = Field(foreign_key="project.id")

@@ -24,7 +24,7 @@ from __future__ import annotations
 import threading
 import uuid
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 import numpy as np
 
@@ -118,7 +118,8 @@ def reserve_for(scripts: Scripts, k: Keys, hot: Hot, worker: WorkerInfo, task: i
 def decide(redis: Any, scripts: Scripts, hot: Hot, worker: WorkerInfo, now: int, *,
            rng: np.random.Generator, rng_lock: threading.Lock | None = None,
            lease_ms: int, key_ttl_ms: int, inbox: bool = False, check_budget: bool = True,
-           max_open: int | None = None, tuning: Tuning = TUNING) -> Decision | None:
+           max_open: int | None = None, tuning: Tuning = TUNING,
+           row_of: Callable[[int], str | None] | None = None) -> Decision | None:
     """Reserve the worker's next task; ``None`` when there is nothing for them now.
     Raises :class:`BudgetExhausted` when the budget cannot pay for this worker's next label
     (only with ``check_budget``). With ``inbox`` the reservation is held for
@@ -129,7 +130,8 @@ def decide(redis: Any, scripts: Scripts, hot: Hot, worker: WorkerInfo, now: int,
     schedule's earlier counts — and must reach the worker first. ``max_open`` (decisions
     made at once): :class:`InboxNotEmpty` too when the worker holds that many open
     assignments already (another request of theirs issued one meanwhile); the pop that
-    follows hands out the oldest of them."""
+    follows hands out the oldest of them. ``row_of`` (inbox reservations): the task's JSON
+    row, kept in the reservation so that ``POP_INBOX`` hands it out without a SQL read."""
     lock = rng_lock or threading.Lock()
     top_k, max_scan, enough = tuning.top_k, tuning.max_scan, tuning.enough
     settled_scan, retries = tuning.settled_scan, tuning.retries
@@ -151,7 +153,8 @@ def decide(redis: Any, scripts: Scripts, hot: Hot, worker: WorkerInfo, now: int,
         aid = uuid.uuid4().hex
         res = reserve_for(scripts, k, hot, worker, task, aid, expires, key_ttl_ms,
                           inbox=inbox, expect_issued=expect[0], empty_inbox=not inbox,
-                          max_open=None if inbox else max_open, now_ms=now)
+                          max_open=None if inbox else max_open, now_ms=now,
+                          row=None if row_of is None else row_of(task))
         assert res is not None  # (not pipelined)
         if res.refusal is Refusal.STALE:
             raise _Stale()
@@ -203,32 +206,25 @@ def decide(redis: Any, scripts: Scripts, hot: Hot, worker: WorkerInfo, now: int,
         # the window. So when a window is all outstanding, look next just past as many
         # tasks as there are leases (where the outstanding ones end when their priorities
         # tie), then further down, ``settled_scan`` tasks at most beyond the first window.
-        offset, size, jumped, scanned = 0, top_k, False, 0
+        # The walk runs in Redis (CANDIDATES_SCAN: one round trip up to the first window
+        # with settled candidates); if none of those can be had, it goes on from there.
         fallback: list[int] | None = None
-        while offset < max_scan:
-            window = scripts.candidates(k, worker.seq, cap=project.max_labels,
-                                        offset=offset, count=size, enough=enough)
-            assert window is not None  # (not pipelined)
-            ok, settled, n = window.eligible, window.settled, window.looked
-            if n == 0:
-                break
-            if settled:
-                got = attempt(as_tasks(settled))
+        offset, size, jumped, scanned = 0, top_k, False, 0
+        while True:
+            scan = scripts.candidates_scan(k, worker.seq, cap=project.max_labels,
+                                           offset=offset, size=size, enough=enough,
+                                           max_scan=max_scan, settled_scan=settled_scan,
+                                           jumped=jumped, scanned=scanned,
+                                           has_fallback=fallback is not None)
+            if scan.fallback and fallback is None:
+                fallback = scan.fallback
+            if scan.settled:
+                got = attempt(as_tasks(scan.settled))
                 if got is not False:
                     return got
-            if ok and fallback is None:
-                fallback = ok
-            if 0 <= n < size:
+            if scan.done:
                 break
-            if offset > 0:
-                scanned += size
-            if fallback is not None and scanned >= settled_scan:
-                break
-            next_offset = offset + size
-            if fallback is not None and not jumped:
-                jumped = True
-                next_offset = max(next_offset, int(redis.zcard(k.leases)))
-            offset, size = next_offset, size * 4
+            offset, size, jumped, scanned = scan.offset, scan.size, scan.jumped, scan.scanned
         if fallback is not None:
             got = attempt(as_tasks(fallback))
             if got is not False:

@@ -26,6 +26,7 @@ import zlib
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import orjson
 from sqlmodel import Session
 
 from ..db import session_scope
@@ -33,7 +34,7 @@ from ..models import Project
 from ..policies import build
 from ..policies.base import Policy
 from .redis.keys import Keys
-from ..problem import (ProjectView, count_workers, label_rows, load_view, max_applied,
+from ..problem import (ProjectView, count_workers, gc_paused, label_rows, load_view, max_applied,
                       to_observation)
 
 __all__ = ["Hot", "StateCache", "encode_snapshot", "decode_snapshot", "write_snapshot",
@@ -89,10 +90,36 @@ def _settings(project: Project) -> tuple[Any, ...]:
 
 
 def encode_snapshot(hot: Hot) -> bytes:
-    data = {"dims": list(hot.view.dims), "seq": hot.seq, "limits": _limits(hot.project),
-            "epoch": hot.epoch,
-            "policy": hot.project.policy, "state": hot.policy.state_to_dict(hot.state)}
-    return zlib.compress(json.dumps(data, separators=(",", ":"), default=_default).encode(), 1)
+    with gc_paused():
+        data = {"dims": list(hot.view.dims), "seq": hot.seq, "limits": _limits(hot.project),
+                "epoch": hot.epoch,
+                "policy": hot.project.policy, "state": hot.policy.state_to_dict(hot.state)}
+        return zlib.compress(_json(data), 1)
+
+
+_ORJSON = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
+
+
+_FAST = b'{"fast":1,'  # how a snapshot orjson may read back exactly begins
+
+
+def _json(data: dict[str, Any]) -> bytes:
+    """``data`` (the snapshot: a small envelope and the policy's ``state``) as JSON:
+    orjson (1M tasks' state: a tenth of a second, where ``json.dumps`` took about two,
+    every snapshot of the applier), marked ``"fast": 1`` up front; else the standard
+    library — for a state orjson does not take (an integer beyond 64 bits, which orjson
+    would also read back as a float), and for one with a ``null`` in it, since orjson
+    writes NaN and infinities as ``null`` where ``json`` writes ``NaN`` and ``Infinity``,
+    which read back as they were. Readers ignore the mark."""
+    envelope = {k: v for k, v in data.items() if k != "state"}
+    try:
+        state = orjson.dumps(data["state"], default=_default, option=_ORJSON)
+        head = orjson.dumps({"fast": 1, **envelope}, default=_default, option=_ORJSON)
+    except TypeError:  # orjson.JSONEncodeError is a TypeError
+        state = b"null"
+    if b"null" in state:
+        return json.dumps(data, separators=(",", ":"), default=_default).encode()
+    return head[:-1] + b',"state":' + state + b"}"
 
 
 def _default(obj: Any) -> Any:
@@ -105,7 +132,10 @@ def _default(obj: Any) -> Any:
 
 
 def decode_snapshot(blob: bytes) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(zlib.decompress(blob))
+    raw = zlib.decompress(blob)
+    # orjson (a fifth of json.loads' time) for what _json wrote with it; anything else
+    # (NaN, big integers, an older writer's snapshot) the standard library reads as written
+    data: dict[str, Any] = orjson.loads(raw) if raw.startswith(_FAST) else json.loads(raw)
     return data
 
 
@@ -249,12 +279,16 @@ class StateCache:
         epoch = _meta(redis, session, project_id)[1]
         blob = redis.get(Keys(project_id).state) if redis is not None else None
         if blob:
-            snap = decode_snapshot(blob)
+            with gc_paused():
+                snap = decode_snapshot(blob)
             if tuple(snap["dims"]) == view.dims and snap["policy"] == project.policy and \
                     snap["seq"] <= max_applied(session, project_id) and \
                     snap.get("epoch", 0) == epoch and \
                     (not policy.budget_aware or snap.get("limits") == _limits(project)):
-                hot = Hot(view, policy, policy.state_from_dict(snap["state"]), int(snap["seq"]))
+                with gc_paused():
+                    state = policy.state_from_dict(snap["state"])
+                hot = Hot(view, policy, state, int(snap["seq"]))
+            del snap
         if hot is None:
             hot = Hot(view, policy, policy.init_state(view.problem()), 0)
         hot.epoch = epoch

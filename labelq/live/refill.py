@@ -6,6 +6,8 @@ fewer than ``inbox_size`` nor more than ``inbox_max`` entries. Projects without 
 schedule refill in three round trips for all workers together (:func:`_refill_batch`);
 what that leaves, and projects with a gold schedule, go through :func:`.decide.decide` one
 reservation at a time (``inbox=True``: held ``tuning.hold_ms``, the lease starts at pop).
+Either way the reservation carries the task's row, so that ``POP_INBOX`` hands it out with
+no SQL read in the API process.
 """
 
 from __future__ import annotations
@@ -120,12 +122,20 @@ def refill_inboxes(engine: Any, redis: Any, scripts: Scripts, hot: Hot, *, inbox
                                             outstanding=int(outstanding), tuning=tuning)
         if out_of_budget:
             return made
+    def row_of(task: int) -> str | None:
+        """The task's row for its reservation (as :func:`_refill_batch` keeps them)."""
+        rows = hot.rows
+        if task not in rows:
+            if len(rows) >= tuning.rows_kept:
+                rows.clear()
+            rows.update(_task_rows(engine, hot.project_id, [task]))
+        return rows.get(task)
     for worker in workers:
         for _ in range(want[worker.seq]):
             try:
                 d = decide(redis, scripts, hot, worker, now, rng=rng, rng_lock=lock,
                            lease_ms=lease_ms, key_ttl_ms=key_ttl_ms, inbox=True,
-                           tuning=tuning)
+                           tuning=tuning, row_of=row_of)
             except BudgetExhausted:
                 return made
             if d is None:

@@ -283,16 +283,24 @@ def applier_refills_inbox_at_next_candidates(s: Service, eng, r, pid) -> list[in
     from labelq.live.hotstate import StateCache
     from labelq.live.tuning import TUNING
     hot = StateCache().get(eng, r, pid)
-    candidates, refilled = s.scripts.candidates, []
+    # a decision asks for candidates through CANDIDATES (gold) or CANDIDATES_SCAN (the
+    # walk down pending): whichever comes first
+    originals, refilled = {n: getattr(s.scripts, n) for n in ("candidates",
+                                                               "candidates_scan")}, []
 
-    def applier_strikes(*args, **kwargs):
-        if not refilled:
-            s.scripts.candidates = candidates  # once
-            refilled.append(refill_inboxes(
-                eng, r, s.scripts, hot, inbox_size=3, lease_ms=600_000,
-                key_ttl_ms=TUNING.lease_key_ttl_ms(600_000), rng=np.random.default_rng(0)))
-        return candidates(*args, **kwargs)
-    s.scripts.candidates = applier_strikes
+    def striking(name):
+        def applier_strikes(*args, **kwargs):
+            if not refilled:
+                for n, f in originals.items():  # once
+                    setattr(s.scripts, n, f)
+                refilled.append(refill_inboxes(
+                    eng, r, s.scripts, hot, inbox_size=3, lease_ms=600_000,
+                    key_ttl_ms=TUNING.lease_key_ttl_ms(600_000),
+                    rng=np.random.default_rng(0)))
+            return originals[name](*args, **kwargs)
+        return applier_strikes
+    for n in originals:
+        setattr(s.scripts, n, striking(n))
     return refilled
 
 

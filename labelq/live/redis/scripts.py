@@ -8,7 +8,8 @@ the keys it touches; a line ``--#include NAME.lua`` takes in a shared helper. In
   so two requests cannot both pass the checks and over-issue.
 * ``SUBMIT_BEGIN`` — validates the lease and marks it ``submitting`` (the reaper waits).
 * ``SUBMIT_FINISH`` — moves the reservation to "done" exactly once (the lease is the token).
-* ``CANDIDATES`` / ``CANDIDATES_MANY`` — read-only candidate windows; ``RESERVE`` re-checks.
+* ``CANDIDATES`` / ``CANDIDATES_SCAN`` / ``CANDIDATES_MANY`` — read-only candidate windows;
+  ``RESERVE`` re-checks.
 * ``POP_INBOX`` — hands out a held reservation, starting its lease, at most once.
 * ``RELEASE`` — returns a task to the pool exactly once (decline, expiry, reclaim).
 
@@ -30,7 +31,7 @@ from .keys import Keys
 from .wire import ScriptPipeline, load_script, text
 
 __all__ = ["Scripts", "ScriptPipeline", "Refusal", "Reserved", "Began", "Finished",
-           "Popped", "Inbox", "Released", "Candidates", "lua_source", "load_script"]
+           "Popped", "Inbox", "Released", "Candidates", "Scan", "lua_source", "load_script"]
 
 
 class Refusal(str, enum.Enum):
@@ -121,6 +122,21 @@ class Candidates:
     looked: int
 
 
+@dataclass(frozen=True, slots=True)
+class Scan:
+    """``CANDIDATES_SCAN``'s answer: the settled tasks of the window the walk stopped at,
+    the eligible ones of the first window that had any (when the caller had none yet), and
+    the walk's resume point (``done``: it is over)."""
+
+    settled: list[int]
+    fallback: list[int]
+    done: bool
+    offset: int
+    size: int
+    jumped: bool
+    scanned: int
+
+
 Release = Union[Released, Refusal]
 Pop = Union[Popped, Inbox]
 Begin = Union[Began, Refusal]
@@ -154,6 +170,7 @@ class Scripts:
         self._release = load_script(redis, lua_source("release"))
         self._candidates = load_script(redis, lua_source("candidates"))
         self._candidates_many = load_script(redis, lua_source("candidates_many"))
+        self._candidates_scan = load_script(redis, lua_source("candidates_scan"))
         self._pop = load_script(redis, lua_source("pop_inbox"))
 
     def pipeline(self) -> ScriptPipeline:
@@ -265,6 +282,21 @@ class Scripts:
     def candidates_result(out: Any) -> Candidates:
         ok, settled, n = out
         return Candidates(_ints(ok), _ints(settled), int(n))
+
+    def candidates_scan(self, k: Keys, worker: int, *, cap: int | None, offset: int,
+                        size: int, enough: int, max_scan: int, settled_scan: int,
+                        jumped: bool = False, scanned: int = 0,
+                        has_fallback: bool = False) -> Scan:
+        """The walk of a decision made at once over the windows of ``pending``
+        (``lua/candidates_scan.lua``), from ``offset`` / ``size`` (a resume point of an
+        earlier :class:`Scan`), up to the first window with settled candidates."""
+        keys = [k.pending, k.seen(worker), k.nlabels, k.reserved, k.applied, k.leases]
+        args = [-1 if cap is None else cap, offset, size, int(enough), max_scan,
+                settled_scan, int(jumped), scanned, int(has_fallback)]
+        settled, fallback, (done, off, sz, jmp, seen) = self._candidates_scan(keys=keys,
+                                                                              args=args)
+        return Scan(_ints(settled), _ints(fallback), bool(int(done)), int(off), int(sz),
+                    bool(int(jmp)), int(seen))
 
     def candidates_many(self, k: Keys, workers: list[int], *, cap: int | None, count: int,
                         enough: list[int]) -> list[Candidates]:

@@ -160,6 +160,85 @@ def test_candidates_drop_seen_and_capped_and_mark_settled(r):
     assert [int(t) for t in ok] == [2, 3]
 
 
+def _walk_by_windows(s, r, worker, *, cap, top_k, enough, max_scan, settled_scan):
+    """The walk down pending as a decision made it before CANDIDATES_SCAN, a CANDIDATES
+    round trip per window (and a ZCARD for the jump): the settled lists offered, in order
+    (none of them taken), and the fallback."""
+    offered, fallback = [], None
+    offset, size, jumped, scanned = 0, top_k, False, 0
+    while offset < max_scan:
+        c = s.candidates(K, worker, cap=cap, offset=offset, count=size, enough=enough)
+        if c.looked == 0:
+            break
+        if c.settled:
+            offered.append(c.settled)
+        if c.eligible and fallback is None:
+            fallback = c.eligible
+        if 0 <= c.looked < size:
+            break
+        if offset > 0:
+            scanned += size
+        if fallback is not None and scanned >= settled_scan:
+            break
+        nxt = offset + size
+        if fallback is not None and not jumped:
+            jumped, nxt = True, max(nxt, int(r.zcard(K.leases)))
+        offset, size = nxt, size * 4
+    return offered, fallback
+
+
+def _walk_by_scan(s, worker, *, cap, top_k, enough, max_scan, settled_scan):
+    offered, fallback = [], None
+    offset, size, jumped, scanned = 0, top_k, False, 0
+    while True:
+        c = s.candidates_scan(K, worker, cap=cap, offset=offset, size=size, enough=enough,
+                              max_scan=max_scan, settled_scan=settled_scan, jumped=jumped,
+                              scanned=scanned, has_fallback=fallback is not None)
+        if c.fallback and fallback is None:
+            fallback = c.fallback
+        if c.settled:
+            offered.append(c.settled)
+        if c.done:
+            return offered, fallback
+        offset, size, jumped, scanned = c.offset, c.size, c.jumped, c.scanned
+
+
+def test_candidates_scan_walks_the_windows_as_one_call_per_window_did(r):
+    # Given a pending pool whose top the worker has mostly seen (it declined them), tasks
+    # at the cap, outstanding ones and leases
+    import random
+    rng = random.Random(7)
+    s = Scripts(r)
+    n = 3000
+    r.zadd(K.pending, {t: float(rng.choice([0, 0, -1])) for t in range(n)})
+    r.sadd(K.seen(0), *range(0, 1500))
+    r.sadd(K.seen(0), *rng.sample(range(1500, n), 600))
+    r.hset(K.nlabels, mapping={t: rng.randint(0, 3) for t in rng.sample(range(n), 900)})
+    r.hset(K.reserved, mapping={t: rng.randint(0, 1) for t in rng.sample(range(n), 900)})
+    r.hset(K.applied, mapping={t: rng.randint(0, 2) for t in rng.sample(range(n), 600)})
+    r.zadd(K.leases, {f"a{i}": 1.0 for i in range(700)})
+    # Then the walk in one call (resumed while no settled list is taken) offers the same
+    # settled lists in the same order and ends with the same fallback, whatever the limits
+    for cap, top_k, enough, max_scan, settled_scan in [
+            (3, 64, 16, 100_000, 1024), (2, 64, 16, 100_000, 1024), (None, 16, 0, 100_000, 0),
+            (3, 64, 2, 500, 100), (1, 1, 16, 100_000, 1024), (3, 64, 16, 0, 1024)]:
+        kw = dict(cap=cap, top_k=top_k, enough=enough, max_scan=max_scan,
+                  settled_scan=settled_scan)
+        assert _walk_by_scan(s, 0, **kw) == _walk_by_windows(s, r, 0, **kw), kw
+    # And so where the windows past the seen top are outstanding with a settled task here
+    # and there: several settled lists in turn, the jump past the leases, the fallback
+    r.flushdb()
+    r.zadd(K.pending, {t: float(-t) for t in range(n)})
+    r.sadd(K.seen(0), *range(0, 200))
+    r.hset(K.reserved, mapping={t: 1 for t in range(200, n) if t % 150})
+    r.zadd(K.leases, {f"a{i}": 1.0 for i in range(700)})
+    kw = dict(cap=None, top_k=64, enough=16, max_scan=100_000, settled_scan=1024)
+    offered, fallback = _walk_by_scan(s, 0, **kw)
+    assert (offered, fallback) == _walk_by_windows(s, r, 0, **kw)
+    assert offered == [[300], list(range(750, 1724, 150))]
+    assert fallback == list(range(200, 320))
+
+
 def test_reserve_refuses_a_gold_schedule_decision_made_on_moved_counts(r):
     # Given a worker whose schedule was asked with 0 issued, 0 gold
     s = Scripts(r)

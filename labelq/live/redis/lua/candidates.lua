@@ -6,7 +6,7 @@
 -- argv: cap offset count enough [task ...] (with tasks: those, cap not applied — gold)
 -- returns {eligible, settled (eligible with nothing outstanding), number looked at}; stops
 -- early once ``enough`` settled candidates are found (0 = look at all)
---#include task_status.lua
+--#include scan_window.lua
 local cap = tonumber(ARGV[1])
 local enough = tonumber(ARGV[4])
 local raw
@@ -17,15 +17,5 @@ else
   raw = redis.call('ZREVRANGE', KEYS[1], ARGV[2], tonumber(ARGV[2]) + tonumber(ARGV[3]) - 1)
 end
 local ok, settled = {}, {}
-local looked = 0
-for _, t in ipairs(raw) do
-  if enough > 0 and #settled >= enough then break end
-  looked = looked + 1
-  if redis.call('SISMEMBER', KEYS[2], t) == 0 then
-    local s = task_status(t, cap, KEYS[3], KEYS[4], KEYS[5])
-    if s > 0 then ok[#ok + 1] = t end
-    if s == 2 then settled[#settled + 1] = t end
-  end
-end
-if looked < #raw then return {ok, settled, -1} end
-return {ok, settled, #raw}
+local looked = scan_window(raw, cap, enough, KEYS[2], KEYS[3], KEYS[4], KEYS[5], ok, settled)
+return {ok, settled, looked}

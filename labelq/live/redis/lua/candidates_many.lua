@@ -7,29 +7,46 @@
 -- settled checks are made once (on first need) whatever the number of workers, the seen
 -- check per worker; each worker's scan stops once it has ``enough_i`` settled candidates
 -- (0 = look at all). Returns {eligible_1, settled_1, ..., eligible_n, settled_n}.
---#include task_status.lua
+-- Reads in bulk, a chunk of tasks at a time (HMGET of the three counters, SMISMEMBER of a
+-- worker's seen set), as CANDIDATES does (scan_window.lua).
+local CHUNK = 128
 local cap = tonumber(ARGV[1])
 local raw = redis.call('ZREVRANGE', KEYS[1], 0, tonumber(ARGV[2]) - 1)
+local n = #raw
 local state = {}  -- index -> 0 (at the cap), 1 (eligible), 2 (eligible and settled)
-local function info(j)
-  local s = state[j]
-  if not s then
-    s = task_status(raw[j], cap, KEYS[2], KEYS[3], KEYS[4])
-    state[j] = s
+local filled = 0
+local function fill(upto)  -- the state of tasks 1..upto (a chunk at a time)
+  while filled < upto do
+    local a, b = filled + 1, math.min(n, filled + CHUNK)
+    local done = redis.call('HMGET', KEYS[2], unpack(raw, a, b))
+    local live = redis.call('HMGET', KEYS[3], unpack(raw, a, b))
+    local app = redis.call('HMGET', KEYS[4], unpack(raw, a, b))
+    for x = a, b do
+      local held = tonumber(done[x - a + 1] or '0') + tonumber(live[x - a + 1] or '0')
+      if cap >= 0 and held >= cap then state[x] = 0
+      elseif held - tonumber(app[x - a + 1] or '0') <= 0 then state[x] = 2
+      else state[x] = 1 end
+    end
+    filled = b
   end
-  return s
 end
 local out = {}
 for i = 5, #KEYS do
   local enough = tonumber(ARGV[i - 2])
   local ok, settled = {}, {}
-  for j = 1, #raw do
-    if enough > 0 and #settled >= enough then break end
-    local s = info(j)
-    if s > 0 and redis.call('SISMEMBER', KEYS[i], raw[j]) == 0 then
-      ok[#ok + 1] = raw[j]
-      if s == 2 then settled[#settled + 1] = raw[j] end
+  local a = 1
+  while a <= n and not (enough > 0 and #settled >= enough) do
+    local b = math.min(n, a + CHUNK - 1)
+    fill(b)
+    local seen = redis.call('SMISMEMBER', KEYS[i], unpack(raw, a, b))
+    for x = a, b do
+      if enough > 0 and #settled >= enough then break end
+      if state[x] > 0 and seen[x - a + 1] == 0 then
+        ok[#ok + 1] = raw[x]
+        if state[x] == 2 then settled[#settled + 1] = raw[x] end
+      end
     end
+    a = b + 1
   end
   out[#out + 1] = ok
   out[#out + 1] = settled
