@@ -2,7 +2,8 @@
 Celery client into one FastAPI application.
 
 Routes: the annotator API (:mod:`.annotator`), the operator API (:mod:`.operator`), the
-labeling page ``GET /label``, the operator's dashboard ``GET /dashboard``, ``GET /healthz``,
+labeling page ``GET /label``, the operator's dashboard ``GET /dashboard`` (and their shared
+script ``GET /static/common.js``), ``GET /healthz``,
 and the OpenAPI schema at ``/openapi.json`` (browsable at ``/docs``). Route handlers are
 plain ``def`` (FastAPI runs them in its thread pool: the service does blocking SQL and
 Redis I/O), except the two hot ones — ``POST /api/v1/assignments/next`` and ``POST
@@ -36,12 +37,17 @@ from .fastpath import HotPath
 from .limits import DEFAULT_MAX_BODY, BodyLimit
 from .schemas import HealthOut
 
-__all__ = ["create_app", "Runtime", "LABEL_PAGE", "DASHBOARD_PAGE"]
+__all__ = ["create_app", "Runtime", "LABEL_PAGE", "DASHBOARD_PAGE", "COMMON_SCRIPT",
+           "COMMON_SCRIPT_PATH"]
 
 LABEL_PAGE = Path(__file__).with_name("static") / "label.html"
 DASHBOARD_PAGE = Path(__file__).with_name("static") / "dashboard.html"
+# the two pages' shared JavaScript (say, call), loaded by both from COMMON_SCRIPT_PATH
+COMMON_SCRIPT = Path(__file__).with_name("static") / "common.js"
+COMMON_SCRIPT_PATH = "/static/common.js"
 _PAGE_HEADERS = {
-    "Content-Security-Policy": "default-src 'none'; script-src 'unsafe-inline'; "
+    # scripts: the page's own inline one and COMMON_SCRIPT from this server ('self')
+    "Content-Security-Policy": "default-src 'none'; script-src 'self' 'unsafe-inline'; "
                                "style-src 'unsafe-inline'; img-src http: https: data:; "
                                "connect-src 'self'; base-uri 'none'; form-action 'none'; "
                                "frame-ancestors 'none'",
@@ -49,6 +55,8 @@ _PAGE_HEADERS = {
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
 }
+# the script as the pages: no sign-in, not cached (a page and its script change together)
+_SCRIPT_HEADERS = {k: v for k, v in _PAGE_HEADERS.items() if k != "Content-Security-Policy"}
 
 
 @dataclass
@@ -138,6 +146,12 @@ def create_app(settings: Settings | None = None, *, max_body: int = DEFAULT_MAX_
         operator token and reads ``/api/v1/projects/{name}/dashboard``."""
         return HTMLResponse(DASHBOARD_PAGE.read_text(encoding="utf-8"),
                             headers=_PAGE_HEADERS)
+
+    @app.get(COMMON_SCRIPT_PATH, include_in_schema=False)
+    def common_script() -> Response:
+        """The JavaScript both pages load (a static asset: not in the API schema)."""
+        return Response(COMMON_SCRIPT.read_text(encoding="utf-8"),
+                        media_type="text/javascript; charset=utf-8", headers=_SCRIPT_HEADERS)
 
     @app.get("/", include_in_schema=False)
     def root() -> RedirectResponse:

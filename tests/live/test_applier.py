@@ -3,6 +3,8 @@ and a rebuilt posterior equal to the one before a Redis flush."""
 
 from __future__ import annotations
 
+from typing import Any, Callable, NamedTuple
+
 import numpy as np
 import pytest
 from sqlalchemy import func
@@ -18,6 +20,28 @@ from labelq.service import Service
 from labelq.settings import Settings
 
 from .conftest import make_project
+
+
+class Setup(NamedTuple):
+    """A project (``make_project``), its service and its Redis keys."""
+
+    eng: Any
+    pid: int
+    settings: Settings
+    s: Service
+    k: Keys
+
+
+@pytest.fixture
+def project_setup(r) -> Callable[..., Setup]:
+    """``project_setup(url, **make_project_kwargs)``: a project in the database at ``url``, the
+    settings for that database, a :class:`Service` on them and Redis ``r``, and the
+    project's :class:`Keys`."""
+    def make(url: str, **kw) -> Setup:
+        eng, pid = make_project(url, **kw)
+        settings = Settings(database_url=url)
+        return Setup(eng, pid, settings, Service(eng, r, settings=settings), Keys(pid))
+    return make
 
 
 def label_some(s: Service, n: int, workers: int, rng) -> int:
@@ -39,10 +63,10 @@ def fresh_posterior(eng, pid):
 
 
 @pytest.mark.parametrize("policy", ["uniform", "optkg"])
-def test_apply_exactly_once_and_rebuild_after_flush(r, db_url, policy):
+def test_apply_exactly_once_and_rebuild_after_flush(r, db_url, policy, project_setup):
     rng = np.random.default_rng(1)
-    eng, pid = make_project(db_url, n_tasks=30, workers=4, max_labels=3, policy=policy)
-    s = Service(eng, r, settings=Settings(database_url=db_url))
+    eng, pid, settings, s, k = project_setup(db_url, n_tasks=30, workers=4, max_labels=3,
+                                             policy=policy)
     n = label_some(s, 60, 4, rng)
     cache = StateCache()
     # When the applier runs twice (a redelivered message)
@@ -57,35 +81,34 @@ def test_apply_exactly_once_and_rebuild_after_flush(r, db_url, policy):
     np.testing.assert_allclose(before, fresh_posterior(eng, pid)[0])
     # Pending priorities equal the policy's own
     hot = cache.peek(pid)
-    pend = r.zrange(Keys(pid).pending, 0, -1, withscores=True)
+    pend = r.zrange(k.pending, 0, -1, withscores=True)
     for t, p in pend:
         assert p == pytest.approx(float(hot.policy.priority(hot.state, np.array([int(t)]))[0]))
     # When Redis is flushed and the project rebuilt
-    nl_before = {k: v for k, v in r.hgetall(Keys(pid).nlabels).items() if int(v)}
+    nl_before = {t: v for t, v in r.hgetall(k.nlabels).items() if int(v)}
     r.flushdb()
     info = rebuild_project(eng, r, pid)
     # Then the rebuilt posterior (from the Redis snapshot) equals the one before the flush
     rebuilt = StateCache().get(eng, r, pid)
     assert info["state_seq"] == n and rebuilt.seq == n
     np.testing.assert_allclose(rebuilt.policy.predict_proba(rebuilt.state), before)
-    assert r.hgetall(Keys(pid).nlabels) == nl_before
-    assert int(r.zcard(Keys(pid).pending)) == sum(1 for v in range(30)
-                                                 if int(nl_before.get(str(v).encode(), 0)) < 3)
+    assert r.hgetall(k.nlabels) == nl_before
+    assert int(r.zcard(k.pending)) == sum(1 for v in range(30)
+                                          if int(nl_before.get(str(v).encode(), 0)) < 3)
 
 
-def test_a_snapshot_behind_sql_is_caught_up(r, sqlite_url):
+def test_a_snapshot_behind_sql_is_caught_up(r, sqlite_url, project_setup):
     rng = np.random.default_rng(2)
-    eng, pid = make_project(sqlite_url, n_tasks=20, workers=3, policy="optkg")
-    s = Service(eng, r, settings=Settings(database_url=sqlite_url))
+    eng, pid, settings, s, k = project_setup(sqlite_url, n_tasks=20, workers=3, policy="optkg")
     label_some(s, 15, 3, rng)
     cache = StateCache()
     Applier(eng, r, cache=cache).apply_pending(pid)
     write_snapshot(r, cache.peek(pid))
-    assert int(r.get(Keys(pid).state_seq)) == 15
+    assert int(r.get(k.state_seq)) == 15
     # Given labels applied in SQL after the snapshot (the applier died before writing Redis)
     label_some(s, 10, 3, rng)
     Applier(eng, r, cache=cache).apply_pending(pid, snapshot_every_s=1e9)
-    assert int(r.get(Keys(pid).state_seq)) == 15
+    assert int(r.get(k.state_seq)) == 15
     # When another process loads the state with no cache
     other = StateCache().get(eng, r, pid)
     # Then it replays the missing labels from SQL and equals a fresh fold
@@ -95,7 +118,8 @@ def test_a_snapshot_behind_sql_is_caught_up(r, sqlite_url):
 
 
 def test_an_applier_killed_after_its_commit_is_caught_up_by_the_next(r, sqlite_url,
-                                                                      monkeypatch):
+                                                                      monkeypatch,
+                                                                      project_setup):
     """An applier killed between its SQL commit and its Redis writes (kill -9, or a
     SIGTERM that reaches a Celery pool process): the next applier, which replays those
     labels from SQL, pushes the tasks' priorities and sets their ``applied`` counts (before,
@@ -103,9 +127,8 @@ def test_an_applier_killed_after_its_commit_is_caught_up_by_the_next(r, sqlite_u
     import labelq.live.applier as applier
 
     rng = np.random.default_rng(4)
-    eng, pid = make_project(sqlite_url, n_tasks=20, workers=3, max_labels=3, policy="optkg")
-    s = Service(eng, r, settings=Settings(database_url=sqlite_url))
-    k = Keys(pid)
+    eng, pid, settings, s, k = project_setup(sqlite_url, n_tasks=20, workers=3, max_labels=3,
+                                             policy="optkg")
     label_some(s, 12, 3, rng)
     Applier(eng, r, cache=StateCache(track_dirty=True)).apply_pending(pid)
     # Given labels an applier committed as applied and then died before writing Redis
@@ -130,13 +153,10 @@ def test_an_applier_killed_after_its_commit_is_caught_up_by_the_next(r, sqlite_u
         assert p == pytest.approx(float(hot.policy.priority(hot.state, np.array([int(t)]))[0]))
 
 
-def test_applier_refills_active_inboxes_and_pop_starts_the_lease(r, db_url):
+def test_applier_refills_active_inboxes_and_pop_starts_the_lease(r, db_url, project_setup):
     from labelq.live.tuning import TUNING
     from labelq.live.reaper import expire_leases
-    eng, pid = make_project(db_url, n_tasks=12, workers=3, max_labels=2)
-    settings = Settings(database_url=db_url)
-    s = Service(eng, r, settings=settings)
-    k = Keys(pid)
+    eng, pid, settings, s, k = project_setup(db_url, n_tasks=12, workers=3, max_labels=2)
     # Given worker 0 asked once (inbox empty: decided at once) and labelled
     a = s.next_assignment("p-w0")
     s.submit("p-w0", a.assignment_id, "a")
@@ -186,14 +206,12 @@ def test_pace_meter_and_inbox_depth():
     assert inbox_depth(1e6, 5, 50) == 50 and inbox_depth(1e6, 5, 3) == 5
 
 
-def test_inbox_depth_follows_each_workers_pace(r, sqlite_url):
+def test_inbox_depth_follows_each_workers_pace(r, sqlite_url, project_setup):
     import time
 
     from labelq.live.refill import PaceMeter, refill_inboxes
     from labelq.live.tuning import TUNING
-    eng, pid = make_project(sqlite_url, n_tasks=200, workers=2)
-    s = Service(eng, r, settings=Settings(database_url=sqlite_url))
-    k = Keys(pid)
+    eng, pid, settings, s, k = project_setup(sqlite_url, n_tasks=200, workers=2)
     pm, cache = PaceMeter(), StateCache()
 
     def refill():
@@ -240,16 +258,13 @@ def test_snapshot_interval_grows_with_the_snapshot_cost(r, sqlite_url):
     assert r.exists(k.state) and applier.snapshot_took[pid] < 0.5
 
 
-def test_expired_leases_are_recorded_and_rebuilt_as_issued(r, db_url):
+def test_expired_leases_are_recorded_and_rebuilt_as_issued(r, db_url, project_setup):
     from labelq.api.progress import worker_progress
     from labelq.errors import LeaseExpired
     from labelq.models import Assignment, Worker
     from labelq.live.reaper import expire_leases
     from labelq.reporting import project_status
-    eng, pid = make_project(db_url, n_tasks=12, workers=3, max_labels=3)
-    settings = Settings(database_url=db_url)
-    s = Service(eng, r, settings=settings)
-    k = Keys(pid)
+    eng, pid, settings, s, k = project_setup(db_url, n_tasks=12, workers=3, max_labels=3)
     # Given worker 0 holds a lease, worker 1 labelled one task, and the applier filled the
     # active workers' inboxes with held reservations (never shown to anyone)
     a = s.next_assignment("p-w0")
@@ -296,12 +311,12 @@ def test_expired_leases_are_recorded_and_rebuilt_as_issued(r, db_url):
     assert {f: int(v) for f, v in r.hgetall(k.nissued).items() if int(v)} == nissued
 
 
-def test_a_submit_stalled_past_the_reaper_gets_lease_expired(r, db_url, monkeypatch):
+def test_a_submit_stalled_past_the_reaper_gets_lease_expired(r, db_url, monkeypatch,
+                                                            project_setup):
     from labelq.errors import LeaseExpired
     from labelq.models import Assignment
     from labelq.live.reaper import expire_leases
-    eng, pid = make_project(db_url, n_tasks=6, workers=2, max_labels=3)
-    s = Service(eng, r, settings=Settings(database_url=db_url))
+    eng, pid, settings, s, k = project_setup(db_url, n_tasks=6, workers=2, max_labels=3)
     a = s.next_assignment("p-w0")
     # Given a submit that stalls between SUBMIT_BEGIN and its commit for longer than the
     # reaper's grace, so the reaper finds no label, releases the lease and records it expired
@@ -320,5 +335,5 @@ def test_a_submit_stalled_past_the_reaper_gets_lease_expired(r, db_url, monkeypa
     with session_scope(eng) as ses:
         assert ses.exec(select(func.count()).select_from(Label)).one() == 0
         assert ses.get(Assignment, a.assignment_id).state == "expired"
-    assert not r.exists(Keys(pid).lease(a.assignment_id))
-    assert int(r.hget(Keys(pid).reserved, a.task_seq) or 0) == 0
+    assert not r.exists(k.lease(a.assignment_id))
+    assert int(r.hget(k.reserved, a.task_seq) or 0) == 0

@@ -1,0 +1,114 @@
+"""The pages' shared script, /static/common.js: served as JavaScript like the pages (no
+sign-in, not cached), loaded by both pages, shipped in the package data; and its `call()`
+in Chromium: a network failure, a non-JSON answer and a refused token as each page needs."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import sys
+
+import pytest
+
+from labelq.api.app import COMMON_SCRIPT, COMMON_SCRIPT_PATH
+
+from .cdp import Browser
+from .conftest import ROOT
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    tomllib = None
+
+PAGES = ["/label", "/dashboard"]
+
+
+def test_the_script_is_served_and_both_pages_load_it(stack):
+    with stack.client() as c:
+        js = c.get(COMMON_SCRIPT_PATH)
+        pages = {p: c.get(p) for p in PAGES}
+    # The script: JavaScript, no sign-in needed, not cached, not sniffed
+    assert js.status_code == 200
+    assert js.headers["content-type"] == "text/javascript; charset=utf-8"
+    assert js.headers["cache-control"] == "no-store"
+    assert js.headers["x-content-type-options"] == "nosniff"
+    assert js.text == COMMON_SCRIPT.read_text(encoding="utf-8")
+    assert "function apiCaller(" in js.text and "function say(" in js.text
+    for path, page in pages.items():
+        # Each page loads it before its own script, and its CSP lets it ('self')
+        assert page.status_code == 200, path
+        tag = f'<script src="{COMMON_SCRIPT_PATH}"></script>'
+        assert page.text.count(tag) == 1, path
+        assert page.text.index(tag) < page.text.index("<script>\n"), path
+        script_src = [d for d in page.headers["content-security-policy"].split(";")
+                      if d.strip().startswith("script-src")]
+        assert script_src and "'self'" in script_src[0].split(), path
+        # and keeps no copy of its own
+        assert "function say(" not in page.text and "async function call(" not in page.text
+    with stack.client() as c:  # (an asset, not part of the API)
+        assert COMMON_SCRIPT_PATH not in c.get("/openapi.json").json()["paths"]
+
+
+@pytest.mark.skipif(tomllib is None, reason="tomllib: Python 3.11+")
+def test_every_static_file_is_package_data():
+    """A non-editable install (the Dockerfile's `pip install .`) ships only the files the
+    package-data globs name."""
+    conf = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    globs = conf["tool"]["setuptools"]["package-data"]["labelq.api"]
+    static = COMMON_SCRIPT.parent
+    files = sorted(p.relative_to(static.parent).as_posix() for p in static.iterdir()
+                   if p.is_file())
+    assert "static/common.js" in files
+    missing = [f for f in files if not any(fnmatch.fnmatch(f, g) for g in globs)]
+    assert missing == []
+
+
+def _failure(b: Browser, call: str, answer: str | None = None) -> dict:
+    """What `call` (a `call(...)` expression on the page) threw, as JSON; with `answer`
+    (a JavaScript expression), `fetch` gives that instead of asking the server."""
+    if answer is not None:
+        call = (f"(() => {{ const f = window.fetch; window.fetch = () => {answer}; "
+                f"const p = {call}; window.fetch = f; return p; }})()")
+    return json.loads(b.js(f"{call}.then(() => 'null', (e) => JSON.stringify(e))"))
+
+
+def _response(status: int, body: str, content_type: str) -> str:
+    return (f"Promise.resolve(new Response({json.dumps(body)}, {{status: {status}, "
+            f"headers: {{'content-type': {json.dumps(content_type)}}}}}))")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("page,refused", [("/label", [401]), ("/dashboard", [401, 403])])
+def test_call_reports_failures_readably_and_signs_out_as_the_page_needs(stack, browser,
+                                                                         page, refused):
+    b = browser
+    b.navigate(stack.base + page)
+    b.wait("document.readyState === 'complete' && typeof call === 'function'")
+    # A non-JSON success (here the script itself, 200 text/javascript): reported as such
+    err = _failure(b, 'call("GET", "/../../static/common.js")')
+    assert err["code"] == "not_json" and err["status"] == 200, err
+    assert err["message"].startswith("the server answered HTTP 200"), err
+    assert err["message"].endswith("(expected JSON)") and len(err["message"]) < 300, err
+    # A proxy's HTML error page: its status and title, not its markup
+    html = "<html><head><title>502 Bad Gateway</title></head><body><h1>nginx</h1></body>"
+    err = _failure(b, 'call("GET", "/me")', _response(502, html, "text/html"))
+    assert err["status"] == 502 and err["code"] == "error", err
+    assert err["message"] == "the server answered HTTP 502: 502 Bad Gateway", err
+    # An API error: its own message
+    err = _failure(b, 'call("GET", "/no/such/route")')
+    assert err["status"] == 404 and err["code"] == "not_found", err
+    assert not err["message"].startswith("the server answered"), err
+    # A network failure: a clear message, no status
+    err = _failure(b, 'call("GET", "/me")', 'Promise.reject(new TypeError("Failed to fetch"))')
+    assert err["code"] == "network" and "status" not in err, err
+    assert err["message"].startswith("cannot reach the server"), err
+    # A refused token signs out on the statuses the page names (401 for an annotator, whose
+    # 403 means "not yours" or "paused"; 401 and 403 for the operator), not on others
+    for status in (401, 403):
+        b.js("token = 'a-token'; document.getElementById('signin').hidden = true; 1")
+        body = json.dumps({"code": "x", "message": f"refused {status}"})
+        err = _failure(b, 'call("GET", "/me")', _response(status, body, "application/json"))
+        assert err == {"status": status, "code": "x", "message": f"refused {status}"}
+        signed_out = b.js("!document.getElementById('signin').hidden && token === ''")
+        assert signed_out == (status in refused), (page, status)
+    assert b.exceptions == []
