@@ -42,20 +42,12 @@ def child(root: str, data: str, spec: str) -> None:
 
     from labelq.policies import build
     from labelq.simulate.experiment import EnvSource, run_rngs
-    from labelq.simulate.runner import run_policy
+    from labelq.simulate.runner import record_choices, run_policy
 
     env_rng, rng = run_rngs(0, 0, spec)
     env = EnvSource("data", data).build(env_rng)
     policy = build(spec)
-    choices: list[tuple[int, int]] = []
-    select = policy.select_pair
-
-    def recording(state, mask, rng_):  # type: ignore[no-untyped-def]
-        pair = select(state, mask, rng_)
-        choices.append((-1, -1) if pair is None else (int(pair[0]), int(pair[1])))
-        return pair
-
-    policy.select_pair = recording  # type: ignore[method-assign]
+    choices = record_choices(policy)
     cpu, wall = time.process_time(), time.perf_counter()
     points = run_policy(policy, env, [b * env.n_tasks for b in BUDGETS], rng)
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall

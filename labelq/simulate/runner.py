@@ -51,7 +51,7 @@ from ..errors import PolicyError
 from ..policies.base import Observation, Policy
 from .environment import Environment
 
-__all__ = ["Checkpoint", "MODES", "run_policy", "expected_accuracy"]
+__all__ = ["Checkpoint", "MODES", "run_policy", "expected_accuracy", "record_choices"]
 
 MODES = ("push", "pull", "task")
 
@@ -72,6 +72,21 @@ class Checkpoint:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def record_choices(policy: Policy) -> list[tuple[int, int]]:
+    """Wrap ``policy.select_pair`` in place so every push decision is logged; returns the
+    list it fills with the (task, worker) chosen, (-1, -1) where it chose nothing."""
+    choices: list[tuple[int, int]] = []
+    select = policy.select_pair
+
+    def recording(state, mask, rng):  # type: ignore[no-untyped-def]
+        pair = select(state, mask, rng)
+        choices.append((-1, -1) if pair is None else (int(pair[0]), int(pair[1])))
+        return pair
+
+    policy.select_pair = recording  # type: ignore[method-assign]
+    return choices
 
 
 def completed(state, per_task: np.ndarray) -> int:

@@ -22,7 +22,7 @@ import pytest
 
 from labelq.policies import Observation, Problem, _beta, build
 from labelq.simulate.experiment import EnvSource, run_rngs
-from labelq.simulate.runner import run_policy
+from labelq.simulate.runner import record_choices, run_policy
 
 SYNTHETIC = {
     "binary": "tasks=60,workers=12,model=spammer-hammer,share=0.3,hammer=0.9",
@@ -82,15 +82,7 @@ def decisions(source: EnvSource, spec: str, budget: float, seed: int = 0) -> str
     env_rng, rng = run_rngs(seed, 0, spec)
     env = source.build(env_rng)
     policy = build(spec)
-    choices: list[tuple[int, int]] = []
-    select = policy.select_pair
-
-    def recording(state, mask, rng_):  # type: ignore[no-untyped-def]
-        pair = select(state, mask, rng_)
-        choices.append((-1, -1) if pair is None else (int(pair[0]), int(pair[1])))
-        return pair
-
-    policy.select_pair = recording  # type: ignore[method-assign]
+    choices = record_choices(policy)
     points = run_policy(policy, env, [budget / 2 * env.n_tasks, budget * env.n_tasks], rng)
     h = hashlib.sha256(np.asarray(choices, dtype=np.int64).tobytes())
     h.update(repr([(p.labels, p.accuracy) for p in points]).encode())
