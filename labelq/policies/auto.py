@@ -84,7 +84,6 @@ class AutoState:
     loglik: FloatArray  # float (T, C): sum of log P(label | class) over the task's labels
     n_labels: IntArray  # int (T,)
     next_refit: int
-    given: IntArray | None = None  # int (W,): labels each worker has given (ties=sticky)
 
 
 def _variance(acc: np.ndarray, evidence: np.ndarray, strength: float) -> np.ndarray:
@@ -184,20 +183,15 @@ class Auto(Policy):
             gold=np.asarray(gold, np.int64), cost=np.asarray(problem.worker_cost, float).copy(),
             log_task=[], log_worker=[], log_label=[], correct=np.zeros((W, S)),
             total=np.zeros((W, S)), class_prior=np.full(C, 1.0 / C), loglik=np.zeros((T, C)),
-            n_labels=np.zeros(T, np.int64), next_refit=self.params.refit_min,
-            given=np.zeros(W, np.int64))
+            n_labels=np.zeros(T, np.int64), next_refit=self.params.refit_min)
 
     def state_from_dict(self, data: dict[str, Any]) -> AutoState:
         arr = {"task_category": np.int64, "gold": np.int64, "cost": float, "correct": float,
-               "total": float, "class_prior": float, "loglik": float, "n_labels": np.int64,
-               "given": np.int64}
+               "total": float, "class_prior": float, "loglik": float, "n_labels": np.int64}
         kw: dict[str, Any] = {k: (np.asarray(v, dtype=arr[k]) if k in arr else v)
                               for k, v in data.items()}
         T, C = len(kw["task_category"]), int(kw["n_classes"])
         kw["loglik"] = kw["loglik"].reshape(T, C)
-        if kw.get("given") is None:  # a state saved before ``given`` existed
-            kw["given"] = np.bincount(np.asarray(kw["log_worker"], np.int64),
-                                      minlength=kw["correct"].shape[0])
         return AutoState(**kw)
 
     # --- the model -----------------------------------------------------------------------
@@ -299,8 +293,9 @@ class Auto(Policy):
             return task, int(workers[rng.integers(workers.size)])
         value = self.worker_values(state, task, workers, rng, room)
         best = workers[value == value.max()]  # equal values (e.g. unjudged workers): at random
-        if self.params.ties == "sticky" and best.size > 1 and state.given is not None:
-            given = state.given[best]
+        if self.params.ties == "sticky" and best.size > 1:  # the label log's counts: O(labels)
+            given = np.bincount(np.asarray(state.log_worker, np.int64),
+                                minlength=state.correct.shape[0])[best]
             best = best[given == given.max()]
         return task, int(best[rng.integers(best.size)])
 
@@ -377,8 +372,6 @@ class Auto(Policy):
         state.loglik[i] += miss
         state.loglik[i, z] += hit - miss
         state.n_labels[i] += 1
-        if state.given is not None:
-            state.given[j] += 1
         state.log_task.append(int(i))
         state.log_worker.append(int(j))
         state.log_label.append(int(z))

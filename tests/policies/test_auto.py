@@ -184,7 +184,7 @@ def test_equal_workers_are_broken_towards_those_already_asked():
     for ties in ("sticky", "random"):
         policy = build(f"auto:explore=0,ties={ties}")
         state = policy.init_state(problem)
-        state.given[:] = [0, 3, 0, 3, 1, 0]
+        state.log_worker = [1, 3, 1, 4, 3, 1, 3]  # labels given: 0, 3, 0, 3, 1, 0
         rng = np.random.default_rng(4)
         picks = {policy.select_pair(state, mask, rng)[1] for _ in range(200)}
         assert picks == ({1, 3} if ties == "sticky" else set(range(6))), (ties, picks)
