@@ -9,6 +9,7 @@
 -- (0 = look at all). Returns {eligible_1, settled_1, ..., eligible_n, settled_n}.
 -- Reads in bulk, a chunk of tasks at a time (HMGET of the three counters, SMISMEMBER of a
 -- worker's seen set), as CANDIDATES does (scan_window.lua).
+--#include chunk_status.lua
 local CHUNK = 128
 local cap = tonumber(ARGV[1])
 local raw = redis.call('ZREVRANGE', KEYS[1], 0, tonumber(ARGV[2]) - 1)
@@ -18,15 +19,8 @@ local filled = 0
 local function fill(upto)  -- the state of tasks 1..upto (a chunk at a time)
   while filled < upto do
     local a, b = filled + 1, math.min(n, filled + CHUNK)
-    local done = redis.call('HMGET', KEYS[2], unpack(raw, a, b))
-    local live = redis.call('HMGET', KEYS[3], unpack(raw, a, b))
-    local app = redis.call('HMGET', KEYS[4], unpack(raw, a, b))
-    for x = a, b do
-      local held = tonumber(done[x - a + 1] or '0') + tonumber(live[x - a + 1] or '0')
-      if cap >= 0 and held >= cap then state[x] = 0
-      elseif held - tonumber(app[x - a + 1] or '0') <= 0 then state[x] = 2
-      else state[x] = 1 end
-    end
+    local status = chunk_status({unpack(raw, a, b)}, cap, KEYS[2], KEYS[3], KEYS[4])
+    for x = a, b do state[x] = status[x - a + 1] end
     filled = b
   end
 end
