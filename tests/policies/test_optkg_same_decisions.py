@@ -89,6 +89,33 @@ def decisions(source: EnvSource, spec: str, budget: float, seed: int = 0) -> str
     return h.hexdigest()[:16]
 
 
+# EXPECTED was recorded on an earlier session's machine. On an AMD EPYC with AVX2 and no
+# AVX-512 (numpy picks its vectorised math kernels by CPU feature) the multi-class runs end
+# differently: the last bits of some floats differ and flip exact ties. These digests were
+# recorded there by running the code of commit 43e4f5b, and the current code gives the same
+# ones on that machine: the speed-ups make the same decisions there too. Which CPU feature
+# decides is a guess (AVX-512F); a machine that matches neither table fails with RERECORD
+WITHOUT_AVX512 = {
+    ('three-classes-categories', 2.0): {
+        'optkg-workers': 'd097e5cd1d770245',
+        'optkg-workers:random_ties=true': '767fc1e2c594fb71',
+    },
+    ('four-classes-gold', 2.0): {
+        'optkg-workers': '6b92ecf2220a2cd3',
+        'optkg-workers:random_ties=true': '261cd6b0af7e8f8a',
+        'optkg-multi': 'dcbd24d470b60ecd',
+    },
+}
+
+
+def expected(env: str, budget: float, spec: str) -> str:
+    from numpy._core._multiarray_umath import __cpu_features__ as cpu
+
+    row = EXPECTED[(env, budget)] if cpu.get("AVX512F") else {
+        **EXPECTED[(env, budget)], **WITHOUT_AVX512.get((env, budget), {})}
+    return row[spec]
+
+
 SPECS = ("optkg-workers", "optkg-workers:random_ties=true", "optkg-multi")
 SYNTHETIC_CASES = [(env, 3.0 if "classes" not in text else 2.0, spec)
                    for env, text in SYNTHETIC.items() for spec in SPECS]
@@ -96,16 +123,21 @@ SHARED_CASES = [("rte", 0.6, spec) for spec in SPECS] + [("dog", 0.3, "optkg-wor
                                                          ("dog", 0.3, "optkg-multi")]
 
 
+RERECORD = ("a different decision, or a CPU whose floating point flips a tie: run this file as "
+            "a script with the code of commit 43e4f5b and with this code on this machine; if "
+            "both print the same table, record it for this kind of CPU")
+
+
 @pytest.mark.parametrize("env, budget, spec", SYNTHETIC_CASES)
 def test_synthetic_decisions_are_the_recorded_ones(env, budget, spec):
     got = decisions(EnvSource("synthetic", SYNTHETIC[env]), spec, budget)
-    assert got == EXPECTED[(env, budget)][spec]
+    assert got == expected(env, budget, spec), RERECORD
 
 
 @pytest.mark.parametrize("env, budget, spec", SHARED_CASES)
 def test_shared_data_decisions_are_the_recorded_ones(shared_datasets, env, budget, spec):
     got = decisions(EnvSource("data", str(shared_datasets / env)), spec, budget)
-    assert got == EXPECTED[(env, budget)][spec]
+    assert got == expected(env, budget, spec), RERECORD
 
 
 def test_one_betainc_min_tail_and_reward_plus_are_bit_identical():
