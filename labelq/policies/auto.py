@@ -144,6 +144,7 @@ class Auto(Policy):
         explore_by: str = "capacity"
         cross_check: bool = True
         ties: str = "random"
+        explore_dense: float = 0.5
 
         def __post_init__(self) -> None:
             for name in ("floor", "refit_min", "em_iters"):
@@ -167,6 +168,10 @@ class Auto(Policy):
             object.__setattr__(self, "confidence", _unit("confidence", self.confidence, 0, 1))
             if self.explore != 0:
                 object.__setattr__(self, "explore", _unit("explore", self.explore, 0, 1))
+            if isinstance(self.explore_dense, bool) or not isinstance(
+                    self.explore_dense, (int, float)) or not 0 <= self.explore_dense <= 1:
+                raise ValueError(f"explore_dense must be a number in [0, 1], got "
+                                 f"{self.explore_dense!r}")
             object.__setattr__(self, "prior_accuracy",
                                _unit("prior_accuracy", self.prior_accuracy, 0, 1))
             for name in ("prior_strength", "strength"):
@@ -274,7 +279,7 @@ class Auto(Policy):
         if open_tasks.size == 0:
             return None
         prio = self.priority(state, open_tasks)
-        explore = rng.random() < self.params.explore
+        explore = rng.random() < self.explore_rate(mask, open_tasks.size)
         if explore and self.params.cross_check:
             # a cross-check needs a label to check against: the most urgent task that has
             # one (a lone label on an empty task tells nothing about its worker)
@@ -298,6 +303,24 @@ class Auto(Policy):
                                 minlength=state.correct.shape[0])[best]
             best = best[given == given.max()]
         return task, int(best[rng.integers(best.size)])
+
+    def explore_rate(self, mask: np.ndarray, n_open: int) -> float:
+        """``explore`` × (1 − ``explore_dense`` × density), where density is the share of
+        the open tasks that a worker with any eligible task can take, averaged over those
+        workers (1 when every worker may label every open task).
+
+        In a dense pool the workers the greedy choice trusts can label nearly every task,
+        so they label the same tasks and the EM gets its cross-checks from the greedy asks
+        themselves; where each worker sees a small share of the tasks (most real data
+        sets), the trusted workers run out of tasks and new ones must keep being learned."""
+        rate = self.params.explore
+        if self.params.explore_dense and n_open:
+            busy = mask.any(axis=0)
+            k = int(busy.sum())
+            if k:
+                rate *= 1.0 - self.params.explore_dense * float(mask[:, busy].sum()) / (
+                    n_open * k)
+        return rate
 
     def gated(self, state: AutoState, mask: np.ndarray) -> np.ndarray:
         """The eligible pairs whose worker's accuracy on the task's category may reach the

@@ -138,6 +138,29 @@ def test_workers_nobody_has_judged_are_tried_in_random_order():
     assert len(set(picks)) == 8
 
 
+def test_a_dense_pool_explores_less():
+    """``explore_dense``: the exploring share is ``explore`` when each worker can take few of
+    the open tasks and drops to ``explore`` × (1 − ``explore_dense``) when every worker can
+    take every one (the greedy asks then cross-check each other)."""
+    policy = build("auto")  # explore=0.3, explore_dense=0.5
+    dense = np.ones((40, 8), bool)
+    sparse = np.zeros((40, 8), bool)
+    for j in range(8):
+        sparse[5 * j:5 * j + 5, j] = True  # each worker: 5 of the 40 tasks
+    assert policy.explore_rate(dense, 40) == pytest.approx(0.15)
+    assert policy.explore_rate(sparse, 40) == pytest.approx(0.3 * (1 - 0.5 / 8))
+    assert build("auto:explore_dense=0").explore_rate(dense, 40) == pytest.approx(0.3)
+    # and the decisions follow it: the share of exploring asks (to a worker other than the
+    # greedy one) on the dense pool, where the greedy worker is known to be the best
+    state = policy.init_state(Problem(n_tasks=40, n_workers=8))
+    state.correct[0], state.total[0] = 30.0, 30.0  # worker 0: right 30 of 30
+    rng = np.random.default_rng(3)
+    other = np.mean([policy.select_pair(state, dense, rng)[1] != 0 for _ in range(2000)])
+    assert 0.11 < other < 0.19
+    with pytest.raises(PolicyError, match="explore_dense"):
+        build("auto:explore_dense=2")
+
+
 def test_exploration_goes_to_workers_who_can_take_more_work():
     """``explore_by=capacity`` draws the exploring worker in proportion to the open tasks it
     can take (times the variance of its accuracy, equal here: nobody judged yet);
@@ -148,7 +171,8 @@ def test_exploration_goes_to_workers_who_can_take_more_work():
     mask[1:, 1] = True
     shares = {}
     for by in ("capacity", "uniform"):
-        policy = build(f"auto:explore=0.999,explore_by={by},gate=false,cross_check=false")
+        policy = build(f"auto:explore=0.999,explore_by={by},gate=false,cross_check=false,"
+                       "explore_dense=0")
         state = policy.init_state(problem)
         state.n_labels[1:] = 1  # task 0 is the only one below the floor: it is asked
         rng = np.random.default_rng(2)
@@ -166,7 +190,8 @@ def test_exploration_cross_checks_a_task_that_has_a_label():
     problem = Problem(n_tasks=10, n_workers=4)
     mask = np.ones((10, 4), bool)
     for cc, want_labelled in (("true", True), ("false", False)):
-        policy = build(f"auto:explore=0.999,cross_check={cc},gate=false")
+        policy = build(f"auto:explore=0.999,cross_check={cc},gate=false,"
+                       "explore_dense=0")
         state = policy.init_state(problem)
         state.n_labels[5:] = 1  # tasks 0-4 are below the floor: the most urgent
         rng = np.random.default_rng(3)
