@@ -82,16 +82,18 @@ def throughput(session: Session, project: Project, *, left: float | None,
     :data:`RECENT_MINUTES` minutes, when the budget left runs out (``None`` without a
     budget, or when nothing was spent lately)."""
     now = now or datetime.now(timezone.utc)
-    rows = session.exec(select(Label.received, Worker.cost)
-                        .join(Worker, Worker.id == Label.worker_id)
-                        .where(Label.project_id == project.id).order_by(Label.id)).all()
-    t = np.array([_aware(r).timestamp() for r, _ in rows], dtype=float)
-    cost = np.array([c for _, c in rows], dtype=float)
+    t, who = _label_times(session, project)
+    costs = dict(session.exec(select(Worker.id, Worker.cost)
+                              .where(Worker.project_id == project.id)).all())
+    ids = np.array(sorted(costs), dtype=np.int64)
+    at = np.minimum(np.searchsorted(ids, who), max(ids.size - 1, 0))
+    cost = (np.where(ids[at] == who, np.array([costs[i] for i in ids], dtype=float)[at], 0.0)
+            if who.size and ids.size else np.zeros(who.size))
     out: dict[str, Any] = {"bucket_minutes": None, "points": [], "recent_minutes": RECENT_MINUTES,
                            "recent_labels_per_min": 0.0, "recent_spend_per_min": 0.0,
                            "runs_out_in_s": None, "runs_out_at": None}
     if t.size:
-        order = np.argsort(t, kind="stable")
+        order = np.argsort(t, kind="stable")  # by time: ids follow commit order, nearly so
         t, cost = t[order], cost[order]
         span_min = max((t[-1] - t[0]) / 60, 1e-9)
         width = next((w for w in (1, 2, 5, 10, 15, 30, 60, 120, 360, 720, 1440)
@@ -113,6 +115,40 @@ def throughput(session: Session, project: Project, *, left: float | None,
             out["runs_out_in_s"] = round(secs, 1)
             out["runs_out_at"] = (now + timedelta(seconds=secs)).isoformat(timespec="seconds")
     return out
+
+
+# Each label's time and worker, per project, read once: a dashboard refresh reads only the
+# labels committed since the last one (ids grow; a project whose labels shrank, or were
+# replaced, is read again in full). The cost of a label is its worker's current cost, as in
+# the budget spent of ``labelq status``.
+_TIMES: dict[int, tuple[int, int, np.ndarray, np.ndarray]] = {}
+
+
+def _label_times(session: Session, project: Project) -> tuple[np.ndarray, np.ndarray]:
+    """(received as Unix seconds, worker id) of every label of ``project``, in id order."""
+    n, last = session.exec(select(func.count(Label.id), func.max(Label.id))
+                           .where(Label.project_id == project.id)).one()
+    n, last = int(n), int(last or 0)
+    with _LOCK:
+        hit = _TIMES.get(project.id)
+    if hit is not None and hit[0] == n and hit[1] == last:
+        return hit[2], hit[3]
+    after, t0, w0 = 0, np.zeros(0), np.zeros(0, dtype=np.int64)
+    if hit is not None and hit[1] <= last and hit[0] <= n:
+        after, t0, w0 = hit[1], hit[2], hit[3]
+    rows = session.exec(select(Label.received, Label.worker_id)
+                        .where(Label.project_id == project.id, Label.id > after,
+                               Label.id <= last)
+                        .order_by(Label.id)).all()
+    t = np.concatenate([t0, np.array([_aware(r).timestamp() for r, _ in rows], dtype=float)])
+    w = np.concatenate([w0, np.array([j for _, j in rows], dtype=np.int64)])
+    if t.size != n:  # labels were removed below the last one read: read them all again
+        with _LOCK:
+            _TIMES.pop(project.id, None)
+        return _label_times(session, project) if hit is not None else (t, w)
+    with _LOCK:
+        _TIMES[project.id] = (n, last, t, w)
+    return t, w
 
 
 # Aggregating is the dashboard's one costly part. The current fit is kept per project and

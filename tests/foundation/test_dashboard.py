@@ -7,13 +7,14 @@ import json
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
+import sqlalchemy
 from click.testing import CliRunner
 from sqlmodel import select
 
 from cli.main import cli
 from labelq import dashboard as dash
 from labelq.db import engine_for, init_schema, session_scope
-from labelq.models import Assignment, Label, Task
+from labelq.models import Assignment, Label, Task, Worker
 from labelq.projects import create_project, enroll_worker, get_project
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=timezone.utc)
@@ -80,3 +81,42 @@ def test_quality_curve_and_status_as_the_cli(tmp_path):
     for st in (cli_status, d["status"]):
         st.pop("oldest_unapplied_s")  # (an age)
     assert cli_status == d["status"]
+
+
+def test_throughput_reads_only_the_labels_since_the_last_refresh(tmp_path):
+    """The label times are kept per project: a refresh reads the labels committed since the
+    last one, and gives what a fresh read gives; a label removed makes it read all again."""
+    url = f"sqlite:///{tmp_path / 'i.db'}"
+    project_with_labels(url, [30.0] * 6 + [3.0, 2.0])
+    eng = engine_for(url)
+    with session_scope(eng) as s:
+        p = get_project(s, "p")
+        first = dash.throughput(s, p, left=None, now=NOW)
+        assert sum(pt["labels_per_min"] for pt in first["points"]) == 8
+        task = s.exec(select(Task).order_by(Task.seq)).first()
+        worker = s.exec(select(Worker).where(Worker.handle == "dear")).one()
+        for n in range(3):
+            s.add(Assignment(id=f"new{n}", project_id=p.id, task_id=task.id,
+                             worker_id=worker.id, expires=NOW, state="submitted"))
+            s.add(Label(assignment_id=f"new{n}", project_id=p.id, task_id=task.id,
+                        worker_id=worker.id, value="a", received=NOW - timedelta(minutes=1)))
+    with session_scope(eng) as s:
+        p = get_project(s, "p")
+        statements = []
+        listen = sqlalchemy.event.listen
+        listen(eng, "before_cursor_execute",
+               lambda *a: statements.append(a[2]) if "FROM label" in a[2] else None)
+        again = dash.throughput(s, p, left=None, now=NOW)
+        assert any("label.id >" in q and "label.id <=" in q for q in statements)
+        dash._TIMES.clear()
+        fresh = dash.throughput(s, p, left=None, now=NOW)
+    assert again == fresh
+    assert sum(pt["labels_per_min"] for pt in again["points"]) == 11
+    # the last 15 minutes: the labels 3 and 2 minutes ago (cheap, 1; dear, 3), three new dear
+    assert again["recent_spend_per_min"] == round((1 + 3 + 3 * 3) / 15, 6)
+    with session_scope(eng) as s:  # a label removed (below the last id): all read again
+        s.delete(s.exec(select(Label).order_by(Label.id)).first())
+    with session_scope(eng) as s:
+        p = get_project(s, "p")
+        after = dash.throughput(s, p, left=None, now=NOW)
+    assert sum(pt["labels_per_min"] for pt in after["points"]) == 10
