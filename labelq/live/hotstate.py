@@ -198,6 +198,7 @@ class StateCache:
     def __init__(self, track_dirty: bool = False) -> None:
         self._items: dict[int, Hot] = {}
         self._lock = threading.Lock()
+        self._loading: dict[int, threading.Lock] = {}  # project -> held while loading it
         self.track_dirty = track_dirty
 
     def drop(self, project_id: int) -> None:
@@ -222,6 +223,12 @@ class StateCache:
                 return hot
         return self._catch_up(engine, redis, int(project_id), hot)
 
+    def age(self, project_id: int) -> float | None:
+        """Seconds since the cached state of the project last caught up with SQL (None:
+        not cached)."""
+        hot = self._items.get(int(project_id))
+        return None if hot is None else time.monotonic() - hot.checked
+
     def _refresh(self, engine: Any, redis: Any, hot: Hot) -> None:
         hot.refreshing = True
 
@@ -235,21 +242,42 @@ class StateCache:
         threading.Thread(target=run, name="labelq-state-refresh", daemon=True).start()
 
     def _catch_up(self, engine: Any, redis: Any, project_id: int, hot: Hot | None) -> Hot:
-        with session_scope(engine) as session:
-            if hot is not None:
-                with hot.catching_up:
-                    n_tasks, epoch = _meta(redis, session, project_id)
-                    if count_workers(session, project_id) == hot.view.n_workers and \
-                            n_tasks == hot.view.n_tasks and epoch == hot.epoch and \
-                            self._same_problem(session, hot):
-                        _replay(session, hot)
-                        hot.checked = time.monotonic()
-                        return hot
-            hot = self._load(session, redis, project_id)
-            hot.checked = time.monotonic()
+        if hot is not None:
+            with session_scope(engine) as session:
+                if self._follow(session, redis, project_id, hot):
+                    return hot
+        # a (re)load, one at a time per project: a thread that finds another loading waits
+        # for it and follows its state rather than load the same O(tasks) state again (an
+        # applier's task and the background warmer, :mod:`.warm`; two requests of an API
+        # process)
+        with self._loader(project_id):
+            current = self._items.get(project_id)
+            with session_scope(engine) as session:
+                if current is not None and current is not hot and \
+                        self._follow(session, redis, project_id, current):
+                    return current  # loaded by another thread meanwhile
+                hot = self._load(session, redis, project_id)
+                hot.checked = time.monotonic()
+            with self._lock:
+                self._items[project_id] = hot
+            return hot
+
+    def _loader(self, project_id: int) -> threading.Lock:
         with self._lock:
-            self._items[int(project_id)] = hot
-        return hot
+            return self._loading.setdefault(project_id, threading.Lock())
+
+    def _follow(self, session: Session, redis: Any, project_id: int, hot: Hot) -> bool:
+        """Catch ``hot`` up with SQL (replay the labels applied since); False when the
+        project's shape, epoch or problem changed and the state must be loaded again."""
+        with hot.catching_up:
+            n_tasks, epoch = _meta(redis, session, project_id)
+            if count_workers(session, project_id) == hot.view.n_workers and \
+                    n_tasks == hot.view.n_tasks and epoch == hot.epoch and \
+                    self._same_problem(session, hot):
+                _replay(session, hot)
+                hot.checked = time.monotonic()
+                return True
+        return False
 
     @staticmethod
     def _same_problem(session: Session, hot: Hot) -> bool:

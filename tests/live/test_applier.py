@@ -337,3 +337,29 @@ def test_a_submit_stalled_past_the_reaper_gets_lease_expired(r, db_url, monkeypa
         assert ses.get(Assignment, a.assignment_id).state == "expired"
     assert not r.exists(k.lease(a.assignment_id))
     assert int(r.hget(k.reserved, a.task_seq) or 0) == 0
+
+
+def test_concurrent_loads_of_one_state_load_it_once(r, sqlite_url, project_setup,
+                                                    monkeypatch):
+    import threading
+    import time as time_mod
+    rng = np.random.default_rng(6)
+    eng, pid, settings, s, k = project_setup(sqlite_url, n_tasks=20, workers=3)
+    label_some(s, 6, 3, rng)
+    cache = StateCache()
+    loads = []
+    real = StateCache._load
+
+    def slow_load(self, session, redis, project_id):
+        loads.append(project_id)
+        time_mod.sleep(0.2)
+        return real(self, session, redis, project_id)
+    monkeypatch.setattr(StateCache, "_load", slow_load)
+    got: list[Any] = []
+    ts = [threading.Thread(target=lambda: got.append(cache.get(eng, r, pid)))
+          for _ in range(3)]
+    [t.start() for t in ts]
+    [t.join() for t in ts]
+    # Then one thread loaded the state and the others followed it
+    assert loads == [pid]
+    assert len(got) == 3 and all(h is got[0] for h in got)
