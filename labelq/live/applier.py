@@ -115,6 +115,17 @@ def applied_counts(engine: Any, project_id: int) -> dict[int, int]:
         return {int(t): int(n) for t, n in conn.execute(stmt)}
 
 
+def _prune_pushed(redis: Any, k: Keys, dirty: dict[int, int]) -> None:
+    """Drop from ``dirty`` the tasks whose replayed labels were all pushed by the applier
+    that applied them (``pushed_seq``): only those of an applier that died between its
+    commit and its Redis writes need pushing again. Without this, a process taking over
+    the applier from another pushed every task the other's labels touched since its last
+    run, and read every applied label of the project (``applied_counts``) to do it."""
+    pushed = int(redis.get(k.pushed_seq) or 0)
+    for task in [t for t, s in dirty.items() if s <= pushed]:
+        del dirty[task]
+
+
 class _Reshaped(Exception):
     """A label refers to a task or worker the cached view does not have yet."""
 
@@ -228,6 +239,8 @@ class Applier:
                     if rows and (max(r[2] for r in rows) >= hot.view.n_tasks or
                                  max(r[3] for r in rows) >= hot.view.n_workers):
                         raise _Reshaped()
+                    if hot.dirty:
+                        _prune_pushed(redis, k, hot.dirty)
                     if not rows and not redis.llen(k.declines) and not hot.dirty:
                         return 0, hot
                     idx = {v: i for i, v in enumerate(hot.project.labels)}
@@ -284,6 +297,8 @@ class Applier:
             for task, n in applied_per_task.items():
                 if task not in replayed:
                     pipe.hincrby(k.applied, task, n)
+            if marks or replayed:  # every label up to ``seq`` is pushed now (last: set
+                pipe.set(k.pushed_seq, seq)  # only once every write before it was made)
             pipe.execute()
             if hot.dirty:
                 hot.dirty.clear()

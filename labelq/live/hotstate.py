@@ -51,10 +51,11 @@ class Hot:
     seq: int
     checked: float = 0.0  # monotonic time of the last catch-up with SQL
     lock: threading.RLock = field(default_factory=threading.RLock)
-    # tasks whose priority changed through a replay from SQL (labels another process
-    # applied — e.g. an applier killed before it pushed their priorities); only tracked
-    # when the cache is asked to (the applier's), which pushes and clears them
-    dirty: set[int] | None = None
+    # task -> the last applied seq that changed its priority through a replay from SQL
+    # (labels another process applied — e.g. an applier killed before it pushed their
+    # priorities); only tracked when the cache is asked to (the applier's), which pushes
+    # those beyond ``pushed_seq`` and clears them
+    dirty: dict[int, int] | None = None
     # task seq -> JSON row [external id, category, payload] of tasks this process put in
     # inboxes (tasks do not change once loaded; this goes with the view on a reload)
     rows: dict[int, str] = field(default_factory=dict)
@@ -167,7 +168,7 @@ def _replay(session: Session, hot: Hot, upto: int | None = None) -> int:
                     return n
                 touched = hot.policy.update(hot.state, to_observation(row, idx))
                 if hot.dirty is not None:
-                    hot.dirty.update(int(t) for t in touched)
+                    hot.dirty.update((int(t), int(row[1])) for t in touched)
                 hot.seq = int(row[1])
                 n += 1
 
@@ -321,7 +322,7 @@ class StateCache:
             hot = Hot(view, policy, policy.init_state(view.problem()), 0)
         hot.epoch = epoch
         if self.track_dirty:
-            hot.dirty = set()
+            hot.dirty = {}
         _replay(session, hot)
         return hot
 

@@ -363,3 +363,33 @@ def test_concurrent_loads_of_one_state_load_it_once(r, sqlite_url, project_setup
     # Then one thread loaded the state and the others followed it
     assert loads == [pid]
     assert len(got) == 3 and all(h is got[0] for h in got)
+
+
+def test_an_applier_taking_over_from_another_pushes_only_what_was_not_pushed(
+        r, sqlite_url, project_setup, monkeypatch):
+    """Two applier processes taking turns: the one taking over replays the other's labels
+    from SQL; the other pushed their tasks (``pushed_seq``), so it pushes nothing again and
+    reads no label counts from SQL (it would after a kill: the test above)."""
+    import labelq.live.applier as applier
+
+    rng = np.random.default_rng(7)
+    eng, pid, settings, s, k = project_setup(sqlite_url, n_tasks=20, workers=3, max_labels=3,
+                                             policy="optkg")
+    label_some(s, 6, 3, rng)
+    first = Applier(eng, r, cache=StateCache(track_dirty=True))
+    first.apply_pending(pid)
+    label_some(s, 9, 3, rng)
+    Applier(eng, r, cache=StateCache(track_dirty=True)).apply_pending(pid)
+    assert int(r.get(k.pushed_seq)) == 15
+
+    def no_counts(*_a, **_kw):
+        raise AssertionError("every replayed label was pushed by its applier")
+    monkeypatch.setattr(applier, "applied_counts", no_counts)
+    label_some(s, 3, 3, rng)
+    assert first.apply_pending(pid).applied == 3
+    assert not first.cache.peek(pid).dirty and int(r.get(k.pushed_seq)) == 18
+    assert r.hgetall(k.applied) == {t: n for t, n in r.hgetall(k.nlabels).items()}
+    with session_scope(eng) as ses:
+        hot = fold_from_sql(ses, ses.get(Project, pid))
+    for t, p in r.zrange(k.pending, 0, -1, withscores=True):
+        assert p == pytest.approx(float(hot.policy.priority(hot.state, np.array([int(t)]))[0]))
