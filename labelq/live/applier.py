@@ -34,8 +34,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 from sqlalchemy import bindparam, func, select, update
@@ -149,12 +150,35 @@ class Applier:
         self.pace = PaceMeter(tuning.pace_weight)
         self.last_snapshot: dict[int, float] = {}  # project -> monotonic time written
         self.snapshot_took: dict[int, float] = {}  # project -> seconds it took
+        self._running = 0  # runs and upkeeps in progress in this process (``busy``)
+        self._running_lock = threading.Lock()
+
+    @contextmanager
+    def busy(self) -> Iterator[None]:
+        """Marks a run (or the beat's upkeep) in progress: the background warmer
+        (:mod:`.warm`) leaves the process's cache alone meanwhile."""
+        with self._running_lock:
+            self._running += 1
+        try:
+            yield
+        finally:
+            with self._running_lock:
+                self._running -= 1
+
+    @property
+    def running(self) -> bool:
+        return self._running > 0
 
     # --- the run -------------------------------------------------------------------------
     def apply_pending(self, project_id: int, *, refill: bool = True,
                       snapshot_every_s: float | None = None) -> ApplyReport:
         """Apply every unapplied label of the project (see the module docstring), then
         refill the inboxes of the active workers with the updated posterior."""
+        with self.busy():
+            return self._apply_pending(project_id, refill, snapshot_every_s)
+
+    def _apply_pending(self, project_id: int, refill: bool,
+                       snapshot_every_s: float | None) -> ApplyReport:
         redis, t = self.redis, self.tuning
         every_s = t.snapshot_every_s if snapshot_every_s is None else snapshot_every_s
         k = Keys(project_id)

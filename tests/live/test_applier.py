@@ -339,6 +339,50 @@ def test_a_submit_stalled_past_the_reaper_gets_lease_expired(r, db_url, monkeypa
     assert int(r.hget(k.reserved, a.task_seq) or 0) == 0
 
 
+def test_an_idle_applier_process_keeps_the_states_of_hot_projects_loaded(r, sqlite_url,
+                                                                         project_setup,
+                                                                         monkeypatch):
+    from labelq.live.warm import Warmer
+    rng = np.random.default_rng(5)
+    eng, pid, settings, s, k = project_setup(sqlite_url, n_tasks=20, workers=3, policy="optkg")
+    label_some(s, 12, 3, rng)  # the first next builds the hot state (lq:projects)
+    Applier(eng, r, cache=StateCache()).apply_pending(pid)  # another process applies them
+    idle = Applier(eng, r, cache=StateCache(track_dirty=True))
+    warmer = Warmer(idle, every_s=60.0)
+    # When the warmer of an idle process makes a pass
+    assert warmer.run_once() == [pid]
+    # Then the process holds the state, equal to a fresh fold
+    hot = idle.cache.peek(pid)
+    want, seq = fresh_posterior(eng, pid)
+    assert hot is not None and hot.seq == seq == 12
+    np.testing.assert_allclose(hot.policy.predict_proba(hot.state), want)
+    # and a pass within the period leaves it alone; one after it catches it up
+    label_some(s, 6, 3, rng)
+    Applier(eng, r, cache=StateCache()).apply_pending(pid)
+    assert warmer.run_once() == []
+    assert Warmer(idle, every_s=0.0).run_once() == [pid]
+    assert idle.cache.peek(pid) is hot and hot.seq == 18
+    # it tracks the tasks the replayed labels touched; their applier pushed them, so this
+    # process's next run does not push them again (nor reads every label's count for it)
+    assert hot.dirty and max(hot.dirty.values()) == 18 == int(r.get(k.pushed_seq))
+    # When the process runs a task, the warmer leaves its cache alone
+    idle.cache.drop(pid)
+    with idle.busy():
+        assert Warmer(idle, every_s=0.0).run_once() == []
+    assert idle.cache.peek(pid) is None
+    # and a run finds the state loaded by a pass and applies on it
+    Warmer(idle, every_s=0.0).run_once()
+    hot = idle.cache.peek(pid)
+    label_some(s, 3, 3, rng)
+    import labelq.live.applier as applier_mod
+
+    def no_counts(*_a, **_kw):
+        raise AssertionError("every replayed label was pushed by its applier")
+    monkeypatch.setattr(applier_mod, "applied_counts", no_counts)
+    assert idle.apply_pending(pid).applied == 3
+    assert idle.cache.peek(pid) is hot and hot.seq == 21 and not hot.dirty
+
+
 def test_concurrent_loads_of_one_state_load_it_once(r, sqlite_url, project_setup,
                                                     monkeypatch):
     import threading
