@@ -230,6 +230,14 @@ class StateCache:
         hot = self._items.get(int(project_id))
         return None if hot is None else time.monotonic() - hot.checked
 
+    def refresh(self, engine: Any, redis: Any, project_id: int, *, after: float) -> None:
+        """Catch the cached state up in a background thread if it is ``after`` seconds
+        old or more (nothing when none is cached or a catch-up is running)."""
+        hot = self._items.get(int(project_id))
+        if hot is not None and not hot.refreshing and \
+                time.monotonic() - hot.checked >= after:
+            self._refresh(engine, redis, hot)
+
     def _refresh(self, engine: Any, redis: Any, hot: Hot) -> None:
         hot.refreshing = True
 

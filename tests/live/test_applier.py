@@ -437,3 +437,27 @@ def test_an_applier_taking_over_from_another_pushes_only_what_was_not_pushed(
         hot = fold_from_sql(ses, ses.get(Project, pid))
     for t, p in r.zrange(k.pending, 0, -1, withscores=True):
         assert p == pytest.approx(float(hot.policy.priority(hot.state, np.array([int(t)]))[0]))
+
+
+def test_a_refresh_catches_a_cached_state_up_in_the_background(r, sqlite_url, project_setup):
+    import time as time_mod
+    rng = np.random.default_rng(8)
+    eng, pid, settings, s, k = project_setup(sqlite_url, n_tasks=20, workers=3)
+    label_some(s, 6, 3, rng)
+    Applier(eng, r, cache=StateCache()).apply_pending(pid)
+    cache = StateCache()
+    hot = cache.get(eng, r, pid)
+    label_some(s, 6, 3, rng)
+    Applier(eng, r, cache=StateCache()).apply_pending(pid)
+    # a state younger than ``after`` is left alone; an older one is caught up meanwhile
+    cache.refresh(eng, r, pid, after=60.0)
+    assert not hot.refreshing and hot.seq == 6
+    cache.refresh(eng, r, pid, after=0.0)
+    deadline = time_mod.monotonic() + 10
+    while (hot.refreshing or hot.seq < 12) and time_mod.monotonic() < deadline:
+        time_mod.sleep(0.01)
+    assert cache.peek(pid) is hot and hot.seq == 12
+    # nothing cached: nothing loaded
+    other = StateCache()
+    other.refresh(eng, r, pid, after=0.0)
+    assert other.peek(pid) is None
