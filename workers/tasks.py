@@ -9,17 +9,23 @@
   project with hot state, then wake its applier.
 
 The worker process's :class:`~labelq.live.applier.Applier` (its state cache, generator and
-clocks) is made once, from the settings, at the first task.
+clocks) is made once, from the settings: in a prefork child when the child starts, with the
+child's :class:`~labelq.live.warm.Warmer`, which loads the state of every project with hot
+state while the child is idle (so whichever child gets a project's next run has it, and
+none loads it on the request path); in another pool, at the first task.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
 
+from celery.signals import worker_process_init
+
 from labelq.db import get_engine
 from labelq.live.applier import Applier
 from labelq.live.redis.keys import GLOBAL_PROJECTS
 from labelq.live.upkeep import maintain_project
+from labelq.live.warm import Warmer
 
 from .main import SETTINGS, app
 
@@ -31,6 +37,12 @@ def _applier() -> Applier:
     import redis
     return Applier(get_engine(SETTINGS), redis.Redis.from_url(SETTINGS.redis_url),
                    settings=SETTINGS)
+
+
+@worker_process_init.connect
+def _start_warmer(**_: object) -> None:
+    """In each prefork child, as it starts: its applier, and the warmer's thread."""
+    Warmer(_applier()).start()
 
 
 @app.task(name="labelq.apply_labels", bind=True, max_retries=None)

@@ -34,8 +34,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 from sqlalchemy import bindparam, func, select, update
@@ -115,6 +116,17 @@ def applied_counts(engine: Any, project_id: int) -> dict[int, int]:
         return {int(t): int(n) for t, n in conn.execute(stmt)}
 
 
+def _prune_pushed(redis: Any, k: Keys, dirty: dict[int, int]) -> None:
+    """Drop from ``dirty`` the tasks whose replayed labels were all pushed by the applier
+    that applied them (``pushed_seq``): only those of an applier that died between its
+    commit and its Redis writes need pushing again. Without this, a process taking over
+    the applier from another pushed every task the other's labels touched since its last
+    run, and read every applied label of the project (``applied_counts``) to do it."""
+    pushed = int(redis.get(k.pushed_seq) or 0)
+    for task in [t for t, s in dirty.items() if s <= pushed]:
+        del dirty[task]
+
+
 class _Reshaped(Exception):
     """A label refers to a task or worker the cached view does not have yet."""
 
@@ -138,12 +150,35 @@ class Applier:
         self.pace = PaceMeter(tuning.pace_weight)
         self.last_snapshot: dict[int, float] = {}  # project -> monotonic time written
         self.snapshot_took: dict[int, float] = {}  # project -> seconds it took
+        self._running = 0  # runs and upkeeps in progress in this process (``busy``)
+        self._running_lock = threading.Lock()
+
+    @contextmanager
+    def busy(self) -> Iterator[None]:
+        """Marks a run (or the beat's upkeep) in progress: the background warmer
+        (:mod:`.warm`) leaves the process's cache alone meanwhile."""
+        with self._running_lock:
+            self._running += 1
+        try:
+            yield
+        finally:
+            with self._running_lock:
+                self._running -= 1
+
+    @property
+    def running(self) -> bool:
+        return self._running > 0
 
     # --- the run -------------------------------------------------------------------------
     def apply_pending(self, project_id: int, *, refill: bool = True,
                       snapshot_every_s: float | None = None) -> ApplyReport:
         """Apply every unapplied label of the project (see the module docstring), then
         refill the inboxes of the active workers with the updated posterior."""
+        with self.busy():
+            return self._apply_pending(project_id, refill, snapshot_every_s)
+
+    def _apply_pending(self, project_id: int, refill: bool,
+                       snapshot_every_s: float | None) -> ApplyReport:
         redis, t = self.redis, self.tuning
         every_s = t.snapshot_every_s if snapshot_every_s is None else snapshot_every_s
         k = Keys(project_id)
@@ -228,6 +263,8 @@ class Applier:
                     if rows and (max(r[2] for r in rows) >= hot.view.n_tasks or
                                  max(r[3] for r in rows) >= hot.view.n_workers):
                         raise _Reshaped()
+                    if hot.dirty:
+                        _prune_pushed(redis, k, hot.dirty)
                     if not rows and not redis.llen(k.declines) and not hot.dirty:
                         return 0, hot
                     idx = {v: i for i, v in enumerate(hot.project.labels)}
@@ -284,6 +321,8 @@ class Applier:
             for task, n in applied_per_task.items():
                 if task not in replayed:
                     pipe.hincrby(k.applied, task, n)
+            if marks or replayed:  # every label up to ``seq`` is pushed now (last: set
+                pipe.set(k.pushed_seq, seq)  # only once every write before it was made)
             pipe.execute()
             if hot.dirty:
                 hot.dirty.clear()

@@ -126,6 +126,14 @@ class Assigner:
             hot = self.cache.get(live.engine, live.redis, worker.project_id, max_age=0)
         return hot
 
+    def keep_fresh(self, project_id: int) -> None:
+        """Catch the cached state of the project up in the background if it is as old as
+        a decision would (``StateCache.refresh``): for a path that serves requests without
+        it (inbox pops), so a decision made at once later finds it fresh."""
+        live = self.live
+        self.cache.refresh(live.engine, live.redis, project_id,
+                           after=live.tuning.state_max_age * live.tuning.state_refresh_share)
+
     def decide(self, hot: Hot, worker: Worker, now: int) -> Issued | None:
         """A decision made at once (the inbox was empty), its lease starting now."""
         live = self.live

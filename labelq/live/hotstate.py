@@ -51,10 +51,11 @@ class Hot:
     seq: int
     checked: float = 0.0  # monotonic time of the last catch-up with SQL
     lock: threading.RLock = field(default_factory=threading.RLock)
-    # tasks whose priority changed through a replay from SQL (labels another process
-    # applied — e.g. an applier killed before it pushed their priorities); only tracked
-    # when the cache is asked to (the applier's), which pushes and clears them
-    dirty: set[int] | None = None
+    # task -> the last applied seq that changed its priority through a replay from SQL
+    # (labels another process applied — e.g. an applier killed before it pushed their
+    # priorities); only tracked when the cache is asked to (the applier's), which pushes
+    # those beyond ``pushed_seq`` and clears them
+    dirty: dict[int, int] | None = None
     # task seq -> JSON row [external id, category, payload] of tasks this process put in
     # inboxes (tasks do not change once loaded; this goes with the view on a reload)
     rows: dict[int, str] = field(default_factory=dict)
@@ -167,7 +168,7 @@ def _replay(session: Session, hot: Hot, upto: int | None = None) -> int:
                     return n
                 touched = hot.policy.update(hot.state, to_observation(row, idx))
                 if hot.dirty is not None:
-                    hot.dirty.update(int(t) for t in touched)
+                    hot.dirty.update((int(t), int(row[1])) for t in touched)
                 hot.seq = int(row[1])
                 n += 1
 
@@ -198,6 +199,7 @@ class StateCache:
     def __init__(self, track_dirty: bool = False) -> None:
         self._items: dict[int, Hot] = {}
         self._lock = threading.Lock()
+        self._loading: dict[int, threading.Lock] = {}  # project -> held while loading it
         self.track_dirty = track_dirty
 
     def drop(self, project_id: int) -> None:
@@ -222,6 +224,20 @@ class StateCache:
                 return hot
         return self._catch_up(engine, redis, int(project_id), hot)
 
+    def age(self, project_id: int) -> float | None:
+        """Seconds since the cached state of the project last caught up with SQL (None:
+        not cached)."""
+        hot = self._items.get(int(project_id))
+        return None if hot is None else time.monotonic() - hot.checked
+
+    def refresh(self, engine: Any, redis: Any, project_id: int, *, after: float) -> None:
+        """Catch the cached state up in a background thread if it is ``after`` seconds
+        old or more (nothing when none is cached or a catch-up is running)."""
+        hot = self._items.get(int(project_id))
+        if hot is not None and not hot.refreshing and \
+                time.monotonic() - hot.checked >= after:
+            self._refresh(engine, redis, hot)
+
     def _refresh(self, engine: Any, redis: Any, hot: Hot) -> None:
         hot.refreshing = True
 
@@ -235,21 +251,42 @@ class StateCache:
         threading.Thread(target=run, name="labelq-state-refresh", daemon=True).start()
 
     def _catch_up(self, engine: Any, redis: Any, project_id: int, hot: Hot | None) -> Hot:
-        with session_scope(engine) as session:
-            if hot is not None:
-                with hot.catching_up:
-                    n_tasks, epoch = _meta(redis, session, project_id)
-                    if count_workers(session, project_id) == hot.view.n_workers and \
-                            n_tasks == hot.view.n_tasks and epoch == hot.epoch and \
-                            self._same_problem(session, hot):
-                        _replay(session, hot)
-                        hot.checked = time.monotonic()
-                        return hot
-            hot = self._load(session, redis, project_id)
-            hot.checked = time.monotonic()
+        if hot is not None:
+            with session_scope(engine) as session:
+                if self._follow(session, redis, project_id, hot):
+                    return hot
+        # a (re)load, one at a time per project: a thread that finds another loading waits
+        # for it and follows its state rather than load the same O(tasks) state again (an
+        # applier's task and the background warmer, :mod:`.warm`; two requests of an API
+        # process)
+        with self._loader(project_id):
+            current = self._items.get(project_id)
+            with session_scope(engine) as session:
+                if current is not None and current is not hot and \
+                        self._follow(session, redis, project_id, current):
+                    return current  # loaded by another thread meanwhile
+                hot = self._load(session, redis, project_id)
+                hot.checked = time.monotonic()
+            with self._lock:
+                self._items[project_id] = hot
+            return hot
+
+    def _loader(self, project_id: int) -> threading.Lock:
         with self._lock:
-            self._items[int(project_id)] = hot
-        return hot
+            return self._loading.setdefault(project_id, threading.Lock())
+
+    def _follow(self, session: Session, redis: Any, project_id: int, hot: Hot) -> bool:
+        """Catch ``hot`` up with SQL (replay the labels applied since); False when the
+        project's shape, epoch or problem changed and the state must be loaded again."""
+        with hot.catching_up:
+            n_tasks, epoch = _meta(redis, session, project_id)
+            if count_workers(session, project_id) == hot.view.n_workers and \
+                    n_tasks == hot.view.n_tasks and epoch == hot.epoch and \
+                    self._same_problem(session, hot):
+                _replay(session, hot)
+                hot.checked = time.monotonic()
+                return True
+        return False
 
     @staticmethod
     def _same_problem(session: Session, hot: Hot) -> bool:
@@ -293,7 +330,7 @@ class StateCache:
             hot = Hot(view, policy, policy.init_state(view.problem()), 0)
         hot.epoch = epoch
         if self.track_dirty:
-            hot.dirty = set()
+            hot.dirty = {}
         _replay(session, hot)
         return hot
 

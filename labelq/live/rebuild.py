@@ -139,6 +139,7 @@ def rebuild_project(engine: Any, redis: Any, project_id: int, *,
                 pipe.sadd(k.seen(w), *ts[i:i + CHUNK])
         if issued:
             pipe.hset(k.nissued, mapping=issued)
+        pipe.set(k.pushed_seq, hot.seq)  # the priorities and counts above are the fold's
         pipe.execute()
         write_snapshot(redis, hot)
         redis.hset(k.meta, mapping={"built": 1, "n_tasks": view.n_tasks,

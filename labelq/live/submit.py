@@ -338,6 +338,11 @@ class Submitter:
         if live.notify:
             for project_id in woke:
                 live.notify(project_id)
+        # labels are flowing: keep this process's policy state of their projects caught up
+        # in the background, so that the first decision made at once after a busy period
+        # (the inboxes served every next meanwhile) does not replay them all inline
+        for project_id in {job.worker.project_id for job in jobs}:
+            self.assigner.keep_fresh(project_id)
 
 
 def _fail(batch: list[Item], error: BaseException) -> None:

@@ -40,6 +40,9 @@ class Tuning:
     state_refresh_share: float = 0.5
     worker_max_age: float = 1.0  # worker and project rows cached this long (a pause)
     refill_state_max_age: float = 1.0  # the applier's state when it refills outside a run
+    # an idle applier process loads the state of every project with hot state and catches
+    # it up this often (labelq.live.warm; 0: only at a run, as it needs it)
+    warm_every_s: float = 1.0
     # --- applier (labelq.live.applier) -----------------------------------------------------
     wanted_ttl_ms: int = 30_000  # ``apply_wanted`` outlives one batch
     retry_ttl_ms: int = 3_000  # ``apply_retry``: the one retrier's claim, renewed per retry

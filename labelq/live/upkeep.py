@@ -16,9 +16,10 @@ def maintain_project(applier: Applier, project_id: int) -> dict[str, int]:
     """One project's upkeep with the applier process's engine, client and state cache;
     returns what the reaper did."""
     engine, redis = applier.engine, applier.redis
-    out = expire_leases(engine, redis, project_id,
-                        lease_ms=applier.settings.lease_seconds * 1000,
-                        scripts=applier.scripts, tuning=applier.tuning)
-    add_new_tasks(engine, redis, project_id, applier.cache)
-    reopen_below_cap(engine, redis, project_id, applier.cache)
+    with applier.busy():
+        out = expire_leases(engine, redis, project_id,
+                            lease_ms=applier.settings.lease_seconds * 1000,
+                            scripts=applier.scripts, tuning=applier.tuning)
+        add_new_tasks(engine, redis, project_id, applier.cache)
+        reopen_below_cap(engine, redis, project_id, applier.cache)
     return out

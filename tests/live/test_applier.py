@@ -337,3 +337,127 @@ def test_a_submit_stalled_past_the_reaper_gets_lease_expired(r, db_url, monkeypa
         assert ses.get(Assignment, a.assignment_id).state == "expired"
     assert not r.exists(k.lease(a.assignment_id))
     assert int(r.hget(k.reserved, a.task_seq) or 0) == 0
+
+
+def test_an_idle_applier_process_keeps_the_states_of_hot_projects_loaded(r, sqlite_url,
+                                                                         project_setup,
+                                                                         monkeypatch):
+    from labelq.live.warm import Warmer
+    rng = np.random.default_rng(5)
+    eng, pid, settings, s, k = project_setup(sqlite_url, n_tasks=20, workers=3, policy="optkg")
+    label_some(s, 12, 3, rng)  # the first next builds the hot state (lq:projects)
+    Applier(eng, r, cache=StateCache()).apply_pending(pid)  # another process applies them
+    idle = Applier(eng, r, cache=StateCache(track_dirty=True))
+    warmer = Warmer(idle, every_s=60.0)
+    # When the warmer of an idle process makes a pass
+    assert warmer.run_once() == [pid]
+    # Then the process holds the state, equal to a fresh fold
+    hot = idle.cache.peek(pid)
+    want, seq = fresh_posterior(eng, pid)
+    assert hot is not None and hot.seq == seq == 12
+    np.testing.assert_allclose(hot.policy.predict_proba(hot.state), want)
+    # and a pass within the period leaves it alone; one after it catches it up
+    label_some(s, 6, 3, rng)
+    Applier(eng, r, cache=StateCache()).apply_pending(pid)
+    assert warmer.run_once() == []
+    assert Warmer(idle, every_s=0.0).run_once() == [pid]
+    assert idle.cache.peek(pid) is hot and hot.seq == 18
+    # it tracks the tasks the replayed labels touched; their applier pushed them, so this
+    # process's next run does not push them again (nor reads every label's count for it)
+    assert hot.dirty and max(hot.dirty.values()) == 18 == int(r.get(k.pushed_seq))
+    # When the process runs a task, the warmer leaves its cache alone
+    idle.cache.drop(pid)
+    with idle.busy():
+        assert Warmer(idle, every_s=0.0).run_once() == []
+    assert idle.cache.peek(pid) is None
+    # and a run finds the state loaded by a pass and applies on it
+    Warmer(idle, every_s=0.0).run_once()
+    hot = idle.cache.peek(pid)
+    label_some(s, 3, 3, rng)
+    import labelq.live.applier as applier_mod
+
+    def no_counts(*_a, **_kw):
+        raise AssertionError("every replayed label was pushed by its applier")
+    monkeypatch.setattr(applier_mod, "applied_counts", no_counts)
+    assert idle.apply_pending(pid).applied == 3
+    assert idle.cache.peek(pid) is hot and hot.seq == 21 and not hot.dirty
+
+
+def test_concurrent_loads_of_one_state_load_it_once(r, sqlite_url, project_setup,
+                                                    monkeypatch):
+    import threading
+    import time as time_mod
+    rng = np.random.default_rng(6)
+    eng, pid, settings, s, k = project_setup(sqlite_url, n_tasks=20, workers=3)
+    label_some(s, 6, 3, rng)
+    cache = StateCache()
+    loads = []
+    real = StateCache._load
+
+    def slow_load(self, session, redis, project_id):
+        loads.append(project_id)
+        time_mod.sleep(0.2)
+        return real(self, session, redis, project_id)
+    monkeypatch.setattr(StateCache, "_load", slow_load)
+    got: list[Any] = []
+    ts = [threading.Thread(target=lambda: got.append(cache.get(eng, r, pid)))
+          for _ in range(3)]
+    [t.start() for t in ts]
+    [t.join() for t in ts]
+    # Then one thread loaded the state and the others followed it
+    assert loads == [pid]
+    assert len(got) == 3 and all(h is got[0] for h in got)
+
+
+def test_an_applier_taking_over_from_another_pushes_only_what_was_not_pushed(
+        r, sqlite_url, project_setup, monkeypatch):
+    """Two applier processes taking turns: the one taking over replays the other's labels
+    from SQL; the other pushed their tasks (``pushed_seq``), so it pushes nothing again and
+    reads no label counts from SQL (it would after a kill: the test above)."""
+    import labelq.live.applier as applier
+
+    rng = np.random.default_rng(7)
+    eng, pid, settings, s, k = project_setup(sqlite_url, n_tasks=20, workers=3, max_labels=3,
+                                             policy="optkg")
+    label_some(s, 6, 3, rng)
+    first = Applier(eng, r, cache=StateCache(track_dirty=True))
+    first.apply_pending(pid)
+    label_some(s, 9, 3, rng)
+    Applier(eng, r, cache=StateCache(track_dirty=True)).apply_pending(pid)
+    assert int(r.get(k.pushed_seq)) == 15
+
+    def no_counts(*_a, **_kw):
+        raise AssertionError("every replayed label was pushed by its applier")
+    monkeypatch.setattr(applier, "applied_counts", no_counts)
+    label_some(s, 3, 3, rng)
+    assert first.apply_pending(pid).applied == 3
+    assert not first.cache.peek(pid).dirty and int(r.get(k.pushed_seq)) == 18
+    assert r.hgetall(k.applied) == {t: n for t, n in r.hgetall(k.nlabels).items()}
+    with session_scope(eng) as ses:
+        hot = fold_from_sql(ses, ses.get(Project, pid))
+    for t, p in r.zrange(k.pending, 0, -1, withscores=True):
+        assert p == pytest.approx(float(hot.policy.priority(hot.state, np.array([int(t)]))[0]))
+
+
+def test_a_refresh_catches_a_cached_state_up_in_the_background(r, sqlite_url, project_setup):
+    import time as time_mod
+    rng = np.random.default_rng(8)
+    eng, pid, settings, s, k = project_setup(sqlite_url, n_tasks=20, workers=3)
+    label_some(s, 6, 3, rng)
+    Applier(eng, r, cache=StateCache()).apply_pending(pid)
+    cache = StateCache()
+    hot = cache.get(eng, r, pid)
+    label_some(s, 6, 3, rng)
+    Applier(eng, r, cache=StateCache()).apply_pending(pid)
+    # a state younger than ``after`` is left alone; an older one is caught up meanwhile
+    cache.refresh(eng, r, pid, after=60.0)
+    assert not hot.refreshing and hot.seq == 6
+    cache.refresh(eng, r, pid, after=0.0)
+    deadline = time_mod.monotonic() + 10
+    while (hot.refreshing or hot.seq < 12) and time_mod.monotonic() < deadline:
+        time_mod.sleep(0.01)
+    assert cache.peek(pid) is hot and hot.seq == 12
+    # nothing cached: nothing loaded
+    other = StateCache()
+    other.refresh(eng, r, pid, after=0.0)
+    assert other.peek(pid) is None

@@ -38,6 +38,9 @@ key (after the prefix)     type    TTL    meaning
 ``reserved_cost``          STRING  none   cost of the live leases (float)
 ``state``                  STRING  none   zlib JSON snapshot of the policy state
 ``state_seq``              STRING  none   last ``Label.applied_seq`` folded into ``state``
+``pushed_seq``             STRING  none   last ``Label.applied_seq`` whose tasks' priorities
+                                          and ``applied`` counts are written here (set by
+                                          the applier after a batch's Redis writes)
 ``apply_lock``             STRING  PX     the applier's lock (token), one applier a project
 ``apply_wanted``           STRING  PX     set when labels await the applier (wake-up flag;
                                           30 s, so a crash cannot silence wake-ups)
@@ -94,6 +97,7 @@ class Keys:
     reserved_cost = property(lambda self: self._k("reserved_cost"))
     state = property(lambda self: self._k("state"))
     state_seq = property(lambda self: self._k("state_seq"))
+    pushed_seq = property(lambda self: self._k("pushed_seq"))
     apply_lock = property(lambda self: self._k("apply_lock"))
     apply_wanted = property(lambda self: self._k("apply_wanted"))
     apply_retry = property(lambda self: self._k("apply_retry"))
