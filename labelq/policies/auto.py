@@ -315,11 +315,9 @@ class Auto(Policy):
         sets), the trusted workers run out of tasks and new ones must keep being learned."""
         rate = self.params.explore
         if self.params.explore_dense and n_open:
-            busy = mask.any(axis=0)
-            k = int(busy.sum())
-            if k:
-                rate *= 1.0 - self.params.explore_dense * float(mask[:, busy].sum()) / (
-                    n_open * k)
+            busy = int(mask.any(axis=0).sum())  # workers with an eligible open task (the
+            if busy:  # others' columns are empty, so the mask's sum is over these)
+                rate *= 1.0 - self.params.explore_dense * float(mask.sum()) / (n_open * busy)
         return rate
 
     def gated(self, state: AutoState, mask: np.ndarray) -> np.ndarray:
