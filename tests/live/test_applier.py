@@ -62,6 +62,16 @@ def fresh_posterior(eng, pid):
         return hot.policy.predict_proba(hot.state), hot.seq
 
 
+def assert_redis_is_the_fold(r, eng, pid, k):
+    """Redis counts every label as applied, and its pending priorities are those of the
+    state folded afresh from SQL."""
+    assert r.hgetall(k.applied) == {t: n for t, n in r.hgetall(k.nlabels).items()}
+    with session_scope(eng) as ses:
+        hot = fold_from_sql(ses, ses.get(Project, pid))
+    for t, p in r.zrange(k.pending, 0, -1, withscores=True):
+        assert p == pytest.approx(float(hot.policy.priority(hot.state, np.array([int(t)]))[0]))
+
+
 @pytest.mark.parametrize("policy", ["uniform", "optkg"])
 def test_apply_exactly_once_and_rebuild_after_flush(r, db_url, policy, project_setup):
     rng = np.random.default_rng(1)
@@ -146,11 +156,7 @@ def test_an_applier_killed_after_its_commit_is_caught_up_by_the_next(r, sqlite_u
     # When the next applier (another process: no cache) runs, with nothing new to apply
     Applier(eng, r, cache=StateCache(track_dirty=True)).apply_pending(pid)
     # Then Redis counts every label as applied, and the priorities are the fold's
-    assert r.hgetall(k.applied) == {t: n for t, n in r.hgetall(k.nlabels).items()}
-    with session_scope(eng) as ses:
-        hot = fold_from_sql(ses, ses.get(Project, pid))
-    for t, p in r.zrange(k.pending, 0, -1, withscores=True):
-        assert p == pytest.approx(float(hot.policy.priority(hot.state, np.array([int(t)]))[0]))
+    assert_redis_is_the_fold(r, eng, pid, k)
 
 
 def test_applier_refills_active_inboxes_and_pop_starts_the_lease(r, db_url, project_setup):
@@ -432,11 +438,7 @@ def test_an_applier_taking_over_from_another_pushes_only_what_was_not_pushed(
     label_some(s, 3, 3, rng)
     assert first.apply_pending(pid).applied == 3
     assert not first.cache.peek(pid).dirty and int(r.get(k.pushed_seq)) == 18
-    assert r.hgetall(k.applied) == {t: n for t, n in r.hgetall(k.nlabels).items()}
-    with session_scope(eng) as ses:
-        hot = fold_from_sql(ses, ses.get(Project, pid))
-    for t, p in r.zrange(k.pending, 0, -1, withscores=True):
-        assert p == pytest.approx(float(hot.policy.priority(hot.state, np.array([int(t)]))[0]))
+    assert_redis_is_the_fold(r, eng, pid, k)
 
 
 def test_a_refresh_catches_a_cached_state_up_in_the_background(r, sqlite_url, project_setup):
