@@ -232,6 +232,16 @@ def _row(name, servers, api_workers, total, t_sub, t_all, cpu, lat):
             "load": os.getloadavg()[0]}
 
 
+def _probe_summary(p99s: list[tuple[str, float]], bar_ms: float) -> str:
+    """How many probes' p99 were within ``bar_ms``, by when the probe ran."""
+    parts = []
+    for when in dict.fromkeys(w for w, _ in p99s):
+        got = sorted(v for w, v in p99s if w == when)
+        parts.append(f"{when}: {sum(v <= bar_ms for v in got)} of {len(got)} "
+                     f"(p99 {got[0]:.2f}–{got[-1]:.2f} ms)")
+    return f"Probes with p99 ≤ {bar_ms:g} ms: " + "; ".join(parts) + "."
+
+
 def _line(r, with_name=False):
     per = r["per"]
     return ((f"| {r['name']} " if with_name else "")
@@ -272,6 +282,11 @@ def main():
     ap.add_argument("--probe", type=int, default=0, metavar="N",
                     help="after each run, one more annotator asks N times for its next "
                          "assignment on the idle server (declining it); its latency p50/p99")
+    ap.add_argument("--runs", type=int, default=1,
+                    help="runs of each configuration (without --compare); with --probe, "
+                         "the section also says in how many probes p99 was within --bar-ms")
+    ap.add_argument("--bar-ms", type=float, default=5.0,
+                    help="the probe's p99 target counted in the summary (issue 23: 5 ms)")
     args = ap.parse_args()
     configs = [(int(s_), int(w)) for s_ in args.servers.split(",") if s_
                for w in args.workers.split(",") if w]
@@ -286,7 +301,8 @@ def main():
              "labels/s from the first request until the last label is folded into the "
              "posterior; request latency as the client sees it:", ""]
 
-    probes = []
+    probes: list[str] = []
+    probe_p99: list[tuple[str, float]] = []
     probe_lines = ["", f"Next-assignment latency after the run, {args.tasks:,} tasks "
                    f"pending or labelled: one annotator, {args.probe} sequential "
                    "`POST /api/v1/assignments/next` (each declined again), with no other "
@@ -305,6 +321,7 @@ def main():
             raise SystemExit(f"client errors ({name}): {errors[:3]}")
         row = _row(name, servers, api_workers, total, t_sub, t_all, cpu, lat)
         for when, lats in probe:
+            probe_p99.append((when.split(" (")[0], _pct(lats, 0.99)))
             probes.append(f"| {name or 'this tree'} | {row['config']} | {when} | {len(lats)} "
                           f"| {_pct(lats, 0.5):.2f} | {_pct(lats, 0.99):.2f} "
                           f"| {1000 * lats[-1]:.2f} |")
@@ -316,10 +333,12 @@ def main():
         lines = [f"## Through the HTTP API (`bench/through_api.py`{size})", "", *intro, _HEAD,
                  _RULE]
         for servers, api_workers in configs:
-            lines.append(_line(one("", ROOT, servers, api_workers)))
-            print(lines[-1], flush=True)
+            for _ in range(args.runs):
+                lines.append(_line(one("", ROOT, servers, api_workers)))
+                print(lines[-1], flush=True)
         if probes:
-            lines += probe_lines + probes
+            lines += probe_lines + probes + ["", _probe_summary(probe_p99, args.bar_ms)]
+            print(lines[-1], flush=True)
         write_section(args.section or "http", "\n".join(lines))
         return
     import statistics
