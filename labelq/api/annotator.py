@@ -87,7 +87,7 @@ def current(request: Request, who: Annotator = Depends(current_annotator)) -> Cu
     /assignments/next`` returns the held one again, or a new one when I hold none)."""
     rt = _runtime(request)
     with session_scope(rt.engine) as session:
-        held = open_assignments(session, rt.redis, who.worker, who.project)
+        held = open_assignments(session, rt.service.scripts, who.worker, who.project)
     return CurrentOut(assignments=[Assignment(**a) for a in held])
 
 

@@ -1,44 +1,33 @@
 """The assignments an annotator holds now (``GET /api/v1/assignments/current``, ``labelq
-annotate current``): read from the hot state — the worker's ``open:{w}`` set and each
-lease — without issuing anything; the payloads from SQL."""
+annotate current``): read from the hot state without issuing anything — which leases are
+open is ``OPEN_LIST``'s answer, the rule ``RESERVE`` and ``POP_INBOX`` apply — and the
+payloads from SQL, in one query."""
 
 from __future__ import annotations
 
 import time
 from typing import Any
 
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
-from ..models import Project, Task, Worker, utc_from_ms
 from ..live.redis.keys import Keys
+from ..live.redis.scripts import Scripts
+from ..models import Project, Task, Worker, utc_from_ms
 
 __all__ = ["open_assignments"]
 
 
-def open_assignments(session: Session, redis: Any, worker: Worker,
+def open_assignments(session: Session, scripts: Scripts, worker: Worker,
                      project: Project) -> list[dict[str, Any]]:
-    """Worker ``worker``'s live leases, oldest first, as the API's assignment (no task id:
-    it would tell a gold question from a task). A lease being submitted is answered."""
-    k = Keys(worker.project_id)
-    now = int(time.time() * 1000)
-    held = redis.zrangebyscore(k.open_leases(worker.seq), now, "+inf", withscores=True)
-    out = []
-    for raw_id, _score in held:
-        aid = raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id)
-        lease = {(a.decode() if isinstance(a, bytes) else a): (b.decode() if isinstance(b, bytes)
-                                                               else b)
-                 for a, b in redis.hgetall(k.lease(aid)).items()}
-        if not lease or lease.get("submitting") == "1" or "task" not in lease \
-                or str(lease.get("worker")) != str(worker.seq):
-            continue
-        expires = int(float(lease.get("expires") or _score))
-        if expires <= now:
-            continue
-        task = session.exec(select(Task).where(Task.project_id == worker.project_id,
-                                               Task.seq == int(lease["task"]))).first()
-        if task is None:
-            continue
-        out.append({"assignment_id": aid, "category": task.category,
-                    "payload": task.payload, "labels": list(project.labels),
-                    "expires_ms": expires, "expires_at": utc_from_ms(expires).isoformat()})
-    return out
+    """Worker ``worker``'s open assignments (issued to them, live, not being submitted),
+    oldest first, as the API's assignment (no task id: it would tell a gold question from a
+    task)."""
+    held = scripts.open_list(Keys(worker.project_id), worker.seq, int(time.time() * 1000))
+    if not held:
+        return []
+    tasks = {t.seq: t for t in session.exec(select(Task).where(
+        Task.project_id == worker.project_id, col(Task.seq).in_([h.task for h in held])))}
+    return [{"assignment_id": h.assignment_id, "category": tasks[h.task].category,
+             "payload": tasks[h.task].payload, "labels": list(project.labels),
+             "expires_ms": h.expires_ms, "expires_at": utc_from_ms(h.expires_ms).isoformat()}
+            for h in held if h.task in tasks]

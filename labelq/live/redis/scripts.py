@@ -12,6 +12,8 @@ the keys it touches; a line ``--#include NAME.lua`` takes in a shared helper. In
   ``RESERVE`` re-checks.
 * ``POP_INBOX`` — hands out a held reservation, starting its lease, at most once.
 * ``RELEASE`` — returns a task to the pool exactly once (decline, expiry, reclaim).
+* ``OPEN_LIST`` — the worker's open assignments, by the rule ``RESERVE`` and ``POP_INBOX``
+  apply (``open_leases.lua``).
 
 Each call answers a frozen dataclass on success and a :class:`Refusal` otherwise (its
 value is the script's word for it). With ``pipeline=`` a call is only queued there; the
@@ -31,7 +33,7 @@ from .keys import Keys
 from .wire import ScriptPipeline, load_script, text
 
 __all__ = ["Scripts", "ScriptPipeline", "Refusal", "Reserved", "Began", "Finished",
-           "Popped", "Inbox", "Released", "Candidates", "Scan", "lua_source", "load_script"]
+           "Popped", "OpenLease", "Inbox", "Released", "Candidates", "Scan", "lua_source", "load_script"]
 
 
 class Refusal(str, enum.Enum):
@@ -96,6 +98,16 @@ class Inbox(enum.Enum):
 
     EMPTY = "empty"
     UNBUILT = "unbuilt"  # the project has no hot state: rebuild it
+
+
+@dataclass(frozen=True, slots=True)
+class OpenLease:
+    """An assignment its worker holds now (``OPEN_LIST``): issued, live, not being
+    submitted."""
+
+    assignment_id: str
+    task: int  # seq
+    expires_ms: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +184,7 @@ class Scripts:
         self._candidates_many = load_script(redis, lua_source("candidates_many"))
         self._candidates_scan = load_script(redis, lua_source("candidates_scan"))
         self._pop = load_script(redis, lua_source("pop_inbox"))
+        self._open_list = load_script(redis, lua_source("open_list"))
 
     def pipeline(self) -> ScriptPipeline:
         """A pipeline for the ``pipeline=`` argument of the methods below."""
@@ -335,6 +348,14 @@ class Scripts:
             return Inbox.UNBUILT
         row = json.loads(out[3]) if len(out) > 3 else None
         return Popped(text(out[0]), int(out[1]), int(out[2]), row)
+
+    # --- OPEN_LIST -----------------------------------------------------------------------
+    def open_list(self, k: Keys, worker: int, now_ms: int) -> list[OpenLease]:
+        """The worker's open assignments, oldest first (those that ended are dropped from
+        ``open:{w}`` on the way, as ``RESERVE`` and ``POP_INBOX`` do)."""
+        out = self._open_list(keys=[k.open_leases(worker)], args=[worker, now_ms, k.prefix])
+        return [OpenLease(text(out[i]), int(out[i + 1]), int(float(out[i + 2])))
+                for i in range(0, len(out), 3)]
 
     # --- RELEASE -------------------------------------------------------------------------
     def release(self, k: Keys, assignment_id: str, *, worker: int | None = None,

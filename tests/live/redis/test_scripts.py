@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from labelq.live.redis.keys import Keys
-from labelq.live.redis.scripts import Inbox, Popped, Refusal, Released, Scripts
+from labelq.live.redis.scripts import Inbox, OpenLease, Popped, Refusal, Released, Scripts
 
 K = Keys(1)
 NOW = int(time.time() * 1000)
@@ -256,6 +256,51 @@ def test_reserve_refuses_a_gold_schedule_decision_made_on_moved_counts(r):
     assert int(r.hget(K.nissued, "0")) == 1 and not r.sismember(K.seen(0), 5)
     # Then a decision made on the current counts goes through
     assert reserve_expecting(5, "t1", (1, 1)).ok
+
+
+def test_open_list_answers_the_open_leases_oldest_first_as_pop_inbox_counts_them(r):
+    # Given worker 0 popped three reservations in the order c, b, a (ids against the
+    # alphabet; c and a with the same expiry, as two issued in one millisecond have), and
+    # worker 1 one
+    s = Scripts(r)
+    r.hset(K.meta, "built", 1)
+    for t, w, aid in [(1, 0, "c"), (2, 0, "b"), (3, 0, "a"), (4, 1, "x")]:
+        assert s.reserve(K, task=t, worker=w, cap=2, capacity=None, cost=1.0, budget=None,
+                         assignment_id=aid, expires_ms=NOW + 30_000, key_ttl_ms=600_000,
+                         inbox=True).ok
+    for lease_ms, w in [(60_000, 0), (1_000, 0), (60_000, 0), (60_000, 1)]:
+        assert isinstance(s.pop_inbox(K, w, NOW, lease_ms, 600_000, max_open=5), Popped)
+    # Then they are listed in the order they were issued
+    assert s.open_list(K, 0, NOW) == [OpenLease("c", 1, NOW + 60_000),
+                                      OpenLease("b", 2, NOW + 1_000),
+                                      OpenLease("a", 3, NOW + 60_000)]
+    # and bounded to two, the next request is handed the oldest, "c", again
+    got = s.pop_inbox(K, 0, NOW, 60_000, 600_000, max_open=2)
+    assert isinstance(got, Popped) and got.assignment_id == "c"
+    # When "c" is being submitted and "b" has run out
+    assert not isinstance(s.submit_begin(K, "c", 0, NOW), Refusal)
+    # Then only "a" is open; the ended "b" has left open:{0}, the submitting "c" not yet
+    assert s.open_list(K, 0, NOW + 2_000) == [OpenLease("a", 3, NOW + 60_000)]
+    assert {m.decode() for m in r.zrange(K.open_leases(0), 0, -1)} == {"a", "c"}
+    assert s.open_list(K, 1, NOW) == [OpenLease("x", 4, NOW + 60_000)]
+    assert s.open_list(K, 2, NOW) == []
+
+
+def test_open_assignments_keep_their_issue_order_within_one_millisecond(r):
+    # Given a worker bounded to three open assignments, issued at once in one millisecond
+    # under ids against the alphabet
+    s = Scripts(r)
+    r.hset(K.meta, "built", 1)
+    for t, aid in [(1, "z"), (2, "m"), (3, "a")]:
+        assert s.reserve(K, task=t, worker=0, cap=2, capacity=None, cost=1.0, budget=None,
+                         assignment_id=aid, expires_ms=NOW + 60_000, key_ttl_ms=600_000,
+                         empty_inbox=True, max_open=3, now_ms=NOW).ok
+    # Then the oldest is the first issued, and a fourth is refused as past the bound
+    assert [o.assignment_id for o in s.open_list(K, 0, NOW)] == ["z", "m", "a"]
+    res = s.reserve(K, task=4, worker=0, cap=2, capacity=None, cost=1.0, budget=None,
+                    assignment_id="q", expires_ms=NOW + 60_000, key_ttl_ms=600_000,
+                    empty_inbox=True, max_open=3, now_ms=NOW)
+    assert res.refusal is Refusal.OPEN
 
 
 def test_reserve_made_at_once_is_refused_when_the_inbox_was_refilled_meanwhile(r):

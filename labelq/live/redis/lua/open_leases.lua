@@ -1,4 +1,4 @@
--- open_leases.lua: included (--#include) by reserve.lua and pop_inbox.lua.
+-- open_leases.lua: included (--#include) by reserve.lua, pop_inbox.lua and open_list.lua.
 -- (shared) the worker's open assignments — issued leases, live, not being submitted —
 -- oldest first, as {aid, task, expires, row}; drops from open:{w} those that
 -- ended (submitted, declined, expired, or gone with a rebuild)
@@ -14,4 +14,14 @@ local function open_leases(okey, prefix, worker, now)
     end
   end
   return live
+end
+
+-- records aid in open:{w} as the newest of the worker's open assignments. The score is the
+-- issue order (one past the newest there), not the expiry: two assignments issued in the
+-- same millisecond would tie on their expiry, and ZRANGE would order them by id
+local function open_add(okey, aid)
+  local top = redis.call('ZRANGE', okey, -1, -1, 'WITHSCORES')
+  local n = 1
+  if top[2] then n = tonumber(top[2]) + 1 end
+  redis.call('ZADD', okey, n, aid)
 end

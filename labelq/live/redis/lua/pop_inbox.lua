@@ -35,7 +35,7 @@ while true do
     redis.call('HDEL', lk, 'held')
     redis.call('PEXPIRE', lk, ARGV[4])
     redis.call('ZADD', KEYS[3], exp, aid)
-    if KEYS[6] then redis.call('ZADD', KEYS[6], exp, aid) end
+    if KEYS[6] then open_add(KEYS[6], aid) end
     if l[5] then return {aid, l[1], exp, l[5]} end
     return {aid, l[1], exp}
   end

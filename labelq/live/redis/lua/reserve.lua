@@ -73,7 +73,7 @@ if hold then
   redis.call('HSET', KEYS[8], 'held', 1, 'cat', ARGV[11])
   redis.call('RPUSH', KEYS[13], ARGV[7])
 end
-if bounded then redis.call('ZADD', KEYS[14], ARGV[8], ARGV[7]) end
+if bounded then open_add(KEYS[14], ARGV[7]) end
 if gold == 0 and cap >= 0 and done + live + 1 >= cap then
   local s = redis.call('ZSCORE', KEYS[10], task)
   if s then
