@@ -23,6 +23,7 @@ from dataclasses import replace
 from typing import Any, Callable
 
 import numpy as np
+from sqlalchemy.engine import Engine
 
 from .db import session_scope
 from .errors import Forbidden, InputError, NotFound
@@ -47,7 +48,7 @@ class Service:
     ``top_k``, ``state_max_age``, ``max_scan`` and ``worker_max_age`` override the
     ``tuning`` (tests and benchmarks)."""
 
-    def __init__(self, engine: Any, redis: Any, *, settings: Settings | None = None,
+    def __init__(self, engine: Engine, redis: Any, *, settings: Settings | None = None,
                  notify: Callable[[int], None] | None = None,
                  cache: StateCache | None = None, rng: np.random.Generator | None = None,
                  tuning: Tuning = TUNING, top_k: int | None = None,

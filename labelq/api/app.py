@@ -24,6 +24,7 @@ from typing import Any, Callable
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy import text
+from sqlalchemy.engine import Engine
 
 from .. import __version__
 from ..db import get_engine, init_schema
@@ -64,7 +65,7 @@ class Runtime:
     """What the routes share (``app.state.labelq``)."""
 
     settings: Settings
-    engine: Any
+    engine: Engine
     redis: Any
     service: Service
     send_task: Callable[[str, list], None]

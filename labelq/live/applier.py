@@ -40,6 +40,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 from sqlalchemy import bindparam, func, select, update
+from sqlalchemy.engine import Engine
 from sqlmodel import col
 
 from ..db import session_scope
@@ -106,7 +107,7 @@ def push_priorities(redis: Any, hot: Hot, tasks: Any, pipeline: Any = None) -> N
         pipe.execute()
 
 
-def applied_counts(engine: Any, project_id: int) -> dict[int, int]:
+def applied_counts(engine: Engine, project_id: int) -> dict[int, int]:
     """task seq -> labels applied, from SQL (one GROUP BY; only after a replay)."""
     stmt = (select(col(Task.seq), func.count(col(Label.id)))
             .join(Task, col(Task.id) == col(Label.task_id))
@@ -138,7 +139,7 @@ class Applier:
     decision generator of its refills (``Settings.decision_seed``, stream 1), the workers'
     :class:`PaceMeter`, and per project the time and cost of the last snapshot."""
 
-    def __init__(self, engine: Any, redis: Any, *, settings: Settings | None = None,
+    def __init__(self, engine: Engine, redis: Any, *, settings: Settings | None = None,
                  tuning: Tuning = TUNING, cache: StateCache | None = None) -> None:
         self.engine, self.redis = engine, redis
         self.settings = settings or load_settings()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
+from sqlalchemy.engine import Engine
 
 from ..settings import Settings
 from .applier import wake_applier
@@ -23,7 +24,7 @@ def now_ms() -> int:
 
 @dataclass(frozen=True)
 class Live:
-    engine: Any  # sqlalchemy.Engine
+    engine: Engine  # sqlalchemy.Engine
     redis: Any  # redis.Redis
     scripts: Scripts
     settings: Settings

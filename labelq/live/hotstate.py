@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
+from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from ..db import session_scope
@@ -209,7 +210,7 @@ class StateCache:
     def peek(self, project_id: int) -> Hot | None:
         return self._items.get(int(project_id))
 
-    def get(self, engine: Any, redis: Any, project_id: int, *,
+    def get(self, engine: Engine, redis: Any, project_id: int, *,
             max_age: float = 0.0, refresh_after: float | None = None) -> Hot:
         """``refresh_after`` (below ``max_age``): a cached state older than that is still
         returned, and caught up in a background thread, so that a steady stream of
@@ -230,7 +231,7 @@ class StateCache:
         hot = self._items.get(int(project_id))
         return None if hot is None else time.monotonic() - hot.checked
 
-    def refresh(self, engine: Any, redis: Any, project_id: int, *, after: float) -> None:
+    def refresh(self, engine: Engine, redis: Any, project_id: int, *, after: float) -> None:
         """Catch the cached state up in a background thread if it is ``after`` seconds
         old or more (nothing when none is cached or a catch-up is running)."""
         hot = self._items.get(int(project_id))
@@ -238,7 +239,7 @@ class StateCache:
                 time.monotonic() - hot.checked >= after:
             self._refresh(engine, redis, hot)
 
-    def _refresh(self, engine: Any, redis: Any, hot: Hot) -> None:
+    def _refresh(self, engine: Engine, redis: Any, hot: Hot) -> None:
         hot.refreshing = True
 
         def run() -> None:
@@ -250,7 +251,7 @@ class StateCache:
                 hot.refreshing = False
         threading.Thread(target=run, name="labelq-state-refresh", daemon=True).start()
 
-    def _catch_up(self, engine: Any, redis: Any, project_id: int, hot: Hot | None) -> Hot:
+    def _catch_up(self, engine: Engine, redis: Any, project_id: int, hot: Hot | None) -> Hot:
         if hot is not None:
             with session_scope(engine) as session:
                 if self._follow(session, redis, project_id, hot):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 
@@ -33,7 +34,7 @@ from .tuning import TUNING, Tuning
 __all__ = ["expire_leases", "record_expired"]
 
 
-def expire_leases(engine: Any, redis: Any, project_id: int, *, lease_ms: int,
+def expire_leases(engine: Engine, redis: Any, project_id: int, *, lease_ms: int,
                   now_ms: int | None = None, scripts: Scripts | None = None,
                   tuning: Tuning = TUNING) -> dict[str, int]:
     """Expire the project's leases lapsed more than ``tuning.reap_grace_ms`` ago;
@@ -77,7 +78,7 @@ def expire_leases(engine: Any, redis: Any, project_id: int, *, lease_ms: int,
     return out
 
 
-def record_expired(engine: Any, project_id: int, released: list[tuple[str, Released]], *,
+def record_expired(engine: Engine, project_id: int, released: list[tuple[str, Released]], *,
                    lease_ms: int) -> int:
     """Write the issued ones of ``(assignment id, Released)`` as ``Assignment`` rows in state
     ``expired``, in one transaction; returns how many. An id that already has a row (a

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 from sqlalchemy import func
+from sqlalchemy.engine import Engine
 from sqlmodel import col, select
 
 from ..db import session_scope
@@ -58,7 +59,7 @@ def _zadd_chunks(pipe: Any, key: str, tasks: np.ndarray, pri: np.ndarray,
                   nx=nx)
 
 
-def rebuild_project(engine: Any, redis: Any, project_id: int, *,
+def rebuild_project(engine: Engine, redis: Any, project_id: int, *,
                     cache: StateCache | None = None, wait_s: float = 60.0,
                     unless_built: bool = False) -> dict[str, Any]:
     k = Keys(project_id)
@@ -154,7 +155,7 @@ def rebuild_project(engine: Any, redis: Any, project_id: int, *,
         lock.release()
 
 
-def ensure_hot(engine: Any, redis: Any, project_id: int,
+def ensure_hot(engine: Engine, redis: Any, project_id: int,
                cache: StateCache | None = None) -> bool:
     """Rebuild when the project has no hot state (first use, or after a flush). True if
     a rebuild ran (the caller should then wake the applier: unapplied labels may wait)."""
@@ -178,7 +179,7 @@ def ensure_hot(engine: Any, redis: Any, project_id: int,
     return False
 
 
-def add_new_tasks(engine: Any, redis: Any, project_id: int, cache: StateCache) -> int:
+def add_new_tasks(engine: Engine, redis: Any, project_id: int, cache: StateCache) -> int:
     """Put tasks loaded since the last rebuild into ``pending``/``gold`` (ZADD NX)."""
     k = Keys(project_id)
     known = int(redis.hget(k.meta, "n_tasks") or 0)
@@ -209,7 +210,7 @@ def _cap_field(cap: int | None) -> str:
     return "" if cap is None else str(int(cap))
 
 
-def reopen_below_cap(engine: Any, redis: Any, project_id: int, cache: StateCache) -> int:
+def reopen_below_cap(engine: Engine, redis: Any, project_id: int, cache: StateCache) -> int:
     """After the label cap was raised (or lifted) by ``labelq project update``, put back
     into ``pending`` the tasks that left it at the old cap and are below the new one
     (labels + live leases; ZADD NX, out of ``parked``). Returns how many came back; a

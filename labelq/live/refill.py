@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy import bindparam
 from sqlalchemy import select as sa_select
+from sqlalchemy.engine import Engine
 from sqlmodel import col, select
 
 from ..db import session_scope
@@ -78,7 +79,7 @@ def inbox_depth(pace: float, inbox_size: int, inbox_max: int,
     return int(min(hi, max(inbox_size, math.ceil(pace * lookahead_s))))
 
 
-def refill_inboxes(engine: Any, redis: Any, scripts: Scripts, hot: Hot, *, inbox_size: int,
+def refill_inboxes(engine: Engine, redis: Any, scripts: Scripts, hot: Hot, *, inbox_size: int,
                    lease_ms: int, key_ttl_ms: int, rng: np.random.Generator,
                    now: int | None = None, rng_lock: threading.Lock | None = None,
                    inbox_max: int | None = None, pace: PaceMeter | None = None,
@@ -144,7 +145,7 @@ def refill_inboxes(engine: Any, redis: Any, scripts: Scripts, hot: Hot, *, inbox
     return made
 
 
-def _task_rows(engine: Any, project_id: int, tasks: list[int]) -> dict[int, str]:
+def _task_rows(engine: Engine, project_id: int, tasks: list[int]) -> dict[int, str]:
     """task seq -> JSON ``[external id, category, payload]``, in one SELECT: kept in the
     inbox reservation so that handing it out (``POP_INBOX``) reads nothing from SQL."""
     stmt = (sa_select(col(Task.seq), col(Task.external_id), col(Task.category),
@@ -156,7 +157,7 @@ def _task_rows(engine: Any, project_id: int, tasks: list[int]) -> dict[int, str]
                 for r in conn.execute(stmt, {"p": project_id, "s": tasks})}
 
 
-def _refill_batch(engine: Any, redis: Any, scripts: Scripts, hot: Hot,
+def _refill_batch(engine: Engine, redis: Any, scripts: Scripts, hot: Hot,
                   workers: list[WorkerInfo], want: dict[int, int], now: int, *,
                   rng: np.random.Generator, rng_lock: threading.Lock, key_ttl_ms: int,
                   outstanding: int = 0, tuning: Tuning = TUNING) -> tuple[int, bool]:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import bindparam
+from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import select
 
@@ -386,7 +387,7 @@ class Inserts:
         self.when = received.dialect_impl(dialect).bind_processor(dialect)
 
     @classmethod
-    def of(cls, engine: Any) -> "Inserts":
+    def of(cls, engine: Engine) -> "Inserts":
         key = (engine.dialect.name, engine.dialect.paramstyle)
         got = cls._cache.get(key)
         if got is None:
