@@ -47,21 +47,25 @@ def gold_scores(session: Session, project_id: int, worker_seqs: list[int],
 
 
 def flagged(session: Session, project: Project, worker_seqs: list[int],
-            categories: list[str] | None = None) -> list[int]:
+            categories: list[str] | None = None,
+            scores: GoldScores | None = None) -> list[int]:
     """Those of ``worker_seqs`` the project's quality rule flags on their gold scores in
-    SQL now (none without a rule)."""
+    SQL now (none without a rule); ``scores``: those scores, already read."""
     if not project.quality or not worker_seqs:
         return []
     rule = QualityRule(**project.quality)
-    scores = gold_scores(session, project.id, worker_seqs, categories or [""])
+    if scores is None:
+        scores = gold_scores(session, project.id, worker_seqs, categories or [""])
     return [worker_seqs[int(i)] for i in rule.workers_to_pause(scores)]
 
 
 def apply_quality_rule(session: Session, project: Project, worker_seqs: list[int],
-                       categories: list[str] | None = None) -> list[str]:
-    """Pause the active workers among ``worker_seqs`` the rule flags; returns handles."""
+                       categories: list[str] | None = None,
+                       scores: GoldScores | None = None) -> list[str]:
+    """Pause the active workers among ``worker_seqs`` the rule flags; returns handles.
+    ``scores``: their :func:`gold_scores`, if already read."""
     paused = []
-    for seq in flagged(session, project, worker_seqs, categories):
+    for seq in flagged(session, project, worker_seqs, categories, scores):
         w = session.exec(select(Worker).where(Worker.project_id == project.id,
                                               Worker.seq == seq)).one()
         if w.status == "active":

@@ -24,6 +24,15 @@ Schedules (spec text in brackets, parsed by :func:`schedule_from_spec`):
 * :class:`PerCategory` (``per-category:s=3``) — the primal-dual rule (Ho, Jabbari & Vaughan
   2013): ``s`` gold questions of every category as soon as a worker arrives, then none. Needs
   ``history.gold_by_category``.
+
+Gold on suspicion (``fixed`` and ``onboarding``; not the papers' ``epochs`` and
+``per-category``): with ``suspect=r`` (default 0: off), a worker whose gold record so far
+is suspect — the posterior mean of their gold accuracy under a uniform prior, (c + 1) /
+(n + 2) for c right of n judged, below ``suspect_below`` (default 0.7) — gets gold at rate
+at least r until the record clears. A careless annotator then answers gold fast enough for
+a quality rule to reach its confidence (docs/gold.md, "Gold on suspicion"); a good one who
+starts with a wrong answer or two pays a few extra gold questions. ``history.gold_answered``
+and ``history.gold_correct`` carry the record (the live pipeline keeps them in Redis).
 """
 
 from __future__ import annotations
@@ -38,7 +47,7 @@ from ..errors import PolicyError
 from ..policies.spec import coerce_value as _coerce
 from .recommend import epoch_end
 
-__all__ = ["WorkerHistory", "Schedule", "NoGold", "FixedRate", "OnboardingDecay", "Epochs",
+__all__ = ["WorkerHistory", "Schedule", "suspected", "NoGold", "FixedRate", "OnboardingDecay", "Epochs",
            "PerCategory", "SCHEDULES", "schedule_from_spec"]
 
 
@@ -63,10 +72,17 @@ class WorkerHistory:
     n_done: int = 0
     n_gold_done: int = 0
     gold_by_category: tuple[int, ...] = ()
+    gold_answered: int = 0  # gold answers judged so far (their labels applied)
+    gold_correct: int = 0  # right among them
 
     def __post_init__(self) -> None:
         _count("n_done", self.n_done)
         _count("n_gold_done", self.n_gold_done)
+        _count("gold_answered", self.gold_answered)
+        _count("gold_correct", self.gold_correct)
+        if self.gold_correct > self.gold_answered:
+            raise ValueError(f"gold_correct ({self.gold_correct}) cannot exceed "
+                             f"gold_answered ({self.gold_answered})")
         if self.n_gold_done > self.n_done:
             raise ValueError(f"n_gold_done ({self.n_gold_done}) cannot exceed n_done "
                              f"({self.n_done})")
@@ -94,6 +110,18 @@ class Schedule:
         return "gold" if self.should_inject(history, rng) else "task"
 
 
+def suspected(history: WorkerHistory, below: float) -> bool:
+    """The worker's gold record so far is suspect: the posterior mean of their gold
+    accuracy under a uniform prior, (c + 1) / (n + 2), is below ``below`` (no record: no)."""
+    n = history.gold_answered
+    return n > 0 and (history.gold_correct + 1) / (n + 2) < below
+
+
+def _check_suspect(suspect: float, suspect_below: float) -> None:
+    _number("suspect", suspect, 0.0, 1.0)
+    _number("suspect_below", suspect_below, 0.0, 1.0, open_lo=True)
+
+
 @dataclass(frozen=True)
 class NoGold(Schedule):
     name: ClassVar[str] = "none"
@@ -106,12 +134,21 @@ class NoGold(Schedule):
 class FixedRate(Schedule):
     name: ClassVar[str] = "fixed"
     rate: float = 0.1
+    suspect: float = 0.0
+    suspect_below: float = 0.7
 
     def __post_init__(self) -> None:
         _number("rate", self.rate, 0.0, 1.0)
+        _check_suspect(self.suspect, self.suspect_below)
+
+    def rate_for(self, history: WorkerHistory) -> float:
+        """Injection probability for the worker's next task."""
+        if self.suspect > 0 and suspected(history, self.suspect_below):
+            return max(self.rate, self.suspect)
+        return self.rate
 
     def should_inject(self, history: WorkerHistory, rng: np.random.Generator) -> bool:
-        return bool(rng.random() < self.rate)
+        return bool(rng.random() < self.rate_for(history))
 
 
 @dataclass(frozen=True)
@@ -121,6 +158,8 @@ class OnboardingDecay(Schedule):
     rate: float = 0.2
     half_life: float = 200.0
     floor: float = 0.02
+    suspect: float = 0.0
+    suspect_below: float = 0.7
 
     def __post_init__(self) -> None:
         _count("n", self.n)
@@ -129,6 +168,7 @@ class OnboardingDecay(Schedule):
         _number("floor", self.floor, 0.0, 1.0)
         if self.floor > self.rate:
             raise ValueError(f"floor ({self.floor}) must not exceed rate ({self.rate})")
+        _check_suspect(self.suspect, self.suspect_below)
 
     def rate_at(self, n_done: int) -> float:
         """Injection probability for the task after ``n_done`` answered ones."""
@@ -139,7 +179,10 @@ class OnboardingDecay(Schedule):
     def should_inject(self, history: WorkerHistory, rng: np.random.Generator) -> bool:
         if history.n_done < self.n:
             return True
-        return bool(rng.random() < self.rate_at(history.n_done))
+        rate = self.rate_at(history.n_done)
+        if self.suspect > 0 and suspected(history, self.suspect_below):
+            rate = max(rate, self.suspect)
+        return bool(rng.random() < rate)
 
 
 @dataclass(frozen=True)

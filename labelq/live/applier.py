@@ -44,14 +44,14 @@ from sqlalchemy.engine import Engine
 from sqlmodel import col
 
 from ..db import session_scope
-from ..goldstats import apply_quality_rule
+from ..goldstats import apply_quality_rule, gold_scores
 from ..models import Label, Task
 from ..policies.base import Observation
 from ..problem import label_rows, to_observation
 from ..settings import Settings, load_settings
 from .decide import decision_rng
 from .hotstate import Hot, StateCache, write_snapshot
-from .redis.keys import Keys, parse_decline
+from .redis.keys import Keys, gold_record_fields, parse_decline
 from .redis.lock import RedisLock
 from .redis.scripts import Scripts
 from .refill import PaceMeter, refill_inboxes
@@ -272,6 +272,7 @@ class Applier:
                     touched: set[int] = set(hot.dirty or ())
                     applied_per_task: dict[int, int] = {}
                     gold_workers: set[int] = set()
+                    record: dict[str, int] = {}
                     seq = hot.seq
                     marks = []
                     for row in rows:
@@ -291,9 +292,23 @@ class Applier:
                         if res.rowcount not in (-1, len(marks)):
                             raise LockLost(f"{len(marks) - res.rowcount} labels applied "
                                            "elsewhere")
-                    report.paused += apply_quality_rule(session, hot.project,
-                                                         sorted(gold_workers),
-                                                         hot.view.categories)
+                    # the gold record of the workers whose gold answers this batch applied:
+                    # the quality rule's input, and (in Redis) the gold schedule's on
+                    # suspicion
+                    judged = sorted(gold_workers)
+                    scores = gold_scores(session, project_id, judged,
+                                         hot.view.categories or [""]) \
+                        if judged and (hot.project.quality or hot.project.gold_schedule) \
+                        else None
+                    report.paused += apply_quality_rule(session, hot.project, judged,
+                                                         hot.view.categories, scores)
+                    if scores is not None and hot.project.gold_schedule:
+                        answered = scores.total.sum(axis=1)
+                        right = scores.correct.sum(axis=1)
+                        for i, w in enumerate(judged):
+                            fields = gold_record_fields(w)
+                            record[fields[0]] = int(answered[i])
+                            record[fields[1]] = int(right[i])
                     if not lock.extend():
                         raise LockLost("apply lock expired during the batch")
                 hot.seq = seq
@@ -309,6 +324,8 @@ class Applier:
                                            declined=True)))
             report.declines += len(raw)
             pipe = redis.pipeline(transaction=False)
+            if record:  # absolute counts from SQL: a replayed batch writes them again
+                pipe.hset(k.nissued, mapping=record)
             push_priorities(redis, hot, touched, pipeline=pipe)
             # tasks of labels replayed from SQL (applied by a holder that died before its
             # Redis writes, or that did them): their ``applied`` counts are set from SQL,

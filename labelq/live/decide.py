@@ -31,7 +31,7 @@ import numpy as np
 from ..errors import BudgetExhausted
 from .goldplan import gold_plan
 from .hotstate import Hot
-from .redis.keys import Keys, gold_category_field, gold_issued_field
+from .redis.keys import Keys, gold_category_field, gold_issued_field, gold_record_fields
 from .redis.scripts import Refusal, Reserved, Scripts
 from .tuning import TUNING, Tuning
 
@@ -181,12 +181,13 @@ def decide(redis: Any, scripts: Scripts, hot: Hot, worker: WorkerInfo, now: int,
         if project.gold_schedule:
             n_cat = max(len(hot.view.categories), 1)
             counts = redis.hmget(k.nissued, [
-                worker.seq, gold_issued_field(worker.seq),
+                worker.seq, gold_issued_field(worker.seq), *gold_record_fields(worker.seq),
                 *(gold_category_field(worker.seq, c) for c in range(n_cat))])
             issued = expect[0] = (int(counts[0] or 0), int(counts[1] or 0))
             with lock:
                 allowed = gold_plan(project.gold_schedule, issued[0], issued[1],
-                                    [int(c or 0) for c in counts[2:]], rng)
+                                    [int(c or 0) for c in counts[4:]], rng,
+                                    gold_record=(int(counts[2] or 0), int(counts[3] or 0)))
             if allowed is not None:
                 drawn = redis.srandmember(k.gold, tuning.gold_sample) or []
                 gold = np.array(sorted(int(t) for t in drawn), dtype=np.int64)

@@ -2,7 +2,8 @@
 (:mod:`labelq.gold.schedules`) asked with the worker's history from the hot counters.
 
 History: ``n_done`` = assignments issued to the worker (``nissued``), ``n_gold_done`` = gold
-ones among them (``ngold``). Issued rather than answered, so a live lease counts at once and
+ones among them (``ngold``); the gold record (answers applied, right among them) is the
+applier's, from SQL. Issued rather than answered, so a live lease counts at once and
 two quick requests do not both get the "next gold"; declines count too (a documented
 approximation of the schedules' "answered" history). A due gold question the worker cannot
 get (all seen) falls back to a normal task.
@@ -27,11 +28,13 @@ def schedule_for(spec: str | None) -> Schedule | None:
 
 
 def gold_plan(spec: str | None, n_issued: int, n_gold: int, gold_by_category: list[int],
-              rng: np.random.Generator) -> np.ndarray | None:
+              rng: np.random.Generator,
+              gold_record: tuple[int, int] = (0, 0)) -> np.ndarray | None:
     """``None`` when the next assignment is not gold; else a bool mask over the project's
     categories from which the gold question may come (all True when any will do).
     ``gold_by_category`` are the gold questions issued per category (schedules that need
-    them, like ``per-category:s=3``, get them)."""
+    them, like ``per-category:s=3``, get them); ``gold_record`` the worker's gold answers
+    applied and right among them (gold on suspicion)."""
     schedule = schedule_for(spec)
     if schedule is None:
         return None
@@ -39,7 +42,9 @@ def gold_plan(spec: str | None, n_issued: int, n_gold: int, gold_by_category: li
     by_cat = tuple(min(g, n_gold) for g in gold_by_category)
     if sum(by_cat) > n_gold:  # counters read at different instants; stay consistent
         by_cat = tuple(0 for _ in by_cat)
-    history = WorkerHistory(n_issued, n_gold, by_cat)
+    answered, right = max(gold_record[0], 0), max(gold_record[1], 0)
+    history = WorkerHistory(n_issued, n_gold, by_cat, gold_answered=answered,
+                            gold_correct=min(right, answered))
     if not schedule.should_inject(history, rng):
         return None
     allowed = schedule.gold_categories(history)

@@ -7,7 +7,7 @@ exactly) it drops every ``lq:{id}:`` key and recomputes them from the record:
   labels are left to the applier, which is woken);
 * ``pending``: the non-gold tasks below the cap, with their priorities; ``gold``;
 * ``nlabels``, ``wcount``, ``spent`` and ``seen`` (and ``nissued``) from the labels and the
-  declined and expired assignments.
+  declined and expired assignments; with a gold schedule, each worker's gold record.
 
 Live leases are not in SQL (an assignment row is written when it is submitted, declined or
 expired), so they are gone after a rebuild: their holders get ``NotFound`` on submit and ask
@@ -27,9 +27,10 @@ from sqlmodel import col, select
 
 from ..db import session_scope
 from ..errors import Conflict, NotFound
+from ..goldstats import project_gold_scores
 from ..models import ENDED_UNLABELLED, Assignment, Label, Project, Task, Worker
 from .hotstate import StateCache, fold_from_sql, write_snapshot
-from .redis.keys import GLOBAL_PROJECTS, Keys, gold_issued_field
+from .redis.keys import GLOBAL_PROJECTS, Keys, gold_issued_field, gold_record_fields
 from .redis.lock import RedisLock
 
 __all__ = ["rebuild_project", "ensure_hot", "add_new_tasks", "reopen_below_cap", "delete_hot"]
@@ -103,6 +104,8 @@ def rebuild_project(engine: Engine, redis: Any, project_id: int, *,
                 .join(Task, col(Task.id) == col(Assignment.task_id))
                 .where(Assignment.project_id == pid,
                        col(Assignment.state).in_(ENDED_UNLABELLED))).all()
+            record = project_gold_scores(session, project).scores \
+                if project.gold_schedule else None
         delete_hot(redis, pid)
         view = hot.view
         nlabels = np.zeros(view.n_tasks, dtype=np.int64)
@@ -138,6 +141,12 @@ def rebuild_project(engine: Engine, redis: Any, project_id: int, *,
         for w, ts in seen.items():
             for i in range(0, len(ts), CHUNK):
                 pipe.sadd(k.seen(w), *ts[i:i + CHUNK])
+        if record is not None:  # every worker's gold record (gold on suspicion)
+            answered, right = record.total.sum(axis=1), record.correct.sum(axis=1)
+            for w in np.flatnonzero(answered):
+                fields = gold_record_fields(int(w))
+                issued[fields[0]] = int(answered[w])
+                issued[fields[1]] = int(right[w])
         if issued:
             pipe.hset(k.nissued, mapping=issued)
         pipe.set(k.pushed_seq, hot.seq)  # the priorities and counts above are the fold's

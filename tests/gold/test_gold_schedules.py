@@ -6,7 +6,7 @@ import pytest
 from labelq.errors import PolicyError
 from labelq.gold.recommend import epoch_end
 from labelq.gold.schedules import (Epochs, FixedRate, NoGold, OnboardingDecay, PerCategory,
-                                   WorkerHistory, schedule_from_spec)
+                                   WorkerHistory, schedule_from_spec, suspected)
 
 
 def run(schedule, n, rng):
@@ -65,6 +65,8 @@ def test_per_category_owes_s_of_each_category():
 def test_history_validation():
     with pytest.raises(ValueError, match="cannot exceed"):
         WorkerHistory(n_done=1, n_gold_done=2)
+    with pytest.raises(ValueError, match="gold_correct .3. cannot exceed gold_answered .2."):
+        WorkerHistory(gold_answered=2, gold_correct=3)
     with pytest.raises(ValueError, match="n_done must be an integer >= 0, got -1"):
         WorkerHistory(n_done=-1)
 
@@ -73,6 +75,8 @@ def test_history_validation():
     ("fixed:rate=0.25", FixedRate(0.25)),
     ("none", NoGold()),
     ("onboarding:n=3,rate=0.5", OnboardingDecay(n=3, rate=0.5)),
+    ("onboarding:n=3,rate=0.1,floor=0.05,suspect=0.5,suspect_below=0.6",
+     OnboardingDecay(n=3, rate=0.1, floor=0.05, suspect=0.5, suspect_below=0.6)),
     ("epochs:alpha=0.2,gamma=2", Epochs(0.2, 2)),
     (" per-category : s=4 ", PerCategory(4)),
 ])
@@ -82,7 +86,10 @@ def test_spec_parses(text, expected):
 
 @pytest.mark.parametrize("text, message", [
     ("weekly:rate=1", "unknown gold schedule 'weekly'"),
-    ("fixed:ratio=0.1", "gold schedule 'fixed' has no parameter 'ratio'; it takes: rate"),
+    ("fixed:ratio=0.1", "gold schedule 'fixed' has no parameter 'ratio'; it takes: rate, "
+                        "suspect, suspect_below"),
+    ("fixed:suspect=2", "suspect must be in [0, 1], got 2"),
+    ("onboarding:suspect=0.5,suspect_below=0", "suspect_below must be in (0, 1], got 0"),
     ("fixed:rate=1.5", "rate must be in [0, 1], got 1.5"),
     ("fixed:rate", "expected key=value, got 'rate'"),
     ("epochs:gamma=0.5", "gamma must be in [1, 20], got 0.5"),
@@ -93,3 +100,37 @@ def test_spec_errors_are_precise(text, message):
     with pytest.raises(PolicyError) as info:
         schedule_from_spec(text)
     assert message in str(info.value)
+
+
+def test_suspicion_is_the_posterior_mean_of_the_gold_record_below_the_bar():
+    # (c + 1) / (n + 2) under a uniform prior; no record is not suspect
+    assert not suspected(WorkerHistory(), 0.7)
+    assert suspected(WorkerHistory(gold_answered=1, gold_correct=0), 0.7)  # 1/3
+    assert suspected(WorkerHistory(gold_answered=4, gold_correct=3), 0.7)  # 4/6
+    assert not suspected(WorkerHistory(gold_answered=3, gold_correct=3), 0.7)  # 4/5
+    assert not suspected(WorkerHistory(gold_answered=8, gold_correct=5), 0.6)  # 0.6
+
+
+@pytest.mark.parametrize("schedule", [
+    FixedRate(0.05, suspect=0.5, suspect_below=0.6),
+    OnboardingDecay(n=2, rate=0.1, half_life=50, floor=0.05, suspect=0.5, suspect_below=0.6),
+])
+def test_a_suspect_worker_gets_gold_at_the_suspect_rate_until_the_record_clears(schedule):
+    # Given the same worker history, once with a clean gold record and once suspect
+    rng = np.random.default_rng(0)
+    clean = WorkerHistory(n_done=200, n_gold_done=10, gold_answered=10, gold_correct=9)
+    suspect = WorkerHistory(n_done=200, n_gold_done=10, gold_answered=10, gold_correct=5)
+    # Then the suspect one gets gold about half the time, the other at the usual rate
+    assert np.mean([schedule.should_inject(suspect, rng) for _ in range(4000)]) \
+        == pytest.approx(0.5, abs=0.03)
+    assert np.mean([schedule.should_inject(clean, rng) for _ in range(4000)]) < 0.1
+
+
+def test_suspicion_off_draws_the_same_decisions_as_before():
+    # suspect=0 (the default) must not change a schedule's decisions or its use of rng
+    for base, off in [(FixedRate(0.2), FixedRate(0.2, suspect=0.0)),
+                      (OnboardingDecay(), OnboardingDecay(suspect=0.0, suspect_below=0.9))]:
+        bad = WorkerHistory(n_done=50, n_gold_done=5, gold_answered=5, gold_correct=0)
+        a, b = np.random.default_rng(3), np.random.default_rng(3)
+        assert [base.should_inject(WorkerHistory(50, 5), a) for _ in range(300)] == \
+            [off.should_inject(bad, b) for _ in range(300)]

@@ -259,6 +259,49 @@ def test_gold_schedule_and_quality_rule_pause_a_bad_worker(r, sqlite_url):
         s.next_assignment("p-w0")
 
 
+def test_gold_on_suspicion_gives_a_worker_failing_gold_more_of_it(r, sqlite_url):
+    from labelq.goldstats import project_gold_scores
+    from labelq.live.applier import Applier
+    from labelq.live.hotstate import StateCache
+    from labelq.live.rebuild import delete_hot, rebuild_project
+    from labelq.live.redis.keys import gold_record_fields
+    from labelq.models import Project
+
+    # Given a gold schedule of 10 % that rises to 90 % while a worker's gold record is
+    # suspect (posterior mean below 0.7), and two workers: w0 answers every gold question
+    # wrong, w1 right; the applier runs after every label (without refilling inboxes, so
+    # that every next is decided at once, on the record as it is then)
+    eng, pid = make_project(sqlite_url, n_tasks=200, n_gold=60, workers=2,
+                            gold_schedule="fixed:rate=0.1,suspect=0.9,suspect_below=0.7")
+    s = Service(eng, r, settings=Settings(database_url=sqlite_url), worker_max_age=0)
+    s.assigner.rng = np.random.default_rng(0)
+    applier = Applier(eng, r, cache=StateCache())
+    kinds: dict[str, list[bool]] = {"p-w0": [], "p-w1": []}
+    for _ in range(40):
+        for h, answer in (("p-w0", "b"), ("p-w1", "a")):
+            a = s.next_assignment(h)
+            kinds[h].append(a.task.startswith("g"))
+            s.submit(h, a.assignment_id, answer)
+            applier.apply_pending(pid, refill=False)
+    # Then once w0 has failed a gold question it gets gold most of the time; w1 at the
+    # usual rate
+    first = kinds["p-w0"].index(True)
+    assert np.mean(kinds["p-w0"][first + 1:]) > 0.7
+    assert np.mean(kinds["p-w1"]) < 0.3
+    # and the record the schedule read is SQL's, in Redis, and survives a rebuild
+    with session_scope(eng) as ses:
+        scores = project_gold_scores(ses, ses.get(Project, pid)).scores
+    want = {w: (int(scores.total[w].sum()), int(scores.correct[w].sum())) for w in (0, 1)}
+    assert want[0][0] >= 20 and want[0][1] == 0 and want[1][1] == want[1][0] > 0
+
+    def record(w):
+        return tuple(int(r.hget(Keys(pid).nissued, f) or 0) for f in gold_record_fields(w))
+    assert {w: record(w) for w in (0, 1)} == want
+    delete_hot(r, pid)
+    rebuild_project(eng, r, pid)
+    assert {w: record(w) for w in (0, 1)} == want
+
+
 def test_requests_spread_over_tasks_while_the_applier_lags(r, sqlite_url):
     # Given an Opt-KG project whose applier has not run yet (no Celery here)
     eng, pid = make_project(sqlite_url, n_tasks=30, workers=3, policy="optkg")

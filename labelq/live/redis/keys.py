@@ -33,7 +33,10 @@ key (after the prefix)     type    TTL    meaning
 ``nissued``                HASH    none   worker seq -> assignments ever issued, and
                                           "g{seq}" -> gold ones among them (gold schedule);
                                           an inbox reservation counts when made and is
-                                          taken back if released before it was popped
+                                          taken back if released before it was popped;
+                                          "ga{seq}" / "gr{seq}" -> the worker's gold
+                                          answers applied / right among them (written by
+                                          the applier from SQL: gold on suspicion)
 ``spent``                  STRING  none   cost of the recorded labels (float)
 ``reserved_cost``          STRING  none   cost of the live leases (float)
 ``state``                  STRING  none   zlib JSON snapshot of the policy state
@@ -59,13 +62,13 @@ left behind; the reaper normally removes it first.
 
 Field and member encodings are made here too: the gold counters in ``nissued``
 (:func:`gold_issued_field`, :func:`gold_category_field`; the Lua scripts spell them
-``'g' .. w`` and ``'g' .. w .. ':' .. c``) and the ``declines`` entries
+``'g' .. w`` and ``'g' .. w .. ':' .. c``; :func:`gold_record_fields`) and the ``declines`` entries
 (:func:`decline_entry`, :func:`parse_decline`).
 """
 
 from __future__ import annotations
 
-__all__ = ["Keys", "GLOBAL_PROJECTS", "gold_issued_field", "gold_category_field",
+__all__ = ["Keys", "GLOBAL_PROJECTS", "gold_issued_field", "gold_category_field", "gold_record_fields",
            "decline_entry", "parse_decline"]
 
 GLOBAL_PROJECTS = "lq:projects"  # SET of project ids with hot state (for the beat)
@@ -126,6 +129,11 @@ class Keys:
 def gold_issued_field(worker: int) -> str:
     """``nissued`` field counting the gold questions issued to ``worker``."""
     return f"g{int(worker)}"
+
+
+def gold_record_fields(worker: int) -> tuple[str, str]:
+    """``nissued`` fields of ``worker``'s gold record: answers applied, right among them."""
+    return f"ga{int(worker)}", f"gr{int(worker)}"
 
 
 def gold_category_field(worker: int, category: int) -> str:
