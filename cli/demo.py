@@ -89,7 +89,7 @@ class _Stop:
         self.shutdown = fn
 
 
-GOLD_SCHEDULE = "onboarding:n=6,rate=0.1,half_life=400,floor=0.05"
+GOLD_SCHEDULE = "onboarding:n=6,rate=0.1,half_life=400,floor=0.05,suspect=0.5,suspect_below=0.6"
 QUALITY = {"threshold": 0.6, "min_gold": 8, "confidence": 0.95}
 CARELESS_ACCURACY = 0.35
 
@@ -105,7 +105,7 @@ def _pool(n_workers: int, n_careless: int, n_categories: int, rng):
 
 
 def _setup(db_url, *, n_tasks, n_gold, n_workers, n_categories, max_labels, budget,
-           policy, rng):
+           policy, gold_schedule, rng):
     from labelq.db import engine_for, init_schema, session_scope
     from labelq.models import Task
     from labelq.projects import create_project, enroll_worker
@@ -117,7 +117,7 @@ def _setup(db_url, *, n_tasks, n_gold, n_workers, n_categories, max_labels, budg
     cats = rng.integers(n_categories, size=n_tasks + n_gold)
     with session_scope(eng) as s:
         p = create_project(s, "demo", labels, policy=policy, max_labels=max_labels,
-                           budget=budget, gold_schedule=GOLD_SCHEDULE, quality=QUALITY)
+                           budget=budget, gold_schedule=gold_schedule, quality=QUALITY)
         s.connection().execute(Task.__table__.insert(), [
             {"project_id": p.id, "seq": i, "external_id": f"{'g' if i >= n_tasks else 't'}{i}",
              "category": f"c{cats[i]}", "payload": {"text": f"item {i}"},
@@ -157,6 +157,10 @@ def _start_celery(env: dict, log: Path) -> subprocess.Popen:
               help="Budget, in labels per task.")
 @click.option("--policy", default="auto", show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--gold-schedule", default=GOLD_SCHEDULE, show_default=True,
+              help="The project's gold schedule (as `project create --gold-schedule`); "
+                   "the default raises the gold rate for an annotator whose gold record "
+                   "is below the quality rule's bar (`suspect`).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder for the database, the Celery log and the exports (kept) "
                    "[default: a temporary one, deleted at the end unless --keep].")
@@ -166,7 +170,7 @@ def _start_celery(env: dict, log: Path) -> subprocess.Popen:
 @click.option("--redis-url", envvar="LABELQ_REDIS_URL", default=None,
               help="Redis to use [env: LABELQ_REDIS_URL]; embedded when absent/unreachable.")
 def demo_cmd(n_tasks, n_gold, n_workers, n_careless, n_categories, labels_per_task, policy,
-             seed, out, keep, redis_url) -> None:
+             seed, gold_schedule, out, keep, redis_url) -> None:
     """Run the live pipeline end to end on a synthetic project and report its accuracy.
 
     Works in a temporary folder, deleted at the end unless --keep (or --out DIR); a kept
@@ -178,6 +182,12 @@ def demo_cmd(n_tasks, n_gold, n_workers, n_careless, n_categories, labels_per_ta
     if policy not in names():
         raise click.BadParameter(f"unknown policy {policy!r}; known: {', '.join(names())}",
                                  param_hint="--policy")
+    from labelq.errors import PolicyError
+    from labelq.gold.schedules import schedule_from_spec
+    try:
+        schedule_from_spec(gold_schedule)
+    except PolicyError as exc:
+        raise click.BadParameter(str(exc), param_hint="--gold-schedule") from exc
     if not 0 <= n_careless <= n_workers:
         raise click.BadParameter(f"must be between 0 and --workers ({n_workers})",
                                  param_hint="--careless")
@@ -190,7 +200,7 @@ def demo_cmd(n_tasks, n_gold, n_workers, n_careless, n_categories, labels_per_ta
         _demo(out, temporary, n_tasks=n_tasks, n_gold=n_gold, n_workers=n_workers,
               n_careless=n_careless, n_categories=n_categories,
               labels_per_task=labels_per_task, policy=policy, seed=seed,
-              redis_url=redis_url, t0=t0)
+              gold_schedule=gold_schedule, redis_url=redis_url, t0=t0)
     finally:
         if temporary:
             from labelq.db import engine_for
@@ -199,7 +209,8 @@ def demo_cmd(n_tasks, n_gold, n_workers, n_careless, n_categories, labels_per_ta
 
 
 def _demo(out: Path, temporary: bool, *, n_tasks, n_gold, n_workers, n_careless,
-          n_categories, labels_per_task, policy, seed, redis_url, t0) -> None:
+          n_categories, labels_per_task, policy, seed, gold_schedule, redis_url,
+          t0) -> None:
     from sqlalchemy import func
     from sqlmodel import select
 
@@ -219,7 +230,7 @@ def _demo(out: Path, temporary: bool, *, n_tasks, n_gold, n_workers, n_careless,
     eng, pid, labels, truth, cats = _setup(
         db_url, n_tasks=n_tasks, n_gold=n_gold, n_workers=n_workers,
         n_categories=n_categories, max_labels=int(np.ceil(labels_per_task)) + 2,
-        budget=budget, policy=policy, rng=rng)
+        budget=budget, policy=policy, gold_schedule=gold_schedule, rng=rng)
     if client.exists(Keys(pid).meta):
         raise click.ClickException(f"{url} already holds keys of a project {pid}; give the "
                                    "demo another Redis (--redis-url) or database number")
@@ -229,7 +240,7 @@ def _demo(out: Path, temporary: bool, *, n_tasks, n_gold, n_workers, n_careless,
     click.echo(f"Project 'demo': {n_tasks} tasks in {n_categories} categories + {n_gold} gold, "
                f"{n_workers} simulated annotators ({n_careless} careless), policy {policy}, "
                f"budget {budget:g} labels.")
-    click.echo(f"Gold schedule {GOLD_SCHEDULE}; quality rule: pause below "
+    click.echo(f"Gold schedule {gold_schedule}; quality rule: pause below "
                f"{QUALITY['threshold']} gold accuracy (confidence {QUALITY['confidence']}, "
                f"after {QUALITY['min_gold']} gold answers).")
     click.echo(f"Record: {db_url}" + (" (a temporary folder, deleted at the end: --keep "

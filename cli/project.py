@@ -15,7 +15,9 @@ GOLD_OPTION = click.option(
     "--gold-schedule", default=None,
     help="When annotators get gold questions: none, fixed:rate=0.1, "
          "onboarding:n=5,rate=0.2,half_life=200,floor=0.02, epochs:alpha=0.1,gamma=2, "
-         "per-category:s=3.")
+         "per-category:s=3; fixed and onboarding also take suspect=0.5,suspect_below=0.7 "
+         "(gold at rate >= suspect while the annotator's gold record is below "
+         "suspect_below; docs/gold.md).")
 QUALITY_OPTION = click.option(
     "--quality", default=None,
     help="Pause rule on gold accuracy: threshold=0.7,min_gold=10[,confidence=0.95,"
