@@ -100,6 +100,10 @@ def simulate(data_dir, synthetic_spec, policies, budgets, runs, seed, jobs, max_
         if not (Path(data_dir) / "labels.csv").is_file():
             raise InputError(f"{data_dir}: no labels.csv (expected a data set folder)",
                              path=str(data_dir))
+        if not (Path(data_dir) / "truth.csv").is_file():
+            raise InputError(f"{data_dir}: no truth.csv: simulate scores what each policy "
+                             "collects against the truth (to aggregate labels without it: "
+                             "labelq aggregate)", path=str(data_dir))
         source = EnvSource("data", str(data_dir))
     per_task = parse_budgets(budgets)
     err = sys.stderr

@@ -20,7 +20,7 @@ import numpy as np
 from .errors import FileFormatError, InputError
 
 __all__ = ["LabelData", "read_labels", "load_dataset", "shared_datasets_dir", "sort_classes",
-           "csv_rows"]
+           "csv_rows", "ALIASES"]
 
 
 def sort_classes(values: set[str] | list[str]) -> list[str]:
@@ -73,8 +73,33 @@ class LabelData:
         return float(np.mean(predicted[known] == self.truth[known])) if known.any() else float("nan")
 
 
+# other names the columns of crowd label files go by (crowd-kit, Toloka, Label Studio
+# exports, the data sets' own sources); matched without regard to case, the canonical
+# name first
+ALIASES: dict[str, tuple[str, ...]] = {
+    "task": ("item", "item_id", "task_id", "question", "object", "example", "id"),
+    "worker": ("annotator", "worker_id", "annotator_id", "rater", "labeler", "user",
+               "performer"),
+    "label": ("response", "answer", "annotation", "value", "output"),
+    "truth": ("gold", "true_label", "gold_label", "label", "answer", "golden"),
+    "type": ("category", "task_type", "kind"),
+}
+
+
+def _resolve(header: list[str], name: str) -> str | None:
+    """The column of ``header`` that holds ``name``: itself, else its first alias present
+    (case-insensitive)."""
+    lower = {h.lower(): h for h in reversed(header)}
+    for candidate in (name, *ALIASES.get(name, ())):
+        if candidate in lower:
+            return lower[candidate]
+    return None
+
+
 def csv_rows(path: Path, required: tuple[str, ...]):
-    """Yield (line_number, row dict) of a CSV file, checking header and column count."""
+    """Yield (line_number, row dict) of a CSV file, checking header and column count. A
+    required column may go by one of its :data:`ALIASES` (``item,annotator,response``
+    reads as ``task,worker,label``); the rows name it by its canonical name."""
     try:
         fh = open(path, newline="", encoding="utf-8")
     except OSError as exc:
@@ -88,9 +113,17 @@ def csv_rows(path: Path, required: tuple[str, ...]):
         except UnicodeDecodeError as exc:
             raise FileFormatError(str(path), 1, None, f"not UTF-8 text ({exc.reason})") from exc
         header = [h.strip().lstrip("\ufeff") for h in header]
+        rename: dict[str, str] = {}
         for name in required:
-            if name not in header:
-                raise FileFormatError(str(path), 1, name, f"missing column; header is {header}")
+            found = _resolve([h for h in header if h not in rename], name)
+            if found is None:
+                also = ", ".join(ALIASES.get(name, ()))
+                raise FileFormatError(str(path), 1, name, f"missing column; header is {header}"
+                                      + (f" (also accepted for {name!r}: {also})"
+                                         if also else ""))
+            rename[found] = name
+        header = [rename.get(h, h) if h in rename else
+                  (f"_{h}" if h in required else h) for h in header]
         line = 1
         try:
             for row in reader:
@@ -127,7 +160,9 @@ def read_labels(path: str | os.PathLike[str], truth: str | os.PathLike[str] | No
         raise FileFormatError(str(path), 1, None, "no labels in file")
     truth_rows: list[tuple[int, str, str]] = []
     if truth is not None:
-        truth_rows = [(ln, r["task"], r["truth"]) for ln, r in csv_rows(Path(truth), ("task", "truth"))]
+        truth_rows = [(ln, r["task"], r["truth"])
+                      for ln, r in csv_rows(Path(truth), ("task", "truth"))
+                      if r["truth"]]  # an empty truth: unknown
     classes = sort_classes(set(raw_labels) | {v for _, _, v in truth_rows})
     class_ix = {c: k for k, c in enumerate(classes)}
     data = LabelData(

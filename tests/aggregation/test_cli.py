@@ -86,3 +86,33 @@ def test_athlete_with_categories(shared_datasets):
                                  "--truth", str(d / "truth.csv"), "--json"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.output)["accuracy"] >= 0.99
+
+
+def test_columns_under_other_names_are_read_and_a_missing_one_names_them(files, tmp_path):
+    # Given the same labels and truth with the column names other tools export
+    # (crowd-kit's, Toloka's, a spreadsheet's capitals), one truth left empty
+    labels, truth = files
+    alt_labels = tmp_path / "alt.csv"
+    alt_labels.write_text(labels.read_text().replace("task,worker,label",
+                                                     "Item,annotator_id,Response"))
+    alt_truth = tmp_path / "alt_truth.csv"
+    alt_truth.write_text("item,label\nq1,yes\nq2,yes\nq3,\n")
+    # Then aggregating them gives what the canonical names give, and the empty truth
+    # is unknown (two tasks scored), not a class named ''
+    outs = []
+    for lab, tru in ((labels, truth), (alt_labels, alt_truth)):
+        r = CliRunner().invoke(cli, ["aggregate", str(lab), "-m", "mv", "--truth", str(tru),
+                                     "-o", "json"])
+        assert r.exit_code == 0, r.output
+        outs.append(json.loads(r.output))
+    assert outs[1]["accuracy"] == outs[0]["accuracy"]
+    assert outs[1]["n_tasks"] == outs[0]["n_tasks"] == 3
+    assert outs[1]["n_truth"] == outs[0]["n_truth"] == 2
+    assert outs[1]["classes"] == outs[0]["classes"] == ["no", "yes"]
+    # and a column under no known name is refused, naming what would have been accepted
+    bad = tmp_path / "bad.csv"
+    bad.write_text("item,annotator,verdict\nq1,ann,yes\n")
+    r = CliRunner().invoke(cli, ["aggregate", str(bad)])
+    assert r.exit_code == 3
+    assert f"{bad}, line 1, field 'label': missing column" in r.output
+    assert "also accepted for 'label': response, answer" in r.output

@@ -158,3 +158,12 @@ def test_data_that_is_not_a_data_set_folder_exits_3(tmp_path, what):
     result = CliRunner().invoke(cli, ["simulate", "--data", str(data), "--policy", "uniform"])
     assert result.exit_code == 3, result.output
     assert f"{data}: no labels.csv" in result.output
+
+
+def test_data_without_truth_exits_3_saying_what_simulate_needs_it_for(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "labels.csv").write_text("task,worker,label\n1,a,x\n1,b,y\n")
+    result = CliRunner().invoke(cli, ["simulate", "--data", str(data), "--policy", "uniform"])
+    assert result.exit_code == 3, result.output
+    assert f"{data}: no truth.csv" in result.output and "labelq aggregate" in result.output
