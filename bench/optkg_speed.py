@@ -1,4 +1,5 @@
-"""Seconds per run of ``optkg-workers`` and ``optkg-multi``, this checkout against another.
+"""Seconds per run of ``optkg-workers`` and ``optkg-multi`` (or ``--policies``), this checkout
+against another.
 
 One run is what ``bench/policies.py`` does for a unit without its mv/ds aggregations: the
 policy replays a shared data set (seed 0, run 0) to 2, 3 and 5 labels per task. Each run is a
@@ -78,6 +79,11 @@ def main() -> None:
     ap.add_argument("--once", default="", help="data sets to run once per side (the slow ones)")
     ap.add_argument("--shared", type=Path, default=ROOT.parent / "shared" / "datasets")
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--section", default="optkg-speed",
+                    help="the section of docs/benchmarks.md to write")
+    ap.add_argument("--before-name", default="43e4f5b (before the speed-ups)",
+                    help="what --before is a checkout of, for the text")
+    ap.add_argument("--note", default=NOTE, help="the paragraph under the table")
     args = ap.parse_args()
     rows = []
     for name in args.datasets.split(","):
@@ -101,9 +107,9 @@ def main() -> None:
     sys.path.insert(0, str(ROOT))
     from bench._report import command_line, machine, write_section
     md = "\n".join([
-        "## optkg-workers / optkg-multi speed (`bench/optkg_speed.py`)",
+        f"## {' / '.join(args.policies.split(','))} speed (`bench/optkg_speed.py`)",
         "",
-        f"`{command_line()}` with `--before` a checkout of 43e4f5b (before the speed-ups); "
+        f"`{command_line()}` with `--before` a checkout of {args.before_name}; "
         f"{machine()}, shared with other jobs. One run: seed 0, run 0, 2/3/5 labels per task "
         f"(bench/policies.py's unit without its mv/ds aggregations), each in its own process; "
         f"median of the runs per side (*runs*), the sides alternating. *Same*: every run of "
@@ -117,12 +123,12 @@ def main() -> None:
         "|---|---|---:|---:|---:|---:|---:|---:|---|",
         *rows,
         "",
-        NOTE,
+        args.note,
     ])
     if args.no_write:
         print(md)
     else:
-        write_section("optkg-speed", md)
+        write_section(args.section, md)
 
 
 if __name__ == "__main__":

@@ -273,9 +273,15 @@ class Auto(Policy):
     def select_pair(self, state: AutoState, mask: np.ndarray,
                     rng: np.random.Generator) -> tuple[int, int] | None:
         mask = np.asarray(mask, dtype=bool)
-        if self.params.gate:
-            mask = self.gated(state, mask)
-        open_tasks = np.flatnonzero(mask.any(axis=1))
+        rows = None
+        if self.params.gate:  # (as ``gated``, with the open rows of the gated mask kept)
+            good = self._above_mean(state, mask)
+            rows = good.any(axis=1)
+            if rows.any():
+                mask = good
+            else:
+                rows = None
+        open_tasks = np.flatnonzero(mask.any(axis=1) if rows is None else rows)
         if open_tasks.size == 0:
             return None
         prio = self.priority(state, open_tasks)
@@ -315,9 +321,12 @@ class Auto(Policy):
         sets), the trusted workers run out of tasks and new ones must keep being learned."""
         rate = self.params.explore
         if self.params.explore_dense and n_open:
-            busy = int(mask.any(axis=0).sum())  # workers with an eligible open task (the
-            if busy:  # others' columns are empty, so the mask's sum is over these)
-                rate *= 1.0 - self.params.explore_dense * float(mask.sum()) / (n_open * busy)
+            # workers with an eligible open task (the others' columns are empty, so the
+            # count over the mask is over these)
+            busy = int(np.count_nonzero(mask.any(axis=0)))
+            if busy:
+                rate *= 1.0 - self.params.explore_dense * np.count_nonzero(mask) \
+                    / (n_open * busy)
         return rate
 
     def gated(self, state: AutoState, mask: np.ndarray) -> np.ndarray:
@@ -333,6 +342,11 @@ class Auto(Policy):
         had. Without the standard deviation (the estimate alone against the mean) a good
         worker misjudged on a few labels of one category was locked out of it: 0.59 against
         ``uniform``'s 0.67 on the synthetic categories pool of ``tests/policies/test_auto.py``."""
+        good = self._above_mean(state, mask)
+        return good if good.any() else mask
+
+    def _above_mean(self, state: AutoState, mask: np.ndarray) -> np.ndarray:
+        """``mask`` restricted to the pairs ``gated`` keeps (possibly none)."""
         p = self.params
         acc, _, mu = em.shrunk_accuracy(state.correct, state.total, state.n_classes,
                                         p.prior_accuracy, p.prior_strength, p.strength,
@@ -340,8 +354,10 @@ class Auto(Policy):
         # one posterior standard deviation above the estimate: a worker waits only when
         # the evidence puts it below the mean, not when noise does
         upper = acc + np.sqrt(_variance(acc, state.total, p.strength))
-        good: np.ndarray = mask & (upper >= mu)[:, state.task_category].T
-        return good if good.any() else mask
+        above = (upper >= mu).T  # (categories, workers)
+        if above.shape[0] == 1:  # one category: a row broadcast over the tasks
+            return mask & above[0]
+        return mask & above[state.task_category]
 
     def _variance(self, state: AutoState, task: int, workers: np.ndarray) -> np.ndarray:
         """Posterior variance of each worker's accuracy on the task's category."""
