@@ -51,7 +51,7 @@ from ..problem import label_rows, to_observation
 from ..settings import Settings, load_settings
 from .decide import decision_rng
 from .hotstate import Hot, StateCache, write_snapshot
-from .redis.keys import Keys, gold_record_fields, parse_decline
+from .redis.keys import Keys, gold_records, parse_decline
 from .redis.lock import RedisLock
 from .redis.scripts import Scripts
 from .refill import PaceMeter, refill_inboxes
@@ -303,12 +303,8 @@ class Applier:
                     report.paused += apply_quality_rule(session, hot.project, judged,
                                                          hot.view.categories, scores)
                     if scores is not None and hot.project.gold_schedule:
-                        answered = scores.total.sum(axis=1)
-                        right = scores.correct.sum(axis=1)
-                        for i, w in enumerate(judged):
-                            fields = gold_record_fields(w)
-                            record[fields[0]] = int(answered[i])
-                            record[fields[1]] = int(right[i])
+                        record = gold_records(judged, scores.total.sum(axis=1),
+                                              scores.correct.sum(axis=1))
                     if not lock.extend():
                         raise LockLost("apply lock expired during the batch")
                 hot.seq = seq

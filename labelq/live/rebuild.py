@@ -30,7 +30,7 @@ from ..errors import Conflict, NotFound
 from ..goldstats import project_gold_scores
 from ..models import ENDED_UNLABELLED, Assignment, Label, Project, Task, Worker
 from .hotstate import StateCache, fold_from_sql, write_snapshot
-from .redis.keys import GLOBAL_PROJECTS, Keys, gold_issued_field, gold_record_fields
+from .redis.keys import GLOBAL_PROJECTS, Keys, gold_issued_field, gold_records
 from .redis.lock import RedisLock
 
 __all__ = ["rebuild_project", "ensure_hot", "add_new_tasks", "reopen_below_cap", "delete_hot"]
@@ -142,11 +142,9 @@ def rebuild_project(engine: Engine, redis: Any, project_id: int, *,
             for i in range(0, len(ts), CHUNK):
                 pipe.sadd(k.seen(w), *ts[i:i + CHUNK])
         if record is not None:  # every worker's gold record (gold on suspicion)
-            answered, right = record.total.sum(axis=1), record.correct.sum(axis=1)
-            for w in np.flatnonzero(answered):
-                fields = gold_record_fields(int(w))
-                issued[fields[0]] = int(answered[w])
-                issued[fields[1]] = int(right[w])
+            answered = record.total.sum(axis=1)
+            issued.update(gold_records(range(answered.size), answered,
+                                       record.correct.sum(axis=1)))
         if issued:
             pipe.hset(k.nissued, mapping=issued)
         pipe.set(k.pushed_seq, hot.seq)  # the priorities and counts above are the fold's

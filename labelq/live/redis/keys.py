@@ -62,14 +62,16 @@ left behind; the reaper normally removes it first.
 
 Field and member encodings are made here too: the gold counters in ``nissued``
 (:func:`gold_issued_field`, :func:`gold_category_field`; the Lua scripts spell them
-``'g' .. w`` and ``'g' .. w .. ':' .. c``; :func:`gold_record_fields`) and the ``declines`` entries
-(:func:`decline_entry`, :func:`parse_decline`).
+``'g' .. w`` and ``'g' .. w .. ':' .. c``; :func:`gold_record_fields`, :func:`gold_records`)
+and the ``declines`` entries (:func:`decline_entry`, :func:`parse_decline`).
 """
 
 from __future__ import annotations
 
-__all__ = ["Keys", "GLOBAL_PROJECTS", "gold_issued_field", "gold_category_field", "gold_record_fields",
-           "decline_entry", "parse_decline"]
+from typing import Any, Iterable
+
+__all__ = ["Keys", "GLOBAL_PROJECTS", "gold_issued_field", "gold_category_field",
+           "gold_record_fields", "gold_records", "decline_entry", "parse_decline"]
 
 GLOBAL_PROJECTS = "lq:projects"  # SET of project ids with hot state (for the beat)
 
@@ -134,6 +136,18 @@ def gold_issued_field(worker: int) -> str:
 def gold_record_fields(worker: int) -> tuple[str, str]:
     """``nissued`` fields of ``worker``'s gold record: answers applied, right among them."""
     return f"ga{int(worker)}", f"gr{int(worker)}"
+
+
+def gold_records(workers: Iterable[int], answered: Any, right: Any) -> dict[str, int]:
+    """The ``nissued`` fields and values of the gold records of ``workers`` (worker
+    ``workers[i]`` answered ``answered[i]`` gold questions, ``right[i]`` of them right);
+    workers with no gold answer are left out."""
+    out: dict[str, int] = {}
+    for w, n, c in zip(workers, answered, right):
+        if n:
+            fields = gold_record_fields(w)
+            out[fields[0]], out[fields[1]] = int(n), int(c)
+    return out
 
 
 def gold_category_field(worker: int, category: int) -> str:
