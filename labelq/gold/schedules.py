@@ -47,8 +47,8 @@ from ..errors import PolicyError
 from ..policies.spec import coerce_value as _coerce
 from .recommend import epoch_end
 
-__all__ = ["WorkerHistory", "Schedule", "suspected", "NoGold", "FixedRate", "OnboardingDecay", "Epochs",
-           "PerCategory", "SCHEDULES", "schedule_from_spec"]
+__all__ = ["WorkerHistory", "Schedule", "suspected", "raised_if_suspect", "NoGold", "FixedRate",
+           "OnboardingDecay", "Epochs", "PerCategory", "SCHEDULES", "schedule_from_spec"]
 
 
 def _count(name: str, value: object) -> int:
@@ -117,6 +117,15 @@ def suspected(history: WorkerHistory, below: float) -> bool:
     return n > 0 and (history.gold_correct + 1) / (n + 2) < below
 
 
+def raised_if_suspect(rate: float, history: WorkerHistory, suspect: float,
+                      below: float) -> float:
+    """``rate``, raised to ``suspect`` while the worker's record is :func:`suspected`
+    (``suspect`` 0: never)."""
+    if suspect > 0 and suspected(history, below):
+        return max(rate, suspect)
+    return rate
+
+
 def _check_suspect(suspect: float, suspect_below: float) -> None:
     _number("suspect", suspect, 0.0, 1.0)
     _number("suspect_below", suspect_below, 0.0, 1.0, open_lo=True)
@@ -143,9 +152,7 @@ class FixedRate(Schedule):
 
     def rate_for(self, history: WorkerHistory) -> float:
         """Injection probability for the worker's next task."""
-        if self.suspect > 0 and suspected(history, self.suspect_below):
-            return max(self.rate, self.suspect)
-        return self.rate
+        return raised_if_suspect(self.rate, history, self.suspect, self.suspect_below)
 
     def should_inject(self, history: WorkerHistory, rng: np.random.Generator) -> bool:
         return bool(rng.random() < self.rate_for(history))
@@ -179,9 +186,8 @@ class OnboardingDecay(Schedule):
     def should_inject(self, history: WorkerHistory, rng: np.random.Generator) -> bool:
         if history.n_done < self.n:
             return True
-        rate = self.rate_at(history.n_done)
-        if self.suspect > 0 and suspected(history, self.suspect_below):
-            rate = max(rate, self.suspect)
+        rate = raised_if_suspect(self.rate_at(history.n_done), history, self.suspect,
+                                 self.suspect_below)
         return bool(rng.random() < rate)
 
 
