@@ -273,14 +273,12 @@ class Auto(Policy):
     def select_pair(self, state: AutoState, mask: np.ndarray,
                     rng: np.random.Generator) -> tuple[int, int] | None:
         mask = np.asarray(mask, dtype=bool)
-        rows = None
-        if self.params.gate:  # (as ``gated``, with the open rows of the gated mask kept)
+        rows = None  # the open rows of ``mask``, when the gate found them
+        if self.params.gate:  # as ``gated``, keeping the row test that decided it
             good = self._above_mean(state, mask)
-            rows = good.any(axis=1)
-            if rows.any():
-                mask = good
-            else:
-                rows = None
+            good_rows = good.any(axis=1)
+            if good_rows.any():
+                mask, rows = good, good_rows
         open_tasks = np.flatnonzero(mask.any(axis=1) if rows is None else rows)
         if open_tasks.size == 0:
             return None
