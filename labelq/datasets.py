@@ -122,8 +122,10 @@ def csv_rows(path: Path, required: tuple[str, ...]):
                                       + (f" (also accepted for {name!r}: {also})"
                                          if also else ""))
             rename[found] = name
-        header = [rename.get(h, h) if h in rename else
-                  (f"_{h}" if h in required else h) for h in header]
+        # an alias takes its column's canonical name; a column left over under a canonical
+        # name (another case of one found) steps aside, so the rows keep the one found
+        header = [rename[h] if h in rename else f"_{h}" if h in required else h
+                  for h in header]
         line = 1
         try:
             for row in reader:
