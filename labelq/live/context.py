@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
+
 from sqlalchemy.engine import Engine
 
 from ..settings import Settings
@@ -24,7 +25,7 @@ def now_ms() -> int:
 
 @dataclass(frozen=True)
 class Live:
-    engine: Engine  # sqlalchemy.Engine
+    engine: Engine
     redis: Any  # redis.Redis
     scripts: Scripts
     settings: Settings

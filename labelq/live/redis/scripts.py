@@ -33,7 +33,8 @@ from .keys import Keys
 from .wire import ScriptPipeline, load_script, text
 
 __all__ = ["Scripts", "ScriptPipeline", "Refusal", "Reserved", "Began", "Finished",
-           "Popped", "OpenLease", "Inbox", "Released", "Candidates", "Scan", "lua_source", "load_script"]
+           "Popped", "OpenLease", "Inbox", "Released", "Candidates", "Scan", "lua_source",
+           "load_script"]
 
 
 class Refusal(str, enum.Enum):
