@@ -183,9 +183,9 @@ def demo_cmd(n_tasks, n_gold, n_workers, n_careless, n_categories, labels_per_ta
         raise click.BadParameter(f"unknown policy {policy!r}; known: {', '.join(names())}",
                                  param_hint="--policy")
     from labelq.errors import PolicyError
-    from labelq.gold.schedules import schedule_from_spec
+    from labelq.projects import check_gold_schedule
     try:
-        schedule_from_spec(gold_schedule)
+        check_gold_schedule(gold_schedule)
     except PolicyError as exc:
         raise click.BadParameter(str(exc), param_hint="--gold-schedule") from exc
     if not 0 <= n_careless <= n_workers:
