@@ -6,8 +6,12 @@ exactly) it drops every ``lq:{id}:`` key and recomputes them from the record:
 * the policy state: a fresh fold of the applied labels in ``applied_seq`` order (unapplied
   labels are left to the applier, which is woken);
 * ``pending``: the non-gold tasks below the cap, with their priorities; ``gold``;
-* ``nlabels``, ``wcount``, ``spent`` and ``seen`` (and ``nissued``) from the labels and the
-  declined and expired assignments; with a gold schedule, each worker's gold record.
+* ``nlabels``, ``wcount``, ``spent`` and ``seen`` (and ``nissued``, with the gold questions
+  given to each worker, in all and per category) from the labels and the declined and
+  expired assignments; with a gold schedule, each worker's gold record.
+
+The rebuilt state gets a new ``meta`` epoch (the old one plus one), so that every process
+folds its policy state again, from the snapshot written here.
 
 Live leases are not in SQL (an assignment row is written when it is submitted, declined or
 expired), so they are gone after a rebuild: their holders get ``NotFound`` on submit and ask
@@ -30,7 +34,8 @@ from ..errors import Conflict, NotFound
 from ..goldstats import project_gold_scores
 from ..models import ENDED_UNLABELLED, Assignment, Label, Project, Task, Worker
 from .hotstate import StateCache, fold_from_sql, write_snapshot
-from .redis.keys import GLOBAL_PROJECTS, Keys, gold_issued_field, gold_records
+from .redis.keys import (GLOBAL_PROJECTS, Keys, gold_category_field, gold_issued_field,
+                         gold_records)
 from .redis.lock import RedisLock
 
 __all__ = ["rebuild_project", "ensure_hot", "add_new_tasks", "reopen_below_cap", "delete_hot"]
@@ -106,6 +111,11 @@ def rebuild_project(engine: Engine, redis: Any, project_id: int, *,
                        col(Assignment.state).in_(ENDED_UNLABELLED))).all()
             record = project_gold_scores(session, project).scores \
                 if project.gold_schedule else None
+        # a new epoch, not the deleted one's 0: a process whose state predates a gold
+        # answer marked or corrected just before (epoch bumped, not yet followed) would
+        # find 0 = its own epoch and keep the old view; with a new one every process folds
+        # again (from the snapshot written below)
+        hot.epoch = int(redis.hget(k.meta, "epoch") or 0) + 1
         delete_hot(redis, pid)
         view = hot.view
         nlabels = np.zeros(view.n_tasks, dtype=np.int64)
@@ -135,9 +145,10 @@ def rebuild_project(engine: Engine, redis: Any, project_id: int, *,
         for w, t in list(seen_rows) + list(unlabelled):
             seen.setdefault(int(w), []).append(int(t))
             issued[int(w)] = issued.get(int(w), 0) + 1
-            if view.is_gold[int(t)]:
-                g = gold_issued_field(int(w))
-                issued[g] = issued.get(g, 0) + 1
+            if view.is_gold[int(t)]:  # and per category, as RESERVE counts them
+                for g in (gold_issued_field(int(w)),
+                          gold_category_field(int(w), int(view.task_category[int(t)]))):
+                    issued[g] = issued.get(g, 0) + 1
         for w, ts in seen.items():
             for i in range(0, len(ts), CHUNK):
                 pipe.sadd(k.seen(w), *ts[i:i + CHUNK])
@@ -151,7 +162,7 @@ def rebuild_project(engine: Engine, redis: Any, project_id: int, *,
         pipe.execute()
         write_snapshot(redis, hot)
         redis.hset(k.meta, mapping={"built": 1, "n_tasks": view.n_tasks,
-                                    "n_workers": view.n_workers,
+                                    "n_workers": view.n_workers, "epoch": hot.epoch,
                                     "cap": _cap_field(project.max_labels)})
         redis.sadd(GLOBAL_PROJECTS, pid)
         if cache is not None:

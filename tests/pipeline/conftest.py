@@ -57,6 +57,17 @@ def make_project(url: str, *, n_tasks=40, n_gold=0, workers=3, max_labels=None, 
         return eng, p.id
 
 
+def hot_sets(r, pid: int) -> dict:
+    """What a rebuild recomputes (and gold marking must keep in step): open and gold tasks, the
+    workers' issued counts (gold, per category, gold records)."""
+    from labelq.live.redis.keys import Keys
+    k = Keys(pid)
+    return {"pending": sorted(int(t) for t in r.zrange(k.pending, 0, -1)),
+            "parked": sorted(int(t) for t in r.zrange(k.parked, 0, -1)),
+            "gold": sorted(int(t) for t in r.smembers(k.gold)),
+            "nissued": {f.decode(): int(v) for f, v in r.hgetall(k.nissued).items()}}
+
+
 class CeleryWorker:
     """A real ``celery -A workers.main worker`` subprocess."""
 

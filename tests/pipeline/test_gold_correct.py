@@ -13,6 +13,7 @@ from labelq.models import Project, Task
 from labelq.projects import correct_gold, get_project, set_worker_status
 from labelq.live.applier import Applier
 from labelq.live.hotstate import StateCache, bump_epoch, fold_from_sql
+from labelq.live.redis.keys import Keys
 from labelq.service import Service
 from labelq.settings import Settings
 
@@ -45,6 +46,7 @@ def test_a_corrected_gold_answer_reaches_the_running_state_and_names_who_to_resu
         db.get(Project, pid).quality = {"threshold": 0.8, "min_gold": 3}
         set_worker_status(db, "p-w0", "paused")
     before = cache.peek(pid).policy.predict_proba(cache.peek(pid).state).copy()
+    epoch = int(r.hget(Keys(pid).meta, "epoch") or 0)  # (the first request's build: 1)
     # When the operator corrects each answer to 'b'
     env = {"LABELQ_DATABASE_URL": sqlite_url, "LABELQ_REDIS_URL": redis_url}
     outs = [CliRunner().invoke(cli, ["gold", "correct", "p", f"g{i}", "b"], env=env)
@@ -56,7 +58,7 @@ def test_a_corrected_gold_answer_reaches_the_running_state_and_names_who_to_resu
     assert "no longer flags: p-w0" in outs[1].output  # (2 of 3: no longer)
     # and the running state folds again from SQL under the corrected truths
     hot = cache.get(eng, r, pid)
-    assert hot.epoch == 3
+    assert hot.epoch == epoch + 3
     gold_seq = [t for t in range(hot.view.n_tasks) if hot.view.is_gold[t]]
     assert [int(hot.view.gold_answer[t]) for t in gold_seq] == [1, 1, 1]
     with session_scope(eng) as db:
