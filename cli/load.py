@@ -101,7 +101,8 @@ def tasks_show(name, task_id, database_url, output):
 
 @click.group()
 def gold():
-    """Load gold questions (tasks whose answer is known)."""
+    """Gold questions (tasks whose answer is known): load them, mark loaded tasks as gold,
+    correct an answer."""
 
 
 @gold.command("load")
@@ -159,6 +160,58 @@ def gold_correct(name, task_id, answer, database_url, redis_url, output):
     elif cleared:
         click.echo(f"paused annotators the rule no longer flags: {', '.join(cleared)} "
                    f"(labelq workers resume HANDLE)")
+
+
+@gold.command("mark")
+@click.argument("name")
+@click.argument("task_id", required=False)
+@click.argument("answer", required=False)
+@click.option("--file", "file", type=click.Path(), default=None,
+              help="CSV or JSONL with `id` and `answer` (other columns ignored): mark every "
+                   "row, all or nothing.")
+@FORMAT_OPTION
+@DB_OPTION
+@REDIS_OPTION
+@OUTPUT_OPTION
+def gold_mark(name, task_id, answer, file, fmt, database_url, redis_url, output):
+    """Make tasks of project NAME gold questions with known answers (an expert's review):
+    TASK_ID ANSWER, or every row of --file. Their labels become gold answers that score the
+    annotators who gave them (the quality rule judges them at once), they are served as
+    gold from now on, and they stay data: the export gives each its known answer with
+    confidence 1. Refused, with nothing changed, while one of them is assigned right now.
+    A task already gold with the same answer is skipped; another answer is for
+    labelq gold correct."""
+    from labelq.live.goldmark import mark_gold_live
+    from labelq.projects import GoldMark, read_gold_marks
+
+    if (file is None) == (task_id is None) or (task_id is None) != (answer is None):
+        raise click.UsageError("give TASK_ID ANSWER, or --file FILE (not both)")
+    eng = engine(database_url)
+    if file is not None:
+        click.echo(f"validating {file} ...", err=True)
+        with session_scope(eng) as s:
+            marks = read_gold_marks(file, get_project(s, name), fmt)
+    else:
+        marks = [GoldMark(task_id, answer)]
+    try:
+        redis = redis_client(redis_url)
+    except LabelqError as exc:
+        redis = None
+        click.echo(f"warning: {exc}; marking in the database only: run 'labelq rebuild "
+                   f"{name}' before annotators go on, or the queue may still hand these "
+                   "tasks out as ordinary ones", err=True)
+    out = mark_gold_live(eng, redis, name, marks, source=file)
+    if output != "table":
+        emit_record(out, output)
+        return
+    n, k = out["marked"], out["labels"]
+    skipped = f"; {out['skipped']} already gold with that answer, skipped" \
+        if out["skipped"] else ""
+    click.echo(f"marked {n} task{'' if n == 1 else 's'} of {name!r} as gold questions "
+               f"({k} label{'' if k == 1 else 's'} on them now gold answers){skipped}")
+    if out["paused"]:
+        click.echo(f"paused by the quality rule on these gold answers: "
+                   f"{', '.join(out['paused'])}")
 
 
 commands = [tasks, gold]

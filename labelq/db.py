@@ -23,6 +23,7 @@ __all__ = ["get_engine", "init_schema", "session_scope", "engine_for", "ADDED_CO
 # a database created before them. A new column goes here, nullable; nothing else to do.
 ADDED_COLUMNS: dict[str, tuple[str, ...]] = {
     "project": ("instructions", "label_names"),
+    "task": ("marked",),
 }
 # Indexes added to a table after its first release (``create_all`` skips an existing
 # table's indexes too): ``init_schema`` creates each one a database lacks.

@@ -2,7 +2,8 @@
 
 The labels of a project become the aggregation package's dense arrays (task seq, worker seq,
 class index). Gold questions take part in the fit with their answers clamped — they teach
-the model how reliable each worker is — but are never exported as data. ``method="policy"``
+the model how reliable each worker is — but are never exported as data, except tasks marked
+gold after loading (``labelq gold mark``), which are data with a known answer. ``method="policy"``
 uses the project's own policy posterior (Opt-KG's Beta/Dirichlet, BBTA's weighted vote),
 folded from SQL exactly as the live pipeline folds it — the labels its applier has not
 reached yet included, in the order it will take them.
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from typing import IO, Any, Callable, Iterable, Iterator
 
 import numpy as np
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from .aggregation import PosteriorAggregator, aggregate, krippendorff_alpha, fleiss_kappa
 from .aggregation import AutoAggregator, evidence, worker_accuracy
@@ -44,6 +45,8 @@ class ProjectLabels:
     task: np.ndarray
     worker: np.ndarray
     label: np.ndarray
+    # bool (n_tasks,): tasks marked gold after loading (exported with their answer)
+    marked: np.ndarray | None = None
 
     @property
     def classes(self) -> list[str]:
@@ -66,11 +69,14 @@ def load_project_labels(session: Session, project: Project, *,
     if exclude_paused:
         rows = [r for r in rows if r[3] == "active"]
     index = {v: i for i, v in enumerate(project.labels)}
+    marked = np.zeros(view.n_tasks, dtype=bool)
+    marked[list(session.exec(select(Task.seq).where(Task.project_id == project.id,
+                                                    col(Task.marked).is_not(None))))] = True
     return ProjectLabels(
         view, ext, [w[0] for w in workers],
         np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
         np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows)),
-        np.fromiter((index[r[2]] for r in rows), dtype=np.int64, count=len(rows)))
+        np.fromiter((index[r[2]] for r in rows), dtype=np.int64, count=len(rows)), marked)
 
 
 def aggregate_project(session: Session, project: Project, pl: ProjectLabels, method: str):
@@ -117,7 +123,8 @@ def aggregation_notes(pl: ProjectLabels, method: str, result) -> tuple[str, str 
 
 
 def aggregated_rows(pl: ProjectLabels, result) -> Iterator[dict[str, Any]]:
-    """One row per non-gold task: id, category, label, confidence, labels, per-class
+    """One row per non-gold task (and per task marked gold after loading, with its known
+    answer, confidence 1): id, category, label, confidence, labels, per-class
     probabilities.
 
     A task nobody has labelled yet has no label (``None``: an empty CSV field, JSON null);
@@ -125,14 +132,22 @@ def aggregated_rows(pl: ProjectLabels, result) -> Iterator[dict[str, Any]]:
     reads only ``label`` never takes a guess for an answer."""
     counts = np.bincount(pl.task, minlength=pl.view.n_tasks)
     classes = pl.classes
-    for seq in np.flatnonzero(~pl.view.is_gold):
-        label = classes[result.labels_[seq]] if counts[seq] else None
+    data = ~pl.view.is_gold if pl.marked is None else ~pl.view.is_gold | pl.marked
+    for seq in np.flatnonzero(data):
+        known = int(pl.view.gold_answer[seq])
+        if known >= 0:  # marked gold: the answer is known, whatever the method says
+            probas = np.zeros(len(classes))
+            probas[known] = 1.0
+            label, confidence = classes[known], 1.0
+        else:
+            probas = result.probas_[seq]
+            label = classes[result.labels_[seq]] if counts[seq] else None
+            confidence = float(result.confidence_[seq])
         row = {"task": pl.external_ids[seq], "category": pl.view.category_of(seq),
-               "label": label,
-               "confidence": round(float(result.confidence_[seq]), 6),
+               "label": label, "confidence": round(confidence, 6),
                "n_labels": int(counts[seq])}
         for k, c in enumerate(classes):
-            row[f"p_{c}"] = round(float(result.probas_[seq, k]), 6)
+            row[f"p_{c}"] = round(float(probas[k]), 6)
         yield row
 
 

@@ -283,8 +283,9 @@ def load_tasks(session: Session, project: Project, path: str | Path, *, gold: bo
         raise Conflict(
             f"{path}: {len(clash)} of these {what} have ids already loaded as {other} of "
             f"{project.name!r} ({shown}; first on line {clash[0].line}); nothing was loaded. "
-            + ("A task cannot become a gold question by loading it again: give the gold "
-               "questions ids of their own (e.g. prefix them with 'gold-')."
+            + ("A task does not become a gold question by loading it again: make loaded "
+               f"tasks gold with 'labelq gold mark {project.name} --file FILE', or give new "
+               "gold questions ids of their own (e.g. prefix them with 'gold-')."
                if gold else "Give these tasks ids of their own."), project=project.name)
     existing = set(kind_of)
     new = [r for r in rows if r.external_id not in existing]

@@ -79,6 +79,9 @@ class Task(SQLModel, table=True):
     is_gold: bool = False
     gold_answer: Optional[str] = None
     created: datetime = Field(default_factory=utcnow)
+    # when an ordinary task was made a gold question (labelq gold mark); None for gold
+    # loaded as gold. A marked task is still data: exported, with its answer
+    marked: Optional[datetime] = None
 
 
 class Worker(SQLModel, table=True):

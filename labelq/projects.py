@@ -9,19 +9,23 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
-from typing import Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
 
-from sqlalchemy import delete, func
-from sqlmodel import Session, select
+from sqlalchemy import delete, func, update
+from sqlmodel import Session, col, select
 
-from .errors import AlreadyExists, InputError, NotFound, PolicyError
-from .models import Assignment, Label, Project, Task, Worker
+from .errors import (AlreadyExists, Conflict, FileFormatError, InputError, LabelqError,
+                     NotFound, PolicyError)
+from .models import ENDED_UNLABELLED, Assignment, Label, Project, Task, Worker, utcnow
 from .policies import PolicySpec, Problem, build
 
 __all__ = ["create_project", "parse_quality", "check_gold_schedule", "update_project",
            "get_project", "list_projects", "enroll_worker", "get_task", "get_worker",
            "budget_spent", "unknown_categories", "list_workers", "set_worker_status", "hash_token",
-           "worker_by_token", "reset_token", "correct_gold", "project_counts",
+           "worker_by_token", "reset_token", "correct_gold", "GoldMark", "MarkedGold",
+           "mark_gold", "read_gold_marks", "project_counts",
            "delete_project", "parse_label_set", "NAME_PATTERN", "check_name",
            "check_policy_fits", "parse_label_names", "read_instructions"]
 
@@ -310,6 +314,116 @@ def correct_gold(session: Session, project: Project, external_id: str,
     session.flush()
     n = session.exec(select(func.count(Label.id)).where(Label.task_id == task.id)).one()
     return {"task": external_id, "old_answer": old, "answer": answer, "labels": int(n)}
+
+
+@dataclass(frozen=True)
+class GoldMark:
+    """Task ``task`` (its id) has the known answer ``answer``; ``line``: where a file said so."""
+
+    task: str
+    answer: str
+    line: int | None = None
+
+
+@dataclass(frozen=True)
+class MarkedGold:
+    """What :func:`mark_gold` changed."""
+
+    tasks: list[int]  # seqs of the tasks made gold questions now
+    category_names: list[str]  # the project's categories, sorted (as ProjectView's)
+    skipped: int  # gold questions already, with the same answer
+    labels: int  # labels on them, now gold answers
+    workers: list[int]  # seqs of the workers who gave those labels
+    # (worker seq, category index) -> how many of the marked tasks each worker was given
+    # (a label, or an assignment declined or expired): now gold questions issued to them
+    issued: dict[tuple[int, int], int]
+
+
+_IN_CHUNK = 5000  # ids per IN (...) list
+
+
+def mark_gold(session: Session, project: Project, marks: Sequence[GoldMark], *,
+              source: str | Path | None = None) -> MarkedGold:
+    """Make ordinary tasks of ``project`` gold questions with known answers (an expert's
+    review, say): their labels become gold answers that score the annotators who gave
+    them, and they are served as gold from now on. The tasks stay data: an export gives
+    each its known answer. All or nothing: every mark is checked before anything is
+    written — the answer in the label set, the task there, not a gold question with
+    another answer (that is :func:`correct_gold`'s job) — and a bad one raises, naming
+    ``source``'s line and field when the marks come from a file. A task already gold with
+    the same answer is skipped. The caller's transaction holds the change; the live
+    pipeline's state must move with it (:func:`labelq.live.goldmark.mark_gold_live`)."""
+    def bad(m: GoldMark, field: str, message: str, exc: type[LabelqError]) -> LabelqError:
+        if source is not None and m.line is not None:
+            return FileFormatError(str(source), m.line, field, message)
+        return exc(message, task=m.task)
+
+    ids = list(dict.fromkeys(m.task for m in marks))
+    found: dict[str, Task] = {}
+    for i in range(0, len(ids), _IN_CHUNK):
+        found.update((t.external_id, t) for t in session.exec(select(Task).where(
+            Task.project_id == project.id, col(Task.external_id).in_(ids[i:i + _IN_CHUNK]))))
+    allowed, todo, skipped = set(project.labels), {}, 0
+    for m in marks:
+        if m.answer not in allowed:
+            raise bad(m, "answer", f"{m.answer!r} is not in the label set {project.labels}",
+                      InputError)
+        task = found.get(m.task)
+        if task is None:
+            raise bad(m, "id", f"no task {m.task!r} in project {project.name!r}", NotFound)
+        was = todo[m.task][1] if m.task in todo else task.gold_answer if task.is_gold \
+            else None
+        if was == m.answer:
+            skipped += m.task not in todo  # (the same mark twice in one list: once)
+        elif was is not None:
+            raise bad(m, "answer", f"task {m.task!r} is a gold question already, with answer "
+                      f"{was!r}; a wrong gold answer is changed with labelq gold correct",
+                      Conflict)
+        else:
+            todo[m.task] = (task, m.answer)
+    marked, now = list(todo.values()), utcnow()
+    conn, tt, lt = session.connection(), Task.__table__, Label.__table__  # type: ignore[attr-defined]
+    for answer in dict.fromkeys(a for _t, a in marked):
+        tids = [t.id for t, a in marked if a == answer]
+        for i in range(0, len(tids), _IN_CHUNK):
+            conn.execute(update(tt).where(tt.c.id.in_(tids[i:i + _IN_CHUNK]))
+                         .values(is_gold=True, gold_answer=answer, marked=now))
+    tids = [t.id for t, _a in marked]
+    categories = sorted(session.exec(select(Task.category).distinct().where(
+        Task.project_id == project.id)).all()) if marked else []  # as load_view orders them
+    cat_index = {c: i for i, c in enumerate(categories)}
+    seq_of = {t.id: (t.seq, cat_index[t.category]) for t, _a in marked}
+    labels, workers, issued = 0, set(), {}
+    for i in range(0, len(tids), _IN_CHUNK):
+        chunk = tids[i:i + _IN_CHUNK]
+        res = conn.execute(update(lt).where(lt.c.task_id.in_(chunk)).values(is_gold=True))
+        labels += max(res.rowcount, 0)
+        given = session.exec(select(col(Worker.seq), col(Label.task_id))
+                             .join(Label, col(Label.worker_id) == col(Worker.id))
+                             .where(col(Label.task_id).in_(chunk))).all()
+        workers.update(w for w, _t in given)
+        ended = session.exec(select(col(Worker.seq), col(Assignment.task_id))
+                             .join(Assignment, col(Assignment.worker_id) == col(Worker.id))
+                             .where(col(Assignment.task_id).in_(chunk),
+                                    col(Assignment.state).in_(ENDED_UNLABELLED))).all()
+        for w, t in list(given) + list(ended):
+            key = (int(w), seq_of[t][1])
+            issued[key] = issued.get(key, 0) + 1
+    session.expire_all()  # the Task and Label objects loaded here predate the update
+    return MarkedGold(tasks=[seq_of[t][0] for t in tids],
+                      category_names=categories,
+                      skipped=skipped, labels=labels, workers=sorted(int(w) for w in workers),
+                      issued=issued)
+
+
+def read_gold_marks(path: str | Path, project: Project, fmt: str | None = None
+                    ) -> list[GoldMark]:
+    """The marks of a CSV or JSONL file with ``id`` and ``answer`` (other columns are
+    ignored), validated as ``labelq gold load`` validates a gold file."""
+    from .loading import parse_task_file
+
+    return [GoldMark(r.external_id, r.answer or "", r.line)
+            for r in parse_task_file(path, gold=True, label_set=project.labels, fmt=fmt)]
 
 
 def budget_spent(session: Session, project: Project) -> float:

@@ -102,6 +102,7 @@ def test_walk_every_command_with_o_json(stack: Stack, tmp_path):
     run("agreement", "walk")
     run("tasks", "show", "walk", "w0")
     run("gold", "correct", "walk", "gw0", "b")
+    assert run("gold", "mark", "walk", "w5", "a")[0]["marked"] == 1
     run("rebuild", "walk")
     run("check")
     out = tmp_path / "answers.csv"

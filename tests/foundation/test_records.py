@@ -90,11 +90,14 @@ def test_init_schema_adds_columns_added_after_a_database_was_created(tmp_path):
     url = f"sqlite:///{path}"
     init_schema(engine_for(url))
     con = sqlite3.connect(path)  # as a database of the earlier release was: no such columns
-    for name in ADDED_COLUMNS["project"]:
-        con.execute(f"ALTER TABLE project DROP COLUMN {name}")
+    for table, names in ADDED_COLUMNS.items():
+        for name in names:
+            con.execute(f"ALTER TABLE {table} DROP COLUMN {name}")
     con.execute("INSERT INTO project (name, labels, policy, aggregation, quality, created) "
                 "VALUES ('old', '[\"a\", \"b\"]', '{\"name\": \"uniform\", \"params\": {}}', "
                 "'mv', '{}', '2026-01-01 00:00:00')")
+    con.execute("INSERT INTO task (project_id, seq, external_id, category, payload, is_gold, "
+                "created) VALUES (1, 0, 't0', '', '{}', 0, '2026-01-01 00:00:00')")
     con.commit()
     con.close()
     engine_for(url).dispose()  # (connections opened before the columns went)
@@ -109,3 +112,10 @@ def test_init_schema_adds_columns_added_after_a_database_was_created(tmp_path):
         s.add(p)
     with scope(eng) as s:
         assert s.exec(sm_select(Project)).one().display_names() == ["Alpha", "b"]
+    from labelq.models import Task
+    from labelq.projects import GoldMark, mark_gold
+    with scope(eng) as s:  # the task column added since: a task can be marked gold
+        assert s.exec(sm_select(Task)).one().marked is None
+        mark_gold(s, s.exec(sm_select(Project)).one(), [GoldMark("t0", "a")])
+    with scope(eng) as s:
+        assert s.exec(sm_select(Task)).one().marked is not None

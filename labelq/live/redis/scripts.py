@@ -14,6 +14,7 @@ the keys it touches; a line ``--#include NAME.lua`` takes in a shared helper. In
 * ``RELEASE`` — returns a task to the pool exactly once (decline, expiry, reclaim).
 * ``OPEN_LIST`` — the worker's open assignments, by the rule ``RESERVE`` and ``POP_INBOX``
   apply (``open_leases.lua``).
+* ``GOLD_MARK`` — ordinary tasks become gold questions, refused while one has a live lease.
 
 Each call answers a frozen dataclass on success and a :class:`Refusal` otherwise (its
 value is the script's word for it). With ``pipeline=`` a call is only queued there; the
@@ -33,8 +34,8 @@ from .keys import Keys
 from .wire import ScriptPipeline, load_script, text
 
 __all__ = ["Scripts", "ScriptPipeline", "Refusal", "Reserved", "Began", "Finished",
-           "Popped", "OpenLease", "Inbox", "Released", "Candidates", "Scan", "lua_source",
-           "load_script"]
+           "Popped", "OpenLease", "GoldMarked", "GoldMarkLeased", "Inbox", "Released",
+           "Candidates", "Scan", "lua_source", "load_script"]
 
 
 class Refusal(str, enum.Enum):
@@ -112,6 +113,22 @@ class OpenLease:
 
 
 @dataclass(frozen=True, slots=True)
+class GoldMarked:
+    """``GOLD_MARK`` moved the tasks from ``pending``/``parked`` to ``gold``;
+    ``priorities``: each one's score there before (``None`` where it had none)."""
+
+    priorities: list[float | None]
+
+
+@dataclass(frozen=True, slots=True)
+class GoldMarkLeased:
+    """``GOLD_MARK`` refused, changing nothing: ``task`` has ``leases`` live leases."""
+
+    task: int  # seq
+    leases: int
+
+
+@dataclass(frozen=True, slots=True)
 class Released:
     """What ``RELEASE`` returned to the pool. ``held``: a reservation still in an inbox,
     never issued to the annotator (an expired one of those is not an expired assignment)."""
@@ -186,6 +203,7 @@ class Scripts:
         self._candidates_scan = load_script(redis, lua_source("candidates_scan"))
         self._pop = load_script(redis, lua_source("pop_inbox"))
         self._open_list = load_script(redis, lua_source("open_list"))
+        self._gold_mark = load_script(redis, lua_source("gold_mark"))
 
     def pipeline(self) -> ScriptPipeline:
         """A pipeline for the ``pipeline=`` argument of the methods below."""
@@ -357,6 +375,14 @@ class Scripts:
         out = self._open_list(keys=[k.open_leases(worker)], args=[worker, now_ms, k.prefix])
         return [OpenLease(text(out[i]), int(out[i + 1]), int(float(out[i + 2])))
                 for i in range(0, len(out), 3)]
+
+    def gold_mark(self, k: Keys, tasks: list[int]) -> GoldMarked | GoldMarkLeased:
+        """Move ``tasks`` (seqs) to ``gold`` at once, unless one has a live lease."""
+        out = self._gold_mark(keys=[k.reserved, k.pending, k.parked, k.gold],
+                              args=[int(t) for t in tasks])
+        if int(out[0]) == 0:
+            return GoldMarkLeased(int(out[1]), int(out[2]))
+        return GoldMarked([None if v in (b"", "") else float(v) for v in out[1:]])
 
     # --- RELEASE -------------------------------------------------------------------------
     def release(self, k: Keys, assignment_id: str, *, worker: int | None = None,

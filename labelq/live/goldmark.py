@@ -1,0 +1,147 @@
+"""``labelq gold mark``: ordinary tasks become gold questions while the pipeline runs.
+
+SQL and the hot state move together, under the project's apply lock (no applier folds
+labels meanwhile):
+
+1. :func:`labelq.projects.mark_gold` rewrites the tasks and their labels in an open
+   transaction, and the quality rule judges the workers whose labels became gold answers
+   (as the applier does when it applies a gold answer);
+2. reservations of the tasks still held in inboxes (not handed out yet) are released, and
+   ``GOLD_MARK`` moves the tasks from ``pending``/``parked`` to ``gold`` in one step,
+   refused while one of them is assigned to an annotator (a label submitted on it would be
+   recorded as an ordinary one) -- then the transaction rolls back;
+3. the transaction commits (if it fails, the tasks go back to ``pending`` with their
+   priorities);
+4. the workers' gold-schedule counts (``g{w}``, ``g{w}:{c}``: the marked tasks they were
+   given are gold questions given) and gold records move as a rebuild would set them, and
+   a new epoch makes every process fold its policy state again from SQL.
+
+A project with no hot state yet (never served, or Redis flushed) needs only step 1: its
+rebuild reads SQL.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from sqlalchemy.engine import Engine
+from sqlmodel import select
+
+from ..db import session_scope
+from ..errors import Conflict
+from ..goldstats import apply_quality_rule, project_gold_scores
+from ..models import Task
+from ..projects import GoldMark, MarkedGold, get_project, mark_gold
+from .hotstate import bump_epoch
+from .redis.keys import Keys, gold_category_field, gold_issued_field, gold_records
+from .redis.lock import RedisLock
+from .redis.scripts import GoldMarked, GoldMarkLeased, Released, Scripts
+from .redis.wire import text
+
+__all__ = ["mark_gold_live"]
+
+
+def mark_gold_live(engine: Engine, redis: Any, name: str, marks: Sequence[GoldMark], *,
+                   source: str | Path | None = None, wait_s: float = 60.0) -> dict[str, Any]:
+    """Mark ``marks`` in project ``name`` (see the module docstring); ``redis`` None: SQL
+    only (the caller must have the project rebuilt before annotators go on). Returns
+    ``marked``, ``skipped``, ``labels`` (now gold answers), ``paused`` (handles the
+    quality rule paused on them) and ``live`` (whether a hot state was updated)."""
+    if redis is None:
+        return _mark(engine, None, name, marks, source)
+    with session_scope(engine) as session:
+        k = Keys(int(get_project(session, name).id or 0))
+    lock = RedisLock(redis, k.apply_lock, ttl_ms=300_000)
+    deadline = time.monotonic() + wait_s
+    while not lock.acquire():
+        if time.monotonic() > deadline:
+            raise Conflict("the applier holds the project's lock; try again", project=name)
+        time.sleep(0.05)
+    try:
+        return _mark(engine, redis, name, marks, source)
+    finally:
+        lock.release()
+
+
+def _mark(engine: Engine, redis: Any, name: str, marks: Sequence[GoldMark],
+          source: str | Path | None) -> dict[str, Any]:
+    moved: GoldMarked | None = None
+    k: Keys | None = None
+    try:
+        with session_scope(engine) as session:
+            project = get_project(session, name)
+            k = Keys(int(project.id or 0))
+            built = redis is not None and bool(redis.hexists(k.meta, "built"))
+            out = mark_gold(session, project, marks, source=source)
+            paused = apply_quality_rule(session, project, out.workers, out.category_names)
+            record = project_gold_scores(session, project).scores \
+                if built and project.gold_schedule and out.tasks else None
+            if built and out.tasks:
+                scripts = Scripts(redis)
+                _release_held(redis, scripts, k, out.tasks)
+                got = scripts.gold_mark(k, out.tasks)
+                if isinstance(got, GoldMarkLeased):
+                    ext = _external_id(session, k.project_id, got.task)
+                    raise Conflict(
+                        f"task {ext!r} is assigned right now ({got.leases} live "
+                        f"assignment{'' if got.leases == 1 else 's'}); nothing was marked. "
+                        "Try again when its assignments are submitted or expire.",
+                        project=name, task=ext)
+                moved = got
+    except BaseException:
+        if moved is not None and k is not None:
+            _put_back(redis, k, out, moved)
+        raise
+    if moved is not None and k is not None:
+        _counts_after(redis, k, out, record)
+        bump_epoch(redis, k.project_id)
+    return {"project": name, "marked": len(out.tasks), "skipped": out.skipped,
+            "labels": out.labels, "paused": paused, "live": moved is not None}
+
+
+def _external_id(session: Any, project_id: int, seq: int) -> str:
+    return str(session.exec(select(Task.external_id).where(Task.project_id == project_id,
+                                                       Task.seq == seq)).one())
+
+
+def _release_held(redis: Any, scripts: Scripts, k: Keys, tasks: list[int]) -> int:
+    """Release the inbox reservations of ``tasks`` that no annotator has taken yet (the
+    applier, which makes them, waits for the lock held meanwhile); how many."""
+    ids = [text(a) for a in redis.zrange(k.leases, 0, -1)]
+    if not ids:
+        return 0
+    pipe = redis.pipeline(transaction=False)
+    for a in ids:
+        pipe.hmget(k.lease(a), "task", "held")
+    want, n = set(tasks), 0
+    for a, (task, held) in zip(ids, pipe.execute()):
+        if task is not None and held and int(task) in want:
+            n += isinstance(scripts.release(k, a, held_only=True), Released)
+    return n
+
+
+def _put_back(redis: Any, k: Keys, out: MarkedGold, moved: GoldMarked) -> None:
+    """Undo ``GOLD_MARK`` after the SQL side failed: the tasks back where they were."""
+    pipe = redis.pipeline(transaction=True)
+    pipe.srem(k.gold, *out.tasks)
+    back = {t: p for t, p in zip(out.tasks, moved.priorities) if p is not None}
+    if back:
+        pipe.zadd(k.pending, back)
+    pipe.execute()
+
+
+def _counts_after(redis: Any, k: Keys, out: MarkedGold, record: Any) -> None:
+    """The marked tasks each worker was given now count as gold questions given (as a
+    rebuild counts them), and the gold records include the new gold answers."""
+    pipe = redis.pipeline(transaction=True)
+    for (w, c), n in sorted(out.issued.items()):
+        pipe.hincrby(k.nissued, gold_issued_field(w), n)
+        pipe.hincrby(k.nissued, gold_category_field(w, c), n)
+    if record is not None:
+        answered = record.total.sum(axis=1)
+        fields = gold_records(range(answered.size), answered, record.correct.sum(axis=1))
+        if fields:
+            pipe.hset(k.nissued, mapping=fields)
+    pipe.execute()

@@ -1,0 +1,180 @@
+"""Marking loaded tasks as gold (``labelq gold mark``): SQL and the hot state move together,
+the labels on them score their annotators, an assigned task is refused, and a file is all
+or nothing. Real Redis; SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from sqlmodel import select
+
+from cli.main import cli
+from labelq.db import session_scope
+from labelq.errors import Conflict
+from labelq.exporting import aggregated_rows, aggregate_project, load_project_labels
+from labelq.live.goldmark import mark_gold_live
+from labelq.live.hotstate import StateCache
+from labelq.live.rebuild import rebuild_project
+from labelq.live.redis.keys import Keys
+from labelq.models import Label, Project, Task, Worker
+from labelq.projects import GoldMark
+from labelq.service import Service
+from labelq.settings import Settings
+
+from .conftest import hot_sets, make_project
+
+
+def label_everything_once(svc: Service, handles) -> dict[str, dict[str, str]]:
+    """Each worker takes and answers assignments until none is left: ``p-w0`` answers 'b',
+    the others 'a'. Returns task -> {worker: answer}."""
+    given: dict[str, dict[str, str]] = {}
+    for h in handles:
+        while (a := svc.next_assignment(h)) is not None:
+            value = "b" if h == "p-w0" else "a"
+            svc.submit(h, a.assignment_id, value)
+            given.setdefault(a.task, {})[h] = value
+    return given
+
+
+@pytest.mark.timeout(120)
+def test_marked_tasks_become_gold_in_sql_and_redis_and_judge_their_labels(r, db_url):
+    # Given 6 tasks in two categories, each labelled by three annotators (p-w0 always 'b',
+    # the others 'a'), a gold schedule and a quality rule that acts on one wrong gold answer
+    eng, pid = make_project(db_url, n_tasks=6, workers=3, max_labels=3, categories=("x", "y"),
+                            gold_schedule="fixed:rate=0.2",
+                            quality={"threshold": 0.8, "min_gold": 1, "confidence": 0.6})
+    svc = Service(eng, r, settings=Settings(database_url=db_url), worker_max_age=0,
+                  state_max_age=0, rng=np.random.default_rng(0))
+    given = label_everything_once(svc, ["p-w0", "p-w1", "p-w2"])
+    assert sorted(given) == [f"t{i}" for i in range(6)]
+    cache = StateCache()
+    from labelq.live.applier import Applier
+    Applier(eng, r, cache=cache).apply_pending(pid, refill=False)
+    epoch0 = int(r.hget(Keys(pid).meta, "epoch") or 0)
+    # When an expert's answers for t0 and t3 ('a': p-w0 was wrong on both) are marked
+    out = mark_gold_live(eng, r, "p", [GoldMark("t0", "a"), GoldMark("t3", "a")])
+    # Then both are gold in SQL, their 6 labels gold answers, and p-w0 is paused
+    assert out == {"project": "p", "marked": 2, "skipped": 0, "labels": 6,
+                   "paused": ["p-w0"], "live": True}
+    with session_scope(eng) as s:
+        rows = {t.external_id: t for t in s.exec(select(Task).where(Task.project_id == pid))}
+        assert {e for e, t in rows.items() if t.is_gold} == {"t0", "t3"}
+        assert rows["t0"].gold_answer == "a" and rows["t0"].marked is not None
+        assert rows["t1"].marked is None
+        gold_labels = s.exec(select(Label.task_id).where(Label.project_id == pid,
+                                                         Label.is_gold)).all()
+        assert sorted(gold_labels) == sorted([rows["t0"].id] * 3 + [rows["t3"].id] * 3)
+        assert s.exec(select(Worker.status).where(Worker.handle == "p-w0")).one() == "paused"
+    # and in Redis: gold, not open; a new epoch; the schedule counts and gold records as a
+    # rebuild from SQL sets them (t0 is category x = 0, t3 category y = 1)
+    k = Keys(pid)
+    now = hot_sets(r, pid)
+    assert 0 in now["gold"] and 3 in now["gold"]
+    assert 0 not in now["pending"] + now["parked"] and 3 not in now["pending"] + now["parked"]
+    assert int(r.hget(k.meta, "epoch")) == epoch0 + 1
+    for w in (0, 1, 2):
+        assert now["nissued"][f"g{w}:0"] >= 1 and now["nissued"][f"g{w}:1"] >= 1
+        assert now["nissued"][f"ga{w}"] >= 2
+    assert now["nissued"]["gr0"] == 0 and now["nissued"]["gr1"] == now["nissued"]["ga1"]
+    rebuild_project(eng, r, pid)
+    assert hot_sets(r, pid) == now
+    # and the running policy folds the labels again with t0 and t3 gold
+    hot = cache.get(eng, r, pid)
+    assert hot.view.is_gold[0] and hot.view.is_gold[3] and not hot.view.is_gold[1]
+    # and the export still has them, with their known answer
+    with session_scope(eng) as s:
+        project = s.get(Project, pid)
+        pl = load_project_labels(s, project)
+        rows_out = {row["task"]: row for row in
+                    aggregated_rows(pl, aggregate_project(s, project, pl, "mv"))}
+    assert sorted(rows_out) == [f"t{i}" for i in range(6)]
+    assert rows_out["t0"]["label"] == "a" and rows_out["t0"]["confidence"] == 1.0
+    assert rows_out["t0"]["p_a"] == 1.0 and rows_out["t0"]["n_labels"] == 3
+    # and marking them again is a no-op that says so
+    again = mark_gold_live(eng, r, "p", [GoldMark("t0", "a")])
+    assert (again["marked"], again["skipped"]) == (0, 1)
+
+
+def test_a_task_assigned_right_now_is_refused_and_nothing_changes(r, db_url):
+    # Given a task leased to an annotator this moment
+    eng, pid = make_project(db_url, n_tasks=3, workers=2)
+    svc = Service(eng, r, settings=Settings(database_url=db_url), worker_max_age=0,
+                  state_max_age=0)
+    a = svc.next_assignment("p-w0")
+    assert a is not None
+    other = next(f"t{i}" for i in range(3) if f"t{i}" != a.task)
+    before = hot_sets(r, pid)
+    # When it is marked gold with another task
+    with pytest.raises(Conflict, match=f"task '{a.task}' is assigned right now"):
+        mark_gold_live(eng, r, "p", [GoldMark(other, "a"), GoldMark(a.task, "a")])
+    # Then neither changed, in SQL or in Redis, and the annotator's label goes in as usual
+    assert hot_sets(r, pid) == before
+    with session_scope(eng) as s:
+        assert not any(s.exec(select(Task.is_gold).where(Task.project_id == pid)))
+    svc.submit("p-w0", a.assignment_id, "a")
+    # and once the lease has ended, the same mark goes through
+    assert mark_gold_live(eng, r, "p", [GoldMark(a.task, "a")])["labels"] == 1
+
+
+def test_the_cli_marks_from_a_file_all_or_nothing(r, redis_url, sqlite_url, tmp_path):
+    eng, pid = make_project(sqlite_url, n_tasks=4, n_gold=1, workers=1)
+    env = {"LABELQ_DATABASE_URL": sqlite_url, "LABELQ_REDIS_URL": redis_url}
+
+    def mark(*args):
+        return CliRunner().invoke(cli, ["gold", "mark", "p", *args], env=env)
+
+    def gold_ids():
+        with session_scope(eng) as s:
+            return sorted(s.exec(select(Task.external_id).where(Task.project_id == pid,
+                                                                Task.is_gold)))
+
+    cases = [("id,answer\nt0,a\nt1,c\n", "line 3, field 'answer'", "not in the label set"),
+             ("id,answer\nt0,a\nnope,a\n", "line 3, field 'id'", "no task 'nope'"),
+             ("id,answer\nt0,a\ng0,b\n", "line 3, field 'answer'", "labelq gold correct"),
+             ("id,answer\nt0,a\nt0,b\n", "line 3, field 'id'", "duplicate id")]
+    for text, where, what in cases:
+        f = tmp_path / "marks.csv"
+        f.write_text(text)
+        res = mark("--file", str(f))
+        assert res.exit_code == 3, res.output
+        assert where in res.output and what in res.output, res.output
+        assert gold_ids() == ["g0"]  # nothing marked
+    f.write_text("id,answer,note\nt0,a,checked\nt2,b,\ng0,a,\n")
+    res = mark("--file", str(f))
+    assert res.exit_code == 0, res.output
+    assert ("marked 2 tasks of 'p' as gold questions (0 labels on them now gold answers); "
+            "1 already gold with that answer, skipped") in res.output
+    assert gold_ids() == ["g0", "t0", "t2"]
+    res = mark("t1", "b", "-o", "json")
+    assert res.exit_code == 0 and '"marked": 1' in res.output, res.output
+    assert mark("t3").exit_code == 2 and mark("t3", "a", "--file", str(f)).exit_code == 2
+    assert mark("nope", "a").exit_code == 4
+
+
+def test_reservations_held_in_inboxes_are_released_not_refused(r, sqlite_url):
+    # Given reservations the applier holds in the inboxes of two active annotators, none
+    # of them handed out yet
+    from labelq.live.applier import Applier
+    eng, pid = make_project(sqlite_url, n_tasks=6, workers=2)
+    svc = Service(eng, r, settings=Settings(database_url=sqlite_url, inbox_size=2),
+                  worker_max_age=0, state_max_age=0)
+    taken = {h: svc.next_assignment(h) for h in ("p-w0", "p-w1")}  # (active now)
+    assert Applier(eng, r, settings=Settings(database_url=sqlite_url, inbox_size=2)) \
+        .refill_project(pid) > 0
+    k = Keys(pid)
+    held = {}
+    for a in r.zrange(k.leases, 0, -1):
+        task, is_held = r.hmget(k.lease(a.decode()), "task", "held")
+        if is_held:
+            held[int(task)] = a.decode()
+    free = sorted(set(held) - {int(a.task[1:]) for a in taken.values()})
+    assert free
+    # When one of those tasks is marked gold
+    out = mark_gold_live(eng, r, "p", [GoldMark(f"t{free[0]}", "a")])
+    # Then it goes through: the reservation is released (no lease, no count left) and
+    # the task is gold
+    assert out["marked"] == 1
+    assert not r.exists(k.lease(held[free[0]]))
+    assert int(r.hget(k.reserved, free[0]) or 0) == 0
+    assert r.sismember(k.gold, free[0])
