@@ -178,3 +178,41 @@ def test_reservations_held_in_inboxes_are_released_not_refused(r, sqlite_url):
     assert not r.exists(k.lease(held[free[0]]))
     assert int(r.hget(k.reserved, free[0]) or 0) == 0
     assert r.sismember(k.gold, free[0])
+
+
+@pytest.mark.timeout(180)
+def test_with_a_celery_applier_a_marked_task_is_then_served_as_gold(
+        r, redis_url, sqlite_url, celery_env, celery_worker):
+    # Given four tasks, one label each from p-w0 (who answers 'b'), applied by a real
+    # Celery worker, and a schedule that gives gold whenever there is unseen gold
+    from workers.main import create_app
+    from labelq.goldstats import gold_scores
+
+    from .test_celery import wait_applied
+    eng, pid = make_project(sqlite_url, n_tasks=4, workers=2, max_labels=1,
+                            gold_schedule="fixed:rate=1")
+    app = create_app(redis_url)
+    svc = Service(eng, r, settings=Settings(database_url=sqlite_url), worker_max_age=0,
+                  notify=lambda p: app.send_task("labelq.apply_labels", args=[p],
+                                                 queue="labelq"))
+    celery_worker(celery_env(sqlite_url))
+    assert sorted(label_everything_once(svc, ["p-w0"])) == ["t0", "t1", "t2", "t3"]
+    wait_applied(eng, pid, 4)
+    assert svc.next_assignment("p-w1") is None  # every task at its cap; no gold yet
+    # When the expert's answer for t0 ('a') is marked
+    runner = CliRunner().invoke(cli, ["gold", "mark", "p", "t0", "a"],
+                                env={"LABELQ_DATABASE_URL": sqlite_url,
+                                     "LABELQ_REDIS_URL": redis_url})
+    assert runner.exit_code == 0, runner.output
+    # Then p-w1 gets it as a gold question (outside the cap), whose answer is a gold answer
+    a = svc.next_assignment("p-w1")
+    assert a is not None and a.task == "t0"
+    svc.submit("p-w1", a.assignment_id, "a")
+    wait_applied(eng, pid, 5)
+    with session_scope(eng) as s:
+        assert all(s.exec(select(Label.is_gold).join(Task, Task.id == Label.task_id)
+                          .where(Task.external_id == "t0")))
+        scores = gold_scores(s, pid, [0, 1], [""])
+    assert scores.total.sum(axis=1).tolist() == [1, 1]  # p-w0's old label, p-w1's new one
+    assert scores.correct.sum(axis=1).tolist() == [0, 1]
+    assert svc.next_assignment("p-w1") is None  # (never the same gold twice)
