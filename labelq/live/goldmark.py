@@ -22,7 +22,6 @@ rebuild reads SQL.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -54,11 +53,8 @@ def mark_gold_live(engine: Engine, redis: Any, name: str, marks: Sequence[GoldMa
     with session_scope(engine) as session:
         k = Keys(int(get_project(session, name).id or 0))
     lock = RedisLock(redis, k.apply_lock, ttl_ms=300_000)
-    deadline = time.monotonic() + wait_s
-    while not lock.acquire():
-        if time.monotonic() > deadline:
-            raise Conflict("the applier holds the project's lock; try again", project=name)
-        time.sleep(0.05)
+    if not lock.acquire_within(wait_s):
+        raise Conflict("the applier holds the project's lock; try again", project=name)
     try:
         return _mark(engine, redis, name, marks, source)
     finally:

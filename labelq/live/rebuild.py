@@ -70,11 +70,8 @@ def rebuild_project(engine: Engine, redis: Any, project_id: int, *,
                     unless_built: bool = False) -> dict[str, Any]:
     k = Keys(project_id)
     lock = RedisLock(redis, k.apply_lock, ttl_ms=300_000)
-    deadline = time.monotonic() + wait_s
-    while not lock.acquire():
-        if time.monotonic() > deadline:
-            raise Conflict("the applier holds the lock; try again", project_id=project_id)
-        time.sleep(0.05)
+    if not lock.acquire_within(wait_s):
+        raise Conflict("the applier holds the lock; try again", project_id=project_id)
     try:
         if unless_built and redis.hexists(k.meta, "built"):
             return {"project_id": project_id, "skipped": "already built"}

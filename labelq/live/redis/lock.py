@@ -6,6 +6,7 @@ GET-then-DEL would have)."""
 from __future__ import annotations
 
 import secrets
+import time
 from typing import Any
 
 from .scripts import lua_source
@@ -30,6 +31,15 @@ class RedisLock:
     def acquire(self) -> bool:
         self.held = bool(self.redis.set(self.key, self.token, nx=True, px=self.ttl_ms))
         return self.held
+
+    def acquire_within(self, wait_s: float, poll_s: float = 0.05) -> bool:
+        """Try until acquired or ``wait_s`` has passed (polling every ``poll_s``)."""
+        deadline = time.monotonic() + wait_s
+        while not self.acquire():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(poll_s)
+        return True
 
     def extend(self) -> bool:
         """Push the expiry out again; False means the lock was lost (stop writing)."""
