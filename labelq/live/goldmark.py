@@ -11,7 +11,8 @@ labels meanwhile):
    refused while one of them is assigned to an annotator (a label submitted on it would be
    recorded as an ordinary one) -- then the transaction rolls back;
 3. the transaction commits (if it fails, the tasks go back to ``pending`` with their
-   priorities);
+   priorities; a process killed between 2 and 3 leaves them gold in Redis only, which
+   ``labelq rebuild`` repairs);
 4. the workers' gold-schedule counts (``g{w}``, ``g{w}:{c}``: the marked tasks they were
    given are gold questions given) and gold records move as a rebuild would set them, and
    a new epoch makes every process fold its policy state again from SQL.
