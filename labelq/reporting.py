@@ -99,7 +99,9 @@ def task_detail(session: Session, project: Project, external_id: str) -> dict[st
     rows = session.exec(select(Worker.handle, Label.value, Label.received, Label.assignment_id)
                         .join(Worker, Worker.id == Label.worker_id)
                         .where(Label.task_id == task.id).order_by(Label.id)).all()
+    marked = task.marked.replace(tzinfo=task.marked.tzinfo or timezone.utc).isoformat() \
+        if task.marked is not None else None
     return {"task": task.external_id, "category": task.category, "gold": task.is_gold,
-            "gold_answer": task.gold_answer, "payload": task.payload,
+            "gold_answer": task.gold_answer, "marked": marked, "payload": task.payload,
             "labels": [{"worker": h, "label": v, "received": t.isoformat(), "assignment": a}
                        for h, v, t, a in rows]}

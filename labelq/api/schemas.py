@@ -128,6 +128,8 @@ class TaskDetailOut(_Out):
     category: str
     gold: bool
     gold_answer: Optional[str]
+    marked: Optional[str] = Field(
+        default=None, description="when a loaded task was marked gold (ISO 8601), if it was")
     payload: dict[str, Any]
     labels: list[TaskLabel]
 

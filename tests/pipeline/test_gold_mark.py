@@ -148,6 +148,12 @@ def test_the_cli_marks_from_a_file_all_or_nothing(r, redis_url, sqlite_url, tmp_
     assert gold_ids() == ["g0", "t0", "t2"]
     res = mark("t1", "b", "-o", "json")
     assert res.exit_code == 0 and '"marked": 1' in res.output, res.output
+    import json
+    shown = [json.loads(CliRunner().invoke(cli, ["tasks", "show", "p", t, "-o", "json"],
+                                           env=env).output) for t in ("t1", "t3", "g0")]
+    assert shown[0]["gold"] and shown[0]["gold_answer"] == "b"
+    assert shown[0]["marked"].endswith("+00:00")  # when (ISO 8601, UTC)
+    assert shown[1]["marked"] is None and shown[2]["marked"] is None  # (loaded as gold)
     assert mark("t3").exit_code == 2 and mark("t3", "a", "--file", str(f)).exit_code == 2
     assert mark("nope", "a").exit_code == 4
 
