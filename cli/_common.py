@@ -117,6 +117,21 @@ def emit_record(record: dict[str, Any], fmt: str) -> None:
         emit([record], fmt)
 
 
+def emit_submission(out: dict[str, Any], assignment: dict[str, Any] | None, then_next: bool,
+                    idle: str | None, fmt: str) -> None:
+    """A submission's answer and, with ``--next``, the next ``assignment`` (``None``:
+    ``idle`` says why on stderr). With JSON, one document: the submission with its
+    ``next``; otherwise the submission's record, then the assignment's."""
+    if then_next and assignment is None:
+        click.echo(idle, err=True)
+    if then_next and fmt == "json":
+        emit_record({**out, "next": assignment}, fmt)
+        return
+    emit_record(out, fmt)
+    if assignment is not None:
+        emit_record(assignment, fmt)
+
+
 def emit_nothing(message: str, fmt: str) -> None:
     """No record to print (no assignment for the worker now): say why on stderr, and give
     a JSON reader an empty list rather than nothing."""

@@ -17,7 +17,7 @@ import click
 from labelq.errors import (Conflict, Forbidden, InputError, LabelqError, NotFound,
                            ServiceUnavailable)
 
-from ._common import OUTPUT_OPTION, emit, emit_nothing, emit_record
+from ._common import OUTPUT_OPTION, emit, emit_nothing, emit_record, emit_submission
 
 _BY_STATUS = {401: Forbidden, 403: Forbidden, 404: NotFound, 409: Conflict, 410: Conflict,
               413: InputError, 422: InputError, 503: ServiceUnavailable}
@@ -104,15 +104,8 @@ def submit(assignment: str, label: str, token: str, api_url: str, output: str,
     path = f"/assignments/{assignment}/label" + ("?next=true" if then_next else "")
     out = call(api_url, token, "POST", path, {"label": label})
     nxt = out.pop("next", None)
-    assignment = (nxt or {}).get("assignment")
-    if then_next and assignment is None:
-        click.echo((nxt or {}).get("message") or "no task for you now", err=True)
-    if then_next and output == "json":  # one JSON document: the submission and its next
-        emit_record({**out, "next": assignment}, output)
-        return
-    emit_record(out, output)
-    if assignment is not None:
-        emit_record(assignment, output)
+    emit_submission(out, (nxt or {}).get("assignment"), then_next,
+                    (nxt or {}).get("message") or "no task for you now", output)
 
 
 @annotate.command("decline")

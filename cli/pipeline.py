@@ -9,7 +9,7 @@ import sys
 import click
 
 from ._common import (DB_OPTION, OUTPUT_OPTION, REDIS_OPTION, emit_nothing, emit_record,
-                      engine, redis_client)
+                      emit_submission, engine, redis_client)
 
 TOKEN_OPTION = click.option(
     "--token", envvar="LABELQ_TOKEN", required=True,
@@ -141,15 +141,9 @@ def submit_cmd(handle: str, assignment: str, label: str, token: str, database_ur
     svc = service(database_url, redis_url)
     out = svc.submit(handle, assignment, label, then_next=then_next)
     nxt = out.pop("next", None)
-    assignment = None if nxt is None else {**nxt.to_dict(), "labels": labels}
-    if then_next and nxt is None:
-        click.echo(svc.idle_reason(handle), err=True)
-    if then_next and output == "json":  # one JSON document: the submission and its next
-        emit_record({**out, "next": assignment}, output)
-        return
-    emit_record(out, output)
-    if assignment is not None:
-        emit_record(assignment, output)
+    emit_submission(out, None if nxt is None else {**nxt.to_dict(), "labels": labels},
+                    then_next, svc.idle_reason(handle) if then_next and nxt is None else None,
+                    output)
 
 
 @click.command("decline")
