@@ -107,6 +107,21 @@ def push_priorities(redis: Any, hot: Hot, tasks: Any, pipeline: Any = None) -> N
         pipe.execute()
 
 
+def judge_gold_answers(session: Any, project: Any, workers: list[int],
+                       categories: list[str]) -> tuple[list[str], dict[str, int]]:
+    """After gold answers of ``workers`` were applied (or their labels became gold
+    answers: ``labelq gold mark``): the project's quality rule pauses those it flags, and
+    with a gold schedule their gold records come back as ``nissued`` fields (the schedule's
+    input on suspicion). One read of their gold scores serves both. Returns the handles
+    paused and the fields ({} without a gold schedule)."""
+    scores = gold_scores(session, project.id, workers, categories or [""]) \
+        if workers and (project.quality or project.gold_schedule) else None
+    paused = apply_quality_rule(session, project, workers, categories, scores)
+    if scores is None or not project.gold_schedule:
+        return paused, {}
+    return paused, gold_records(workers, scores.total.sum(axis=1), scores.correct.sum(axis=1))
+
+
 def applied_counts(engine: Engine, project_id: int) -> dict[int, int]:
     """task seq -> labels applied, from SQL (one GROUP BY; only after a replay)."""
     stmt = (select(col(Task.seq), func.count(col(Label.id)))
@@ -272,7 +287,6 @@ class Applier:
                     touched: set[int] = set(hot.dirty or ())
                     applied_per_task: dict[int, int] = {}
                     gold_workers: set[int] = set()
-                    record: dict[str, int] = {}
                     seq = hot.seq
                     marks = []
                     for row in rows:
@@ -292,19 +306,10 @@ class Applier:
                         if res.rowcount not in (-1, len(marks)):
                             raise LockLost(f"{len(marks) - res.rowcount} labels applied "
                                            "elsewhere")
-                    # the gold record of the workers whose gold answers this batch applied:
-                    # the quality rule's input, and (in Redis) the gold schedule's on
-                    # suspicion
-                    judged = sorted(gold_workers)
-                    scores = gold_scores(session, project_id, judged,
-                                         hot.view.categories or [""]) \
-                        if judged and (hot.project.quality or hot.project.gold_schedule) \
-                        else None
-                    report.paused += apply_quality_rule(session, hot.project, judged,
-                                                         hot.view.categories, scores)
-                    if scores is not None and hot.project.gold_schedule:
-                        record = gold_records(judged, scores.total.sum(axis=1),
-                                              scores.correct.sum(axis=1))
+                    paused, record = judge_gold_answers(session, hot.project,
+                                                        sorted(gold_workers),
+                                                        hot.view.categories)
+                    report.paused += paused
                     if not lock.extend():
                         raise LockLost("apply lock expired during the batch")
                 hot.seq = seq

@@ -4,8 +4,9 @@ SQL and the hot state move together, under the project's apply lock (no applier 
 labels meanwhile):
 
 1. :func:`labelq.projects.mark_gold` rewrites the tasks and their labels in an open
-   transaction, and the quality rule judges the workers whose labels became gold answers
-   (as the applier does when it applies a gold answer);
+   transaction, and the workers whose labels became gold answers are judged as the applier
+   judges a gold answer (:func:`.applier.judge_gold_answers`: the quality rule, and their
+   gold records);
 2. reservations of the tasks still held in inboxes (not handed out yet) are released, and
    ``GOLD_MARK`` moves the tasks from ``pending``/``parked`` to ``gold`` in one step,
    refused while one of them is assigned to an annotator (a label submitted on it would be
@@ -14,7 +15,7 @@ labels meanwhile):
    priorities; a process killed between 2 and 3 leaves them gold in Redis only, which
    ``labelq rebuild`` repairs);
 4. the workers' gold-schedule counts (``g{w}``, ``g{w}:{c}``: the marked tasks they were
-   given are gold questions given) and gold records move as a rebuild would set them, and
+   given are gold questions given) and those gold records move as a rebuild would set them, and
    a new epoch makes every process fold its policy state again from SQL.
 
 A project with no hot state yet (never served, or Redis flushed) needs only step 1: its
@@ -31,11 +32,11 @@ from sqlmodel import select
 
 from ..db import session_scope
 from ..errors import Conflict
-from ..goldstats import apply_quality_rule, project_gold_scores
 from ..models import Task
 from ..projects import GoldMark, MarkedGold, get_project, mark_gold
+from .applier import judge_gold_answers
 from .hotstate import bump_epoch
-from .redis.keys import Keys, gold_category_field, gold_issued_field, gold_records
+from .redis.keys import Keys, gold_category_field, gold_issued_field
 from .redis.lock import RedisLock
 from .redis.scripts import GoldMarked, GoldMarkLeased, Released, Scripts
 from .redis.wire import text
@@ -72,9 +73,8 @@ def _mark(engine: Engine, redis: Any, name: str, marks: Sequence[GoldMark],
             k = Keys(int(project.id or 0))
             built = redis is not None and bool(redis.hexists(k.meta, "built"))
             out = mark_gold(session, project, marks, source=source)
-            paused = apply_quality_rule(session, project, out.workers, out.category_names)
-            record = project_gold_scores(session, project).scores \
-                if built and project.gold_schedule and out.tasks else None
+            paused, record = judge_gold_answers(session, project, out.workers,
+                                                out.category_names)
             if built and out.tasks:
                 scripts = Scripts(redis)
                 _release_held(redis, scripts, k, out.tasks)
@@ -129,16 +129,14 @@ def _put_back(redis: Any, k: Keys, out: MarkedGold, moved: GoldMarked) -> None:
     pipe.execute()
 
 
-def _counts_after(redis: Any, k: Keys, out: MarkedGold, record: Any) -> None:
+def _counts_after(redis: Any, k: Keys, out: MarkedGold, record: dict[str, int]) -> None:
     """The marked tasks each worker was given now count as gold questions given (as a
-    rebuild counts them), and the gold records include the new gold answers."""
+    rebuild counts them), and the gold records of their labellers include the new gold
+    answers (``record``: :func:`judge_gold_answers`'s fields)."""
     pipe = redis.pipeline(transaction=True)
     for (w, c), n in sorted(out.issued.items()):
         pipe.hincrby(k.nissued, gold_issued_field(w), n)
         pipe.hincrby(k.nissued, gold_category_field(w, c), n)
-    if record is not None:
-        answered = record.total.sum(axis=1)
-        fields = gold_records(range(answered.size), answered, record.correct.sum(axis=1))
-        if fields:
-            pipe.hset(k.nissued, mapping=fields)
+    if record:
+        pipe.hset(k.nissued, mapping=record)
     pipe.execute()
