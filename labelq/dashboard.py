@@ -26,7 +26,7 @@ from sqlmodel import Session, select
 
 from .exporting import agreement_report, aggregate_project, load_project_labels
 from .goldstats import gold_exhaustion, project_gold_scores
-from .models import Label, Project, Worker
+from .models import Label, Project, Worker, as_utc
 from .reporting import project_status
 
 __all__ = ["status_report", "worker_gold", "gold_summary", "throughput", "quality",
@@ -140,7 +140,7 @@ def _label_times(session: Session, project: Project) -> tuple[np.ndarray, np.nda
                         .where(Label.project_id == project.id, Label.id > after,
                                Label.id <= last)
                         .order_by(Label.id)).all()
-    t = np.concatenate([t0, np.array([_aware(r).timestamp() for r, _ in rows], dtype=float)])
+    t = np.concatenate([t0, np.array([as_utc(r).timestamp() for r, _ in rows], dtype=float)])
     w = np.concatenate([w0, np.array([j for _, j in rows], dtype=np.int64)])
     if t.size != n:  # labels were removed below the last one read: read them all again
         with _LOCK:
@@ -259,10 +259,6 @@ def _mean_conf(result, mask: np.ndarray) -> float | None:
     if not mask.any():
         return None
     return round(float(np.asarray(result.confidence_)[mask].mean()), 6)
-
-
-def _aware(t: datetime) -> datetime:
-    return t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)  # SQLite: naive
 
 
 def _iso(ts: float) -> str:

@@ -16,7 +16,7 @@ from typing import Any, Optional
 from sqlalchemy import JSON, Column, Index, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-__all__ = ["Project", "Task", "Worker", "Assignment", "Label", "utcnow", "utc_from_ms",
+__all__ = ["Project", "Task", "Worker", "Assignment", "Label", "utcnow", "as_utc", "utc_from_ms",
            "WORKER_STATUSES", "ASSIGNMENT_STATES", "ENDED_UNLABELLED"]
 
 WORKER_STATUSES = ("active", "paused", "removed")
@@ -28,6 +28,12 @@ ENDED_UNLABELLED = ("declined", "expired")
 
 def utcnow() -> datetime:
     return datetime.now(timezone.utc)
+
+
+def as_utc(t: datetime) -> datetime:
+    """``t`` as read back from the database, in UTC: SQLite gives a stored time back
+    naive (PostgreSQL aware)."""
+    return t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)
 
 
 def utc_from_ms(ms: int) -> datetime:

@@ -8,7 +8,7 @@ from typing import Any, Iterator
 from sqlalchemy import case, func
 from sqlmodel import Session, select
 
-from .models import ENDED_UNLABELLED, Assignment, Label, Project, Task, Worker
+from .models import ENDED_UNLABELLED, Assignment, Label, Project, Task, Worker, as_utc
 from .projects import get_task
 
 __all__ = ["project_status", "iter_raw_labels", "task_detail", "RAW_COLUMNS"]
@@ -53,8 +53,8 @@ def project_status(session: Session, project: Project) -> dict[str, Any]:
     unapplied, oldest = session.exec(
         select(func.count(Label.id), func.min(Label.received))
         .where(Label.project_id == project.id, Label.applied_seq.is_(None))).one()
-    if oldest is not None and oldest.tzinfo is None:
-        oldest = oldest.replace(tzinfo=timezone.utc)  # (SQLite gives it back naive)
+    if oldest is not None:
+        oldest = as_utc(oldest)
     return {
         "project": project.name,
         "policy": project.policy,
@@ -99,8 +99,7 @@ def task_detail(session: Session, project: Project, external_id: str) -> dict[st
     rows = session.exec(select(Worker.handle, Label.value, Label.received, Label.assignment_id)
                         .join(Worker, Worker.id == Label.worker_id)
                         .where(Label.task_id == task.id).order_by(Label.id)).all()
-    marked = task.marked.replace(tzinfo=task.marked.tzinfo or timezone.utc).isoformat() \
-        if task.marked is not None else None
+    marked = as_utc(task.marked).isoformat() if task.marked is not None else None
     return {"task": task.external_id, "category": task.category, "gold": task.is_gold,
             "gold_answer": task.gold_answer, "marked": marked, "payload": task.payload,
             "labels": [{"worker": h, "label": v, "received": t.isoformat(), "assignment": a}
