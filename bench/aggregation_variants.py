@@ -44,17 +44,9 @@ def _softmax(s: np.ndarray) -> np.ndarray:
 
 
 def bound_with(d, rho: np.ndarray, level: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
-    """``bench.one_label.bound`` with the class prior ``rho`` given; (votes, flipped)."""
-    from scipy.stats import beta as beta_dist
-
-    K = d.n_classes
-    n = ol._counts(d)
-    q = beta_dist.ppf(level, n + 0.5, n.sum(axis=1, keepdims=True) - n + (K - 1) * 0.5)
-    u = np.minimum(1.0, rho[None, :] / np.maximum(q, 1e-12))[d.worker, d.label]
-    other = np.tile(rho, (d.label.size, 1))
-    other[np.arange(d.label.size), d.label] = 0.0
-    flip = (1 - u) * other.max(axis=1) / other.sum(axis=1) > u
-    return ol._vote(d, np.where(flip, other.argmax(axis=1), d.label)), flip
+    """``bench.one_label``'s ``bound`` with the class prior ``rho`` given; (votes, flipped)."""
+    label, flip = ol.bound_flips(d, rho, level)
+    return ol._vote(d, label), flip
 
 
 def rho_multi(d) -> np.ndarray:

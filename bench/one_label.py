@@ -87,17 +87,23 @@ def dirichlet(d, rho: np.ndarray, samples: int = 4000, seed: int = 0) -> np.ndar
     return _vote(d, d.label, soft)
 
 
-def bound(d, level: float = 0.05) -> np.ndarray:
+def bound_flips(d, rho: np.ndarray, level: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
+    """``bound``'s answer per label under the class prior ``rho``, and which labels it
+    flipped."""
     K = d.n_classes
     n = _counts(d)
-    rho = n.sum(axis=0) / n.sum()
     q = beta_dist.ppf(level, n + 0.5, n.sum(axis=1, keepdims=True) - n + (K - 1) * 0.5)
     u = np.minimum(1.0, rho[None, :] / np.maximum(q, 1e-12))[d.worker, d.label]
     other = np.tile(rho, (d.label.size, 1))
     other[np.arange(d.label.size), d.label] = 0.0
     # the rest of the posterior, spread over the other classes by the class prior
     flip = (1 - u) * other.max(axis=1) / other.sum(axis=1) > u
-    return _vote(d, np.where(flip, other.argmax(axis=1), d.label))
+    return np.where(flip, other.argmax(axis=1), d.label), flip
+
+
+def bound(d, level: float = 0.05) -> np.ndarray:
+    n = _counts(d)
+    return _vote(d, bound_flips(d, n.sum(axis=0) / n.sum(), level)[0])
 
 
 def _dirmult(n: np.ndarray, alpha: np.ndarray) -> np.ndarray:
