@@ -29,7 +29,7 @@ import json
 import numpy as np
 
 from labelq.aggregation import get_aggregator
-from labelq.aggregation.auto import AutoAggregator
+from labelq.aggregation.auto import AutoAggregator, label_agreement
 from labelq.aggregation.base import count_matrix
 from labelq.aggregation.dawid_skene import DawidSkene
 from labelq.datasets import load_dataset, shared_datasets_dir
@@ -70,12 +70,9 @@ def cv_prefers_common(d, m: float = AutoAggregator.VOTE_PRIOR) -> bool:
     labels at least as well as ``auto``'s per-worker weights (fitted without the task)."""
     K, idx = d.n_classes, np.arange(d.task.size)
     counts = count_matrix(d.task, d.label, d.n_tasks, K).toarray()
-    others = counts[d.task].copy()
+    others = counts[d.task].copy()  # (for the common accuracy's prediction below)
     others[idx, d.label] -= 1
-    top = others.max(axis=1)
-    checked = (top > 0).astype(float)
-    tied = (others == top[:, None]).sum(axis=1)
-    agree = np.where((top > 0) & (others[idx, d.label] == top), 1.0 / tied, 0.0)
+    checked, agree = label_agreement(d)
     n = np.bincount(d.worker, weights=checked, minlength=d.n_workers)
     a = np.bincount(d.worker, weights=agree, minlength=d.n_workers)
     z = AutoAggregator._common_log_odds(d)

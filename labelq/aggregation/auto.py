@@ -37,7 +37,7 @@ from ..errors import InputError
 from ._em import softmax_rows
 from .base import BaseAggregator, LabelArrays, check_gold, count_matrix
 
-__all__ = ["AutoAggregator", "Evidence", "evidence", "CANDIDATES"]
+__all__ = ["AutoAggregator", "Evidence", "evidence", "CANDIDATES", "label_agreement"]
 
 #: candidates, simplest first (a tie in held-out score goes to the simpler)
 CANDIDATES = ("mv", "wmv", "onecoin", "ds")
@@ -94,6 +94,19 @@ def _temperature(logp: np.ndarray, answers: np.ndarray) -> float:
         if ll > best_ll + 1e-12:
             best, best_ll = float(t), ll
     return best
+
+
+def label_agreement(d: LabelArrays) -> tuple[np.ndarray, np.ndarray]:
+    """Per label: 1.0 where another label of its task can check it (else 0.0), and its
+    agreement with the majority of those other labels (ties count by share)."""
+    counts = count_matrix(d.task, d.label, d.n_tasks, d.n_classes).toarray()
+    idx = np.arange(d.task.size)
+    others = counts[d.task].copy()
+    others[idx, d.label] -= 1
+    top = others.max(axis=1)
+    tied = (others == top[:, None]).sum(axis=1)
+    agree = np.where((top > 0) & (others[idx, d.label] == top), 1.0 / tied, 0.0)
+    return (top > 0).astype(float), agree
 
 
 class AutoAggregator(BaseAggregator):
@@ -202,14 +215,7 @@ class AutoAggregator(BaseAggregator):
         with 5, 0.648 with 20); athlete is the only shared set with categories, so this is
         fitted on one data set."""
         K = d.n_classes
-        counts = count_matrix(d.task, d.label, d.n_tasks, K).toarray()
-        others = counts[d.task].copy()
-        others[np.arange(d.task.size), d.label] -= 1
-        top = others.max(axis=1)
-        checked = (top > 0).astype(float)
-        tied = (others == top[:, None]).sum(axis=1)
-        agree = np.where((top > 0) & (others[np.arange(d.task.size), d.label] == top),
-                         1.0 / tied, 0.0)
+        checked, agree = label_agreement(d)
         n = np.bincount(d.worker, weights=checked, minlength=d.n_workers)
         a = np.bincount(d.worker, weights=agree, minlength=d.n_workers)
         z = self._common_log_odds(d)
