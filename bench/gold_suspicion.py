@@ -1,13 +1,27 @@
-"""Gold on suspicion in the demo: how many careless annotators the quality rule pauses, how
-many skilled ones, and what the extra gold costs, with and without ``suspect``.
+"""Gold on suspicion and fair pauses in the demo: how many careless annotators the quality
+rule pauses, how many annotators at or above its bar it pauses wrongly, and what the gold
+costs.
 
-Runs ``labelq demo --seed S --gold-schedule SPEC`` for each seed and each schedule
-(alternated, on this machine's Redis when ``LABELQ_REDIS_URL`` is set, else the demo's own)
-and writes the section ``gold-suspicion`` of docs/benchmarks.md. The demo's annotators work
-in threads against a live Celery worker, so one seed does not give one outcome: the counts
-are over the runs, not per seed.
+Two parts, both written to the section ``gold-suspicion`` of docs/benchmarks.md:
 
-    python bench/gold_suspicion.py --seeds 10
+* a direct simulation (:func:`simulate`, vectorised numpy, a second or two): the demo's
+  annotators (:func:`demo_accuracies`, drawn by ``cli.demo._pool``) give ``budget / workers``
+  labels each; the demo's gold schedule decides which are gold (its first ``n`` gold, then
+  its decaying rate, raised to ``suspect`` while the gold record is suspect, never more gold
+  answers than the pool holds: a worker never gets the same gold twice); a gold answer is
+  right with the annotator's accuracy, and the quality rule is looked at after *every* gold
+  answer, as often as the live applier can look (it looks after each batch, so at most as
+  often). Over ``--sim-seeds`` seeds: the false-pause rate (annotators whose true accuracy is
+  at or above the bar who get paused), at the demo's accuracies and for annotators exactly at
+  the bar over the whole gold pool (the most looks the demo allows), and the careless catch
+  rate, each with its standard error, for the demo's rule and the ones it could have used;
+* the real demo, ``labelq demo --seed S --gold-schedule SPEC`` for each seed and each
+  schedule (with and without ``suspect``, alternated, on this machine's Redis when
+  ``LABELQ_REDIS_URL`` is set, else the demo's own). The demo's annotators work in threads
+  against a live Celery worker, so one seed does not give one outcome: the counts are over
+  the runs, not per seed.
+
+    python bench/gold_suspicion.py --seeds 10 --sim-seeds 2000
 """
 
 from __future__ import annotations
@@ -21,14 +35,119 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import numpy as np  # noqa: E402
+
 from bench._report import command_line, machine, write_section  # noqa: E402
-from cli.demo import GOLD_SCHEDULE  # noqa: E402
+from cli.demo import CARELESS_ACCURACY, GOLD_SCHEDULE, QUALITY, _pool  # noqa: E402
+from labelq.gold.quality import QualityRule  # noqa: E402
+from labelq.gold.schedules import FixedRate, OnboardingDecay, schedule_from_spec  # noqa: E402
+from labelq.gold.scoring import GoldScores  # noqa: E402
 
 WITHOUT = re.sub(r",suspect=[^,]*|,suspect_below=[^,]*", "", GOLD_SCHEDULE)
 _PAUSED = re.compile(r"paused (\d+) of the (\d+) careless annotators and (\d+) of the (\d+) "
                      r"others")
 _LABELS = re.compile(r"(\d+) labels \((\d+) on gold\)")
 _POSTERIOR = re.compile(r"posterior \(\w+\)\s+([0-9.]+)")
+
+# the demo's defaults (cli/demo.py's options): 12 annotators of whom 2 careless, 3 categories,
+# 40 gold questions, a budget of 4 labels per task on 300 tasks
+DEMO = {"workers": 12, "careless": 2, "categories": 3, "gold": 40, "labels": 1200 // 12}
+
+
+def demo_accuracies(seeds: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(accuracy, careless) of ``seeds`` demo workforces, stacked: each annotator's true
+    accuracy as the demo reports it (the mean over categories of ``cli.demo._pool``'s draw;
+    with gold of each category equally likely, a gold answer is right with that probability)."""
+    n, k = DEMO["workers"], DEMO["careless"]
+    acc = np.concatenate([_pool(n, k, DEMO["categories"], rng).accuracy().mean(axis=1)
+                          for _ in range(seeds)])
+    careless = np.tile(np.arange(n) >= n - k, seeds)
+    return acc, careless
+
+
+def _gold_rate(schedule: object, t: int, right: np.ndarray, answered: np.ndarray) -> np.ndarray:
+    """Each worker's chance that its label number ``t`` (0-based) is gold, vectorised:
+    ``fixed`` and ``onboarding``, raised to ``suspect`` while (c + 1) / (n + 2) is below
+    ``suspect_below`` (labelq.gold.schedules.raised_if_suspect)."""
+    if isinstance(schedule, OnboardingDecay):
+        base = schedule.rate_at(t)
+    elif isinstance(schedule, FixedRate):
+        base = schedule.rate
+    else:
+        raise ValueError(f"simulate takes fixed or onboarding schedules, not {schedule!r}")
+    rate = np.full(right.shape, base)
+    if schedule.suspect > 0:
+        suspect = (answered > 0) & ((right + 1) / (answered + 2) < schedule.suspect_below)
+        rate[suspect] = np.maximum(rate[suspect], schedule.suspect)
+    return rate
+
+
+def simulate(rule: QualityRule, accuracy: np.ndarray, rng: np.random.Generator, *,
+             schedule: str | None = GOLD_SCHEDULE, labels: int = DEMO["labels"],
+             pool: int = DEMO["gold"]) -> dict[str, np.ndarray]:
+    """Each worker gives ``labels`` labels (fewer once paused); which are gold follows
+    ``schedule`` (``None``: every label is gold), at most ``pool`` gold answers; each gold
+    answer is right with probability ``accuracy`` and the rule is looked at after every one.
+    Returns per worker ``paused``, ``gold`` (gold answers given) and ``given`` (labels)."""
+    w = len(accuracy)
+    sched = schedule_from_spec(schedule) if schedule else None
+    right, answered = np.zeros(w), np.zeros(w)
+    paused, given = np.zeros(w, bool), np.zeros(w, int)
+    for t in range(labels):
+        active = ~paused
+        given += active
+        rate = _gold_rate(sched, t, right, answered) if sched is not None else np.ones(w)
+        gold = np.flatnonzero(active & (answered < pool) & (rng.random(w) < rate))
+        if not gold.size:
+            continue
+        answered[gold] += 1
+        right[gold] += rng.random(gold.size) < accuracy[gold]
+        scores = GoldScores(right[gold, None], answered[gold, None])
+        paused[gold[rule.pause_mask(scores)]] = True
+    return {"paused": paused, "gold": answered.astype(int), "given": given}
+
+
+def rate(flags: np.ndarray) -> tuple[float, float]:
+    """Share of True and its binomial standard error."""
+    p = float(np.mean(flags))
+    return p, float(np.sqrt(p * (1 - p) / max(len(flags), 1)))
+
+
+RULES = {  # the demo's rule before issue 34, the rule it uses now, and two between
+    "posterior, confidence 0.95 (before)": {"threshold": 0.6, "min_gold": 8,
+                                            "confidence": 0.95},
+    "posterior, confidence 0.99": {"threshold": 0.6, "min_gold": 8, "confidence": 0.99},
+    "sequential, confidence 0.95": {"threshold": 0.6, "min_gold": 8, "confidence": 0.95,
+                                    "rule": "sequential"},
+    "sequential, confidence 0.99": {"threshold": 0.6, "min_gold": 8, "confidence": 0.99,
+                                    "rule": "sequential"},
+}
+
+
+def sim_table(seeds: int, seed: int = 0) -> list[str]:
+    """Markdown rows: for each rule, the false-pause rates and the careless catch rate."""
+    acc, careless = demo_accuracies(seeds, np.random.default_rng(seed))
+    at_bar = np.full(seeds * DEMO["workers"], QUALITY["threshold"])
+    rows = ["| quality rule (threshold 0.6, min_gold 8) | false pauses, demo's skilled "
+            "annotators | false pauses at the bar, demo schedule | false pauses at the "
+            "bar, all 40 gold looked at | careless annotators caught | their gold answers "
+            "when caught (median) | gold share of labels |",
+            "|---|---:|---:|---:|---:|---:|---:|"]
+    for name, params in RULES.items():
+        rule = QualityRule(**params)
+        demo = simulate(rule, acc, np.random.default_rng(seed + 1))
+        bar = simulate(rule, at_bar, np.random.default_rng(seed + 2))
+        worst = simulate(rule, at_bar, np.random.default_rng(seed + 3), schedule=None,
+                         labels=DEMO["gold"])
+        skilled = acc >= QUALITY["threshold"]  # every non-careless demo annotator
+        caught = demo["paused"] & careless
+        cells = [rate(demo["paused"][skilled & ~careless]), rate(bar["paused"]),
+                 rate(worst["paused"]), rate(demo["paused"][careless])]
+        when = np.median(demo["gold"][caught]) if caught.any() else float("nan")
+        rows.append(f"| {name}{' (the demo)' if params == QUALITY else ''} | "
+                    + " | ".join(f"{p:.2%} ± {se:.2%}" for p, se in cells)
+                    + f" | {when:g} | {demo['gold'].sum() / demo['given'].sum():.1%} |")
+    return rows
 
 
 def one(seed: int, schedule: str) -> dict:
@@ -43,25 +162,47 @@ def one(seed: int, schedule: str) -> dict:
             "labels": int(labels[1]), "gold": int(labels[2]), "accuracy": float(acc[1])}
 
 
+def _rule_words(params: dict) -> str:
+    return (f"{params.get('rule', 'posterior')} rule, threshold {params['threshold']}, "
+            f"confidence {params['confidence']}, min_gold {params['min_gold']}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=10, help="demo seeds 0..N-1")
+    ap.add_argument("--sim-seeds", type=int, default=2000,
+                    help="simulated demo workforces (12 annotators each)")
     ap.add_argument("--section", default="gold-suspicion")
     args = ap.parse_args()
+    sim = sim_table(args.sim_seeds)
+    print("\n".join(sim), flush=True)
     runs: dict[str, list[dict]] = {WITHOUT: [], GOLD_SCHEDULE: []}
     for seed in range(args.seeds):
         for schedule in runs:
             runs[schedule].append(one(seed, schedule))
             r = runs[schedule][-1]
             print(f"seed {seed} {schedule}: {r}", flush=True)
-    lines = ["## Gold on suspicion in the demo (`bench/gold_suspicion.py`)", "",
+    n_sim = args.sim_seeds * DEMO["workers"]
+    lines = ["## Gold on suspicion and fair pauses in the demo (`bench/gold_suspicion.py`)", "",
              f"Command: `{command_line()}`", "", f"Machine: {machine()}.", "",
-             "`labelq demo` (300 tasks, 40 gold, 12 annotators of whom 2 careless at accuracy "
-             "0.35, budget 1,200 labels; quality rule: pause below 0.6 gold accuracy with "
-             "confidence 0.95 after 8 gold answers) with seeds "
-             f"0–{args.seeds - 1}, once per schedule, alternated. Totals over the runs:", "",
-             "| gold schedule | careless annotators paused | others paused | gold labels "
-             "(share of all) | posterior accuracy (mean) |", "|---|---:|---:|---:|---:|"]
+             f"**Simulated** ({args.sim_seeds:,} demo workforces of 12 annotators, "
+             f"{n_sim:,} annotators, seed 0; `simulate`): each annotator gives "
+             f"{DEMO['labels']} labels (the budget's share), which are gold as the demo's "
+             f"schedule `{GOLD_SCHEDULE}` decides, at most {DEMO['gold']} (the gold pool); "
+             "each gold answer is right with the annotator's accuracy and the rule is looked "
+             "at after every one, as often as the live applier can. A *false pause* is the "
+             "pause of an annotator whose true accuracy is at or above the bar (0.6): the "
+             "demo's skilled annotators (accuracy ≥ 0.65), and annotators exactly at the bar "
+             f"({n_sim:,} of them) under the demo's schedule and with all {DEMO['gold']} gold "
+             "answers looked at (the most looks the demo's pool allows). Careless: accuracy "
+             f"{CARELESS_ACCURACY}. Rates ± one standard error.", ""] + sim + [
+             "", f"**The real demo** (`labelq demo`, 300 tasks, 40 gold, 12 annotators of whom "
+             f"2 careless at accuracy {CARELESS_ACCURACY}, budget 1,200 labels; quality rule: "
+             f"{_rule_words(QUALITY)}) with seeds 0–{args.seeds - 1}, once per schedule, "
+             "alternated. Totals over the runs:", "",
+             "| gold schedule | careless annotators paused | others paused (false-pause rate "
+             "± s.e.) | gold labels (share of all) | posterior accuracy (mean) |",
+             "|---|---:|---:|---:|---:|"]
     for schedule, rs in runs.items():
         careless = sum(r["careless"] for r in rs)
         n_careless = sum(r["n_careless"] for r in rs)
@@ -69,8 +210,9 @@ def main() -> None:
         n_others = sum(r["n_others"] for r in rs)
         gold, labels = sum(r["gold"] for r in rs), sum(r["labels"] for r in rs)
         acc = sum(r["accuracy"] for r in rs) / len(rs)
+        p, se = rate(np.arange(n_others) < others)
         lines.append(f"| `{schedule}` | {careless} of {n_careless} | {others} of {n_others} "
-                     f"| {gold:,} ({gold / labels:.1%}) | {acc:.3f} |")
+                     f"({p:.1%} ± {se:.1%}) | {gold:,} ({gold / labels:.1%}) | {acc:.3f} |")
         print(lines[-1], flush=True)
     write_section(args.section, "\n".join(lines))
 
