@@ -62,6 +62,17 @@ def parse_budgets(text: str) -> list[float]:
               help="Replay the data set's tasks and workers in a new random order each run "
                    "(the same order for every policy of a run), so no policy gains from the "
                    "file listing its best workers first.")
+@click.option("--gold", "gold", metavar="FRACTION", default=None,
+              help="Serve a seeded sample of the tasks with a truth as gold questions (a "
+                   "share in (0,1), or an integer count >= 1), the same for every policy of "
+                   "a run; accuracy is scored on the other tasks (see docs/simulator.md).")
+@click.option("--gold-schedule", "gold_schedule", metavar="SPEC", default=None,
+              help="When a worker gets a gold question, as `project create --gold-schedule` "
+                   "(e.g. fixed:rate=0.1, onboarding:n=5, epochs:alpha=0.1, per-category:s=3; "
+                   "none: held out, never served). Default fixed:rate=0.1; needs --gold.")
+@click.option("--quality", metavar="SPEC", default=None,
+              help="Pause workers on their gold answers, as `project create --quality` "
+                   "(e.g. threshold=0.7,min_gold=10); needs --gold.")
 @click.option("--out", "json_out", type=click.Path(dir_okay=False), default=None,
               help="Also write the results as JSON to this file.")
 @click.option("--plot", "plot_out", type=click.Path(dir_okay=False), default=None,
@@ -72,11 +83,13 @@ def parse_budgets(text: str) -> list[float]:
               "--json FILE, its earlier meaning, still writes them to FILE as --out does.")
 @click.option("--markdown", is_flag=True, help="Print the table as Markdown (-o markdown).")
 def simulate(data_dir, synthetic_spec, policies, budgets, runs, seed, jobs, max_labels,
-             aggregate, mode, shuffle, json_out, plot_out, output, json_opt, markdown):
+             aggregate, mode, shuffle, gold, gold_schedule, quality, json_out, plot_out, output,
+             json_opt, markdown):
     """Accuracy against budget for each policy (mean ± standard error over runs).
 
     Progress goes to stderr: a bar on a terminal, else a log line every 10% of the runs."""
     from labelq.simulate.experiment import EnvSource, run_experiment
+    from labelq.simulate.gold import DEFAULT_SCHEDULE
     from labelq.simulate.report import format_table, pyplot, write_json, write_plot
     from labelq.simulate.synthetic import SyntheticSpec
 
@@ -106,6 +119,11 @@ def simulate(data_dir, synthetic_spec, policies, budgets, runs, seed, jobs, max_
                              "labelq aggregate)", path=str(data_dir))
         source = EnvSource("data", str(data_dir))
     per_task = parse_budgets(budgets)
+    if gold is not None:  # option errors before any run (and before a progress bar)
+        from labelq.simulate.gold import GoldRules, parse_gold_amount
+        parse_gold_amount(gold)
+        GoldRules.parse(gold_schedule, quality)
+    gold_opts = {"gold": gold, "gold_schedule": gold_schedule, "quality": quality}
     err = sys.stderr
     if err.isatty():
         with click.progressbar(length=1, label="simulating", file=err) as bar:
@@ -114,13 +132,17 @@ def simulate(data_dir, synthetic_spec, policies, budgets, runs, seed, jobs, max_
                 bar.update(done - bar.pos)
             exp = run_experiment(source, policies, per_task, runs=runs, seed=seed, jobs=jobs,
                                  aggregate=aggregate, max_labels_per_task=max_labels,
-                                 mode=mode, progress=progress, shuffle=shuffle)
+                                 mode=mode, progress=progress, shuffle=shuffle,
+                                 **gold_opts)
     else:  # a log or a pipe: a line now and then, not a bar redrawn in place
         exp = run_experiment(source, policies, per_task, runs=runs, seed=seed, jobs=jobs,
                              aggregate=aggregate, max_labels_per_task=max_labels,
-                             mode=mode, progress=_LogProgress(err), shuffle=shuffle)
+                             mode=mode, progress=_LogProgress(err), shuffle=shuffle,
+                             **gold_opts)
     head = (f"{source.describe()}: {exp.n_tasks} tasks, {runs} runs, seed {seed}"
-            + (f", mode {mode}" if mode else "") + (", shuffled" if shuffle else ""))
+            + (f", mode {mode}" if mode else "") + (", shuffled" if shuffle else "")
+            + (f", gold {gold} served by {gold_schedule or DEFAULT_SCHEDULE}"
+               + (f", quality {quality}" if quality else "") if gold is not None else ""))
     if output == "json":
         import json
         click.echo(head, err=True)

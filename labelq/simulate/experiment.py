@@ -8,6 +8,12 @@ seed alone — whatever ``jobs`` is. With ``shuffle``, the same environment gene
 puts a replay's tasks and workers in a random order, so every policy of a run sees the same
 order.
 
+With ``gold`` (``labelq simulate --gold``), the same environment generator then draws the
+gold questions among the tasks with a truth (:func:`labelq.simulate.gold.with_gold`), after
+the shuffle, so every policy of a run gets the same gold; the runner serves them by
+``gold_schedule`` and judges them by ``quality`` (:mod:`labelq.simulate.gold`). Without it
+nothing is drawn and a run is what it was before.
+
 Policies whose behaviour does not depend on the total budget (``budget_aware = False``, the
 default) run once per run to the largest budget, recording every checkpoint on the way;
 budget-aware ones run once per budget.
@@ -29,6 +35,7 @@ import numpy as np
 from ..errors import InputError
 from ..policies import build
 from .environment import Environment
+from .gold import GoldRules, n_gold, parse_gold_amount, with_gold
 from .runner import Checkpoint, run_policy
 
 __all__ = ["EnvSource", "Experiment", "PointSummary", "run_experiment", "load_aggregator",
@@ -64,6 +71,15 @@ class EnvSource:
         from .synthetic import SyntheticSpec
         return SyntheticSpec.parse(self.value).tasks
 
+    def gold_candidates(self) -> int:
+        """Tasks that ``--gold`` may make gold: with a truth, not gold already."""
+        if self.kind == "data":
+            env = _load_replay(self.value)
+            return int(np.count_nonzero(env.truth >= 0))
+        from .synthetic import SyntheticSpec
+        spec = SyntheticSpec.parse(self.value)
+        return spec.tasks - int(round(spec.gold * spec.tasks))
+
     def describe(self) -> str:
         return f"--data {self.value}" if self.kind == "data" else f"--synthetic {self.value}"
 
@@ -77,10 +93,10 @@ def load_aggregator(method: str) -> Callable[..., np.ndarray]:
         raise InputError(f"--aggregate {method}: labelq.aggregation is not available "
                          f"({exc})") from exc
 
-    def run(task, worker, label, n_tasks, n_classes):
+    def run(task, worker, label, n_tasks, n_classes, gold=None):
         if task.size == 0:
             return np.full((n_tasks, n_classes), 1.0 / n_classes)
-        out = aggregate(task, worker, label, method, n_tasks, n_classes)
+        out = aggregate(task, worker, label, method, n_tasks, n_classes, gold=gold)
         for attr in ("proba", "probas", "probas_", "labels", "labels_"):
             if hasattr(out, attr):
                 out = getattr(out, attr)
@@ -103,6 +119,9 @@ class _Unit:
     max_labels_per_task: int | None
     mode: str | None = None
     shuffle: bool = False
+    gold: float | int | None = None
+    gold_schedule: str | None = None
+    quality: str | None = None
 
 
 def run_rngs(seed: int, run: int, spec: str) -> tuple[np.random.Generator,
@@ -119,11 +138,15 @@ def _run_unit(unit: _Unit) -> tuple[_Unit, list[Checkpoint]]:
     env = unit.source.build(env_rng)
     if unit.shuffle:
         env = env.shuffled(env_rng)
+    rules = None
+    if unit.gold is not None:
+        env = with_gold(env, unit.gold, env_rng)  # after the shuffle: the same for every policy
+        rules = GoldRules.parse(unit.gold_schedule, unit.quality)
     agg = load_aggregator(unit.aggregate) if unit.aggregate else None
     policy = build(unit.spec)
     return unit, run_policy(policy, env, unit.budgets, rng,
                             max_labels_per_task=unit.max_labels_per_task, aggregate=agg,
-                            mode=unit.mode)
+                            mode=unit.mode, gold=rules)
 
 
 @dataclass
@@ -134,6 +157,9 @@ class PointSummary:
     accuracy_aggregate: list[float] = field(default_factory=list)
     spent: list[float] = field(default_factory=list)
     tasks_completed: list[float] = field(default_factory=list)
+    gold_labels: list[float] = field(default_factory=list)
+    paused: list[float] = field(default_factory=list)
+    with_gold: bool = False
 
     @staticmethod
     def _mean_se(values: list[float]) -> tuple[float, float]:
@@ -154,6 +180,9 @@ class PointSummary:
         if self.accuracy_aggregate:
             m, s = self._mean_se(self.accuracy_aggregate)
             out["aggregate_accuracy_mean"], out["aggregate_accuracy_se"] = m, s
+        if self.with_gold:
+            out["gold_labels_mean"] = float(np.mean(self.gold_labels))
+            out["paused_mean"] = float(np.mean(self.paused))
         return out
 
 
@@ -169,6 +198,9 @@ class Experiment:
     n_tasks: int
     points: dict[str, list[PointSummary]]
     aggregate: str | None = None
+    gold: float | int | None = None
+    gold_schedule: str | None = None
+    quality: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"policies": [{"spec": s, "points": [p.to_dict() for p in self.points[s]]}
@@ -179,12 +211,17 @@ def run_experiment(source: EnvSource, specs: Sequence[str], budgets_per_task: Se
                    *, runs: int = 20, seed: int = 0, jobs: int = 1,
                    aggregate: str | None = None, max_labels_per_task: int | None = None,
                    mode: str | None = None, progress: Callable[[int, int], None] | None = None,
-                   shuffle: bool = False) -> Experiment:
+                   shuffle: bool = False, gold: float | int | str | None = None,
+                   gold_schedule: str | None = None,
+                   quality: str | None = None) -> Experiment:
     """Run every policy ``runs`` times; ``progress(done, total)`` is called per finished unit.
     ``mode`` ("push", "pull" or "task", see :func:`run_policy`) overrides every
     policy's own mode. ``shuffle`` replays a data set with its tasks and workers in a new
     random order each run, the same order for every policy of the run
-    (:meth:`Environment.shuffled`)."""
+    (:meth:`Environment.shuffled`). ``gold`` (a share in (0, 1) or a count, see
+    :func:`~labelq.simulate.gold.parse_gold_amount`) makes a sample of the tasks with a truth
+    gold questions, served by ``gold_schedule`` (default
+    :data:`~labelq.simulate.gold.DEFAULT_SCHEDULE`) and judged by ``quality``."""
     if runs < 1:
         raise InputError(f"runs must be >= 1, got {runs}")
     specs = list(dict.fromkeys(specs))
@@ -195,6 +232,15 @@ def run_experiment(source: EnvSource, specs: Sequence[str], budgets_per_task: Se
         build(s)  # validate early, in this process
     if aggregate:
         load_aggregator(aggregate)
+    if gold is not None:
+        gold = parse_gold_amount(gold)
+        GoldRules.parse(gold_schedule, quality)  # errors now, naming the option
+        n_gold(gold, source.gold_candidates())
+    else:
+        for option, value in (("--gold-schedule", gold_schedule), ("--quality", quality)):
+            if value is not None:
+                raise InputError(f"{option} needs --gold (the share or number of tasks to "
+                                 f"serve as gold questions)", field=option[2:])
     n_tasks = source.n_tasks()
     budgets = tuple(b * n_tasks for b in per_task)
     units: list[_Unit] = []
@@ -202,9 +248,11 @@ def run_experiment(source: EnvSource, specs: Sequence[str], budgets_per_task: Se
         budget_aware = bool(getattr(build(s), "budget_aware", False))
         groups = [(b,) for b in budgets] if budget_aware else [budgets]
         for r in range(runs):
-            units += [_Unit(source, s, r, seed, g, aggregate, max_labels_per_task, mode, shuffle)
+            units += [_Unit(source, s, r, seed, g, aggregate, max_labels_per_task, mode, shuffle,
+                            gold, gold_schedule, quality)
                       for g in groups]
-    points = {s: [PointSummary(bpt, b) for bpt, b in zip(per_task, budgets)] for s in specs}
+    points = {s: [PointSummary(bpt, b, with_gold=gold is not None)
+                  for bpt, b in zip(per_task, budgets)] for s in specs}
     index = {b: k for k, b in enumerate(budgets)}
     results: list[tuple[_Unit, list[Checkpoint]]] = []
     done = 0
@@ -229,6 +277,9 @@ def run_experiment(source: EnvSource, specs: Sequence[str], budgets_per_task: Se
             pt.accuracy.append(cp.accuracy)
             pt.spent.append(cp.spent)
             pt.tasks_completed.append(cp.tasks_completed)
+            pt.gold_labels.append(cp.gold_labels)
+            pt.paused.append(cp.paused)
             if cp.accuracy_aggregate is not None:
                 pt.accuracy_aggregate.append(cp.accuracy_aggregate)
-    return Experiment(source, specs, per_task, n_tasks, points, aggregate)
+    return Experiment(source, specs, per_task, n_tasks, points, aggregate, gold,
+                      gold_schedule, quality)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from ..errors import ConfigError
 from .experiment import Experiment
@@ -31,12 +32,28 @@ def format_table(exp: Experiment, markdown: bool = False) -> str:
                 row.append(f"{pt.get('aggregate_accuracy_mean', float('nan')):.4f} ± "
                            f"{pt.get('aggregate_accuracy_se', float('nan')):.4f}")
         rows.append(row)
+    notes = _gold_notes(exp, data)
     if markdown:
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
+        return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows]
+                         + (["", *notes] if notes else []))
     widths = [max(len(h), *(len(r[c]) for r in rows)) for c, h in enumerate(header)]
     fmt = "  ".join(f"{{:>{w}}}" for w in widths)
-    return "\n".join([fmt.format(*header)] + [fmt.format(*r) for r in rows])
+    return "\n".join([fmt.format(*header)] + [fmt.format(*r) for r in rows] + notes)
+
+
+def _gold_notes(exp: Experiment, data: list[dict[str, Any]]) -> list[str]:
+    """With ``--gold``: per policy, the gold answers (and paused workers) of a run at the
+    largest budget, means over runs (accuracy above is on the non-gold tasks)."""
+    if exp.gold is None:
+        return []
+    out = [f"gold (mean per run at {exp.budgets_per_task[-1]:g} labels/task; accuracy is on "
+           f"the other tasks):"]
+    for p in data:
+        last = p["points"][-1]
+        out.append(f"  {p['spec']}: {last['gold_labels_mean']:.1f} gold answers of "
+                   f"{last['spent_mean']:.0f} spent, {last['paused_mean']:.1f} workers paused")
+    return out
 
 
 def write_json(exp: Experiment, path: str | Path) -> None:

@@ -22,6 +22,18 @@ The loop (one label per step):
 4. The environment answers, the policy's ``update`` sees the observation, the budget is
    charged the worker's cost.
 
+Gold served by a schedule (``gold=GoldRules(...)``, ``labelq simulate --gold``; see
+:mod:`labelq.simulate.gold`): the gold tasks leave the mask the policy chooses from and get a
+mask of their own. Before a worker is given its task (push: the worker of the chosen pair;
+pull: the arriving worker) the schedule is asked with that worker's history; when gold is
+due the policy's ``select_task`` picks among the gold questions the worker has not seen
+(and can answer: in a replay, recorded), and that question replaces the task — unless there
+is none, or the policy picks none. A gold answer costs the worker's cost, counts against its
+capacity and reaches ``update`` with ``gold=True``; the quality rule, if any, judges the
+worker's gold record after each gold answer and a paused worker's column leaves both masks.
+Aggregators then get the gold answers too (``gold=``, class index or -1 per task), as the
+live export gives them.
+
 Checkpoints: for each budget b (ascending, in cost units) the runner records the state
 *before the first label that would take the spend past b* (with unit costs: after exactly
 b labels), or at the end when the run stops early (nothing eligible). A run to the largest
@@ -48,8 +60,11 @@ import numpy as np
 
 from ..aggregation.agreement import expected_accuracy
 from ..errors import PolicyError
+from ..gold.schedules import WorkerHistory
+from ..gold.scoring import GoldScores
 from ..policies.base import Observation, Policy
 from .environment import Environment
+from .gold import GoldRules
 
 __all__ = ["Checkpoint", "MODES", "run_policy", "expected_accuracy", "record_choices"]
 
@@ -57,7 +72,8 @@ MODES = ("push", "pull", "task")
 
 _EPS = 1e-9
 
-# (task, worker, label, n_tasks, n_classes) -> (n_tasks,) class indices or (n_tasks, C) probas
+# (task, worker, label, n_tasks, n_classes) -> (n_tasks,) class indices or (n_tasks, C) probas;
+# with served gold (``gold=`` of run_policy) also called with gold=(n_tasks,) answers or -1
 Aggregator = Callable[[np.ndarray, np.ndarray, np.ndarray, int, int], np.ndarray]
 
 
@@ -69,6 +85,8 @@ class Checkpoint:
     tasks_completed: int
     accuracy: float
     accuracy_aggregate: float | None = None
+    gold_labels: int = 0  # gold answers among ``labels`` (served or chosen by the policy)
+    paused: int = 0  # workers the quality rule paused so far
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -99,20 +117,26 @@ def completed(state, per_task: np.ndarray) -> int:
 
 def run_policy(policy: Policy, env: Environment, budgets: Sequence[float],
                rng: np.random.Generator, *, max_labels_per_task: int | None = None,
-               aggregate: Aggregator | None = None, mode: str | None = None) -> list[Checkpoint]:
+               aggregate: Aggregator | None = None, mode: str | None = None,
+               gold: GoldRules | None = None) -> list[Checkpoint]:
     """Run ``policy`` on ``env`` until the largest of ``budgets`` (cost units) is spent or
     nothing is eligible; return one :class:`Checkpoint` per budget, in ascending order.
     ``mode`` ("push", "pull" or "task") overrides the policy's own ``mode`` (every policy
-    implements both decisions; "task" uses the task of ``select_pair`` and a random worker)."""
+    implements both decisions; "task" uses the task of ``select_pair`` and a random worker).
+    ``gold``: serve ``env``'s gold tasks by its schedule and judge them by its quality rule
+    (module docstring); without it gold tasks are in the mask like any other."""
     budgets = sorted(float(b) for b in budgets)
     if not budgets or budgets[0] < 0:
         raise ValueError("budgets must be a non-empty list of non-negative numbers")
     total = budgets[-1]
     T, W = env.n_tasks, env.n_workers
+    assert env.is_gold is not None and env.worker_cost is not None
+    assert env.worker_capacity is not None
     cost = env.worker_cost.astype(float)
     capacity = env.worker_capacity
-    gold = env.is_gold
-    eval_truth = np.where(gold, -1, env.truth)
+    rules = gold
+    gold_task = env.is_gold
+    eval_truth = np.where(gold_task, -1, env.truth)
     state = policy.init_state(env.problem(budget=total, max_labels_per_task=max_labels_per_task))
     mode = mode or policy.mode
     if mode not in MODES:
@@ -123,26 +147,42 @@ def run_policy(policy: Policy, env: Environment, budgets: Sequence[float],
     mask = env.available.copy()
     mask[:, cost > total + _EPS] = False
     mask[:, capacity == 0] = False
+    served = rules is not None
+    schedule = rules.schedule if rules is not None else None
+    quality = rules.quality if rules is not None else None
+    gold_answers = np.where(gold_task, env.truth, -1)
+    gold_mask = mask & gold_task[:, None] if served else np.zeros((0, W), dtype=bool)
+    if served:
+        mask[gold_task] = False  # live, gold tasks are never in the policy's own choice
     eligible_per_worker = mask.sum(axis=0)
+    n_cat = max(env.n_categories, 1)
+    gold_done = np.zeros((W, n_cat), dtype=np.int64)  # gold answers per worker, category
+    gold_right = np.zeros(W, dtype=np.int64)
+    scores = GoldScores.zeros(W, n_cat)
+    paused = np.zeros(W, dtype=bool)
     per_task = np.zeros(T, dtype=np.int64)
     per_worker = np.zeros(W, dtype=np.int64)
     log_t: list[int] = []
     log_w: list[int] = []
     log_l: list[int] = []
     spent = 0.0
+    n_gold_labels = 0
     checkpoints: list[Checkpoint] = []
 
     def record(budget: float) -> None:
         proba = policy.predict_proba(state)
         acc_agg = None
         if aggregate is not None:
-            pred = aggregate(np.asarray(log_t, dtype=np.int64), np.asarray(log_w, dtype=np.int64),
-                             np.asarray(log_l, dtype=np.int64), T, env.n_classes)
+            args = (np.asarray(log_t, dtype=np.int64), np.asarray(log_w, dtype=np.int64),
+                    np.asarray(log_l, dtype=np.int64), T, env.n_classes)
+            pred = aggregate(*args, gold=gold_answers) if served else aggregate(*args)  # type: ignore[call-arg]
             acc_agg = expected_accuracy(pred, eval_truth)
         checkpoints.append(Checkpoint(budget=budget, spent=spent, labels=len(log_t),
                                       tasks_completed=completed(state, per_task),
                                       accuracy=expected_accuracy(proba, eval_truth),
-                                      accuracy_aggregate=acc_agg))
+                                      accuracy_aggregate=acc_agg,
+                                      gold_labels=n_gold_labels,
+                                      paused=int(paused.sum())))
 
     def drop_task(i: int) -> None:
         eligible_per_worker[:] -= mask[i]
@@ -151,6 +191,34 @@ def run_policy(policy: Policy, env: Environment, budgets: Sequence[float],
     def drop_worker(j: int) -> None:
         mask[:, j] = False
         eligible_per_worker[j] = 0
+        if served:
+            gold_mask[:, j] = False
+
+    def gold_for(j: int) -> int | None:
+        """The gold question worker ``j`` gets instead of its task, if the schedule says one
+        is due and the policy picks one it has not seen (as live.decide does)."""
+        if schedule is None:
+            return None
+        n_gold = int(gold_done[j].sum())
+        history = WorkerHistory(int(per_worker[j]), n_gold,
+                                tuple(int(g) for g in gold_done[j]),
+                                gold_answered=n_gold, gold_correct=int(gold_right[j]))
+        if not schedule.should_inject(history, rng):
+            return None
+        cand = gold_mask[:, j].copy()
+        allowed = schedule.gold_categories(history)
+        if allowed is not None:
+            cand &= allowed[env.task_category]
+        if not cand.any():
+            return None
+        task = policy.select_task(state, j, all_tasks, cand.copy(), rng)
+        if task is None:
+            return None
+        if not (0 <= int(task) < T and cand[int(task)]):
+            raise PolicyError(f"policy {policy.name!r} chose gold task {task} for worker "
+                              f"{j}, which is not one of its unseen gold questions",
+                              policy=policy.name)
+        return int(task)
 
     refused = np.zeros(W, dtype=bool)  # pull mode: workers the policy gave nothing to
     while len(checkpoints) < len(budgets):
@@ -175,22 +243,39 @@ def run_policy(policy: Policy, env: Environment, budgets: Sequence[float],
         if not (0 <= i < T and 0 <= j < W and mask[i, j]):
             raise PolicyError(f"policy {policy.name!r} chose (task {i}, worker {j}), which "
                               f"is not eligible", policy=policy.name)
+        if served:
+            g = gold_for(j)
+            if g is not None:
+                i = g
         c = cost[j]
         while len(checkpoints) < len(budgets) and spent + c > budgets[len(checkpoints)] + _EPS:
             record(budgets[len(checkpoints)])
         label = env.answer(i, j, rng)
-        is_gold = bool(gold[i])
+        is_gold = bool(gold_task[i])
         policy.update(state, Observation(task=i, worker=j, label=label, gold=is_gold,
                                          truth=int(env.truth[i]) if is_gold else -1))
         spent += c
+        n_gold_labels += is_gold
         log_t.append(i)
         log_w.append(j)
         log_l.append(label)
         per_task[i] += 1
         per_worker[j] += 1
         refused[:] = False
-        mask[i, j] = False
-        eligible_per_worker[j] -= 1
+        if served and is_gold:
+            gold_mask[i, j] = False
+            right = label == int(env.truth[i])
+            gold_done[j, env.task_category[i]] += 1
+            gold_right[j] += right
+            if quality is not None:
+                scores.record(j, env.task_category[i], right)
+                one = GoldScores(scores.correct[j:j + 1], scores.total[j:j + 1])
+                if quality.pause_mask(one)[0]:
+                    paused[j] = True
+                    drop_worker(j)
+        else:
+            mask[i, j] = False
+            eligible_per_worker[j] -= 1
         if max_labels_per_task is not None and not is_gold and per_task[i] >= max_labels_per_task:
             drop_task(i)
         if capacity[j] >= 0 and per_worker[j] >= capacity[j]:
