@@ -32,6 +32,18 @@ within 50 gold answers with probability 0.62, within 100 with 0.91 (0.35-accurat
 within 50). Choose ``posterior`` (default) to stop bad work fast, ``sequential`` when a
 wrongly paused annotator is the costlier mistake.
 
+Choosing ``confidence`` for a false-pause target. With ``sequential``, 1 − confidence *is*
+the bound on the share of annotators at or above the threshold ever paused: confidence 0.99
+for at most 1 %. With ``posterior`` no confidence says that, as the bound depends on how many
+gold answers are looked at. ``labelq demo`` (threshold 0.6, min_gold 8) used the posterior
+rule at 0.95, and a new user saw an annotator of accuracy 0.72 paused (issue 34): P(a < 0.6)
+at 4 of 10 is 0.90, below 0.95, so the pause came at an earlier look (3 of 10 gives 0.971,
+2 of 8 0.975), the answers already on their way counting afterwards. Simulated over the
+demo's 40 gold questions (``bench/gold_suspicion.py``), that rule pauses 18 % of the
+annotators exactly at 0.6 (0.45 % of the demo's skilled ones, accuracy 0.65–0.95); the demo
+now uses ``sequential`` at 0.99: 0.4 % at the bar, for a careless annotator (accuracy 0.35)
+caught about half the time within those 40 gold answers instead of 95 %.
+
 ``per_category=False`` (default) pools a worker's gold over categories; ``True`` pauses a
 worker whose accuracy in *any* category qualifies (each category then needs ``min_gold``;
 with ``sequential`` the bound on a wrongful pause becomes K·(1 − confidence) for K categories).
