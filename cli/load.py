@@ -1,4 +1,4 @@
-"""``labelq tasks load`` and ``labelq gold load``."""
+"""``labelq tasks load|show`` and ``labelq gold load|correct|mark|suggest``."""
 
 from __future__ import annotations
 
@@ -212,6 +212,55 @@ def gold_mark(name, task_id, answer, file, fmt, database_url, redis_url, output)
     if out["paused"]:
         click.echo(f"paused by the quality rule on these gold answers: "
                    f"{', '.join(out['paused'])}")
+
+
+@gold.command("suggest")
+@click.argument("name")
+@click.option("--n", "n", type=click.IntRange(min=1), default=30, show_default=True,
+              help="How many tasks to suggest (at most).")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Breaks ties between equally good tasks.")
+@click.option("--out", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="Write the suggestions to FILE (CSV; JSON with -o json), written "
+                   "atomically, instead of printing them.")
+@DB_OPTION
+@OUTPUT_OPTION
+def gold_suggest(name, n, seed, out, database_url, output):
+    """The loaded tasks of project NAME (labelled, not gold yet) whose expert answer would
+    teach the most: where the candidate aggregations (mv, wmv, onecoin, ds, ds-category)
+    disagree and where the workers who label the most split, spread over the workers
+    (docs/gold.md, "Suggesting gold"). Each row has an empty `answer` for the expert, the
+    category, the current answer (the project's aggregation, as labelq export gives it) and
+    its confidence, the candidates' answers, the labels given, a score and the reason. Fill
+    in `answer` (delete the rows left unanswered), then: labelq gold mark NAME --file FILE."""
+    from labelq.dashboard import (SUGGESTION_COLUMNS, project_gold_suggestions,
+                                  suggestion_csv_row)
+    from labelq.exporting import atomic_output, write_rows
+
+    with session_scope(engine(database_url)) as s:
+        rows = project_gold_suggestions(s, get_project(s, name), n=n, seed=seed)
+    if out is not None:
+        import json
+        with atomic_output(out) as fh:
+            if output == "json":
+                fh.write(json.dumps(rows, indent=2) + "\n")
+            else:
+                write_rows((suggestion_csv_row(r) for r in rows), fh, "csv",
+                           columns=SUGGESTION_COLUMNS)
+        click.echo(f"wrote {len(rows)} suggestion{'' if len(rows) == 1 else 's'} to {out}; "
+                   f"fill in `answer`, then: labelq gold mark {name} --file {out}", err=True)
+        return
+    if not rows:
+        click.echo(f"no task of {name!r} to suggest (none labelled that is not gold)",
+                   err=True)
+    if output == "json":
+        import json
+        click.echo(json.dumps(rows, indent=2))
+    elif output == "csv":
+        emit([suggestion_csv_row(r) for r in rows], output, columns=SUGGESTION_COLUMNS)
+    elif rows:
+        emit([suggestion_csv_row(r) for r in rows], output,
+             columns=[c for c in SUGGESTION_COLUMNS if c not in ("answer", "current_method")])
 
 
 commands = [tasks, gold]

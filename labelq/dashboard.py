@@ -12,6 +12,12 @@ once here and shared by the CLI and the API.
   ``labelq agreement``), the current accuracy estimate (the mean posterior confidence of
   the aggregated answers) and its curve against labels spent.
 * :func:`dashboard` is all of them, the body of ``/api/v1/projects/{name}/dashboard``.
+* :func:`project_gold_suggestions` is ``labelq gold suggest``: the labelled tasks whose
+  expert answer would teach the most (:func:`labelq.gold.suggest.suggest_gold`), as rows an
+  expert fills in for ``labelq gold mark --file``; :func:`gold_suggestions` is its top ten
+  for the dashboard (``/api/v1/projects/{name}/gold-suggestions``), computed on request
+  and kept per project for :data:`SUGGEST_SECONDS` while labels arrive, never inside the
+  dashboard request itself.
 """
 
 from __future__ import annotations
@@ -21,16 +27,18 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import numpy as np
-from sqlalchemy import func
+from sqlalchemy import case, func
 from sqlmodel import Session, select
 
 from .exporting import agreement_report, aggregate_project, load_project_labels
 from .goldstats import gold_exhaustion, project_gold_scores
-from .models import Label, Project, Worker, as_utc
+from .models import Label, Project, Task, Worker, as_utc
 from .reporting import project_status
 
 __all__ = ["status_report", "worker_gold", "gold_summary", "throughput", "quality",
-           "dashboard", "RECENT_MINUTES", "CURVE_POINTS"]
+           "dashboard", "project_gold_suggestions", "gold_suggestions", "suggestion_csv_row",
+           "SUGGESTION_COLUMNS",
+           "RECENT_MINUTES", "CURVE_POINTS", "SUGGEST_SECONDS"]
 
 RECENT_MINUTES = 15  # the spending rate of the projection: over the last this many minutes
 CURVE_POINTS = 10    # points of the accuracy-estimate curve (each one aggregation)
@@ -157,6 +165,7 @@ def _label_times(session: Session, project: Project) -> tuple[np.ndarray, np.nda
 # prefix of the labels never changes: the points sit at multiples of a round step.
 REFIT_SECONDS = 10.0
 _FITS: dict[int, tuple[float, tuple, dict[str, Any]]] = {}
+_CURRENT: dict[int, tuple[str, int, np.ndarray, np.ndarray, str | None]] = {}
 _POINTS: dict[tuple, dict[str, Any]] = {}
 _LOCK = threading.Lock()
 
@@ -185,6 +194,9 @@ def quality(session: Session, project: Project) -> dict[str, Any]:
                 return out  # labels arrived within the last few seconds: the fit stands
     pl = pl or load_project_labels(session, project)
     result = aggregate_project(session, project, pl, method)
+    with _LOCK:  # the answers gold_suggestions calls current (any method)
+        _CURRENT[project.id] = (method, pl.view.n_tasks, np.asarray(result.labels_),
+                                np.asarray(result.confidence_), getattr(result, "method_", None))
     report = agreement_report(pl, result)
     data = ~pl.view.is_gold
     counts = np.bincount(pl.task, minlength=pl.view.n_tasks)
@@ -263,3 +275,113 @@ def _mean_conf(result, mask: np.ndarray) -> float | None:
 
 def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="seconds")
+
+
+# --- gold suggestions -----------------------------------------------------------------------
+
+#: the columns of ``labelq gold suggest`` (CSV): ``id`` and ``answer`` (empty, for the expert)
+#: are what ``labelq gold mark --file`` reads; it ignores the others
+SUGGESTION_COLUMNS = ["id", "answer", "category", "current", "confidence", "current_method",
+                      "candidates", "labels", "n_labels", "score", "reason"]
+SUGGEST_SECONDS = 60.0  # the dashboard's list is recomputed at most this often
+SUGGEST_TOP = 10
+_SUGGESTED: dict[tuple[int, int], tuple[float, tuple, dict[str, Any]]] = {}
+
+
+def project_gold_suggestions(session: Session, project: Project, *, n: int = 30,
+                             seed: int = 0, current: str = "fit") -> list[dict[str, Any]]:
+    """The at most ``n`` loaded, labelled, non-gold tasks of ``project`` whose expert answer
+    would teach the most, best first, from the labels as ``labelq export`` reads them
+    (:func:`labelq.exporting.load_project_labels`), one row each: ``id``, ``answer``
+    (empty: the expert's), ``category``, ``current`` — the project's aggregation's answer,
+    as the export gives it — with its ``confidence`` and ``current_method``, the committee's
+    ``candidates`` (most members first), the ``labels`` given (answer -> count),
+    ``n_labels``, ``score`` (bits) and ``reason``.
+
+    ``current``: ``"fit"`` fits the project's method when it is not one of the committee's
+    (``auto``, ``glad``, ``kos``, ``policy``: the cost of an export); ``"cached"`` takes
+    the dashboard's last fit of it, or else the committee's mean posterior
+    (``current_method`` says ``committee``)."""
+    from .gold.suggest import suggest_gold
+
+    pl = load_project_labels(session, project)
+    v, classes = pl.view, pl.classes
+    s = suggest_gold(pl.task, pl.worker, pl.label, n_tasks=v.n_tasks,
+                     n_workers=max(v.n_workers, 1), n_classes=len(classes), n=n,
+                     categories=v.task_category, gold=v.gold_answer, exclude=v.is_gold,
+                     seed=seed, classes=classes)
+    if not len(s):
+        return []
+    method = project.aggregation
+    if method in s.methods:
+        probas = s.member_posterior[:, s.methods.index(method)]
+        cur = probas.argmax(axis=1)
+        conf = probas[np.arange(len(s)), cur]
+        by = method
+    else:
+        hit: tuple[str, int, np.ndarray, np.ndarray, str | None] | None = None
+        if current == "fit":
+            result = aggregate_project(session, project, pl, method)
+            hit = (method, v.n_tasks, np.asarray(result.labels_),
+                   np.asarray(result.confidence_), getattr(result, "method_", None))
+        else:
+            with _LOCK:
+                hit = _CURRENT.get(project.id)
+        if hit is not None and hit[0] == method and hit[1] == v.n_tasks:
+            cur, conf = hit[2][s.tasks], hit[3][s.tasks]
+            by = f"{method} ({hit[4]})" if hit[4] else method
+        else:
+            cur = s.posterior.argmax(axis=1)
+            conf = s.posterior[np.arange(len(s)), cur]
+            by = "committee"
+    K = len(classes)
+    given = np.bincount(pl.task * K + pl.label, minlength=v.n_tasks * K).reshape(-1, K)
+    rows = []
+    for r, seq in enumerate(s.tasks.tolist()):
+        rows.append({
+            "id": pl.external_ids[seq], "answer": "", "category": v.category_of(seq),
+            "current": classes[int(cur[r])], "confidence": round(float(conf[r]), 4),
+            "current_method": by,
+            "candidates": [classes[a] for a in s.candidates[r]],
+            "labels": {classes[k]: int(c) for k, c in enumerate(given[seq]) if c},
+            "n_labels": int(given[seq].sum()), "score": round(float(s.score[r]), 4),
+            "reason": s.reason[r]})
+    return rows
+
+
+def suggestion_csv_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A row of :func:`project_gold_suggestions` as CSV cells: candidates ``pos,neg``,
+    labels ``pos:2,neg:1`` (a label holds no comma: the label set is written with them)."""
+    return {**row, "candidates": ",".join(row["candidates"]),
+            "labels": ",".join(f"{k}:{c}" for k, c in row["labels"].items())}
+
+
+def gold_suggestions(session: Session, project: Project, *, n: int = SUGGEST_TOP
+                     ) -> dict[str, Any]:
+    """The dashboard's list: :func:`project_gold_suggestions` (``current`` from the
+    dashboard's own last fit) with ``labels`` (how many the computation saw) and
+    ``computed`` (ISO time). Kept per project: recomputed when the labels, the tasks, the
+    gold or the label set changed *and* the kept list is older than
+    :data:`SUGGEST_SECONDS` — one computation a minute at most while labels arrive (~1 s
+    per 100k labels)."""
+    import time
+
+    n_labels, last = session.exec(select(func.count(Label.id), func.max(Label.id))
+                                  .where(Label.project_id == project.id)).one()
+    n_tasks, n_gold = session.exec(
+        select(func.count(Task.id), func.coalesce(func.sum(case((Task.is_gold, 1), else_=0)), 0))
+        .where(Task.project_id == project.id)).one()
+    key = (int(n_labels), last, int(n_tasks), int(n_gold), tuple(project.labels),
+           project.aggregation)
+    with _LOCK:
+        hit = _SUGGESTED.get((project.id, n))
+    if hit is not None and (hit[1] == key or time.monotonic() - hit[0] < SUGGEST_SECONDS):
+        return hit[2]
+    rows = project_gold_suggestions(session, project, n=n, current="cached")
+    out = {"labels": int(n_labels), "computed": _iso(time.time()),
+           "refresh_seconds": SUGGEST_SECONDS, "tasks": rows}
+    with _LOCK:
+        if len(_SUGGESTED) > 1000:
+            _SUGGESTED.clear()
+        _SUGGESTED[(project.id, n)] = (time.monotonic(), key, out)
+    return out

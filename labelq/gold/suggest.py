@@ -76,7 +76,8 @@ class Suggestions:
     ``reason`` a short text per task; ``candidates`` per task the distinct answers of the
     committee (class indices, most members first); ``answers`` (n, members) each member's
     answer, in the order of ``methods``; ``posterior`` (n, n_classes) the members' mean
-    posterior."""
+    posterior and ``member_posterior`` (n, members, n_classes) each one's; ``trust`` the
+    trust weight of every worker."""
 
     tasks: np.ndarray
     score: np.ndarray
@@ -88,6 +89,7 @@ class Suggestions:
     answers: np.ndarray
     methods: tuple[str, ...]
     posterior: np.ndarray
+    member_posterior: np.ndarray = field(repr=False)  # (n, members, n_classes)
     trust: np.ndarray = field(repr=False)  # v_j per worker
 
     def __len__(self) -> int:
@@ -211,7 +213,8 @@ def suggest_gold(task: ArrayLike, worker: ArrayLike, label: ArrayLike, *, n_task
     return Suggestions(tasks=idx[sel], score=score[sel], gain=np.array(gains),
                        committee=committee_e[sel], trusted=trusted_e[sel],
                        reason=tuple(reasons), candidates=tuple(cands), answers=answers,
-                       methods=methods, posterior=mean[sel], trust=trust)
+                       methods=methods, posterior=mean[sel],
+                       member_posterior=P[:, sel, :].transpose(1, 0, 2), trust=trust)
 
 
 def _reason(committee: float, trusted: float, votes: dict[int, list[str]], order: list[int],
@@ -243,4 +246,6 @@ def _empty(methods: tuple[str, ...], n_classes: int, n_workers: int) -> Suggesti
     return Suggestions(tasks=np.zeros(0, dtype=np.int64), score=z, gain=z, committee=z,
                        trusted=z, reason=(), candidates=(),
                        answers=np.zeros((0, len(methods)), dtype=np.int64), methods=methods,
-                       posterior=np.zeros((0, n_classes)), trust=np.zeros(n_workers))
+                       posterior=np.zeros((0, n_classes)),
+                       member_posterior=np.zeros((0, len(methods), n_classes)),
+                       trust=np.zeros(n_workers))

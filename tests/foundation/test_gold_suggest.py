@@ -1,0 +1,124 @@
+"""``labelq gold suggest``: the suggestions as a CSV an expert fills in and ``labelq gold mark
+--file`` takes back; SQLite and PostgreSQL."""
+
+import csv
+import json
+import uuid
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from sqlmodel import select
+
+from cli.main import cli
+from labelq.db import engine_for, init_schema, session_scope
+from labelq.loading import load_tasks
+from labelq.models import Assignment, Label, Task, utcnow
+from labelq.projects import create_project, enroll_worker
+
+NO_REDIS = "redis://127.0.0.1:1/0"  # nothing listens: gold mark marks in SQL only
+
+
+@pytest.fixture
+def project_db(db_url, tmp_path):
+    """Project p (neg,pos; aggregation ds): 60 tasks in two categories, 2 gold questions;
+    worker a always right, b and c right 60% of the time, on every task; task t59 is left
+    unlabelled. Where b and c agree against a, majority vote and Dawid-Skene disagree."""
+    engine = engine_for(db_url)
+    init_schema(engine)
+    tasks = tmp_path / "t.csv"
+    tasks.write_text("id,category,text\n" + "".join(f"t{i},c{i % 2},x{i}\n" for i in range(60)))
+    gold = tmp_path / "g.csv"
+    gold.write_text("id,answer\ng0,pos\ng1,neg\n")
+    rng = np.random.default_rng(5)
+    with session_scope(engine) as s:
+        p = create_project(s, "p", "neg,pos", aggregation="ds")
+        load_tasks(s, p, tasks)
+        load_tasks(s, p, gold, gold=True)
+        ws = [enroll_worker(s, p, h, cost=1)[0] for h in ("a", "b", "c")]
+        for t in s.exec(select(Task).where(Task.project_id == p.id)):
+            if t.external_id == "t59":
+                continue
+            truth = t.gold_answer if t.is_gold else ("pos" if int(t.external_id[1:]) % 3
+                                                     else "neg")
+            for w, acc in zip(ws, (1.0, 0.6, 0.6)):
+                value = truth if rng.random() < acc else ("neg" if truth == "pos" else "pos")
+                a = Assignment(id=uuid.uuid4().hex, project_id=p.id, task_id=t.id,
+                               worker_id=w.id, expires=utcnow(), state="submitted",
+                               is_gold=t.is_gold)
+                s.add(a)
+                s.flush()
+                s.add(Label(assignment_id=a.id, project_id=p.id, task_id=t.id,
+                            worker_id=w.id, value=value, is_gold=t.is_gold))
+    return db_url
+
+
+def run(db_url, *args, ok=True):
+    res = CliRunner().invoke(cli, [str(a) for a in args], env={"LABELQ_DATABASE_URL": db_url},
+                             catch_exceptions=False)
+    if ok:
+        assert res.exit_code == 0, res.output
+    return res
+
+
+def truth_of(ext):
+    return "pos" if int(ext[1:]) % 3 else "neg"
+
+
+def test_suggest_fill_mark_round_trip(project_db, tmp_path):
+    # When gold suggest writes its CSV
+    out = tmp_path / "suggest.csv"
+    res = run(project_db, "gold", "suggest", "p", "--n", "8", "--out", out)
+    assert "wrote 8 suggestions" in res.output
+    with open(out, newline="") as f:
+        rows = list(csv.DictReader(f))
+    # Then it has id and an empty answer, with the helpful columns, best first
+    assert list(rows[0]) == ["id", "answer", "category", "current", "confidence",
+                             "current_method", "candidates", "labels", "n_labels", "score",
+                             "reason"]
+    ids = [r["id"] for r in rows]
+    assert len(ids) == 8 and not {"g0", "g1", "t59"} & set(ids)
+    assert all(r["answer"] == "" and r["category"] in ("c0", "c1") for r in rows)
+    assert all(r["current_method"] == "ds" and r["current"] in ("neg", "pos") for r in rows)
+    assert all(set(r["candidates"].split(",")) <= {"neg", "pos"} for r in rows)
+    assert all(r["reason"] for r in rows)
+    scores = [float(r["score"]) for r in rows]
+    assert all(s > 0 for s in scores)
+    # the tasks where the candidates split (b and c against a) lead
+    assert any(r["candidates"] in ("neg,pos", "pos,neg") for r in rows)
+    # When the expert fills in the answers and gold mark reads the file back
+    for r in rows:
+        r["answer"] = truth_of(r["id"])
+    with open(out, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    res = run(project_db, "gold", "mark", "p", "--file", out, "--redis-url", NO_REDIS)
+    assert "marked 8 tasks" in res.output
+    # Then those tasks are gold with the expert's answers
+    with session_scope(engine_for(project_db)) as s:
+        marked = {t.external_id: t.gold_answer for t in s.exec(
+            select(Task).where(Task.is_gold, Task.marked.is_not(None)))}
+    assert marked == {i: truth_of(i) for i in ids}
+    # and are not suggested again
+    again = json.loads(run(project_db, "gold", "suggest", "p", "--n", "8", "-o", "json").output)
+    assert len(again) == 8 and not set(ids) & {r["id"] for r in again}
+    assert isinstance(again[0]["candidates"], list) and isinstance(again[0]["labels"], dict)
+
+
+def test_outputs_and_unknown_project(project_db, tmp_path):
+    table = run(project_db, "gold", "suggest", "p", "--n", "3").output
+    assert "reason" in table.splitlines()[0] and len(table.splitlines()) == 5
+    out = tmp_path / "s.json"
+    run(project_db, "gold", "suggest", "p", "--n", "3", "-o", "json", "--out", out)
+    assert len(json.loads(out.read_text())) == 3
+    csv_out = run(project_db, "gold", "suggest", "p", "--n", "3", "-o", "csv").output
+    assert csv_out.splitlines()[0].startswith("id,answer,category,current")
+    res = run(project_db, "gold", "suggest", "nope", ok=False)
+    assert res.exit_code == 4 and "no project named 'nope'" in res.output
+
+
+def test_auto_gives_its_choice_as_the_current_method(project_db):
+    run(project_db, "project", "update", "p", "--aggregation", "auto")
+    rows = json.loads(run(project_db, "gold", "suggest", "p", "--n", "3", "--json").output)
+    assert rows and all(r["current_method"].startswith("auto (") for r in rows)
