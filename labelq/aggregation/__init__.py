@@ -20,10 +20,12 @@ from .kos import KOS
 from .majority import MajorityVote, WeightedMajorityVote
 from .posterior import PosteriorAggregator
 from .registry import AGGREGATORS, aggregate, get_aggregator
+from .shrunk import ShrunkOneCoin
 
 __all__ = [
     "AGGREGATORS", "AutoAggregator", "BaseAggregator", "CategoryDawidSkene", "DawidSkene",
     "Evidence", "GLAD", "KOS", "MajorityVote", "OneCoinDawidSkene", "PosteriorAggregator",
+    "ShrunkOneCoin",
     "WeightedMajorityVote", "WorkerAccuracy", "aggregate", "evidence", "expected_accuracy",
     "fleiss_kappa", "fleiss_kappa_counts", "get_aggregator", "krippendorff_alpha",
     "krippendorff_alpha_counts", "worker_accuracy",

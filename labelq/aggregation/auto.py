@@ -20,6 +20,18 @@ between the candidates in two ways:
   typical label's worker has ``EM_WEIGHT_LABELS`` (100) checkable labels -- fitted by
   one-coin EM with a uniform class prior (:meth:`AutoAggregator._em_weights`).
 
+**Guarded by majority vote** (issue 33, :mod:`labelq.aggregation.guard`). Without gold
+the labels cannot say whether a richer model's departures from the vote are right (a bloc
+of workers agreeing on wrong answers looks reliable to every model fitted on agreement), so
+the rule's choice -- or, for a project routed by the ``auto`` policy, that policy's own
+worker model ``shrunk`` (``model=``) -- decides only among the classes the vote leaves
+plausible (its 90 % credible set); it cannot overturn a clear majority. With gold the
+guarded answer competes with every candidate on the held-out gold answers and is replaced
+only by one that beats it by ``SWITCH_Z`` standard errors. ``disagreement_`` counts the
+tasks where the richer model and the vote part and those where the vote's answer was kept;
+``accuracy_`` is the accuracy estimate with its 95 % interval (prediction-powered on
+held-out gold, else the range of the models' beliefs).
+
 The chosen method is ``method_``, the reason ``reason_``, the evidence ``evidence_``;
 ``trustworthy_`` is False when the confidences rest on too little -- support below
 ``min_support`` and fewer than ``trust_gold`` gold answers to calibrate on (a calibration
@@ -36,11 +48,18 @@ import numpy as np
 from ..errors import InputError
 from ._em import softmax_rows
 from .base import BaseAggregator, LabelArrays, check_gold, count_matrix
+from .guard import ALPHA, AccuracyEstimate, accuracy_interval, credible_guard
 
 __all__ = ["AutoAggregator", "Evidence", "evidence", "CANDIDATES", "label_agreement"]
 
-#: candidates, simplest first (a tie in held-out score goes to the simpler)
-CANDIDATES = ("mv", "wmv", "onecoin", "ds")
+#: candidates, simplest first (a tie in held-out score goes to the simpler); ``shrunk`` is
+#: the ``auto`` policy's own worker model
+CANDIDATES = ("mv", "wmv", "onecoin", "shrunk", "ds")
+#: the name under which the guarded default (the no-gold answer) competes on gold
+GUARDED = "guarded"
+#: one-sided normal quantile: gold replaces the guarded default only when a candidate's
+#: held-out log-likelihood beats it by this many standard errors (95 %)
+SWITCH_Z = 1.645
 
 
 @dataclass(frozen=True)
@@ -127,10 +146,19 @@ class AutoAggregator(BaseAggregator):
     vote's common log-odds from how often two labels on a task agree -- not the smoothed vote
     share, which says 2/3 for any single label of two classes whatever the workers' accuracy.
 
+    ``model``: the richer model to use without gold instead of the evidence rule's
+    choice (``shrunk`` for projects routed by the ``auto`` policy); ``alpha``: the vote's
+    credible set is ``1 - alpha`` (:data:`labelq.aggregation.guard.ALPHA`).
+
     Learned: ``method_``, ``reason_``, ``evidence_``, ``scores_`` (held-out mean
-    log-probability per candidate, gold only), ``temperature_``, ``trustworthy_``,
-    ``fitted_`` (the chosen aggregator, fitted on all labels).
+    log-probability per candidate and ``guarded``, gold only), ``temperature_``,
+    ``trustworthy_``, ``fitted_`` (the chosen aggregator, fitted on all labels),
+    ``guarded_`` (the answers are ``method_`` guarded by majority vote), ``disagreement_``,
+    ``accuracy_`` (:class:`~labelq.aggregation.guard.AccuracyEstimate`), ``vote_probas_``.
     """
+
+    accuracy_: AccuracyEstimate
+    disagreement_: dict[str, float | int]
 
     uses_gold = True
     uses_categories = True
@@ -146,7 +174,8 @@ class AutoAggregator(BaseAggregator):
     _weights_by_em = False
 
     def __init__(self, min_gold: int = 8, folds: int = 5, min_support: float = 6.0,
-                 trust_gold: int = 50, calibrate_gold: int = 20, seed: int = 0):
+                 trust_gold: int = 50, calibrate_gold: int = 20, seed: int = 0,
+                 model: str | None = None, alpha: float = ALPHA):
         if min_gold < 2:
             raise InputError(f"min_gold must be >= 2, got {min_gold}", field="min_gold")
         if folds < 2:
@@ -157,6 +186,12 @@ class AutoAggregator(BaseAggregator):
         self.min_gold, self.folds, self.min_support, self.seed = min_gold, folds, \
             min_support, seed
         self.trust_gold, self.calibrate_gold = trust_gold, calibrate_gold
+        if model is not None and model not in CANDIDATES + ("ds-category",):
+            raise InputError(f"model must be one of {', '.join(CANDIDATES)}, ds-category, "
+                             f"got {model!r}", field="model")
+        if not 0 <= alpha < 1:
+            raise InputError(f"alpha must be in [0, 1), got {alpha}", field="alpha")
+        self.model, self.alpha = model, alpha
 
     def _candidates(self, categories) -> tuple[str, ...]:
         if categories is not None and np.unique(categories).size > 1:
@@ -239,22 +274,55 @@ class AutoAggregator(BaseAggregator):
         self.evidence_, self.scores_, self.temperature_ = ev, {}, 1.0
         cands = self._candidates(categories)
         self._weights_by_em = False
-        if ev.n_gold >= self.min_gold:
-            method = self._choose_on_gold(d, g, categories, cands)
-            self.reason_ = (f"best held-out log-likelihood on {ev.n_gold} gold answers "
-                            f"({min(self.folds, ev.n_gold)}-fold)")
+        n_cat = int(np.unique(categories).size) if categories is not None else 1
+        if self.model is not None:
+            rich, rule_reason = self.model, f"the project's policy model ({self.model})"
         else:
-            n_cat = int(np.unique(categories).size) if categories is not None else 1
-            method, self.reason_ = self._choose_by_rule(ev, cands, n_cat)
-        self.method_ = method
-        fitted = self._fit_one(method, d, g, categories)
-        self.fitted_ = fitted
-        probas = self._probas(method, d, fitted)
+            rich, rule_reason = self._choose_by_rule(ev, cands, n_cat)
+        weights_by_em = self._weights_by_em
+        vote = self._vote_posterior(d, self._fit_one("mv", d, g, categories))
+        rich_fit = self._fit_one(rich, d, g, categories)
+        rich_p = self._probas(rich, d, rich_fit)
+        guarded = credible_guard(rich_p, vote, self.alpha)
+        self.vote_probas_ = vote
+        held = None
+        if ev.n_gold >= self.min_gold:
+            method, held = self._choose_on_gold(d, g, categories, cands, rich)
+        else:
+            method = GUARDED
+        self._weights_by_em = weights_by_em
+        labelled = np.bincount(d.task, minlength=d.n_tasks) > 0
+        n_lab = int(labelled.sum())
+        differ, over = int(guarded.differ[labelled].sum()), int(guarded.overruled[labelled].sum())
+        self.disagreement_ = {"tasks": n_lab, "differ": differ, "overruled": over,
+                              "mean_abs_diff": round(float(
+                                  np.abs(rich_p - vote)[labelled].sum(axis=1).mean() / 2)
+                                  if n_lab else 0.0, 4)}
+        if method == GUARDED:
+            self.method_, self.guarded_ = rich, True
+            self.fitted_ = rich_fit
+            probas, labels = guarded.probas.copy(), guarded.labels.copy()
+            guard_note = (f"; it differs from majority vote on {differ} of {n_lab} tasks, "
+                          f"and on {over} of them the vote's {1 - self.alpha:.0%} credible "
+                          f"set excludes its answer: the vote's answer kept there"
+                          if rich != "mv" and differ else "")
+            if ev.n_gold >= self.min_gold:
+                self.reason_ = (f"{rule_reason}, guarded by majority vote: no candidate "
+                                f"beats it on {ev.n_gold} held-out gold answers{guard_note}")
+            else:
+                self.reason_ = rule_reason + guard_note
+        else:
+            self.method_, self.guarded_ = method, False
+            self.fitted_ = self._fit_one(method, d, g, categories)
+            probas = self._probas(method, d, self.fitted_)
+            labels = self.fitted_.labels_.copy()
+            self.reason_ = (f"best held-out log-likelihood on {ev.n_gold} gold answers "
+                            f"({min(self.folds, ev.n_gold)}-fold), better than majority-vote-"
+                            f"guarded {rich} by more than {SWITCH_Z} standard errors")
         if self.temperature_ != 1.0:
             probas = softmax_rows(np.log(np.maximum(probas, 1e-300)) * self.temperature_)
-        unlabelled = np.bincount(d.task, minlength=d.n_tasks) == 0
-        probas[unlabelled] = 1.0 / d.n_classes
-        labels = fitted.labels_.copy()
+            # the guard's answer may not be the argmax: keep it, re-read its confidence
+        probas[~labelled] = 1.0 / d.n_classes
         known = np.flatnonzero(g >= 0)  # gold answers stand, whichever method was chosen
         probas[known] = 0.0
         probas[known, g[known]] = 1.0
@@ -262,6 +330,13 @@ class AutoAggregator(BaseAggregator):
         self.probas_, self.labels_ = probas, labels
         self.trustworthy_ = ev.support >= self.min_support or \
             (bool(self.scores_) and ev.n_gold >= self.trust_gold)
+        data = labelled & (g < 0)
+        conf = probas[np.arange(d.n_tasks), labels][data]
+        if held is not None:
+            self.accuracy_ = accuracy_interval(conf, held_right=held[0], held_conf=held[1])
+        else:
+            beliefs = [p[np.arange(d.n_tasks), labels][data] for p in (vote, rich_p)]
+            self.accuracy_ = accuracy_interval(conf, model_beliefs=beliefs)
 
     def _choose_by_rule(self, ev: Evidence, cands, n_categories: int) -> tuple[str, str]:
         if ev.informative_share == 0:
@@ -287,26 +362,48 @@ class AutoAggregator(BaseAggregator):
                            f"weight per worker, fitted by one-coin EM")
         return "wmv", f"only {cell} (< {self.min_support:g}): one weight per worker"
 
-    def _choose_on_gold(self, d: LabelArrays, g: np.ndarray, categories, cands) -> str:
+    def _choose_on_gold(self, d: LabelArrays, g: np.ndarray, categories, cands,
+                        rich: str) -> tuple[str, tuple[np.ndarray, np.ndarray]]:
+        """Cross-validate every candidate and the guarded default on the gold; returns the
+        choice and, for the accuracy estimate, whether each held-out answer of the final
+        method was right and its (calibrated) confidence.
+
+        The guarded default stands unless a candidate's held-out log-likelihood beats it
+        by ``SWITCH_Z`` standard errors of the paired per-answer differences: a handful of
+        gold answers that cannot tell two models apart do not overturn the rule that
+        keeps the export at or above majority vote."""
         labelled = np.bincount(d.task, minlength=d.n_tasks) > 0
         gold_tasks = np.flatnonzero(labelled & (g >= 0))
         rng = np.random.default_rng(self.seed)
         fold = rng.permutation(gold_tasks.size) % min(self.folds, gold_tasks.size)
-        held = {m: np.empty((gold_tasks.size, d.n_classes)) for m in cands}
+        names = tuple(dict.fromkeys((*cands, rich)))
+        held = {m: np.empty((gold_tasks.size, d.n_classes)) for m in (*names, GUARDED)}
+        guarded_labels = np.empty(gold_tasks.size, dtype=np.int64)
         weights = self._checked_weights(d, categories)  # the same in every fold
         for f in np.unique(fold):
             hide = gold_tasks[fold == f]
             g_f = g.copy()
             g_f[hide] = -1
-            for m in cands:
+            for m in names:
                 fitted = self._fit_one(m, d, g_f, categories, weights)
                 held[m][fold == f] = self._probas(m, d, fitted)[hide]
+            gd = credible_guard(held[rich][fold == f], held["mv"][fold == f], self.alpha)
+            held[GUARDED][fold == f] = gd.probas
+            guarded_labels[fold == f] = gd.labels
         answers = g[gold_tasks]
-        self.scores_ = {m: float(_log_score(held[m], answers).mean()) for m in cands}
-        best = max(cands, key=lambda m: (round(self.scores_[m], 9), -cands.index(m)))
+        per = {m: _log_score(held[m], answers) for m in held}
+        self.scores_ = {m: float(v.mean()) for m, v in per.items()}
+        best = max(names, key=lambda m: (round(self.scores_[m], 9), -names.index(m)))
+        diff = per[best] - per[GUARDED]
+        se = float(diff.std(ddof=1) / np.sqrt(diff.size)) if diff.size > 1 else np.inf
+        choice = best if diff.mean() > SWITCH_Z * se and diff.mean() > 0 else GUARDED
+        p = held[choice]
+        labels = guarded_labels if choice == GUARDED else np.argmax(p, axis=1)
         if answers.size >= self.calibrate_gold:  # a temperature fitted on a few overfits
-            self.temperature_ = _temperature(np.log(np.maximum(held[best], 1e-300)), answers)
-        return best
+            self.temperature_ = _temperature(np.log(np.maximum(p, 1e-300)), answers)
+            p = softmax_rows(np.log(np.maximum(p, 1e-300)) * self.temperature_)
+        conf = p[np.arange(answers.size), labels]
+        return choice, ((labels == answers).astype(float), conf)
 
     def _probas(self, method: str, d: LabelArrays, fitted) -> np.ndarray:
         if method in ("mv", "wmv"):

@@ -12,6 +12,7 @@ from .dawid_skene import DawidSkene, OneCoinDawidSkene
 from .glad import GLAD
 from .kos import KOS
 from .majority import MajorityVote, WeightedMajorityVote
+from .shrunk import ShrunkOneCoin
 
 __all__ = ["AGGREGATORS", "get_aggregator", "aggregate"]
 
@@ -23,6 +24,7 @@ AGGREGATORS: dict[str, type[BaseAggregator]] = {
     "glad": GLAD,
     "kos": KOS,
     "ds-category": CategoryDawidSkene,
+    "shrunk": ShrunkOneCoin,
     "auto": AutoAggregator,
 }
 
@@ -55,7 +57,7 @@ def aggregate(task, worker, label, method: str = "auto", n_tasks: int | None = N
     kw: dict = {"n_tasks": n_tasks, "n_workers": n_workers, "n_classes": n_classes}
     if agg.uses_gold and gold is not None:
         kw["gold"] = np.asarray(gold)
-    if isinstance(agg, (CategoryDawidSkene, AutoAggregator)) and categories is not None:
+    if isinstance(agg, (CategoryDawidSkene, AutoAggregator, ShrunkOneCoin)) and categories is not None:
         kw["categories"] = categories
     if isinstance(agg, WeightedMajorityVote):
         kw["weights"] = weights

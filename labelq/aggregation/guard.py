@@ -1,0 +1,124 @@
+"""What ``auto`` does when the labels alone cannot tell which model is right.
+
+**The credible-set guard.** A richer model (Dawid-Skene, one-coin EM, ``auto``'s own
+worker model) moves a task's answer away from the majority vote when it believes the
+minority's workers are better. Without gold nothing checks that belief: a bloc of workers
+who agree on wrong answers looks reliable to every model fitted on agreement, and a full
+confusion model fits each worker's habits whether or not they are right (issue 33: on
+real data sets the candidate that predicts held-out labels best is ``ds`` on 12 of 13,
+including five where it is 1.5 to 8.8 points *below* majority vote against the truth).
+So the richer model may choose among the classes that the vote itself leaves plausible
+-- its ``1 - alpha`` credible set under the one-coin posterior of the vote (each label
+counts the crowd's common log-odds, from how often two labels on a task agree) -- and
+the vote's answer stands where the richer model would leave that set. Near a tie (a
+1-1 or 3-3 split, a 2-1 split of mediocre workers) the richer model decides; it cannot
+overturn a clear majority. Where it does not overturn, the result is the richer model's.
+
+``alpha`` is 0.1, the 90 % credible set. docs/aggregation.md ("Issue 33") gives the
+measurements at 0.02, 0.05 and 0.1 on the 13 shared data sets, full and subsampled; 0.1
+is the one at which the full sets all hold majority vote's accuracy (``adult2``, 4
+classes, decides it), which makes it a choice made on those sets, and says so.
+
+On an overturned task the probabilities reported are the average of the two models'
+(the disagreement is in the confidence, not hidden by either model's certainty).
+
+**The accuracy estimate** (:func:`accuracy_interval`): the mean confidence of the
+answers, with an interval. With gold, a prediction-powered estimate (Angelopoulos et al.
+2023): the mean confidence over the exported tasks, corrected by the mean of (right - 
+confidence) over held-out gold answers, with the standard error of both terms -- it holds
+when the gold questions are like the other tasks (loaded gold questions drawn from the
+same stream; *suggested* gold is chosen where models disagree, so it makes the interval
+conservative, not tight). Without gold, the confidences are a model's belief only: the
+interval runs from the lowest to the highest accuracy that the candidate models (the
+vote's posterior and the richer model's) assign to the exported answers, widened by
+their sampling error -- honestly wide where the models disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Guarded", "credible_guard", "AccuracyEstimate", "accuracy_interval", "ALPHA"]
+
+#: the vote's credible set is 1 - ALPHA
+ALPHA = 0.1
+_Z = 1.959964  # two-sided 95 % normal quantile
+
+
+@dataclass(frozen=True)
+class Guarded:
+    labels: np.ndarray  # int (T,)
+    probas: np.ndarray  # float (T, K)
+    differ: np.ndarray  # bool (T,): the richer model's answer is not the vote's
+    overruled: np.ndarray  # bool (T,): ... and lies outside the vote's credible set
+
+
+def _argmax(p: np.ndarray) -> np.ndarray:
+    return np.argmax(p, axis=1).astype(np.int64)
+
+
+def credible_guard(rich: np.ndarray, vote: np.ndarray, alpha: float = ALPHA) -> Guarded:
+    """The richer model's posterior ``rich`` restricted to the classes whose vote
+    posterior ``vote`` is at least ``alpha`` (the vote's own answer always is)."""
+    rich, vote = np.asarray(rich, float), np.asarray(vote, float)
+    T = rich.shape[0]
+    rows = np.arange(T)
+    v_ans = _argmax(vote)
+    allowed = vote >= alpha
+    allowed[rows, v_ans] = True
+    r_ans = _argmax(rich)
+    labels = _argmax(np.where(allowed, rich, -1.0))
+    overruled = labels != r_ans
+    probas = rich.copy()
+    probas[overruled] = 0.5 * (rich[overruled] + vote[overruled])
+    return Guarded(labels=labels, probas=probas, differ=r_ans != v_ans, overruled=overruled)
+
+
+@dataclass(frozen=True)
+class AccuracyEstimate:
+    """The share of answers expected to be right, with a 95 % interval and its basis."""
+
+    estimate: float
+    low: float
+    high: float
+    basis: str  # "gold" or "models"
+    n_tasks: int
+    n_gold: int
+
+    def as_dict(self) -> dict[str, float | int | str]:
+        return {"estimate": round(self.estimate, 4), "low": round(self.low, 4),
+                "high": round(self.high, 4), "basis": self.basis, "n_tasks": self.n_tasks,
+                "n_gold": self.n_gold}
+
+
+def _clip(x: float) -> float:
+    return float(min(1.0, max(0.0, x)))
+
+
+def accuracy_interval(confidence: np.ndarray, *, held_right: np.ndarray | None = None,
+                      held_conf: np.ndarray | None = None,
+                      model_beliefs: list[np.ndarray] | None = None) -> AccuracyEstimate:
+    """The accuracy of answers whose confidences are ``confidence`` (one per task).
+
+    With ``held_right``/``held_conf`` (held-out gold: was the answer right, and its
+    confidence), the prediction-powered estimate mean(conf) + mean(right - held_conf).
+    Otherwise, ``model_beliefs`` (each candidate model's probability of every answer)
+    bound the interval from below and above (see the module docstring)."""
+    c = np.asarray(confidence, float)
+    N = c.size
+    if N == 0:
+        return AccuracyEstimate(float("nan"), 0.0, 1.0, "none", 0, 0)
+    mean = float(c.mean())
+    se_c = float(c.std(ddof=1) / np.sqrt(N)) if N > 1 else 0.5
+    if held_right is not None and held_conf is not None and np.size(held_right) >= 2:
+        r = np.asarray(held_right, float) - np.asarray(held_conf, float)
+        n = r.size
+        est = mean + float(r.mean())
+        se = float(np.sqrt(se_c ** 2 + r.var(ddof=1) / n))
+        return AccuracyEstimate(_clip(est), _clip(est - _Z * se), _clip(est + _Z * se),
+                                "gold", N, n)
+    beliefs = [mean] + [float(np.asarray(b, float).mean()) for b in (model_beliefs or [])]
+    return AccuracyEstimate(_clip(mean), _clip(min(beliefs) - _Z * se_c),
+                            _clip(max(beliefs) + _Z * se_c), "models", N, 0)

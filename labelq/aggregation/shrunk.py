@@ -1,0 +1,68 @@
+"""``shrunk``: the worker model of the ``auto`` policy, as an aggregation method.
+
+The ``auto`` policy routes with a one-coin model per worker and task category, shrunk
+population -> worker -> category, fitted by MAP-EM in which a label counts for its worker
+only against the posterior of its task *without* it (:mod:`labelq.policies._shrunk_em`,
+docs/auto.md). This class fits exactly that model over a set of labels, with the policy's
+default hyper-parameters, so that the model an ``auto`` project routes with is also a
+candidate of the export (``auto``'s aggregation), can be cross-validated on gold like the
+other methods, and is what ``labelq aggregate --method shrunk`` gives for a file.
+
+Like the policy's refit it starts from equal workers (the majority vote) and runs
+``iters`` EM steps (the policy runs 3 per refit; here 10 by default, to convergence on the
+shared data sets).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..policies import _shrunk_em as em
+from .base import BaseAggregator, LabelArrays, check_gold
+
+__all__ = ["ShrunkOneCoin"]
+
+
+class ShrunkOneCoin(BaseAggregator):
+    r"""One-coin accuracies per (worker, category) with hierarchical shrinkage (``auto``'s
+    own worker model): worker j answers the true class of a task of category s with
+    probability :math:`a_{js}`, any other class with :math:`(1-a_{js})/(K-1)`;
+    :math:`a_{js}` is shrunk towards the worker's :math:`a_j` by ``strength``
+    pseudo-labels and :math:`a_j` towards the population mean (prior ``prior_accuracy``
+    with the weight of ``prior_strength`` labels). Gold answers are clamped.
+
+    Learned: ``accuracy_`` (W, S), ``class_prior_``, ``probas_``, ``labels_``.
+    """
+
+    uses_gold = True
+    uses_categories = True
+
+    def __init__(self, prior_accuracy: float = 0.7, prior_strength: float = 10.0,
+                 strength: float = 4.0, iters: int = 10):
+        self.prior_accuracy, self.prior_strength = prior_accuracy, prior_strength
+        self.strength, self.iters = strength, iters
+
+    def _fit(self, d: LabelArrays, gold=None, categories=None) -> None:
+        K = d.n_classes
+        g = check_gold(gold, d.n_tasks, K)
+        cat = (np.zeros(d.n_tasks, dtype=np.int64) if categories is None
+               else np.asarray(categories, dtype=np.int64))
+        S = int(cat.max()) + 1 if cat.size else 1
+        if K < 2 or d.task.size == 0:
+            self.probas_ = np.full((d.n_tasks, K), 1.0 / K)
+            self.accuracy_ = np.full((d.n_workers, S), self.prior_accuracy)
+            self.class_prior_ = np.full(K, 1.0 / K)
+        else:
+            fit = em.fit_em(d.task, d.worker, d.label, cat[d.task], g[d.task], d.n_tasks,
+                            d.n_workers, S, K, mu0=self.prior_accuracy,
+                            m0=self.prior_strength, m=self.strength, iters=self.iters,
+                            per_worker=True)
+            acc, _, _ = em.shrunk_accuracy(fit.correct, fit.total, K, self.prior_accuracy,
+                                           self.prior_strength, self.strength, True)
+            ll = em.task_loglik(d.task, acc[d.worker, cat[d.task]], d.label, d.n_tasks, K)
+            self.probas_ = em.posterior(ll, np.log(fit.class_prior))
+            self.accuracy_, self.class_prior_ = acc, fit.class_prior
+        unlabelled = np.bincount(d.task, minlength=d.n_tasks) == 0
+        self.probas_[unlabelled] = 1.0 / K
+        known = np.flatnonzero(g >= 0)
+        self.probas_[known] = np.eye(K)[g[known]]
