@@ -119,4 +119,4 @@ class Environment:
                                              side="right"), self.n_classes - 1))
         else:
             latent = int(self.truth[task])
-        return int(self.pool.answer(worker, self.task_category[task], latent, rng))
+        return int(self.pool.answer(worker, self.task_category[task], latent, rng, tasks=task))

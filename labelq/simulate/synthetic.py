@@ -7,15 +7,22 @@ Keys (defaults in brackets):
   (``classes`` ≥ 2). Each task's category is uniform over the categories.
 * ``model`` [one-coin] — a worker model of :func:`~labelq.simulate.workers.make_pool`;
   its parameters are given as further keys, e.g. ``p=1``, ``beta=4:1`` (a pair ``a:b``),
-  ``hammer=0.95``, ``share=0.3``, ``low=0.5``, ``high=1``, ``strength=4``.
+  ``hammer=0.95``, ``share=0.3``, ``low=0.5``, ``high=1``, ``strength=4``;
+  ``model=schools`` takes ``p`` [0.8], ``bloc`` [0.6] and ``decoys`` [0.3] (schools of
+  thought, :class:`~labelq.simulate.workers.SchoolsPool`: a majority bloc of workers answers
+  one consistent wrong class on the decoy tasks), e.g.
+  ``tasks=240,workers=53,classes=2,model=schools,bloc=0.6,decoys=0.3``.
 * ``theta`` [none] — ``uniform``: the Opt-KG setting. Task i gets θ_i ~ U(0, 1) (with more
   than two classes θ_i ~ Dirichlet(1, …, 1)); the truth is the most likely class
   (θ_i ≥ 0.5 → class 1) and each label's latent class is drawn from θ_i before the worker
   model applies. ``none``: truth uniform over the classes, workers answer about it.
 * ``cost`` [1] — every worker's cost per label, or ``lo:hi`` for costs ~ U(lo, hi).
 * ``capacity`` [-1] — labels each worker may give at most (-1 = unlimited).
-* ``gold`` [0] — share of tasks that are gold questions (truth known to the policy;
-  exempt from the label cap, left out of the accuracy).
+* ``gold`` [0] — share of tasks that are gold questions (truth known to the policy from
+  the start, in its mask like any task: the policy may ask for them whenever it likes;
+  exempt from the label cap, left out of the accuracy). ``labelq simulate --gold`` is the
+  live way instead: its gold is served by a schedule (:mod:`labelq.simulate.gold`), and
+  with it this key's gold tasks are served the same way.
 
 The Opt-KG paper's settings: identical perfect workers over noisy tasks,
 ``tasks=50,workers=10,model=one-coin,p=1,theta=uniform``; worker reliability ρ ~ Beta(4, 1):
@@ -32,14 +39,14 @@ import numpy as np
 
 from ..errors import InputError
 from .environment import Environment
-from .workers import WORKER_MODELS, make_pool
+from .workers import POOL_MODELS, WORKER_MODELS, make_pool
 
 __all__ = ["SyntheticSpec", "make_synthetic"]
 
 _INT_KEYS = {"tasks": 1, "workers": 1, "categories": 1, "classes": 2}
 _OTHER_KEYS = ("model", "theta", "cost", "capacity", "gold")
 _MODEL_PARAMS = {name: [p for p in inspect.signature(f).parameters][4:]
-                 for name, f in WORKER_MODELS.items()}
+                 for name, f in {**WORKER_MODELS, **POOL_MODELS}.items()}
 _MODEL_PARAMS["confusion"] = ["strength"]
 
 
@@ -177,6 +184,7 @@ def make_synthetic(spec: SyntheticSpec | str, rng: np.random.Generator) -> Envir
     n_gold = int(round(spec.gold * K))
     if n_gold:
         is_gold[rng.choice(K, size=n_gold, replace=False)] = True
+    pool = pool.for_tasks(truth, rng)  # schools: its decoys (other models draw nothing)
     return Environment(truth=truth, n_workers=W, n_classes=C, task_category=category,
                        n_categories=S, worker_cost=cost,
                        worker_capacity=np.full(W, spec.capacity, dtype=np.int64),

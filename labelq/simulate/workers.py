@@ -7,17 +7,31 @@ special cases, so one vectorised sampler serves them all (:meth:`WorkerPool.answ
 
 Binary models follow the papers: accuracy ``p`` means "answers the truth with probability p,
 the other class otherwise"; with C > 2 classes a wrong answer is uniform over the others.
+
+One model depends on the task as well as on its category and class: **schools of thought**
+(``schools``, :class:`SchoolsPool`). A share ``bloc`` of the workers (the majority bloc)
+and a share ``decoys`` of the tasks (the decoys) are drawn; everyone answers the truth with
+probability ``p`` on an ordinary task; on a decoy the bloc answers one consistent wrong class
+(the decoy's own, the same for every bloc member) with probability ``p``, another class at
+random otherwise, while the minority answers the truth with probability ``p``. With two
+classes, ``bloc=0.6`` and ``p=0.8`` a decoy's label is its wrong class with probability
+0.6·0.8 + 0.4·0.2 = 0.56, so the majority vote of many labels is wrong on most decoys. The
+decoys are a property of the task set: :meth:`WorkerPool.for_tasks` (called by
+:func:`~labelq.simulate.synthetic.make_synthetic` once the truth is drawn, from the run's
+environment generator) returns the pool bound to them, and :meth:`WorkerPool.answer` takes
+the task index (``tasks=``) the bound pool needs. Every other model ignores both.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import InputError
 
-__all__ = ["WorkerPool", "accuracy_tensor", "make_pool", "WORKER_MODELS"]
+__all__ = ["WorkerPool", "SchoolsPool", "accuracy_tensor", "make_pool", "WORKER_MODELS",
+           "POOL_MODELS"]
 
 
 def accuracy_tensor(p: np.ndarray, n_classes: int) -> np.ndarray:
@@ -63,13 +77,79 @@ class WorkerPool:
         return np.diagonal(self.conf, axis1=2, axis2=3).mean(axis=2)
 
     def answer(self, workers: np.ndarray | int, categories: np.ndarray | int,
-               truths: np.ndarray | int, rng: np.random.Generator) -> np.ndarray:
-        """Sample answers (class indices), vectorised over equally shaped index arrays."""
+               truths: np.ndarray | int, rng: np.random.Generator,
+               tasks: np.ndarray | int | None = None) -> np.ndarray:
+        """Sample answers (class indices), vectorised over equally shaped index arrays.
+        ``tasks`` (the task indices) matter only to a pool bound to its tasks
+        (:meth:`for_tasks`); the confusion-tensor models ignore them."""
         w, s, y = np.broadcast_arrays(np.asarray(workers), np.asarray(categories),
                                       np.asarray(truths))
         cdf = self._cdf[w, s, y]  # (..., C)
         u = rng.random(w.shape)[..., None]
         return np.minimum((u >= cdf).sum(axis=-1), self.n_classes - 1).astype(np.int64)
+
+    def for_tasks(self, truth: np.ndarray, rng: np.random.Generator) -> "WorkerPool":
+        """The pool for a task set with this ``truth`` (int per task). The models whose
+        answers depend on the task only through its category and class draw nothing and
+        return the pool itself; :class:`SchoolsPool` draws its decoys here."""
+        return self
+
+
+@dataclass
+class SchoolsPool(WorkerPool):
+    """Schools of thought (module docstring): ``conf`` is everyone's one-coin accuracy ``p``
+    on ordinary tasks (and the minority's on decoys); ``bloc[w]`` marks the majority bloc;
+    ``decoy_class[i]`` is decoy i's wrong class, -1 on ordinary tasks (``None`` until
+    :meth:`for_tasks` has drawn them)."""
+
+    bloc: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    p: float = 0.8
+    decoys: float = 0.3
+    decoy_class: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.bloc = np.asarray(self.bloc, dtype=bool)
+        if self.bloc.shape != (self.n_workers,):
+            raise ValueError(f"bloc must be one flag per worker ({self.n_workers}), got "
+                             f"shape {self.bloc.shape}")
+
+    def for_tasks(self, truth: np.ndarray, rng: np.random.Generator) -> "SchoolsPool":
+        """A copy bound to ``round(decoys · n_tasks)`` decoys, drawn among the tasks with a
+        truth, each with a wrong class drawn uniformly among the other classes."""
+        truth = np.asarray(truth, dtype=np.int64)
+        known = np.flatnonzero(truth >= 0)
+        chosen = rng.choice(known, size=int(round(self.decoys * known.size)), replace=False)
+        decoy = np.full(truth.size, -1, dtype=np.int64)
+        shift = rng.integers(1, self.n_classes, size=chosen.size)  # a wrong class
+        decoy[chosen] = (truth[chosen] + shift) % self.n_classes
+        return SchoolsPool(self.conf, bloc=self.bloc, p=self.p, decoys=self.decoys,
+                           decoy_class=decoy)
+
+    def is_decoy(self) -> np.ndarray:
+        if self.decoy_class is None:
+            raise ValueError("the schools pool has no decoys yet: bind it to its tasks with "
+                             "for_tasks(truth, rng)")
+        return self.decoy_class >= 0
+
+    def answer(self, workers: np.ndarray | int, categories: np.ndarray | int,
+               truths: np.ndarray | int, rng: np.random.Generator,
+               tasks: np.ndarray | int | None = None) -> np.ndarray:
+        if tasks is None:
+            raise ValueError("the schools model answers per task: pass tasks=")
+        self.is_decoy()  # bound to its tasks
+        assert self.decoy_class is not None
+        out = super().answer(workers, categories, truths, rng)
+        w, t = np.broadcast_arrays(np.asarray(workers), np.asarray(tasks))
+        wrong = self.decoy_class[t]
+        swayed = (wrong >= 0) & self.bloc[w]
+        if not swayed.any():
+            return out
+        # the bloc on a decoy: its wrong class with probability p, else another at random
+        other = rng.integers(self.n_classes - 1, size=w.shape)
+        other = other + (other >= wrong)
+        bloc_answer = np.where(rng.random(w.shape) < self.p, wrong, other)
+        return np.where(swayed, bloc_answer, out).astype(np.int64)
 
 
 def _spammer_hammer(n_workers, n_categories, n_classes, rng, hammer=0.95, spammer=None,
@@ -119,6 +199,21 @@ def _uniform_acc(n_workers, n_categories, n_classes, rng, low=0.5, high=1.0):
     return acc[:, None].repeat(n_categories, axis=1)
 
 
+def _schools(n_workers, n_categories, n_classes, rng, p=0.8, bloc=0.6, decoys=0.3):
+    """Schools of thought (:class:`SchoolsPool`): ``round(bloc · W)`` workers drawn into the
+    majority bloc; the decoys are drawn with the tasks (:meth:`SchoolsPool.for_tasks`)."""
+    for name, value in (("p", p), ("bloc", bloc), ("decoys", decoys)):
+        if not isinstance(value, (int, float)) or not 0 <= value <= 1:
+            raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
+    members = np.zeros(n_workers, dtype=bool)
+    members[rng.choice(n_workers, size=int(round(bloc * n_workers)), replace=False)] = True
+    conf = accuracy_tensor(np.full((n_workers, n_categories), float(p)), n_classes)
+    return SchoolsPool(conf, bloc=members, p=float(p), decoys=float(decoys))
+
+
+# models that build their own pool (not an accuracy array)
+POOL_MODELS = {"schools": _schools}
+
 WORKER_MODELS = {
     "spammer-hammer": _spammer_hammer,
     "one-coin": _one_coin,
@@ -130,7 +225,11 @@ WORKER_MODELS = {
 def make_pool(model: str, n_workers: int, n_categories: int, n_classes: int,
               rng: np.random.Generator, **params) -> WorkerPool:
     """Build a named worker model (``spammer-hammer``, ``one-coin``, ``malicious``,
-    ``uniform-accuracy``, or ``confusion`` with Dirichlet-drawn confusion matrices)."""
+    ``uniform-accuracy``, ``confusion`` with Dirichlet-drawn confusion matrices, or
+    ``schools``, whose pool must then be bound to its tasks: :meth:`WorkerPool.for_tasks`)."""
+    if model in POOL_MODELS:
+        pool: WorkerPool = POOL_MODELS[model](n_workers, n_categories, n_classes, rng, **params)
+        return pool
     if model == "confusion":
         diag = float(params.get("strength", 4.0))
         alpha = np.ones((n_classes, n_classes)) + (diag - 1.0) * np.eye(n_classes)
@@ -140,7 +239,7 @@ def make_pool(model: str, n_workers: int, n_categories: int, n_classes: int,
     try:
         factory = WORKER_MODELS[model]
     except KeyError:
-        known = ", ".join(sorted([*WORKER_MODELS, "confusion"]))
+        known = ", ".join(sorted([*WORKER_MODELS, *POOL_MODELS, "confusion"]))
         raise InputError(f"unknown worker model {model!r}; known: {known}") from None
     acc = factory(n_workers, n_categories, n_classes, rng, **params)
     return WorkerPool(accuracy_tensor(acc, n_classes))
