@@ -22,6 +22,12 @@ go to stdout.
 
     nice -n 10 python bench/policies.py --jobs 2 --runs 10 [--policies auto,uniform,...]
     python bench/policies.py --report-only      # rewrite docs/policies.md from the cache
+
+``--gold 0.05`` also runs every cell with gold, as ``labelq simulate --gold 0.05
+--gold-schedule SPEC`` does (a seeded sample of the tasks with a truth served as gold
+questions by the schedule, ``--gold-schedule``, default ``fixed:rate=0.1``; each gold answer
+paid like a label; accuracy on the other tasks), and the report gains a section with each
+cell without and with gold side by side. Gold units are cached under their own keys.
 """
 
 from __future__ import annotations
@@ -39,9 +45,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._report import command_line, machine  # noqa: E402
-from labelq.errors import PolicyError  # noqa: E402
+from labelq.errors import LabelqError, PolicyError  # noqa: E402
 from labelq.policies import build, names  # noqa: E402
 from labelq.simulate.experiment import EnvSource, load_aggregator, run_rngs  # noqa: E402
+from labelq.simulate.gold import (DEFAULT_SCHEDULE, GoldRules, parse_gold_amount,  # noqa: E402
+                                  with_gold)
 from labelq.simulate.runner import expected_accuracy, run_policy  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,6 +68,10 @@ SYNTHETIC = {
     # categories where workers differ: each worker good on one category, random on the rest
     "synthetic-categories": "tasks=400,categories=4,workers=20,model=spammer-hammer,"
                             "hammer=0.9",
+    # issue 34: schools of thought in a dense pool (every worker can label every task); on
+    # the decoys (30 %) the bloc (60 % of the workers) agrees on a wrong class, so the
+    # majority vote of many labels is wrong there (docs/simulator.md)
+    "synthetic-schools": "tasks=240,workers=53,classes=2,model=schools,bloc=0.6,decoys=0.3",
 }
 
 
@@ -72,11 +84,14 @@ class Unit:
     seed: int
     budgets_per_task: tuple[float, ...]
     shuffle: bool = True
+    gold: str | None = None  # --gold AMOUNT
+    gold_schedule: str = DEFAULT_SCHEDULE
 
     def key(self) -> str:
         return (f"{self.env}|{self.spec}|{self.seed}|{self.run}|"
                 f"{','.join(map(str, self.budgets_per_task))}"
-                + ("|shuffled" if self.shuffle and self.source.kind == "data" else ""))
+                + ("|shuffled" if self.shuffle and self.source.kind == "data" else "")
+                + (f"|gold={self.gold}@{self.gold_schedule}" if self.gold else ""))
 
 
 def run_unit(unit: Unit) -> dict:
@@ -86,21 +101,30 @@ def run_unit(unit: Unit) -> dict:
     env = unit.source.build(env_rng)
     if unit.shuffle:
         env = env.shuffled(env_rng)  # the same order for every policy of this run
+    rules = None
+    if unit.gold:  # as labelq simulate --gold: drawn after the shuffle, the same per run
+        env = with_gold(env, parse_gold_amount(unit.gold), env_rng)
+        rules = GoldRules.parse(unit.gold_schedule, None)
     truth = np.where(env.is_gold, -1, env.truth)
     mv, ds = load_aggregator("mv"), load_aggregator("ds")
     extra: list[dict] = []
 
-    def aggregate(task, worker, label, n_tasks, n_classes):
-        extra.append({"mv": expected_accuracy(mv(task, worker, label, n_tasks, n_classes), truth),
-                      "ds": expected_accuracy(ds(task, worker, label, n_tasks, n_classes), truth)})
+    def aggregate(task, worker, label, n_tasks, n_classes, gold=None):
+        args = (task, worker, label, n_tasks, n_classes)
+        extra.append({"mv": expected_accuracy(mv(*args, gold=gold), truth),
+                      "ds": expected_accuracy(ds(*args, gold=gold), truth)})
         return np.full((n_tasks, n_classes), 1.0 / n_classes)
 
     budgets = [b * env.n_tasks for b in unit.budgets_per_task]
-    cps = run_policy(build(unit.spec), env, budgets, rng, aggregate=aggregate)
+    cps = run_policy(build(unit.spec), env, budgets, rng, aggregate=aggregate, gold=rules)
     points = [{"budget_per_task": bpt, "labels": cp.labels, "own": cp.accuracy, **ex}
               for bpt, cp, ex in zip(unit.budgets_per_task, cps, extra)]
-    return {"key": unit.key(), "env": unit.env, "spec": unit.spec, "run": unit.run,
-            "points": points, "seconds": time.perf_counter() - t0}
+    if unit.gold:
+        for pt, cp in zip(points, cps):
+            pt["gold_labels"], pt["paused"] = cp.gold_labels, cp.paused
+    rec = {"key": unit.key(), "env": unit.env, "spec": unit.spec, "run": unit.run,
+           "points": points, "seconds": time.perf_counter() - t0}
+    return {**rec, "gold": unit.gold} if unit.gold else rec
 
 
 def environments(datasets: Path, only: list[str] | None) -> dict[str, EnvSource]:
@@ -153,10 +177,11 @@ def best(cell: dict) -> tuple[float, float, str] | None:
 
 def report(cache: dict[str, dict], envs: dict[str, EnvSource], specs: list[str],
            budgets: list[float], na: dict[tuple[str, str], str], runs: int,
-           header: list[str], plots: bool = True) -> str:
+           header: list[str], plots: bool = True,
+           gold: tuple[str, str] | None = None) -> str:
     by: dict[tuple[str, str], list[dict]] = {}
     for rec in cache.values():
-        if rec["run"] >= runs or rec["env"] not in envs:
+        if rec["run"] >= runs or rec["env"] not in envs or rec.get("gold"):
             continue
         by.setdefault((rec["env"], rec["spec"]), []).append(rec)
     summ = {k: summarise(v, budgets) for k, v in by.items()}
@@ -230,6 +255,8 @@ def report(cache: dict[str, dict], envs: dict[str, EnvSource], specs: list[str],
             checks.append(f"- mean over the {len(at3)} data sets at 3 labels/task: auto − "
                           f"uniform+mv = {gain:+.4f}")
     lines += checks
+    if gold:
+        lines += gold_section(cache, envs, specs, budgets, na, runs, summ, *gold)
     lines += ["", "## Per data set", "",
               "Each policy's own posterior, `mv` and `ds` at every budget (mean ± s.e.); the "
               "plot shows the best aggregation per point. The first numbers (own posterior, "
@@ -254,6 +281,43 @@ def report(cache: dict[str, dict], envs: dict[str, EnvSource], specs: list[str],
         if plots:
             plot(env, source, specs, budgets, summ, na)
     return "\n".join(lines) + "\n"
+
+
+def gold_section(cache: dict[str, dict], envs: dict[str, EnvSource], specs: list[str],
+                 budgets: list[float], na: dict, runs: int, summ: dict, amount: str,
+                 schedule: str) -> list[str]:
+    """Each cell without and with gold (``--gold``), side by side (best aggregation)."""
+    by: dict[tuple[str, str], list[dict]] = {}
+    for rec in cache.values():
+        if rec.get("gold") == amount and rec["run"] < runs and rec["env"] in envs:
+            by.setdefault((rec["env"], rec["spec"]), []).append(rec)
+    with_g = {k: summarise(v, budgets) for k, v in by.items()}
+    lines = ["", f"## Without and with gold (`--gold {amount} --gold-schedule {schedule}`)", "",
+             f"Each cell: best aggregation without gold → with gold (a seeded sample of "
+             f"{amount} of the tasks with a truth served as gold questions by the schedule, "
+             "each gold answer paid like a label; accuracy on the other tasks, so the two "
+             "differ by the held-out tasks too), and the mean gold answers per run at the "
+             "largest budget. … not run yet.", ""]
+    cols = ["data set", "labels/task", *specs]
+    lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for env in envs:
+        for b in budgets:
+            row = [env, f"{b:g}"]
+            for s in specs:
+                if (env, s) in na:
+                    row.append(na[(env, s)])
+                    continue
+                plain = best(summ.get((env, s), {}).get(b, {}))
+                gilded = best(with_g.get((env, s), {}).get(b, {}))
+                txt = "…" if plain is None else f"{plain[0]:.3f} ({plain[2]})"
+                txt += " → " + ("…" if gilded is None else f"{gilded[0]:.3f} ({gilded[2]})")
+                if gilded is not None and b == budgets[-1]:
+                    n_gold = np.mean([p["gold_labels"] for r in by[(env, s)]
+                                      for p in r["points"] if p["budget_per_task"] == b])
+                    txt += f", {n_gold:.0f} gold"
+                row.append(txt)
+            lines.append("| " + " | ".join(row) + " |")
+    return lines
 
 
 def plot(env: str, source: EnvSource, specs: list[str], budgets: list[float], summ: dict,
@@ -300,6 +364,11 @@ def main() -> None:
     ap.add_argument("--order", choices=["shuffled", "file"], default="shuffled",
                     help="replay each run's tasks and workers in a new random order (default), "
                          "or in the data file's order")
+    ap.add_argument("--gold", default=None, metavar="FRACTION",
+                    help="also run every cell with gold (a share in (0,1) or a count, as "
+                         "labelq simulate --gold) and report both side by side")
+    ap.add_argument("--gold-schedule", default=DEFAULT_SCHEDULE,
+                    help="the gold schedule of --gold (as labelq simulate --gold-schedule)")
     ap.add_argument("--report-only", action="store_true")
     ap.add_argument("--no-write", action="store_true",
                     help="print the report instead of writing docs/policies.md and its plots")
@@ -307,6 +376,12 @@ def main() -> None:
     if not args.datasets.is_dir():
         sys.exit(f"--datasets {args.datasets}: not a directory")
     budgets = [float(b) for b in args.budgets.split(",")]
+    if args.gold is not None:
+        try:
+            parse_gold_amount(args.gold)
+            GoldRules.parse(args.gold_schedule, None)
+        except LabelqError as exc:
+            sys.exit(str(exc))
     specs = [s for s in args.policies.split(",") if s] or names()
     envs = environments(args.datasets, [e for e in args.only.split(",") if e] or None)
     args.cache.parent.mkdir(parents=True, exist_ok=True)
@@ -322,9 +397,11 @@ def main() -> None:
     for s in specs:  # policy by policy, in the order given, each over the smallest sets first
         groups = ([(b,) for b in budgets] if getattr(build(s), "budget_aware", False)
                   else [tuple(budgets)])
-        every += [Unit(e, src, s, r, args.seed, g, args.order == "shuffled")
-                  for e, src in by_size if (e, s) not in na for r in range(args.runs)
-                  for g in groups]
+        for gold in [None] + ([args.gold] if args.gold is not None else []):
+            every += [Unit(e, src, s, r, args.seed, g, args.order == "shuffled", gold,
+                           args.gold_schedule)
+                      for e, src in by_size if (e, s) not in na for r in range(args.runs)
+                      for g in groups]
     wanted = {u.key() for u in every}
     units = [u for u in every if u.key() not in cache]
     if args.reverse:
@@ -346,7 +423,8 @@ def main() -> None:
     cpu = sum(r["seconds"] for r in cache.values())
     runs_of: dict[tuple[str, str], set] = {}
     for r in cache.values():
-        runs_of.setdefault((r["env"], r["spec"]), set()).add(r["run"])
+        if not r.get("gold"):  # complete: the cells without gold
+            runs_of.setdefault((r["env"], r["spec"]), set()).add(r["run"])
     pairs = sum((e, s) not in na for e in envs for s in specs)
     complete = sum(len({x for x in runs_of.get((e, s), ()) if x < args.runs}) >= args.runs
                    for e in envs for s in specs if (e, s) not in na)
@@ -371,7 +449,8 @@ def main() -> None:
               "Policies that refuse a data set's number of classes show `n/a`; "
               "a policy stops early when nothing is eligible (e.g. `product` has 3 labels "
               "per task, so its budget 5 is the whole data set)."]
-    text = report(cache, envs, specs, budgets, na, args.runs, header, plots=not args.no_write)
+    text = report(cache, envs, specs, budgets, na, args.runs, header, plots=not args.no_write,
+                  gold=None if args.gold is None else (args.gold, args.gold_schedule))
     if args.no_write:
         print(text)
     else:
