@@ -360,10 +360,10 @@ def gold_suggestions(session: Session, project: Project, *, n: int = SUGGEST_TOP
                      ) -> dict[str, Any]:
     """The dashboard's list: :func:`project_gold_suggestions` (``current`` from the
     dashboard's own last fit) with ``labels`` (how many the computation saw) and
-    ``computed`` (ISO time). Kept per project: recomputed when the labels, the tasks, the
-    gold or the label set changed *and* the kept list is older than
-    :data:`SUGGEST_SECONDS` — one computation a minute at most while labels arrive (~1 s
-    per 100k labels)."""
+    ``computed`` (ISO time). Kept per project: recomputed at once when the tasks, the
+    gold (``labelq gold mark``), the label set or the method changed; when only labels
+    arrived, once the kept list is older than :data:`SUGGEST_SECONDS` — one computation a
+    minute at most while labels arrive (~1 s per 100k labels)."""
     import time
 
     n_labels, last = session.exec(select(func.count(Label.id), func.max(Label.id))
@@ -375,8 +375,9 @@ def gold_suggestions(session: Session, project: Project, *, n: int = SUGGEST_TOP
            project.aggregation)
     with _LOCK:
         hit = _SUGGESTED.get((project.id, n))
-    if hit is not None and (hit[1] == key or time.monotonic() - hit[0] < SUGGEST_SECONDS):
-        return hit[2]
+    if hit is not None and (hit[1] == key or (hit[1][2:] == key[2:]
+                                              and time.monotonic() - hit[0] < SUGGEST_SECONDS)):
+        return hit[2]  # unchanged, or only labels arrived within the last minute
     rows = project_gold_suggestions(session, project, n=n, current="cached")
     out = {"labels": int(n_labels), "computed": _iso(time.time()),
            "refresh_seconds": SUGGEST_SECONDS, "tasks": rows}

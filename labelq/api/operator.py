@@ -8,6 +8,9 @@ GET      /projects/{name}/status             tasks by state, labels, budget, wor
                                              ``labelq status -o json``)
 GET      /projects/{name}/dashboard          status, gold, throughput, agreement, accuracy
                                              estimate (what the page at /dashboard shows)
+GET      /projects/{name}/gold-suggestions   the tasks whose expert answer would teach the
+                                             most (labelq gold suggest's top 10; kept a
+                                             minute while labels arrive)
 POST     /projects/{name}/workers            enroll an annotator; returns its token once
 GET      /projects/{name}/task?id=ID         a task, its gold answer and every label
 POST     /workers/{handle}/status            pause, resume or remove an annotator
@@ -32,12 +35,13 @@ from ..db import session_scope
 from ..errors import Conflict, NotFound
 from ..jobs import create_export_job, get_job
 from ..projects import enroll_worker, get_project, reset_token, set_worker_status
-from ..dashboard import dashboard, status_report
+from ..dashboard import dashboard, gold_suggestions, status_report
 from ..projects import list_projects
 from ..reporting import task_detail
 from .auth import require_operator
 from .errors import ERROR_RESPONSES
-from .schemas import (DashboardOut, EnrollIn, EnrollOut, ExportIn, JobOut, Name, ProjectOut,
+from .schemas import (DashboardOut, EnrollIn, EnrollOut, ExportIn, GoldSuggestionsOut, JobOut,
+                      Name, ProjectOut,
                       ProjectStatusOut,
                       TaskDetailOut, TokenOut, WorkerStatusIn, WorkerStatusOut)
 
@@ -86,6 +90,21 @@ def project_dashboard(request: Request, name: Name = ProjectPath) -> DashboardOu
     agreement (as ``labelq agreement``) and the accuracy estimate with its curve."""
     with session_scope(request.app.state.labelq.engine) as session:
         return DashboardOut(**dashboard(session, get_project(session, name)))
+
+
+@router.get("/projects/{name}/gold-suggestions", response_model=GoldSuggestionsOut,
+            summary="Tasks to make gold next", responses=_404)
+def project_gold_suggestions(request: Request, name: Name = ProjectPath,
+                             n: int = Query(10, ge=1, le=50, description="How many (at most).")
+                             ) -> GoldSuggestionsOut:
+    """``labelq gold suggest``'s list for the dashboard: the labelled, non-gold tasks whose
+    expert answer would teach the most (where the candidate aggregations disagree and the
+    workers who label the most split), best first. Not part of the dashboard's own data:
+    it costs about a second per 100k labels, so it is computed on this request and kept per
+    project for a minute while labels arrive (unchanged labels: kept until they change).
+    ``current`` is the project's aggregation as the dashboard last fitted it."""
+    with session_scope(request.app.state.labelq.engine) as session:
+        return GoldSuggestionsOut(**gold_suggestions(session, get_project(session, name), n=n))
 
 
 @router.post("/projects/{name}/workers", response_model=EnrollOut, status_code=201,

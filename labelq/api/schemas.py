@@ -12,6 +12,7 @@ __all__ = ["Name", "AssignmentId", "Assignment", "NextOut", "SubmitIn", "SubmitO
            "DeclineOut", "GoldStats", "ProgressOut", "MeOut", "EnrollIn", "EnrollOut",
            "ExportIn", "JobOut", "WorkerStatus", "TaskCounts", "CategoryCounts",
            "ProjectStatusOut", "HealthOut", "GoldWarning", "ProjectOut", "DashboardOut",
+           "GoldSuggestion", "GoldSuggestionsOut",
            "CurrentOut",
            "WorkerStatusIn", "WorkerStatusOut", "TokenOut", "TaskLabel", "TaskDetailOut"]
 
@@ -250,6 +251,32 @@ class DashboardOut(_Out):
     quality: dict[str, Any] = Field(
         description="Agreement and the accuracy estimate (mean posterior confidence of the "
                     "aggregated answers) with its curve against labels spent.")
+
+
+class GoldSuggestion(_Out):
+    id: str = Field(description="The task's id (as loaded).")
+    answer: str = Field(description="Empty: the expert's answer goes here (labelq gold mark "
+                                    "--file reads id and answer).")
+    category: str
+    current: str = Field(description="The task's answer now (the project's aggregation).")
+    confidence: float
+    current_method: str = Field(description="What gave `current`: the project's method, or "
+                                            "`committee` (the candidates' mean posterior) "
+                                            "before the dashboard has fitted it.")
+    candidates: list[str] = Field(description="The candidate aggregations' answers, most "
+                                              "candidates first.")
+    labels: dict[str, int] = Field(description="The labels given, answer -> count.")
+    n_labels: int
+    score: float = Field(description="Expected information of the answer, bits.")
+    reason: str
+
+
+class GoldSuggestionsOut(_Out):
+    labels: int = Field(description="Labels the computation saw.")
+    computed: str = Field(description="When it was computed (ISO 8601 UTC); kept up to "
+                                      "`refresh_seconds` while labels arrive.")
+    refresh_seconds: float
+    tasks: list[GoldSuggestion] = Field(description="Best first (labelq gold suggest).")
 
 
 class HealthOut(_Out):

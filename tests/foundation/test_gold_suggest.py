@@ -122,3 +122,38 @@ def test_auto_gives_its_choice_as_the_current_method(project_db):
     run(project_db, "project", "update", "p", "--aggregation", "auto")
     rows = json.loads(run(project_db, "gold", "suggest", "p", "--n", "3", "--json").output)
     assert rows and all(r["current_method"].startswith("auto (") for r in rows)
+
+
+@pytest.mark.redis
+def test_dashboard_list_from_the_api(project_db, tmp_path, redis_url):
+    from fastapi.testclient import TestClient
+
+    from labelq import dashboard as dash
+    from labelq.api import create_app
+    from labelq.settings import Settings
+
+    app = create_app(Settings(database_url=project_db, redis_url=redis_url,
+                              operator_token="op-token-op-token-op-token"))
+    c = TestClient(app)
+    auth = {"Authorization": "Bearer op-token-op-token-op-token"}
+    assert c.get("/api/v1/projects/p/gold-suggestions").status_code == 401
+    assert c.get("/api/v1/projects/nope/gold-suggestions", headers=auth).status_code == 404
+    r = c.get("/api/v1/projects/p/gold-suggestions", headers=auth)
+    assert r.status_code == 200, r.text
+    d = r.json()
+    # the top 10, as labelq gold suggest gives them (current: the method, ds, a member)
+    cli_rows = json.loads(run(project_db, "gold", "suggest", "p", "--n", "10", "-o",
+                              "json").output)
+    assert d["tasks"] == cli_rows and d["labels"] == 183  # 59 tasks and 2 gold, 3 each
+    # kept: a second request does not compute again
+    before = dash._SUGGESTED[next(k for k in dash._SUGGESTED if k[1] == 10)]
+    assert c.get("/api/v1/projects/p/gold-suggestions", headers=auth).json() == d
+    assert dash._SUGGESTED[next(k for k in dash._SUGGESTED if k[1] == 10)] is before
+    # a gold mark changes the list at once
+    f = tmp_path / "m.csv"
+    f.write_text(f"id,answer\n{d['tasks'][0]['id']},{truth_of(d['tasks'][0]['id'])}\n")
+    run(project_db, "gold", "mark", "p", "--file", f, "--redis-url", NO_REDIS)
+    after = c.get("/api/v1/projects/p/gold-suggestions", headers=auth).json()
+    assert d["tasks"][0]["id"] not in [t["id"] for t in after["tasks"]]
+    # the dashboard's own data does not carry (nor compute) it
+    assert "gold_suggestions" not in c.get("/api/v1/projects/p/dashboard", headers=auth).json()
