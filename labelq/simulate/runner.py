@@ -25,7 +25,8 @@ The loop (one label per step):
 Gold served by a schedule (``gold=GoldRules(...)``, ``labelq simulate --gold``; see
 :mod:`labelq.simulate.gold`): the gold tasks leave the mask the policy chooses from and get a
 mask of their own. Before a worker is given its task (push: the worker of the chosen pair;
-pull: the arriving worker) the schedule is asked with that worker's history; when gold is
+pull: the arriving worker, before the policy chooses, as live) the schedule is asked with
+that worker's history; when gold is
 due the policy's ``select_task`` picks among the gold questions the worker has not seen
 (and can answer: in a replay, recorded), and that question replaces the task — unless there
 is none, or the policy picks none. A gold answer costs the worker's cost, counts against its
@@ -222,6 +223,7 @@ def run_policy(policy: Policy, env: Environment, budgets: Sequence[float],
 
     refused = np.zeros(W, dtype=bool)  # pull mode: workers the policy gave nothing to
     while len(checkpoints) < len(budgets):
+        g: int | None = None  # the gold question served instead of a task, if any
         if push:
             choice = policy.select_pair(state, mask, rng) if eligible_per_worker.any() else None
             if choice is None:
@@ -235,15 +237,18 @@ def run_policy(policy: Policy, env: Environment, budgets: Sequence[float],
             if arrivals.size == 0:
                 break
             j = int(arrivals[rng.integers(arrivals.size)])
-            task = policy.select_task(state, j, all_tasks, mask[:, j].copy(), rng)
+            # live, the schedule is asked first and the policy's task only if no gold is due
+            g = gold_for(j) if served else None
+            task = g if g is not None else policy.select_task(state, j, all_tasks,
+                                                              mask[:, j].copy(), rng)
             if task is None:
                 refused[j] = True
                 continue
             i = int(task)
-        if not (0 <= i < T and 0 <= j < W and mask[i, j]):
+        if g is None and not (0 <= i < T and 0 <= j < W and mask[i, j]):
             raise PolicyError(f"policy {policy.name!r} chose (task {i}, worker {j}), which "
                               f"is not eligible", policy=policy.name)
-        if served:
+        if push and served:  # the worker of the pair chosen gets gold instead, if due
             g = gold_for(j)
             if g is not None:
                 i = g
