@@ -31,10 +31,11 @@ from .models import Label, Project, Task, Worker
 from .problem import ProjectView, load_view
 
 __all__ = ["ProjectLabels", "load_project_labels", "aggregate_project", "aggregation_notes",
-           "aggregated_rows",
+           "aggregated_rows", "accuracy_note",
            "agreement_report", "METHODS", "atomic_output", "write_rows", "write_dataset"]
 
-METHODS = ("auto", "mv", "wmv", "ds", "onecoin", "glad", "kos", "ds-category", "policy")
+METHODS = ("auto", "mv", "wmv", "ds", "onecoin", "glad", "kos", "ds-category", "shrunk",
+           "policy")
 
 
 @dataclass
@@ -91,9 +92,13 @@ def aggregate_project(session: Session, project: Project, pl: ProjectLabels, met
         hot = fold_from_sql(session, project, unapplied=True)
         return PosteriorAggregator(hot.policy.predict_proba(hot.state))
     v = pl.view
+    # a project routed by the auto policy is exported with the worker model it was routed
+    # with (one estimate from routing to export), guarded by majority vote as any other
+    params = {"model": "shrunk"} if method == "auto" and \
+        (project.policy or {}).get("name") == "auto" else {}
     return aggregate(pl.task, pl.worker, pl.label, method, n_tasks=v.n_tasks,
                      n_classes=len(project.labels), n_workers=max(v.n_workers, 1),
-                     categories=v.task_category, gold=v.gold_answer)
+                     categories=v.task_category, gold=v.gold_answer, **params)
 
 
 def aggregation_notes(pl: ProjectLabels, method: str, result) -> tuple[str, str | None]:
@@ -103,6 +108,12 @@ def aggregation_notes(pl: ProjectLabels, method: str, result) -> tuple[str, str 
     rule = result if isinstance(result, AutoAggregator) else AutoAggregator()
     if isinstance(result, AutoAggregator):
         note = f"aggregation: auto chose {result.method_} ({result.reason_})"
+        note += "\n" + accuracy_note(result)
+        dis = result.disagreement_
+        if result.guarded_ and dis["overruled"]:
+            note += (f"\nmajority vote and {result.method_} disagree on {dis['differ']} of "
+                     f"{dis['tasks']} tasks; gold answers settle which is right: "
+                     f"`labelq gold suggest` lists the tasks to ask an expert")
         ev, trusted = result.evidence_, result.trustworthy_
     else:
         note = f"aggregation: {method}"
@@ -120,6 +131,18 @@ def aggregation_notes(pl: ProjectLabels, method: str, result) -> tuple[str, str 
         f"{rule.min_support:g} wanted) and {ev.n_gold} gold answers "
         f"({rule.trust_gold} calibrate); add gold answers or labels per task "
         f"before trusting the confidence column")
+
+
+def accuracy_note(result: AutoAggregator) -> str:
+    """The accuracy estimate of ``auto``'s answers as one line, with its interval and
+    what the interval rests on."""
+    a = result.accuracy_
+    if a.n_tasks == 0:
+        return "estimated accuracy: - (no labelled task)"
+    basis = (f"prediction-powered, from {a.n_gold} held-out gold answers" if a.basis == "gold"
+             else "the range of the candidate models' beliefs: no gold checks them")
+    return (f"estimated accuracy {a.estimate:.3f} (95% interval {a.low:.3f}-{a.high:.3f}; "
+            f"{basis})")
 
 
 def aggregated_rows(pl: ProjectLabels, result) -> Iterator[dict[str, Any]]:

@@ -19,8 +19,8 @@ measurements at 0.02, 0.05 and 0.1 on the 13 shared data sets, full and subsampl
 is the one at which the full sets all hold majority vote's accuracy (``adult2``, 4
 classes, decides it), which makes it a choice made on those sets, and says so.
 
-On an overturned task the probabilities reported are the average of the two models'
-(the disagreement is in the confidence, not hidden by either model's certainty).
+On a task where the vote's answer is kept, the probabilities reported are the vote's
+posterior, so the answer is always the most probable class of the probabilities shown.
 
 **The accuracy estimate** (:func:`accuracy_interval`): the mean confidence of the
 answers, with an interval. With gold, a prediction-powered estimate (Angelopoulos et al.
@@ -72,7 +72,7 @@ def credible_guard(rich: np.ndarray, vote: np.ndarray, alpha: float = ALPHA) -> 
     labels = _argmax(np.where(allowed, rich, -1.0))
     overruled = labels != r_ans
     probas = rich.copy()
-    probas[overruled] = 0.5 * (rich[overruled] + vote[overruled])
+    probas[overruled] = vote[overruled]
     return Guarded(labels=labels, probas=probas, differ=r_ans != v_ans, overruled=overruled)
 
 
