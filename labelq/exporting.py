@@ -94,11 +94,15 @@ def aggregate_project(session: Session, project: Project, pl: ProjectLabels, met
     v = pl.view
     # a project routed by the auto policy is exported with the worker model it was routed
     # with (one estimate from routing to export), guarded by majority vote as any other
-    params = {"model": "shrunk"} if method == "auto" and \
+    params: dict[str, Any] = {"model": "shrunk"} if method == "auto" and \
         (project.policy or {}).get("name") == "auto" else {}
+    # tasks marked gold after loading were chosen (suggested, reviewed): they choose the
+    # method but do not calibrate it (labelq/aggregation/guard.py)
+    calibration = None if pl.marked is None else ~pl.marked
     return aggregate(pl.task, pl.worker, pl.label, method, n_tasks=v.n_tasks,
                      n_classes=len(project.labels), n_workers=max(v.n_workers, 1),
-                     categories=v.task_category, gold=v.gold_answer, **params)
+                     categories=v.task_category, gold=v.gold_answer,
+                     calibration=calibration, **params)
 
 
 def aggregation_notes(pl: ProjectLabels, method: str, result) -> tuple[str, str | None]:

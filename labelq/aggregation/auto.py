@@ -105,11 +105,20 @@ def _log_score(probas: np.ndarray, answers: np.ndarray) -> np.ndarray:
 
 def _temperature(logp: np.ndarray, answers: np.ndarray) -> float:
     """The power t in p^t / sum p^t that maximises the log-likelihood of ``answers``
-    (grid search: one parameter, a few hundred held-out rows)."""
-    grid = np.exp(np.linspace(np.log(0.2), np.log(5.0), 61))
+    (grid search in log space: one parameter, a few dozen held-out rows).
+
+    The grid reaches down to 0.01: a confusion model that multiplies 10 to 40 labels as if
+    independent puts log-odds of tens of nats on its answers, and a crowd whose errors are
+    correlated can need them divided by 20 or more (adult2: answers at confidence
+    1 - 1e-9 right 83 % of the time). The log-likelihood is exact (log-softmax, no clip),
+    so a confident wrong answer costs what it should."""
+    grid = np.exp(np.linspace(np.log(0.01), np.log(5.0), 121))
+    rows = np.arange(answers.size)
     best, best_ll = 1.0, -np.inf
     for t in grid:
-        ll = _log_score(softmax_rows(logp * t), answers).sum()
+        z = logp * t
+        z = z - z.max(axis=1, keepdims=True)
+        ll = float((z[rows, answers] - np.log(np.exp(z).sum(axis=1))).sum())
         if ll > best_ll + 1e-12:
             best, best_ll = float(t), ll
     return best
@@ -268,8 +277,11 @@ class AutoAggregator(BaseAggregator):
         p = np.clip(p, 1e-3, 1 - 1e-3)
         return np.maximum(0.0, np.log((K - 1) * p / (1 - p))) if K > 1 else np.ones(p.shape)
 
-    def _fit(self, d: LabelArrays, gold=None, categories=None) -> None:
+    def _fit(self, d: LabelArrays, gold=None, categories=None, calibration=None) -> None:
         g = check_gold(gold, d.n_tasks, d.n_classes)
+        # gold answers that may calibrate: a sample of tasks like the others (gold questions
+        # served by a schedule), not tasks chosen for being hard (suggested or reviewed)
+        cal = (g >= 0) if calibration is None else (g >= 0) & np.asarray(calibration, bool)
         ev = evidence(d, g)
         self.evidence_, self.scores_, self.temperature_ = ev, {}, 1.0
         cands = self._candidates(categories)
@@ -287,7 +299,7 @@ class AutoAggregator(BaseAggregator):
         self.vote_probas_ = vote
         held = None
         if ev.n_gold >= self.min_gold:
-            method, held = self._choose_on_gold(d, g, categories, cands, rich)
+            method, held = self._choose_on_gold(d, g, categories, cands, rich, cal)
         else:
             method = GUARDED
         self._weights_by_em = weights_by_em
@@ -332,11 +344,16 @@ class AutoAggregator(BaseAggregator):
             (bool(self.scores_) and ev.n_gold >= self.trust_gold)
         data = labelled & (g < 0)
         conf = probas[np.arange(d.n_tasks), labels][data]
-        if held is not None:
+        if held is not None and held[0].size >= self.min_gold:
             self.accuracy_ = accuracy_interval(conf, held_right=held[0], held_conf=held[1])
         else:
+            # no sample of gold to check them: from what one label is worth (the crowd's
+            # accuracy behind how often two labels agree) to what the models believe
             beliefs = [p[np.arange(d.n_tasks), labels][data] for p in (vote, rich_p)]
-            self.accuracy_ = accuracy_interval(conf, model_beliefs=beliefs)
+            z = self._common_log_odds(d)
+            single = np.exp(z) / (np.exp(z) + d.n_classes - 1)
+            self.accuracy_ = accuracy_interval(conf, model_beliefs=beliefs,
+                                               floor=float(single))
 
     def _choose_by_rule(self, ev: Evidence, cands, n_categories: int) -> tuple[str, str]:
         if ev.informative_share == 0:
@@ -363,7 +380,8 @@ class AutoAggregator(BaseAggregator):
         return "wmv", f"only {cell} (< {self.min_support:g}): one weight per worker"
 
     def _choose_on_gold(self, d: LabelArrays, g: np.ndarray, categories, cands,
-                        rich: str) -> tuple[str, tuple[np.ndarray, np.ndarray]]:
+                        rich: str, cal: np.ndarray
+                        ) -> tuple[str, tuple[np.ndarray, np.ndarray]]:
         """Cross-validate every candidate and the guarded default on the gold; returns the
         choice and, for the accuracy estimate, whether each held-out answer of the final
         method was right and its (calibrated) confidence.
@@ -371,7 +389,10 @@ class AutoAggregator(BaseAggregator):
         The guarded default stands unless a candidate's held-out log-likelihood beats it
         by ``SWITCH_Z`` standard errors of the paired per-answer differences: a handful of
         gold answers that cannot tell two models apart do not overturn the rule that
-        keeps the export at or above majority vote."""
+        keeps the export at or above majority vote. The temperature and the accuracy
+        estimate are fitted on the held-out answers of the gold in ``cal`` only (a sample
+        like the other tasks): gold chosen where the models disagree would teach that every
+        answer is as doubtful as those."""
         labelled = np.bincount(d.task, minlength=d.n_tasks) > 0
         gold_tasks = np.flatnonzero(labelled & (g >= 0))
         rng = np.random.default_rng(self.seed)
@@ -397,8 +418,10 @@ class AutoAggregator(BaseAggregator):
         diff = per[best] - per[GUARDED]
         se = float(diff.std(ddof=1) / np.sqrt(diff.size)) if diff.size > 1 else np.inf
         choice = best if diff.mean() > SWITCH_Z * se and diff.mean() > 0 else GUARDED
-        p = held[choice]
-        labels = guarded_labels if choice == GUARDED else np.argmax(p, axis=1)
+        sample = cal[gold_tasks]
+        p = held[choice][sample]
+        labels = (guarded_labels if choice == GUARDED else np.argmax(held[choice], axis=1))
+        labels, answers = labels[sample], answers[sample]
         if answers.size >= self.calibrate_gold:  # a temperature fitted on a few overfits
             self.temperature_ = _temperature(np.log(np.maximum(p, 1e-300)), answers)
             p = softmax_rows(np.log(np.maximum(p, 1e-300)) * self.temperature_)

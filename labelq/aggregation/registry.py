@@ -44,14 +44,17 @@ def get_aggregator(name: str, **params) -> BaseAggregator:
 
 def aggregate(task, worker, label, method: str = "auto", n_tasks: int | None = None,
               n_classes: int | None = None, categories=None, gold=None, *,
-              n_workers: int | None = None, weights=None, **params) -> BaseAggregator:
+              n_workers: int | None = None, weights=None, calibration=None,
+              **params) -> BaseAggregator:
     """Fit ``method`` on label arrays and return the fitted aggregator (the result).
 
     ``categories`` (int per task) is used by ``ds-category``, by ``auto`` and by ``wmv`` with
     per-(worker, category) ``weights``; ``gold`` (class index or -1 per task) is clamped by
     the EM methods (``ds``, ``onecoin``, ``ds-category``, ``glad``), used by ``auto`` to
-    choose and calibrate, and ignored by the voting ones. Read ``labels_``, ``probas_`` and
-    ``confidence_`` from the result.
+    choose and calibrate, and ignored by the voting ones; ``calibration`` (bool per task,
+    ``auto`` only): the gold answers that may calibrate the confidences and the accuracy
+    estimate (default all; not tasks chosen for being doubtful). Read ``labels_``,
+    ``probas_`` and ``confidence_`` from the result.
     """
     agg = get_aggregator(method, **params)
     kw: dict = {"n_tasks": n_tasks, "n_workers": n_workers, "n_classes": n_classes}
@@ -59,6 +62,8 @@ def aggregate(task, worker, label, method: str = "auto", n_tasks: int | None = N
         kw["gold"] = np.asarray(gold)
     if isinstance(agg, (CategoryDawidSkene, AutoAggregator, ShrunkOneCoin)) and categories is not None:
         kw["categories"] = categories
+    if isinstance(agg, AutoAggregator) and calibration is not None:
+        kw["calibration"] = np.asarray(calibration, dtype=bool)
     if isinstance(agg, WeightedMajorityVote):
         kw["weights"] = weights
         kw["categories"] = categories

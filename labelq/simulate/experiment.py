@@ -84,9 +84,13 @@ class EnvSource:
         return f"--data {self.value}" if self.kind == "data" else f"--synthetic {self.value}"
 
 
-def load_aggregator(method: str) -> Callable[..., np.ndarray]:
+def load_aggregator(method: str, *, categories: np.ndarray | None = None,
+                    model: str | None = None) -> Callable[..., np.ndarray]:
     """An aggregator ``f(task, worker, label, n_tasks, n_classes)`` from
-    ``labelq.aggregation.aggregate`` (built separately); :class:`InputError` if absent."""
+    ``labelq.aggregation.aggregate`` (built separately); :class:`InputError` if absent.
+    ``categories`` (per task) reach the category-aware methods as the export gives them;
+    ``model`` is ``auto``'s richer model (``shrunk`` when the policy is ``auto``, as the
+    export of an ``auto`` project does)."""
     try:
         from ..aggregation import aggregate  # type: ignore[attr-defined]
     except ImportError as exc:
@@ -96,7 +100,9 @@ def load_aggregator(method: str) -> Callable[..., np.ndarray]:
     def run(task, worker, label, n_tasks, n_classes, gold=None):
         if task.size == 0:
             return np.full((n_tasks, n_classes), 1.0 / n_classes)
-        out = aggregate(task, worker, label, method, n_tasks, n_classes, gold=gold)
+        extra = {"model": model} if model is not None else {}
+        out = aggregate(task, worker, label, method, n_tasks, n_classes, gold=gold,
+                        categories=categories, **extra)
         for attr in ("proba", "probas", "probas_", "labels", "labels_"):
             if hasattr(out, attr):
                 out = getattr(out, attr)
@@ -142,8 +148,11 @@ def _run_unit(unit: _Unit) -> tuple[_Unit, list[Checkpoint]]:
     if unit.gold is not None:
         env = with_gold(env, unit.gold, env_rng)  # after the shuffle: the same for every policy
         rules = GoldRules.parse(unit.gold_schedule, unit.quality)
-    agg = load_aggregator(unit.aggregate) if unit.aggregate else None
     policy = build(unit.spec)
+    # the export of a project routed by auto uses auto's worker model (exporting.py)
+    model = "shrunk" if unit.aggregate == "auto" and policy.name == "auto" else None
+    agg = load_aggregator(unit.aggregate, categories=env.task_category, model=model) \
+        if unit.aggregate else None
     return unit, run_policy(policy, env, unit.budgets, rng,
                             max_labels_per_task=unit.max_labels_per_task, aggregate=agg,
                             mode=unit.mode, gold=rules)

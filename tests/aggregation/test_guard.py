@@ -111,3 +111,26 @@ def test_default_export_holds_majority_vote_on_every_full_shared_set(shared_data
     auto_acc = float(np.mean(res.labels_[known] == d.truth[known]))
     mv_acc = float(np.mean(mv.labels_[known] == d.truth[known]))
     assert auto_acc >= mv_acc - 0.005, (res.method_, res.reason_)
+
+
+def test_chosen_gold_chooses_but_does_not_calibrate():
+    """Tasks marked gold because they looked doubtful choose the method; only a sample of
+    gold like the other tasks calibrates the confidences and the accuracy estimate."""
+    rng = np.random.default_rng(11)
+    T, W = 600, 25
+    truth = rng.integers(0, 2, T)
+    acc = rng.uniform(0.55, 0.9, W)
+    task = np.repeat(np.arange(T), 3)
+    worker = np.concatenate([rng.choice(W, 3, replace=False) for _ in range(T)])
+    label = np.where(rng.random(task.size) < acc[worker], truth[task], 1 - truth[task])
+    gold = np.full(T, -1)
+    pick = rng.choice(T, 40, replace=False)
+    gold[pick] = truth[pick]
+    sample = aggregate(task, worker, label, "auto", n_classes=2, gold=gold)
+    chosen = aggregate(task, worker, label, "auto", n_classes=2, gold=gold,
+                       calibration=np.zeros(T, dtype=bool))
+    assert sample.scores_ and chosen.scores_  # both chose on the gold
+    assert sample.accuracy_.basis == "gold" and sample.temperature_ != 1.0
+    assert chosen.accuracy_.basis == "models" and chosen.temperature_ == 1.0
+    # the interval without a calibration sample reaches down to what one label is worth
+    assert chosen.accuracy_.low <= float(np.mean(acc[worker]))
