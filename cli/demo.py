@@ -388,14 +388,20 @@ def _report(eng, pid, n_tasks, accuracy, policy, truth, labels, out: Path,
             scores[(method, exclude)] = (
                 sum(_tie_score(r, truth_of[r["task"]], labels) for r in labelled) / n_tasks,
                 len(labelled))
+        # the export, as `labelq export demo` makes it, and how right it is
+        pl = load_project_labels(s, project)
+        result = aggregate_project(s, project, pl, project.aggregation)
+        exported = [r for r in aggregated_rows(pl, result) if r["n_labels"] > 0]
+        export_acc = (sum(r["label"] == truth_of[r["task"]] for r in exported) / len(exported)
+                      if exported else float("nan"))
+        estimate = getattr(result, "accuracy_", None)
         if write:  # what `labelq export demo` and `labelq export demo --raw` write
-            pl = load_project_labels(s, project)
-            result = aggregate_project(s, project, pl, project.aggregation)
             notes = [n for n in aggregation_notes(pl, project.aggregation, result) if n]
             with atomic_output(str(out / "answers.csv")) as fh:
                 write_rows(aggregated_rows(pl, result), fh, "csv")
             with atomic_output(str(out / "labels.csv")) as fh:
                 write_rows(iter_raw_labels(s, project), fh, "csv", columns=RAW_COLUMNS)
+        project_method = project.aggregation
     paused = [seq for seq, status in workers if status == "paused"]
     if write:
         click.echo(f"Exported, as `labelq export demo` does, the answers ({notes[0]}) to "
@@ -426,6 +432,14 @@ def _report(eng, pid, n_tasks, accuracy, policy, truth, labels, out: Path,
     if others:
         click.echo("  others paused, of true accuracy "
                    + ", ".join(f"{accuracy[q]:.2f} (gold {gold_of(q)})" for q in others))
+    if estimate is not None and exported:
+        a = estimate
+        basis = (f"prediction-powered on {a.n_gold} held-out gold answers" if a.basis == "gold"
+                 else "the models' range: no gold checks them")
+        click.echo(f"The export ({getattr(result, 'method_', project_method)}): "
+                   f"{export_acc:.3f} of its {len(exported)} labelled tasks right; estimated "
+                   f"accuracy {a.estimate:.3f}, 95% interval {a.low:.3f}-{a.high:.3f} ({basis}): "
+                   f"{'holds' if a.low <= export_acc <= a.high else 'misses'} the true accuracy.")
     click.echo("Accuracy against the truth (every task; unlabelled ones count as wrong, a tie "
                "among k classes as 1/k):")
     for (method, exclude), name in ((("policy", False), f"posterior ({policy})"),

@@ -172,8 +172,12 @@ _LOCK = threading.Lock()
 
 def quality(session: Session, project: Project) -> dict[str, Any]:
     """Aggregated with the project's method (as ``labelq export`` and ``labelq agreement``):
-    agreement, the accuracy estimate — the mean posterior confidence of the answers of the
-    labelled non-gold tasks — and its curve over label prefixes (labels spent so far).
+    agreement, the accuracy estimate — for ``auto``, its estimate with a 95 % interval
+    (``estimate_low``/``estimate_high``; ``estimate_basis`` ``gold``: prediction-powered on
+    held-out gold questions, ``models``: the range of the models' beliefs without them,
+    labelq/aggregation/guard.py); for another method the mean posterior confidence of the
+    answers of the labelled non-gold tasks — and its curve over label prefixes (labels
+    spent so far; mean confidences).
     ``labels`` says how many labels the fit saw (it is redone at most every
     :data:`REFIT_SECONDS` while labels arrive)."""
     import time
@@ -229,9 +233,15 @@ def quality(session: Session, project: Project) -> dict[str, Any]:
                             _POINTS.clear()
                         _POINTS[pkey] = point
             curve.append(point)
+    acc = getattr(result, "accuracy_", None)  # auto: the estimate with its interval
     out = {"method": method, "chosen": getattr(result, "method_", method),
            "curve_method": curve_method, "labels": total,
-           "estimate": _mean_conf(result, data & (counts > 0)),
+           "estimate": (round(acc.estimate, 6) if acc is not None and acc.n_tasks
+                        else _mean_conf(result, data & (counts > 0))),
+           "estimate_low": round(acc.low, 6) if acc is not None and acc.n_tasks else None,
+           "estimate_high": round(acc.high, 6) if acc is not None and acc.n_tasks else None,
+           "estimate_basis": acc.basis if acc is not None and acc.n_tasks else None,
+           "estimate_gold": acc.n_gold if acc is not None else 0,
            "tasks_labelled": int(np.sum(data & (counts > 0))),
            "curve": curve, "agreement": report}
     with _LOCK:

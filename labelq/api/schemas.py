@@ -249,8 +249,10 @@ class DashboardOut(_Out):
     throughput: dict[str, Any] = Field(
         description="Labels/min over time and when the budget runs out at the recent rate.")
     quality: dict[str, Any] = Field(
-        description="Agreement and the accuracy estimate (mean posterior confidence of the "
-                    "aggregated answers) with its curve against labels spent.")
+        description="Agreement and the accuracy estimate (auto: with its 95% interval in "
+                    "estimate_low/estimate_high and its basis, gold or models; other methods: "
+                    "the mean posterior confidence of the answers) with its curve against "
+                    "labels spent.")
 
 
 class GoldSuggestion(_Out):
