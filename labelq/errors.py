@@ -10,7 +10,9 @@
     ├── Conflict                     5  the request contradicts the current state
     │   ├── AlreadyExists            5  unique name/handle/id taken
     │   ├── DuplicateSubmission      5  a label for this assignment was already recorded
-    │   └── LeaseExpired             5  the assignment's lease ran out
+    │   ├── LeaseExpired             5  the assignment's lease ran out
+    │   └── LeaseLost                5  a lease lost with Redis whose task no longer takes
+    │                                   the label: not saved (``recorded: false``)
     ├── Forbidden                    6  acting on something that is not yours / paused worker
     ├── BudgetExhausted              7  the project has no budget left
     ├── PolicyError                  8  a policy spec is invalid
@@ -35,6 +37,7 @@ __all__ = [
     "AlreadyExists",
     "DuplicateSubmission",
     "LeaseExpired",
+    "LeaseLost",
     "Forbidden",
     "BudgetExhausted",
     "PolicyError",
@@ -114,6 +117,15 @@ class DuplicateSubmission(Conflict):
 class LeaseExpired(Conflict):
     http_status = 410
     code = "lease_expired"
+
+
+class LeaseLost(Conflict):
+    """The assignment's lease was lost with Redis (a restart without persistence, a flush)
+    and its task no longer takes this worker's label (cap, budget, capacity, already
+    labelled, paused): the label was not saved, and sending it again will not save it."""
+
+    http_status = 410
+    code = "lease_lost"
 
 
 class Forbidden(LabelqError):

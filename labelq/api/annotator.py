@@ -41,7 +41,10 @@ _404 = {404: ERROR_RESPONSES[401] | {"description": "No live assignment with thi
 _409 = {409: ERROR_RESPONSES[401] | {"description": "Conflicts with the current state: "
                                                     "another label already recorded, budget "
                                                     "exhausted, being submitted."}}
-_410 = {410: ERROR_RESPONSES[401] | {"description": "The lease expired (`lease_expired`)."}}
+_410 = {410: ERROR_RESPONSES[401] | {"description": "The lease expired (`lease_expired`), or "
+                                                    "was lost with Redis and its task no "
+                                                    "longer takes the label (`lease_lost`): "
+                                                    "not saved (`recorded: false`)."}}
 
 AssignmentPath = Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$",
                       description="The assignment id the next call returned.")

@@ -22,7 +22,6 @@ The inbox refill (:mod:`.refill`) uses the same :func:`choose` and :func:`reserv
 from __future__ import annotations
 
 import threading
-import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
@@ -31,6 +30,7 @@ import numpy as np
 from ..errors import BudgetExhausted
 from .goldplan import gold_plan
 from .hotstate import Hot
+from .leaseid import new_assignment_id
 from .redis.keys import Keys, gold_category_field, gold_issued_field, gold_record_fields
 from .redis.scripts import Refusal, Reserved, Scripts
 from .tuning import TUNING, Tuning
@@ -150,7 +150,7 @@ def decide(redis: Any, scripts: Scripts, hot: Hot, worker: WorkerInfo, now: int,
     expect: list[tuple[int, int] | None] = [None]
 
     def reserve(task: int) -> str | Refusal:
-        aid = uuid.uuid4().hex
+        aid = new_assignment_id(task, now)
         res = reserve_for(scripts, k, hot, worker, task, aid, expires, key_ttl_ms,
                           inbox=inbox, expect_issued=expect[0], empty_inbox=not inbox,
                           max_open=None if inbox else max_open, now_ms=now,

@@ -16,7 +16,6 @@ import json
 import math
 import threading
 import time
-import uuid
 from typing import Any
 
 import numpy as np
@@ -30,6 +29,7 @@ from ..errors import BudgetExhausted
 from ..models import Task, Worker
 from .decide import WorkerInfo, as_tasks, choose, decide, reserve_for
 from .hotstate import Hot
+from .leaseid import new_assignment_id
 from .redis.keys import Keys
 from .redis.scripts import Refusal, Scripts
 from .tuning import TUNING, Tuning
@@ -206,7 +206,7 @@ def _refill_batch(engine: Engine, redis: Any, scripts: Scripts, hot: Hot,
         rows.update(_task_rows(engine, hot.project_id, missing))
     pipe = scripts.pipeline()
     for w, task in plan:
-        reserve_for(scripts, k, hot, w, task, uuid.uuid4().hex, expires, key_ttl_ms,
+        reserve_for(scripts, k, hot, w, task, new_assignment_id(task, now), expires, key_ttl_ms,
                     inbox=True, pipeline=pipe, row=rows.get(task))
     made = 0
     for (w, _task), out in zip(plan, pipe.execute()):

@@ -29,12 +29,14 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import select
 
 from ..db import session_scope
-from ..errors import (BudgetExhausted, DuplicateSubmission, Forbidden, LeaseExpired, NotFound,
-                      ServiceUnavailable)
+from ..errors import (BudgetExhausted, DuplicateSubmission, Forbidden, LeaseExpired, LeaseLost,
+                      NotFound, ServiceUnavailable)
 from ..models import Assignment, Label, Project, Task, Worker, utc_from_ms
 from .assign import Assigner
 from .context import Live, now_ms
+from .decide import WorkerInfo, reserve_for
 from .group import Group, Item
+from .leaseid import parse_assignment_id
 from .reaper import record_expired
 from .redis.keys import Keys
 from .redis.scripts import Began, Finished, Pop, Popped, Refusal, Released
@@ -54,7 +56,9 @@ UNAVAILABLE = _unavailable_errors()
 _RECORDED = {
     True: "your label was recorded, but Redis did not answer to finish it; sending it again "
           "is safe (the answer is then a duplicate, and finishes it)",
-    False: "your label was not recorded; send it again shortly",
+    False: "your label was not recorded; send it again shortly: it is recorded then if its "
+           "assignment (or, lost with Redis, its task) still takes it, else the answer says "
+           "it was not saved",
     None: "the database connection was lost while your label was being committed: it may or "
           "may not be recorded; sending it again is safe (a duplicate if it was)",
 }
@@ -203,9 +207,14 @@ class Submitter:
                                    lease_ms=live.lease_ms)
                 raise LeaseExpired(f"assignment {assignment_id!r} expired",
                                    assignment=assignment_id)
-            raise NotFound(f"no live assignment {assignment_id!r} (never issued, or expired "
-                           "and returned to the pool)", assignment=assignment_id)
-        # the batch's transaction failed on a constraint: this label alone, as before
+            # no lease: lost with Redis (a restart without persistence, a flush)? Taken
+            # again when the task still takes this label, else a clear "not saved"
+            again = self._recover(worker, assignment_id, value)
+            if not isinstance(again, Began):
+                return self._finish_one(worker, project, assignment_id, again)
+            began = again
+        # the batch's transaction failed on a constraint, or a lost lease was taken again:
+        # this label alone, as before
         try:
             with live.engine.begin() as conn:
                 self.insert(conn, [(worker, project, assignment_id, value, began.gold,
@@ -222,6 +231,67 @@ class Submitter:
             raise
         return self._finish_one(worker, project, assignment_id, {
             "assignment_id": assignment_id, "label": value, "duplicate": False})
+
+    def _recover(self, worker: Worker, aid: str, value: str) -> Began | dict[str, Any]:
+        try:
+            return self._take_again(worker, aid, value)
+        except UNAVAILABLE as exc:
+            raise unavailable(exc, recorded=False) from exc
+
+    def _take_again(self, worker: Worker, aid: str, value: str) -> Began | dict[str, Any]:
+        """A submit that found no lease: if the lease was lost with Redis (the id names its
+        task and a reservation time a lease's length ago at most, and the record has no
+        row of it), issue it again (``RESERVE``: not seen by the worker, below the task's
+        cap, within the worker's capacity and the budget — the hot state rebuilt first if
+        Redis lost it) and begin the submit; the caller commits the label. Else raise an
+        error that says the label was not saved. A concurrent retry that recorded it
+        meanwhile answers as a duplicate (the returned dict)."""
+        live = self.live
+        lid = parse_assignment_id(aid)
+        not_saved = "your label was not saved"
+        if lid is None:
+            raise NotFound(f"no live assignment {aid!r} (never issued, or expired and "
+                           f"returned to the pool): {not_saved}", assignment=aid,
+                           recorded=False)
+        now = now_ms()
+        with live.engine.connect() as conn:
+            state = conn.execute(select(Assignment.state).where(Assignment.id == aid)
+                                 ).scalar()
+            task = conn.execute(select(Task.id, Task.is_gold)
+                                .where(Task.project_id == worker.project_id,
+                                       Task.seq == lid.task)).first()
+            labelled = task is not None and conn.execute(
+                select(Label.id).where(Label.task_id == task[0],
+                                       Label.worker_id == worker.id).limit(1)).first()
+        expires = lid.reserved_ms + live.tuning.hold_ms + live.lease_ms
+        if state == "expired" or (task is not None and state is None and expires < now):
+            raise LeaseExpired(f"assignment {aid!r} expired: {not_saved}", assignment=aid,
+                               recorded=False)
+        if state is not None or task is None or lid.reserved_ms > now + 60_000:
+            raise NotFound(f"no live assignment {aid!r} (never issued, declined, or expired "
+                           f"and returned to the pool): {not_saved}", assignment=aid,
+                           recorded=False)
+        lost = (f"assignment {aid!r} was lost with the hot state (Redis restarted or was "
+                f"flushed) and {{why}}: {not_saved}")
+        if labelled:
+            raise LeaseLost(lost.format(why="you have labelled its task since"),
+                            assignment=aid, recorded=False, reason="labelled")
+        hot = self.assigner.hot(worker)  # the hot state rebuilt if Redis lost it
+        k = Keys(worker.project_id)
+        res = reserve_for(live.scripts, k, hot, WorkerInfo.of(worker), lid.task, aid,
+                          expires, live.key_ttl_ms, inbox=False)
+        if res is not None and res.refusal is not None:
+            done = self._existing(worker, aid, value)  # a concurrent retry?
+            if done is not None:
+                return done
+            why = _LOST_WHY.get(res.refusal, "the task no longer takes it")
+            raise LeaseLost(lost.format(why=why), assignment=aid, recorded=False,
+                            reason=res.refusal.value)
+        began = live.scripts.submit_begin(k, aid, worker.seq, now_ms())
+        if not isinstance(began, Began):  # released in between (a decline, the reaper)
+            raise NotFound(f"no live assignment {aid!r}: {not_saved}", assignment=aid,
+                           recorded=False)
+        return began
 
     def _finish_one(self, worker: Worker, project: Project, assignment_id: str,
                     done: dict[str, Any]) -> dict[str, Any]:
@@ -344,6 +414,14 @@ class Submitter:
         # (the inboxes served every next meanwhile) does not replay them all inline
         for project_id in {job.worker.project_id for job in jobs}:
             self.assigner.keep_fresh(project_id)
+
+
+_LOST_WHY = {
+    Refusal.SEEN: "you were given its task again since",
+    Refusal.CAP: "its task has all the labels it takes now",
+    Refusal.CAPACITY: "you are at your capacity now",
+    Refusal.BUDGET: "the project's budget is spent now",
+}
 
 
 def _fail(batch: list[Item], error: BaseException) -> None:

@@ -91,3 +91,64 @@ def test_a_redis_outage_is_503_once_logged_on_a_kept_connection(tmp_path):
     assert log.count("does not answer") == 1, log[-3000:]
     assert log.count("answer again") == 1 and "20 requests answered 503" in log, log[-3000:]
     assert "Traceback" not in log, log[-3000:]
+
+
+@pytest.mark.timeout(120)
+def test_a_label_whose_lease_redis_lost_in_a_restart_is_recorded_on_retry(tmp_path):
+    # Given a server on a private Redis and two annotators each holding an assignment of
+    # the same task (a cap of one: whoever's label comes second, it is not saved)
+    (tmp_path / "redis").mkdir()
+    redis = PrivateRedis(tmp_path / "redis")
+    redis.start()
+    db = f"sqlite:///{tmp_path / 'labelq.db'}"
+    engine = engine_for(db)
+    init_schema(engine)
+    with session_scope(engine) as s:
+        p = create_project(s, "restart", "pos,neg", max_labels=1)
+        for i in range(2):
+            s.add(Task(project_id=p.id, seq=i, external_id=f"t{i}", payload={"text": str(i)}))
+        _, token = enroll_worker(s, p, "ann-a")
+        _, other = enroll_worker(s, p, "ann-b")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LABELQ_")}
+    env.update(LABELQ_DATABASE_URL=db, LABELQ_REDIS_URL=redis.url, PYTHONPATH=str(ROOT),
+               LABELQ_OPERATOR_TOKEN=OPERATOR_TOKEN)
+    server = Server(env, tmp_path, tmp_path / "serve.log").start()
+    try:
+        a, b = Client(server.port, token), Client(server.port, other)
+        status, body, _, _ = a.call("/api/v1/assignments/next")
+        assert status == 200, body
+        aid = body["assignment"]["assignment_id"]
+        # When Redis restarts without persistence while the label is on its way
+        redis.stop()
+        status, body, _, _ = a.call(f"/api/v1/assignments/{aid}/label", {"label": "pos"})
+        assert status == 503 and body["recorded"] is False, body
+        assert "else the answer says it was not saved" in body["message"]
+        for f in (tmp_path / "redis").iterdir():
+            if f.name != "redis.log":
+                shutil.rmtree(f) if f.is_dir() else f.unlink()
+        redis.start()
+        # Then the retry records it (the lease is taken again: the task still takes it)
+        status, body, _, _ = a.call(f"/api/v1/assignments/{aid}/label", {"label": "pos"})
+        assert status == 200 and body["duplicate"] is False, body
+        status, body, _, _ = a.call(f"/api/v1/assignments/{aid}/label", {"label": "pos"})
+        assert status == 200 and body["duplicate"] is True, body
+        # And when the task no longer takes it, the answer says it was not saved
+        status, body, _, _ = b.call("/api/v1/assignments/next")
+        assert status == 200, body
+        bid = body["assignment"]["assignment_id"]
+        redis.stop()
+        for f in (tmp_path / "redis").iterdir():
+            if f.name != "redis.log":
+                shutil.rmtree(f) if f.is_dir() else f.unlink()
+        redis.start()
+        status, body, _, _ = a.call("/api/v1/assignments/next")  # the task is open again
+        assert status == 200, body
+        mine = body["assignment"]["assignment_id"]
+        status, body, _, _ = a.call(f"/api/v1/assignments/{mine}/label", {"label": "pos"})
+        assert status == 200, body
+        status, body, _, _ = b.call(f"/api/v1/assignments/{bid}/label", {"label": "neg"})
+        assert status == 410 and body["code"] == "lease_lost", body
+        assert body["recorded"] is False and "not saved" in body["message"]
+    finally:
+        server.stop()
+        redis.stop()
