@@ -5,33 +5,54 @@ variable                   meaning                                default
 =========================  =====================================  ==========================
 LABELQ_DATABASE_URL        SQLAlchemy URL of the durable record   sqlite:///./labelq.db
 LABELQ_REDIS_URL           Redis URL of the hot state and broker  redis://localhost:6379/0
+                           (a host, a port 1-65535, a database
+                           number; unix:// a socket path)
 LABELQ_LEASE_SECONDS       how long an issued assignment lives    600
+                           (1-604800: a week at most)
 LABELQ_INBOX_SIZE          ready assignments kept per annotator   5
+                           (1-1000)
+LABELQ_INBOX_MAX           the most kept for a fast annotator     50
+                           (1-10000)
 LABELQ_MAX_OPEN            assignments an annotator may hold      1
                            open at once (``next`` then returns
-                           the oldest of them again)
+                           the oldest of them again; 1-1000)
 LABELQ_OPERATOR_TOKEN      bearer token of the HTTP API's         (unset: operator
                            operator endpoints (status, export,    endpoints answer 503)
                            enroll); at least 16 characters
 LABELQ_DECISION_SEED       seeds the decisions' random draws      (unset: unseeded)
-                           (reproducible tests), >= 0
+                           (reproducible tests), 0 to 2**63-1
 LABELQ_CELERY_QUEUE        the Celery queue of the live tasks     labelq
+                           (1-200 of ``A-Z a-z 0-9 . _ : @ -``)
 LABELQ_BEAT_SECONDS        the beat's period (expire leases,      5
-                           take in tasks, wake the appliers)
+                           take in tasks, wake the appliers):
+                           0.5-300, a decimal number
 LABELQ_VISIBILITY_TIMEOUT  seconds before an unacknowledged       300
                            Celery message is redelivered
+                           (1-86400)
 =========================  =====================================  ==========================
+
+Every value is checked with its bounds when a process starts (``load_settings``; the CLI's
+:func:`check_environment` before any command, so ``labelq check`` too): an error names the
+variable and the allowed range, and the CLI exits with code 2. The bounds are sane limits,
+not tuning advice: a lease of 10**13 s overflowed the expiry's date (``next`` answered 500
+for its annotator from then on), a beat of ``inf`` killed the beat (no lease expired again)
+and one of ``1e-9`` sent thousands of maintenance tasks a second.
+
+:func:`check_environment` also checks the variables the CLI's edges read themselves:
+``LABELQ_HOST`` (no spaces), ``LABELQ_PORT`` (0-65535), ``LABELQ_API_WORKERS`` (1-256),
+``LABELQ_API_URL`` (an http:// or https:// URL with a host), ``LABELQ_TOKEN`` (no spaces or
+control characters).
 
 The engine's other constants (hold and lease grace times, window sizes, retry counts) are
 not deployment settings: they are :class:`labelq.live.tuning.Tuning`.
 
-:func:`check_environment` also checks the variables the CLI's edges read themselves (the
-server's port and process count, the annotator's API URL).
 """
 
 from __future__ import annotations
 
+import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
@@ -79,12 +100,15 @@ def _whole(env: Mapping[str, str], name: str) -> int | None:
         raise ConfigError(f"{name} must be a whole number, got {raw!r}", variable=name) from None
 
 
-def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:
+def _positive_int(env: Mapping[str, str], name: str, default: int,
+                  high: int = 2**31 - 1) -> int:
+    """A whole number from 1 to ``high`` (``default`` when unset)."""
     value = _whole(env, name)
     if value is None:
         return default
-    if value <= 0:
-        raise ConfigError(f"{name} must be positive, got {value}", variable=name)
+    if value <= 0 or value > high:
+        raise ConfigError(f"{name} must be positive and at most {high} (from 1 to {high}), "
+                          f"got {value}", variable=name)
     return value
 
 
@@ -97,6 +121,37 @@ def _url(env: Mapping[str, str], name: str, default: str, schemes: tuple[str, ..
         raise ConfigError(
             f"{name} must be a URL with scheme {', '.join(schemes)}; got {raw!r}", variable=name
         )
+    if any(c.isspace() or ord(c) < 32 for c in raw):
+        raise ConfigError(f"{name} must be a URL without spaces or control characters; "
+                          f"got {raw!r}", variable=name)
+    where = urlparse(raw)
+    try:
+        port = where.port  # raises ValueError for a port that is no number or out of range
+    except ValueError:
+        raise ConfigError(f"{name} has no valid port (a number from 1 to 65535); got "
+                          f"{raw!r}", variable=name) from None
+    if port == 0:
+        raise ConfigError(f"{name} has no valid port (a number from 1 to 65535); got "
+                          f"{raw!r}", variable=name)
+    if scheme in ("redis", "rediss"):
+        if not where.hostname:
+            raise ConfigError(f"{name} names no host (redis://HOST[:PORT][/DB]); got {raw!r}",
+                              variable=name)
+        db = where.path.lstrip("/")
+        if db and not (db.isdigit() and int(db) < 2**31):
+            raise ConfigError(f"{name}: the database number must be a whole number from 0, "
+                              f"got {db!r} in {raw!r}", variable=name)
+    elif scheme == "unix" and not where.path:
+        raise ConfigError(f"{name} names no socket path (unix:///PATH); got {raw!r}",
+                          variable=name)
+    elif scheme.startswith("postgres"):
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
+        try:
+            make_url(raw)
+        except (ArgumentError, ValueError) as exc:
+            raise ConfigError(f"{name} is not a database URL ({exc}); got {raw!r}",
+                              variable=name) from None
     return raw
 
 
@@ -120,18 +175,33 @@ def _int_in(env: Mapping[str, str], name: str, low: int, high: int | None) -> in
     return value
 
 
-def _positive_number(env: Mapping[str, str], name: str, default: float) -> float:
+def _seconds(env: Mapping[str, str], name: str, default: float, low: float,
+             high: float) -> float:
+    """A decimal number of seconds from ``low`` to ``high`` (``inf`` and ``nan`` are not)."""
     raw = env.get(name)
     if raw is None or raw == "":
         return default
     try:
         value = float(raw)
     except ValueError:
-        value = 0.0
-    if not value > 0:
-        raise ConfigError(f"{name} must be a positive number of seconds, got {raw!r}",
-                          variable=name)
+        value = math.nan
+    if not low <= value <= high:  # (also false for nan)
+        raise ConfigError(f"{name} must be a number of seconds from {low:g} to {high:g}, "
+                          f"got {raw!r}", variable=name)
     return value
+
+
+_QUEUE = re.compile(r"[A-Za-z0-9._:@-]{1,200}")
+
+
+def _queue(env: Mapping[str, str], name: str, default: str) -> str:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    if not _QUEUE.fullmatch(raw):
+        raise ConfigError(f"{name} must be 1 to 200 letters, digits and . _ : @ -, got "
+                          f"{raw!r}", variable=name)
+    return raw
 
 
 def check_environment(env: Mapping[str, str] | None = None) -> Settings:
@@ -142,10 +212,29 @@ def check_environment(env: Mapping[str, str] | None = None) -> Settings:
     settings = load_settings(env)
     _int_in(env, "LABELQ_PORT", 0, 65535)  # labelq serve
     _int_in(env, "LABELQ_API_WORKERS", 1, 256)
+    host = env.get("LABELQ_HOST")
+    if host is not None and host != "" and (any(c.isspace() or ord(c) < 32 for c in host)
+                                            or len(host) > 255):
+        raise ConfigError(f"LABELQ_HOST must be a host name or address (no spaces, at most "
+                          f"255 characters), got {host!r}", variable="LABELQ_HOST")
     api_url = env.get("LABELQ_API_URL")
-    if api_url and urlparse(api_url).scheme not in ("http", "https"):
-        raise ConfigError(f"LABELQ_API_URL must be an http:// or https:// URL; got {api_url!r}",
-                          variable="LABELQ_API_URL")
+    if api_url:
+        where = urlparse(api_url)
+        try:
+            port = where.port
+        except ValueError:
+            port = -1
+        if where.scheme not in ("http", "https") or not where.hostname or port == -1 \
+                or any(c.isspace() for c in api_url):
+            raise ConfigError(f"LABELQ_API_URL must be an http:// or https:// URL with a host "
+                              f"(and a port from 1 to 65535); got {api_url!r}",
+                              variable="LABELQ_API_URL")
+    token = env.get("LABELQ_TOKEN")
+    if token and (any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in token)
+                  or len(token) > 512):
+        raise ConfigError("LABELQ_TOKEN must be the token as enrolment printed it (no spaces "
+                          "or control characters, at most 512 characters)",
+                          variable="LABELQ_TOKEN")
     return settings
 
 
@@ -155,14 +244,15 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     return Settings(
         database_url=_url(env, "LABELQ_DATABASE_URL", Settings.database_url, _DB_SCHEMES),
         redis_url=_url(env, "LABELQ_REDIS_URL", Settings.redis_url, _REDIS_SCHEMES),
-        lease_seconds=_positive_int(env, "LABELQ_LEASE_SECONDS", Settings.lease_seconds),
-        inbox_size=_positive_int(env, "LABELQ_INBOX_SIZE", Settings.inbox_size),
-        inbox_max=_positive_int(env, "LABELQ_INBOX_MAX", Settings.inbox_max),
-        max_open=_positive_int(env, "LABELQ_MAX_OPEN", Settings.max_open),
+        lease_seconds=_positive_int(env, "LABELQ_LEASE_SECONDS", Settings.lease_seconds,
+                                    604_800),
+        inbox_size=_positive_int(env, "LABELQ_INBOX_SIZE", Settings.inbox_size, 1000),
+        inbox_max=_positive_int(env, "LABELQ_INBOX_MAX", Settings.inbox_max, 10_000),
+        max_open=_positive_int(env, "LABELQ_MAX_OPEN", Settings.max_open, 1000),
         operator_token=_secret(env, "LABELQ_OPERATOR_TOKEN", 16),
-        decision_seed=_int_in(env, "LABELQ_DECISION_SEED", 0, None),
-        celery_queue=env.get("LABELQ_CELERY_QUEUE") or Settings.celery_queue,
-        beat_seconds=_positive_number(env, "LABELQ_BEAT_SECONDS", Settings.beat_seconds),
-        visibility_timeout=_int_in(env, "LABELQ_VISIBILITY_TIMEOUT", 1, None)
+        decision_seed=_int_in(env, "LABELQ_DECISION_SEED", 0, 2**63 - 1),
+        celery_queue=_queue(env, "LABELQ_CELERY_QUEUE", Settings.celery_queue),
+        beat_seconds=_seconds(env, "LABELQ_BEAT_SECONDS", Settings.beat_seconds, 0.5, 300),
+        visibility_timeout=_int_in(env, "LABELQ_VISIBILITY_TIMEOUT", 1, 86_400)
         or Settings.visibility_timeout,
     )
