@@ -355,10 +355,23 @@ def main(argv=None) -> None:
     ap.add_argument("--draws", type=int, default=0,
                     help="also draw every subsampled case this many more times and report "
                          "the means (crowd-kit MV and DS refitted on each; default 0)")
+    ap.add_argument("--gold-study", action="store_true",
+                    help="only issue 33's table (bench/aggregation_gold.py): no gold, 30 "
+                         "random and 30 suggested gold answers, ECE and the accuracy interval")
+    ap.add_argument("--gold-n", type=int, default=30)
+    ap.add_argument("--gold-draws", type=int, default=5)
+    ap.add_argument("--schools", type=int, default=10, help="--gold-study: task sets of the "
+                    "schools pool (issue 34's dense pool), suggested against random gold; 0 "
+                    "skips it")
+    ap.add_argument("--lpt", default="3", help="--gold-study: labels per task of the "
+                    "subsampled cases (comma-separated; empty: full sets only)")
     args = ap.parse_args(argv)
     root = shared_datasets_dir()
     if root is None:
         raise SystemExit("shared data sets not found (set LABELQ_SHARED)")
+    if args.gold_study:
+        gold_study(root, args)
+        return
     results = {}
     for folder in sorted(p for p in root.iterdir() if (p / "truth.csv").exists()):
         if args.only and folder.name not in args.only:
@@ -386,6 +399,46 @@ def main(argv=None) -> None:
     if big:
         print("big", big, flush=True)
     write_section("aggregation", render(results, big, args, sparse, draws))
+
+
+def gold_study(root, args) -> None:
+    from bench._report import command_line
+    from bench.aggregation_gold import render as render_gold
+    from bench.aggregation_gold import run_case
+
+    rows = []
+    lpts = [int(x) for x in args.lpt.split(",") if x.strip()]
+    for folder in sorted(p for p in root.iterdir() if (p / "truth.csv").exists()):
+        if args.only and folder.name not in args.only:
+            continue
+        d = load_dataset(folder)
+        if not (d.truth >= 0).any():
+            continue  # no task of the labels has a truth (ds1979 names none of them)
+        for case in [d] + [subsample(d, r, seed=100 + r) for r in lpts]:
+            rows.append(run_case(case, args.gold_n, args.gold_draws))
+            r = rows[-1]
+            print(case.name, {k: (r[k]["mv"], r[k]["best"], r[k]["auto"], r[k]["chosen"],
+                                  round(r[k]["ece"], 3), r[k]["covered"])
+                              for k in ("none", "random", "suggested")}, flush=True)
+    text = render_gold(rows, command_line(), machine(), args.gold_n, args.gold_draws)
+    if args.schools:
+        from bench.aggregation_gold import render_schools, run_schools
+
+        sch = {}
+        for k in (5, 10, 0):
+            sch[k] = run_schools(args.schools, args.gold_n, k)
+            print("schools", k, sch[k], flush=True)
+        text += "\n" + render_schools(sch, args.schools, args.gold_n)
+    if args.curve:
+        from bench.aggregation_gold import render_curve, run_curve, schools_labels
+
+        curve = []
+        for name in args.curve.split(","):
+            d = schools_labels(0, 0) if name == "schools" else load_dataset(root / name)
+            curve.append(run_curve(d, args.gold_draws))
+            print("curve", curve[-1], flush=True)
+        text += "\n" + render_curve(curve, args.gold_draws)
+    write_section("aggregation-gold", text)
 
 
 if __name__ == "__main__":
