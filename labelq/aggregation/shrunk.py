@@ -8,6 +8,10 @@ default hyper-parameters, so that the model an ``auto`` project routes with is a
 candidate of the export (``auto``'s aggregation), can be cross-validated on gold like the
 other methods, and is what ``labelq aggregate --method shrunk`` gives for a file.
 
+With gold, agreement is calibrated against it as in the policy (each worker's agreement
+evidence discounted by how far the workers' agreement-based accuracies depart from their
+gold records, :mod:`labelq.policies._shrunk_em`, issue 34).
+
 Like the policy's refit it starts from equal workers (the majority vote) and runs
 ``iters`` EM steps (the policy runs 3 per refit; here 10 by default, to convergence on the
 shared data sets).

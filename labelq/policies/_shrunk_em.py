@@ -16,7 +16,25 @@ answers the true class with probability acc[j, s] and each other class with prob
 
 "correct" are the soft counts of EM: sum over the worker's labels of the posterior
 probability of the class it answered. Gold tasks enter with their known class (posterior
-one-hot), so they count as exact evidence about the worker. Accuracies are clipped to
+one-hot), so they count as exact evidence about the worker.
+
+**Agreement calibrated against gold** (``calibrate``, issue 34). Agreement is a biased
+measurement of accuracy: where a bloc of workers agrees on wrong answers, agreement rates
+the bloc above its accuracy and the dissenters below theirs, and no amount of agreement
+evidence removes that bias, whereas a gold answer is unbiased. So the agreement-based
+accuracy a_j (the shrunk accuracy from the agreement counts alone) is read as a_j =
+acc_j + b_j, with a bias of variance b² across workers, estimated from the workers who have
+≥ 2 gold answers: per worker, (a_j − g_j)² minus the sampling variances of both estimates
+(g_j (1 − g_j) / (n_gold − 1) of the gold rate g_j, a_j (1 − a_j) / (n_agree + m) of the
+agreement estimate) is an unbiased estimate of b_j²; b² is their mean (weighted by the gold
+answers) less one standard error, floored at 0 (the same one-standard-deviation benefit of
+the doubt as the policy's gate: agreement is discounted only when gold shows it is off).
+The agreement evidence of a worker then has error variance a (1 − a) / n + b² as a
+measurement of its accuracy, i.e. it is worth n / (1 + n b² / (a (1 − a))) labels of
+unbiased evidence: its soft counts are multiplied by that factor (``agree_weight``), the
+gold counts are not. A worker with many agreeing labels is thus capped at about
+a (1 − a) / b² labels' worth of agreement, and a few gold answers can outweigh it. Without
+gold, or where gold confirms agreement (b² = 0), nothing changes. Accuracies are clipped to
 [1/C, 0.99]: a worker never counts as better than near-perfect, and a worker worse than
 chance counts as chance (its labels carry no weight) instead of being read in reverse,
 which on sparse data is more often a wrong EM fixed point than a real adversary.
@@ -31,7 +49,7 @@ import numpy as np
 from .base import FloatArray
 
 __all__ = ["Fit", "shrunk_accuracy", "label_loglik", "task_loglik", "posterior", "loo_correct",
-           "fit_em"]
+           "agreement_bias", "fit_em"]
 
 ACC_MAX = 0.99
 
@@ -43,6 +61,8 @@ class Fit:
     correct: FloatArray  # float (W, S)
     total: FloatArray  # float (W, S)
     class_prior: FloatArray  # float (C,)
+    agree_weight: FloatArray | None = None  # float (W,): what one agreement label counts
+    bias2: float = 0.0  # b², the variance of agreement's bias against gold (module doc)
 
 
 def shrunk_accuracy(correct: np.ndarray, total: np.ndarray, n_classes: int, mu0: float,
@@ -97,10 +117,28 @@ def loo_correct(task: np.ndarray, label: np.ndarray, hit: np.ndarray, miss: np.n
     return acc * q / (acc * q + (1.0 - acc) * (1.0 - q) / (C - 1))
 
 
+def agreement_bias(agree_acc: np.ndarray, agree_n: np.ndarray, gold_right: np.ndarray,
+                   gold_n: np.ndarray, m: float) -> float:
+    """b²: the variance of the bias of agreement-based accuracies ``agree_acc`` (per worker,
+    on ``agree_n`` labels of agreement) against the gold record (``gold_right`` of
+    ``gold_n``), from the workers with >= 2 gold answers (module doc); 0 when fewer than
+    two such workers."""
+    has = gold_n >= 2
+    if has.sum() < 2:
+        return 0.0
+    a, n, g = agree_acc[has], gold_n[has], gold_right[has] / gold_n[has]
+    per = (a - g) ** 2 - g * (1.0 - g) / (n - 1.0) - a * (1.0 - a) / (agree_n[has] + m)
+    w = n / n.sum()
+    mean = float((w * per).sum())
+    se = float(np.sqrt((w ** 2 * (per - mean) ** 2).sum() * has.sum() / (has.sum() - 1)))
+    return max(0.0, mean - se)
+
+
 def fit_em(task: np.ndarray, worker: np.ndarray, label: np.ndarray, category: np.ndarray,
            gold: np.ndarray, n_tasks: int, n_workers: int, n_categories: int,
            n_classes: int, *, mu0: float, m0: float, m: float, iters: int,
-           start: Fit | None = None, tol: float = 1e-4, per_worker: bool = False) -> Fit:
+           start: Fit | None = None, tol: float = 1e-4, per_worker: bool = False,
+           calibrate: bool = True) -> Fit:
     """MAP-EM over the labels (``category`` and ``gold`` are per label: the task's category
     and its known class or -1), from the soft counts of ``start`` (or none).
 
@@ -108,17 +146,29 @@ def fit_em(task: np.ndarray, worker: np.ndarray, label: np.ndarray, category: np
     sure) and on tasks with another label (:func:`loo_correct`). A label alone on its task
     says nothing about its worker and is left out of the counts (counting it as "as right
     as the worker is believed to be" would let the class prior and the worker drift
-    together, until a worker answering mostly one class looks perfect)."""
+    together, until a worker answering mostly one class looks perfect).
+
+    With ``calibrate`` (the default) and gold answers, each worker's agreement counts are
+    discounted by how far agreement departs from gold across the workers (module doc)."""
     W, S, C = n_workers, n_categories, n_classes
     cell = worker * S + category
     is_gold = gold >= 0
     per_task = np.bincount(task, minlength=n_tasks)
-    evidence = is_gold | (per_task[task] >= 2)
-    total = np.bincount(cell[evidence], minlength=W * S).astype(float).reshape(W, S)
+    agree = ~is_gold & (per_task[task] >= 2)
+
+    def counts(sel: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+        return np.bincount(cell[sel], weights=None if weights is None else weights[sel],
+                           minlength=W * S).astype(float).reshape(W, S)
+
+    total_agree, total_gold = counts(agree), counts(is_gold)
+    gold_right = counts(is_gold, (label == gold).astype(float))
+    total = total_agree + total_gold
+    calibrated = calibrate and bool(is_gold.any())
     fit = start if start is not None else Fit(np.zeros((W, S)), np.zeros((W, S)),
                                               np.full(C, 1.0 / C))
     labelled = per_task > 0
     prev = None
+    weight, bias2 = np.ones(W), 0.0
     for _ in range(max(iters, 1)):
         acc, _, _ = shrunk_accuracy(fit.correct, fit.total, C, mu0, m0, m, per_worker)
         a = acc[worker, category]
@@ -126,9 +176,16 @@ def fit_em(task: np.ndarray, worker: np.ndarray, label: np.ndarray, category: np
         loglik = task_loglik(task, a, label, n_tasks, C)
         log_prior = np.log(fit.class_prior)
         right = loo_correct(task, label, hit, miss, loglik, log_prior, a)
-        right = np.where(is_gold, (label == gold).astype(float), right)
-        correct = np.bincount(cell[evidence], weights=right[evidence],
-                              minlength=W * S).astype(float).reshape(W, S)
+        correct_agree = counts(agree, right)
+        if calibrated:
+            _, a_agree, _ = shrunk_accuracy(correct_agree, total_agree, C, mu0, m0, m,
+                                            per_worker)
+            n_agree = total_agree.sum(axis=1)
+            bias2 = agreement_bias(a_agree, n_agree, gold_right.sum(axis=1),
+                                   total_gold.sum(axis=1), m)
+            weight = 1.0 / (1.0 + n_agree * bias2 / (a_agree * (1.0 - a_agree)))
+            total = total_agree * weight[:, None] + total_gold
+        correct = correct_agree * weight[:, None] + gold_right
         post = posterior(loglik[labelled], log_prior)
         if is_gold.any():
             gold_task = np.full(n_tasks, -1)
@@ -137,7 +194,7 @@ def fit_em(task: np.ndarray, worker: np.ndarray, label: np.ndarray, category: np
             post[g >= 0] = np.eye(C)[g[g >= 0]]
         # class shares shrunk half-way to uniform, so that no class can take over
         shares = post.sum(axis=0) + 1.0
-        fit = Fit(correct, total, 0.5 * shares / shares.sum() + 0.5 / C)
+        fit = Fit(correct, total, 0.5 * shares / shares.sum() + 0.5 / C, weight, bias2)
         if prev is not None and float(np.abs(correct - prev).max(initial=0.0)) < tol:
             break
         prev = correct

@@ -84,6 +84,9 @@ class AutoState:
     loglik: FloatArray  # float (T, C): sum of log P(label | class) over the task's labels
     n_labels: IntArray  # int (T,)
     next_refit: int
+    # what one agreement label counts for its worker (the fit's calibration against gold,
+    # _shrunk_em's ``agree_weight``); 1 without gold
+    agree_weight: FloatArray | None = None  # float (W,)
 
 
 def _variance(acc: np.ndarray, evidence: np.ndarray, strength: float) -> np.ndarray:
@@ -188,15 +191,19 @@ class Auto(Policy):
             gold=np.asarray(gold, np.int64), cost=np.asarray(problem.worker_cost, float).copy(),
             log_task=[], log_worker=[], log_label=[], correct=np.zeros((W, S)),
             total=np.zeros((W, S)), class_prior=np.full(C, 1.0 / C), loglik=np.zeros((T, C)),
-            n_labels=np.zeros(T, np.int64), next_refit=self.params.refit_min)
+            n_labels=np.zeros(T, np.int64), next_refit=self.params.refit_min,
+            agree_weight=np.ones(W))
 
     def state_from_dict(self, data: dict[str, Any]) -> AutoState:
         arr = {"task_category": np.int64, "gold": np.int64, "cost": float, "correct": float,
-               "total": float, "class_prior": float, "loglik": float, "n_labels": np.int64}
-        kw: dict[str, Any] = {k: (np.asarray(v, dtype=arr[k]) if k in arr else v)
-                              for k, v in data.items()}
+               "total": float, "class_prior": float, "loglik": float, "n_labels": np.int64,
+               "agree_weight": float}
+        kw: dict[str, Any] = {k: (np.asarray(v, dtype=arr[k]) if k in arr and v is not None
+                                  else v) for k, v in data.items()}
         T, C = len(kw["task_category"]), int(kw["n_classes"])
         kw["loglik"] = kw["loglik"].reshape(T, C)
+        if kw.get("agree_weight") is None:  # a state saved before the calibration
+            kw["agree_weight"] = np.ones(len(kw["cost"]))
         return AutoState(**kw)
 
     # --- the model -----------------------------------------------------------------------
@@ -239,6 +246,7 @@ class Auto(Policy):
                         m=p.strength, iters=p.em_iters, start=start,
                         per_worker=p.population == "workers")
         state.correct, state.total, state.class_prior = fit.correct, fit.total, fit.class_prior
+        state.agree_weight = fit.agree_weight
         acc, _ = self.accuracies(state)
         state.loglik = em.task_loglik(task, acc[worker, state.task_category[task]], label,
                                       state.n_labels.size, state.n_classes)
@@ -258,8 +266,45 @@ class Auto(Policy):
     def score(self, state: AutoState, tasks: np.ndarray, worker: int) -> np.ndarray:
         acc, overall = self.accuracies(state)
         tasks = np.asarray(tasks, np.int64)
-        return self.priority(state, tasks) + (acc[worker, state.task_category[tasks]]
-                                              - overall[worker])
+        cat_acc = acc[worker, state.task_category[tasks]]
+        out = self.priority(state, tasks) + (cat_acc - overall[worker])
+        is_gold = state.gold[tasks] >= 0
+        if is_gold.any():  # gold (still below every ordinary task): where it tells most
+            out[is_gold] = -2.0 + self.gold_information(state, tasks[is_gold],
+                                                        cat_acc[is_gold])
+        return out
+
+    def gold_information(self, state: AutoState, tasks: np.ndarray,
+                         acc: np.ndarray) -> np.ndarray:
+        """Fisher information P (1 − P) of one answer to each gold task of ``tasks`` about
+        the answering worker's accuracy (``acc`` on each task's category), P being the
+        chance it answers right under a Rasch adjustment of its one-coin accuracy by the
+        gold question's record: logit P = logit acc + logit p_g − logit p̄, with p_g the
+        share of right answers the question got so far shrunk towards p̄ (the share over
+        all gold answers) by ``strength`` answers.
+
+        The expected change of the worker's estimated accuracy after one gold answer is
+        2 P (1 − P) / (its evidence + 1), so this asks the gold question that moves the
+        trust most: for a worker trusted at 0.8, one that other workers (often the ones
+        trusted like it) got wrong — a question where trust and votes part — before one
+        everybody gets right, which only confirms what agreement already said."""
+        m = self.params.strength
+        t = np.asarray(state.log_task, np.int64)
+        g = state.gold[t]
+        on_gold = g >= 0
+        T = state.n_labels.size
+        right = np.bincount(t[on_gold], weights=(np.asarray(state.log_label, np.int64)[
+            on_gold] == g[on_gold]).astype(float), minlength=T)
+        asked = np.bincount(t[on_gold], minlength=T).astype(float)
+        p_bar = (right.sum() + m * self.params.prior_accuracy) / (asked.sum() + m)
+        p_g = (right[tasks] + m * p_bar) / (asked[tasks] + m)
+
+        def logit(x: np.ndarray | float) -> np.ndarray:
+            x = np.clip(x, 1e-6, 1 - 1e-6)
+            return np.asarray(np.log(x / (1.0 - x)))
+
+        p = 1.0 / (1.0 + np.exp(-(logit(acc) + logit(p_g) - logit(p_bar))))
+        return np.asarray(p * (1.0 - p))
 
     def select_task(self, state: AutoState, worker: int, candidates: np.ndarray,
                     mask: np.ndarray, rng: np.random.Generator) -> int | None:
@@ -400,9 +445,11 @@ class Auto(Policy):
             right = pz * a / (pz * a + (1.0 - pz) * (1.0 - a) / (C - 1))
         else:  # alone on its task: no evidence about the worker yet
             right = None
-        if right is not None:
-            state.correct[j, s] += right
-            state.total[j, s] += 1.0
+        if right is not None:  # agreement counts as the last fit's calibration says
+            w = 1.0 if state.gold[i] >= 0 or state.agree_weight is None else float(
+                state.agree_weight[j])
+            state.correct[j, s] += right * w
+            state.total[j, s] += w
         hit, miss = em.label_loglik(np.asarray(a), C)
         state.loglik[i] += miss
         state.loglik[i, z] += hit - miss
