@@ -104,6 +104,9 @@ def aggregate_cmd(labels, method, categories, truth, weights, gold, out, output)
             "n_truth": int(known.sum()), "accuracy": accuracy, "ties_with_truth": ties,
             "out": out,
         }
+        if hasattr(result, "accuracy_"):  # auto: its estimate, interval and disagreement
+            summary["accuracy_estimate"] = result.accuracy_.as_dict()
+            summary["disagreement"] = result.disagreement_
         click.echo(json.dumps(summary, indent=2))
     elif accuracy is not None:
         tied = f" ({ties} tied, each counted 1/k)" if ties else ""

@@ -116,7 +116,8 @@ def aggregation_notes(pl: ProjectLabels, method: str, result) -> tuple[str, str 
         dis = result.disagreement_
         if result.guarded_ and dis["overruled"]:
             note += (f"\nmajority vote and {result.method_} disagree on {dis['differ']} of "
-                     f"{dis['tasks']} tasks; gold answers settle which is right: "
+                     f"{dis['tasks']} tasks (mean difference in probability "
+                     f"{dis['mean_abs_diff']:.3f}); gold answers settle which is right: "
                      f"`labelq gold suggest` lists the tasks to ask an expert")
         ev, trusted = result.evidence_, result.trustworthy_
     else:
