@@ -100,7 +100,8 @@ def latency(redis_url, n, requests):
                   state_max_age=3600, worker_max_age=3600)
     for j in range(8):
         svc.next_assignment(f"b{j}")  # warm the caches; every worker is active
-    k = Keys(pid)
+    from labelq.db import database_id
+    k = Keys(pid, database_id(eng))
     decide_ms, inbox_ms = [], []
     applier = Applier(eng, r, cache=StateCache())  # one applier process (its pace meter)
     while len(decide_ms) < requests or len(inbox_ms) < requests:

@@ -48,6 +48,45 @@ def _redis(url: str) -> tuple[bool, str]:
     return True, f"{url} (Redis {info.get('redis_version', '?')})"
 
 
+def _keys(rd: str, db: str) -> dict:
+    """The hot state's keys on this Redis database, by the SQL database they belong to
+    (``labelq.live.redis.keys.parse_key``): this one's, other databases' (counted and
+    named, never touched) and keys of a labelq before keys named their database."""
+    import redis
+
+    from labelq.db import database_id, engine_for
+    from labelq.live.redis.keys import parse_key
+
+    try:
+        own: str | None = database_id(engine_for(db))
+    except Exception:  # noqa: BLE001 - the database row has said why
+        own = None
+    counts: dict[str | None, int] = {}
+    try:
+        client = redis.Redis.from_url(rd, socket_timeout=5)
+        for key in client.scan_iter(match="lq:*", count=1000):
+            owner = parse_key(key)
+            if owner is not None:
+                counts[owner.database] = counts.get(owner.database, 0) + 1
+    except redis.RedisError as exc:
+        return {"check": "redis keys", "ok": False, "detail": f"not counted: {exc}"}
+    others = sorted((d, n) for d, n in counts.items() if d is not None and d != own)
+    legacy = counts.get(None, 0)
+    parts = [f"this database ({own or 'unknown'}): {counts.get(own, 0) if own else 0} keys"]
+    if others:
+        parts.append(f"{len(others)} other database{'s' if len(others) > 1 else ''} share "
+                     "this Redis database (their keys are left alone): "
+                     + ", ".join(f"{d} ({n} keys)" for d, n in others)
+                     + "; give each one's workers their own LABELQ_CELERY_QUEUE")
+    if legacy:
+        parts.append(f"{legacy} keys of an earlier labelq (no database id: lq:P:...; "
+                     "unused now, `labelq rebuild` rebuilds this database's under its id)")
+    return {"check": "redis keys", "ok": True, "detail": "; ".join(parts),
+            "database": own, "keys": counts.get(own, 0) if own else 0,
+            "other_databases": [{"database": d, "keys": n} for d, n in others],
+            "legacy_keys": legacy}
+
+
 def _workers(url: str, timeout: float) -> tuple[bool, str]:
     from workers.main import QUEUE, create_app
 
@@ -84,6 +123,8 @@ def check(database_url, redis_url, timeout, output):
     else:
         ok, detail = False, "not checked: Redis (the broker) does not answer"
     rows.append({"check": "celery worker", "ok": ok, "detail": detail})
+    if rows[1]["ok"]:
+        rows.append(_keys(rd, db))
     rows.append({"check": "operator token", "ok": True,
                  "detail": "set" if settings.operator_token else
                  "unset: the API's operator endpoints are disabled"})

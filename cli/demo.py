@@ -237,7 +237,9 @@ def _demo(out: Path, temporary: bool, *, n_tasks, n_gold, n_workers, n_careless,
         db_url, n_tasks=n_tasks, n_gold=n_gold, n_workers=n_workers,
         n_categories=n_categories, max_labels=int(np.ceil(labels_per_task)) + 2,
         budget=budget, policy=policy, gold_schedule=gold_schedule, rng=rng)
-    if client.exists(Keys(pid).meta):
+    from labelq.db import database_id
+    k = Keys(pid, database_id(eng))
+    if client.exists(k.meta):
         raise click.ClickException(f"{url} already holds keys of a project {pid}; give the "
                                    "demo another Redis (--redis-url) or database number")
     queue = f"labelq-demo-{uuid.uuid4().hex[:8]}"
@@ -321,8 +323,8 @@ def _demo(out: Path, temporary: bool, *, n_tasks, n_gold, n_workers, n_careless,
         except subprocess.TimeoutExpired:
             os.killpg(celery.pid, signal.SIGKILL)
         if server is None:
-            delete_hot(client, pid)
-            client.delete(Keys(pid).apply_lock, queue)
+            delete_hot(client, k)
+            client.delete(k.apply_lock, k.projects, queue)
         else:
             server.shutdown()
 

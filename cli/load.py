@@ -150,8 +150,10 @@ def gold_correct(name, task_id, answer, database_url, redis_url, output):
         click.echo(f"{task_id}: answer {out['old_answer']} -> {out['answer']} "
                    f"({n} gold answer{'' if n == 1 else 's'} re-scored)")
     try:
+        from labelq.db import database_id
         from labelq.live.hotstate import bump_epoch
-        bump_epoch(redis_client(redis_url), pid)
+        from labelq.live.redis.keys import Keys
+        bump_epoch(redis_client(redis_url), Keys(pid, database_id(s.get_bind())))
     except LabelqError as exc:
         click.echo(f"warning: {exc}; running policies keep the old answer until "
                    f"'labelq rebuild {name}'", err=True)

@@ -37,15 +37,17 @@ def check_token(handle: str, token: str, database_url=None) -> list[str]:
 def service(database_url=None, redis_url=None):
     from labelq.service import Service
     from labelq.settings import load_settings
-    from workers.tasks import notify
+    from labelq.db import database_id
+    from workers.tasks import notify_for
 
     env = dict(os.environ)
     if database_url:
         env["LABELQ_DATABASE_URL"] = database_url
     if redis_url:
         env["LABELQ_REDIS_URL"] = redis_url
-    return Service(engine(database_url), redis_client(redis_url), settings=load_settings(env),
-                   notify=notify)
+    eng = engine(database_url)
+    return Service(eng, redis_client(redis_url), settings=load_settings(env),
+                   notify=notify_for(database_id(eng)))
 
 
 def _worker_options(f):
@@ -101,8 +103,9 @@ def rebuild_cmd(name: str, database_url, redis_url, output: str) -> None:
         pid = get_project(session, name).id
     r = redis_client(redis_url)
     emit_record(rebuild_project(eng, r, pid), output)
-    from workers.tasks import notify
-    notify(pid)
+    from labelq.db import database_id
+    from workers.tasks import notify_for
+    notify_for(database_id(eng))(pid)
 
 
 @click.command("next")

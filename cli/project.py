@@ -168,11 +168,15 @@ def delete(name, yes, database_url, redis_url, output):
     # the hot state goes first: were the SQL delete to fail, the project would rebuild it
     # from SQL on its next use; the other way round, a new project given the same id
     # (SQLite reuses the largest) would find this one's state
-    from labelq.live.redis.keys import GLOBAL_PROJECTS
+    # (only this database's keys: another database sharing the Redis database may have a
+    # project of the same id, labelq.live.redis.keys)
+    from labelq.db import database_id
+    from labelq.live.redis.keys import Keys
     from labelq.live.rebuild import delete_hot
     r = redis_client(redis_url)
-    r.srem(GLOBAL_PROJECTS, pid)
-    delete_hot(r, pid)
+    k = Keys(pid, database_id(eng))
+    r.srem(k.projects, pid)
+    delete_hot(r, k)
     with session_scope(eng) as s:
         delete_project(s, get_project(s, name))
     if output == "table":

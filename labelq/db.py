@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
+import secrets
+import threading
 from contextlib import contextmanager
 from functools import lru_cache
-from typing import Iterator
+from typing import Any, Iterator
 
 from sqlalchemy import event, inspect, make_url
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import OperationalError
-from sqlmodel import Session, SQLModel, create_engine
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+from sqlmodel import Session, SQLModel, create_engine, select
 
 from . import models  # noqa: F401 - registers the tables on SQLModel.metadata
 from .errors import ServiceUnavailable
 from .settings import Settings, load_settings
 
 __all__ = ["get_engine", "init_schema", "session_scope", "engine_for", "ADDED_COLUMNS",
-           "ADDED_INDEXES"]
+           "ADDED_INDEXES", "database_id", "masked_url", "SchemaMissing"]
 
 # Columns added to a table after its first release. ``create_all`` creates missing tables
 # but never alters an existing one, so ``init_schema`` adds these (nullable, no default) to
@@ -61,14 +63,97 @@ def get_engine(settings: Settings | None = None) -> Engine:
     return engine_for(settings.sqlalchemy_url)
 
 
-def init_schema(engine: Engine) -> None:
-    """Create every table that does not exist yet (safe to repeat)."""
+def init_schema(engine: Engine) -> str:
+    """Create every table that does not exist yet (safe to repeat), and the database's
+    identity if it has none (a new database, or one of an earlier labelq). Only ``labelq
+    init`` (and the demo, in its own folder) calls it; returns the identity."""
     try:
         SQLModel.metadata.create_all(engine)
         _add_columns(engine)
         _add_indexes(engine)
+        uid = _ensure_identity(engine)
     except OperationalError as exc:
         raise ServiceUnavailable(f"database unavailable: {exc.orig}") from exc
+    with _ids_lock:
+        _ids[engine] = uid
+    return uid
+
+
+class SchemaMissing(ServiceUnavailable):
+    """The database has no labelq schema (or none with an identity): ``labelq init``."""
+
+
+# engine -> its database's identity, read once per process (the request path never asks SQL)
+_ids: dict[Engine, str] = {}
+_ids_lock = threading.Lock()
+
+
+def _read_identity(engine: Engine) -> str | None:
+    from .models import DatabaseIdentity
+    try:
+        with Session(engine) as session:
+            row = session.exec(select(DatabaseIdentity).where(DatabaseIdentity.id == 1)).first()
+    except (OperationalError, ProgrammingError) as exc:
+        if _is_missing_table(exc):
+            return None
+        raise ServiceUnavailable(f"database {masked_url(engine.url)} unavailable: "
+                                 f"{getattr(exc, 'orig', exc)}") from exc
+    return row.uid if row is not None else None
+
+
+def _is_missing_table(exc: Exception) -> bool:
+    text = str(getattr(exc, "orig", exc)).lower()
+    return "no such table" in text or "does not exist" in text or "undefinedtable" in text
+
+
+def _ensure_identity(engine: Engine) -> str:
+    """The identity row, made if missing (two ``init`` racing: the loser reads the winner's)."""
+    from .models import DatabaseIdentity
+    uid = _read_identity(engine)
+    if uid is not None:
+        return uid
+    try:
+        with Session(engine) as session:
+            session.add(DatabaseIdentity(id=1, uid=secrets.token_hex(6)))
+            session.commit()
+    except IntegrityError:
+        pass
+    uid = _read_identity(engine)
+    assert uid is not None
+    return uid
+
+
+def database_id(bind: Any) -> str:
+    """The identity of the database behind ``bind`` (an engine, a connection or a
+    session), read from SQL once per engine and process, then from memory. Raises
+    :class:`SchemaMissing` (exit code 9) for a database ``labelq init`` has not set up."""
+    engine: Engine = bind.get_bind() if isinstance(bind, Session) else getattr(bind, "engine", bind)
+    uid = _ids.get(engine)
+    if uid is not None:
+        return uid
+    uid = _read_identity(engine)
+    if uid is None:
+        raise SchemaMissing(f"database {masked_url(engine.url)} has no labelq schema (or one "
+                            "of an earlier labelq): run `labelq init` to set it up",
+                            database=masked_url(engine.url))
+    with _ids_lock:
+        _ids[engine] = uid
+    return uid
+
+
+def forget_database_id(engine: Engine) -> None:
+    """Drop the cached identity (a test that drops and recreates a database's tables)."""
+    with _ids_lock:
+        _ids.pop(engine, None)
+
+
+def masked_url(url: Any) -> str:
+    """A database URL as it may be shown: its password replaced by ``***``."""
+    try:
+        return make_url(str(url) if not hasattr(url, "render_as_string") else url) \
+            .render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - not a URL SQLAlchemy parses: show it as given
+        return str(url)
 
 
 def _add_columns(engine: Engine) -> None:

@@ -1,6 +1,7 @@
 """The durable record (SQLModel): the source of truth from which all hot state is rebuilt.
 
-Tables: Project, Task, Worker, Assignment, Label. Works on SQLite and PostgreSQL.
+Tables: Project, Task, Worker, Assignment, Label, and ``labelq_database`` (one row: the
+database's identity, which names its keys in Redis). Works on SQLite and PostgreSQL.
 
 Every task and worker carries ``seq``, a dense index ``0..n-1`` within its project, which
 is the index the policies' numpy state uses (``labelq.policies.base``). Labels are unique
@@ -16,7 +17,7 @@ from typing import Any, Optional
 from sqlalchemy import JSON, Column, Index, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-__all__ = ["Project", "Task", "Worker", "Assignment", "Label", "utcnow", "as_utc", "utc_from_ms",
+__all__ = ["DatabaseIdentity", "Project", "Task", "Worker", "Assignment", "Label", "utcnow", "as_utc", "utc_from_ms",
            "WORKER_STATUSES", "ASSIGNMENT_STATES", "ENDED_UNLABELLED"]
 
 WORKER_STATUSES = ("active", "paused", "removed")
@@ -39,6 +40,18 @@ def as_utc(t: datetime) -> datetime:
 def utc_from_ms(ms: int) -> datetime:
     """The UTC datetime of a Unix time in milliseconds (the hot state's clock)."""
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+
+
+class DatabaseIdentity(SQLModel, table=True):
+    """The one row naming this database: ``uid`` is made by ``labelq init`` (or by the
+    schema upgrade ``init`` does on a database of an earlier labelq) and prefixes every
+    Redis key of its projects (``lq:{uid:project}:...``), so several databases can share
+    one Redis database without touching each other's hot state."""
+
+    __tablename__ = "labelq_database"
+    id: int = Field(default=1, primary_key=True)
+    uid: str = Field(max_length=32)
+    created: datetime = Field(default_factory=utcnow)
 
 
 class Project(SQLModel, table=True):

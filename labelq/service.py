@@ -25,7 +25,7 @@ from typing import Any, Callable
 import numpy as np
 from sqlalchemy.engine import Engine
 
-from .db import session_scope
+from .db import database_id, session_scope
 from .errors import Forbidden, InputError, NotFound
 from .live.assign import Assigner, Issued
 from .live.context import Live
@@ -62,7 +62,10 @@ class Service:
         self.notify = notify
         self.cache = cache or StateCache()
         self.scripts = Scripts(redis)
-        self.live = Live(engine, redis, self.scripts, self.settings, self.tuning, notify)
+        # the database's identity names its Redis keys: read here, once, so that no
+        # request pays a SQL round trip for it (raises, exit 9, before ``labelq init``)
+        self.live = Live(engine, redis, self.scripts, self.settings, self.tuning, notify,
+                         database_id(engine))
         self.assigner = Assigner(self.live, self.cache,
                                  rng or decision_rng(self.settings.decision_seed))
         self.submitter = Submitter(self.live, self.assigner)

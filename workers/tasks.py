@@ -1,6 +1,6 @@
 """Thin Celery tasks: take ids, call the live engine, are idempotent.
 
-* ``labelq.apply_labels(project_id)`` → :meth:`labelq.live.applier.Applier.apply_pending`:
+* ``labelq.apply_labels(project_id, database)`` → :meth:`labelq.live.applier.Applier.apply_pending`:
   fold the new labels into the posterior, then refill the inboxes of the active workers. A
   redelivered or duplicate message finds nothing unapplied (and at most tops up inboxes).
   A run that found another applier holding the lock retries while labels wait, one
@@ -17,19 +17,22 @@ none loads it on the request path); in another pool, at the first task.
 
 from __future__ import annotations
 
+import logging
 from functools import lru_cache
+from typing import Callable
 
 from celery.signals import worker_process_init
 
-from labelq.db import get_engine
+from labelq.db import database_id, get_engine
 from labelq.live.applier import Applier
-from labelq.live.redis.keys import GLOBAL_PROJECTS
 from labelq.live.upkeep import maintain_project
 from labelq.live.warm import Warmer
 
 from .main import SETTINGS, app
 
-__all__ = ["apply_labels", "maintain", "notify"]
+__all__ = ["apply_labels", "maintain", "notify_for"]
+
+log = logging.getLogger(__name__)
 
 
 @lru_cache(maxsize=1)
@@ -46,8 +49,16 @@ def _start_warmer(**_: object) -> None:
 
 
 @app.task(name="labelq.apply_labels", bind=True, max_retries=None)
-def apply_labels(self, project_id: int) -> int:
+def apply_labels(self, project_id: int, database: str | None = None) -> int:
     applier = _applier()
+    if database is not None and database != database_id(applier.engine):
+        # a wake-up of another database's project (several databases share this Redis
+        # and this queue): its state is not ours to apply. Give each database's workers
+        # their own queue (LABELQ_CELERY_QUEUE); ``labelq check`` warns about this
+        log.warning("apply_labels for project %s of database %s, but this worker serves "
+                    "database %s: ignored (give each database its own "
+                    "LABELQ_CELERY_QUEUE)", project_id, database, database_id(applier.engine))
+        return 0
     report = applier.apply_pending(int(project_id))
     if report.busy and applier.claim_retry(int(project_id), str(self.request.id)):
         raise self.retry(countdown=applier.tuning.retry_countdown_s)
@@ -57,12 +68,16 @@ def apply_labels(self, project_id: int) -> int:
 @app.task(name="labelq.maintain")
 def maintain() -> dict:
     applier, out = _applier(), {}
-    for raw in applier.redis.smembers(GLOBAL_PROJECTS):
+    database = database_id(applier.engine)
+    for raw in applier.redis.smembers(applier.projects_key):
         out[int(raw)] = maintain_project(applier, int(raw))
-        apply_labels.delay(int(raw))
+        apply_labels.delay(int(raw), database)
     return out
 
 
-def notify(project_id: int) -> None:
-    """The service's wake-up hook: enqueue ``apply_labels``."""
-    apply_labels.delay(int(project_id))
+def notify_for(database: str) -> Callable[[int], None]:
+    """The service's wake-up hook for database ``database``: enqueue ``apply_labels``
+    naming it (a worker of another database sharing the queue leaves it alone)."""
+    def notify(project_id: int) -> None:
+        apply_labels.delay(int(project_id), database)
+    return notify

@@ -27,7 +27,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
 from .. import __version__
-from ..db import get_engine, init_schema
+from ..db import database_id, get_engine, init_schema
 from ..errors import ServiceUnavailable
 from ..service import Service
 from ..settings import Settings, load_settings
@@ -100,8 +100,10 @@ def create_app(settings: Settings | None = None, *, max_body: int = DEFAULT_MAX_
             if name != "labelq.apply_labels":  # the beat wakes the applier anyway
                 raise ServiceUnavailable("this server has no task queue to run jobs on")
 
+    database = database_id(engine)  # read once: every key and wake-up names it
+
     def notify(project_id: int) -> None:
-        send_task("labelq.apply_labels", [int(project_id)])
+        send_task("labelq.apply_labels", [int(project_id), database])
 
     service = Service(engine, redis, settings=settings, notify=notify)
     app = _App(

@@ -10,6 +10,7 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
+from ..db import database_id
 from ..live.redis.keys import Keys
 from ..live.redis.scripts import Scripts
 from ..models import Project, Task, Worker, utc_from_ms
@@ -22,7 +23,7 @@ def open_assignments(session: Session, scripts: Scripts, worker: Worker,
     """Worker ``worker``'s open assignments (issued to them, live, not being submitted),
     oldest first, as the API's assignment (no task id: it would tell a gold question from a
     task)."""
-    held = scripts.open_list(Keys(worker.project_id), worker.seq, int(time.time() * 1000))
+    held = scripts.open_list(Keys(worker.project_id, database_id(session)), worker.seq, int(time.time() * 1000))
     if not held:
         return []
     tasks = {t.seq: t for t in session.exec(select(Task).where(

@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import and_, case, func
 from sqlmodel import Session, select
 
+from ..db import database_id
 from ..models import ENDED_UNLABELLED, Assignment, Label, Task, Worker
 from ..live.redis.keys import Keys
 
@@ -30,7 +31,7 @@ def worker_progress(session: Session, redis: Any, worker: Worker) -> dict[str, A
     closed = dict(session.exec(select(Assignment.state, func.count()).where(
         Assignment.worker_id == worker.id, Assignment.state.in_(ENDED_UNLABELLED))
         .group_by(Assignment.state)).all())
-    k = Keys(worker.project_id)
+    k = Keys(worker.project_id, database_id(session))
     used = redis.hget(k.wcount, worker.seq)  # labels + live leases, when the state is hot
     in_use = max(int(used), int(labels)) if used is not None else int(labels)
     remaining = None if worker.capacity is None else max(worker.capacity - in_use, 0)

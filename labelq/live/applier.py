@@ -43,7 +43,7 @@ from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.engine import Engine
 from sqlmodel import col
 
-from ..db import session_scope
+from ..db import database_id, session_scope
 from ..goldstats import apply_quality_rule, gold_scores
 from ..models import Label, Task
 from ..policies.base import Observation
@@ -51,7 +51,7 @@ from ..problem import label_rows, to_observation
 from ..settings import Settings, load_settings
 from .decide import decision_rng
 from .hotstate import Hot, StateCache, write_snapshot
-from .redis.keys import Keys, gold_records, parse_decline
+from .redis.keys import Keys, gold_records, parse_decline, projects_key
 from .redis.lock import RedisLock
 from .redis.scripts import Scripts
 from .refill import PaceMeter, refill_inboxes
@@ -76,14 +76,15 @@ class ApplyReport:
     refilled: int = 0  # inbox reservations made after the batch
 
 
-def wake_applier(redis: Any, project_id: int, notify: Callable[[int], None] | None,
+def wake_applier(redis: Any, k: Keys, notify: Callable[[int], None] | None,
                  tuning: Tuning = TUNING) -> bool:
     """The submitters' side of the wake-up protocol, for a change made outside
-    ``SUBMIT_FINISH`` (which sets the flag itself): set ``apply_wanted`` (NX) and, only if
-    this call set it, ``notify`` (enqueue an applier run). True if it set the flag."""
-    if redis.set(Keys(project_id).apply_wanted, 1, nx=True, px=tuning.wanted_ttl_ms):
+    ``SUBMIT_FINISH`` (which sets the flag itself): set ``apply_wanted`` (NX) of the project
+    ``k`` names and, only if this call set it, ``notify`` (enqueue an applier run). True if
+    it set the flag."""
+    if redis.set(k.apply_wanted, 1, nx=True, px=tuning.wanted_ttl_ms):
         if notify is not None:
-            notify(project_id)
+            notify(k.project_id)
         return True
     return False
 
@@ -99,7 +100,7 @@ def push_priorities(redis: Any, hot: Hot, tasks: Any, pipeline: Any = None) -> N
         return
     pri = hot.policy.priority(hot.state, seqs)
     mapping = {int(t): float(p) for t, p in zip(seqs, pri)}
-    k = Keys(hot.project_id)
+    k = hot.keys
     pipe = pipeline or redis.pipeline(transaction=False)
     pipe.zadd(k.pending, mapping, xx=True)
     pipe.zadd(k.parked, mapping, xx=True)
@@ -185,6 +186,16 @@ class Applier:
     def running(self) -> bool:
         return self._running > 0
 
+    def keys(self, project_id: int) -> Keys:
+        """The project's Redis keys, in the namespace of this applier's database (its
+        identity read from SQL once per process, then from memory)."""
+        return Keys(project_id, database_id(self.engine))
+
+    @property
+    def projects_key(self) -> str:
+        """The set of this database's projects with hot state (the beat's, the warmer's)."""
+        return projects_key(database_id(self.engine))
+
     # --- the run -------------------------------------------------------------------------
     def apply_pending(self, project_id: int, *, refill: bool = True,
                       snapshot_every_s: float | None = None) -> ApplyReport:
@@ -197,7 +208,7 @@ class Applier:
                        snapshot_every_s: float | None) -> ApplyReport:
         redis, t = self.redis, self.tuning
         every_s = t.snapshot_every_s if snapshot_every_s is None else snapshot_every_s
-        k = Keys(project_id)
+        k = self.keys(project_id)
         report = ApplyReport()
         while True:
             lock = RedisLock(redis, k.apply_lock, t.lock_ttl_ms)
@@ -254,7 +265,7 @@ class Applier:
         one retrier at a time (``apply_retry``, renewed by its owner on every retry): a
         holder that keeps running leaves the flag set, and the beat's wake-ups would
         otherwise pile up, each retrying every second."""
-        r, k, ttl = self.redis, Keys(project_id), self.tuning.retry_ttl_ms
+        r, k, ttl = self.redis, self.keys(project_id), self.tuning.retry_ttl_ms
         if not r.exists(k.apply_wanted):
             return False
         if r.set(k.apply_retry, run_id, nx=True, px=ttl) or \
@@ -270,7 +281,7 @@ class Applier:
         engine, redis, cache = self.engine, self.redis, self.cache
         if hot is None:
             hot = cache.get(engine, redis, project_id)
-        k = Keys(project_id)
+        k = hot.keys
         with hot.lock:
             try:
                 with session_scope(engine) as session:

@@ -26,7 +26,6 @@ from .context import Live, now_ms
 from .decide import InboxNotEmpty, WorkerInfo, decide
 from .hotstate import Hot, StateCache
 from .rebuild import ensure_hot
-from .redis.keys import Keys
 from .redis.scripts import Inbox, Pop, Popped, Released
 from .redis.wire import text
 
@@ -73,7 +72,7 @@ class Assigner:
         nothing for them. ``popped``: ``(now, POP_INBOX's answer)`` of a pop already made
         (pipelined with a submit), used instead of the first pop."""
         live = self.live
-        k = Keys(worker.project_id)
+        k = self.live.keys(worker.project_id)
         reclaimed = False
         # the inbox first; if it is empty, decide at once — unless the applier refilled the
         # inbox meanwhile (RESERVE refuses then), in which case its reservations come first
@@ -154,7 +153,7 @@ class Assigner:
         """The worker's labels + live leases if that reaches their capacity, else None."""
         if worker.capacity is None:
             return None
-        used = self.live.redis.hget(Keys(worker.project_id).wcount, worker.seq)
+        used = self.live.redis.hget(self.live.keys(worker.project_id).wcount, worker.seq)
         return int(used) if used is not None and int(used) >= worker.capacity else None
 
     def idle_reason(self, worker: Worker, project: Project) -> str:
@@ -176,7 +175,7 @@ class Assigner:
             return f"you have reached your capacity of {worker.capacity} labels"
         budget = project.budget
         if budget is not None:
-            k = Keys(worker.project_id)
+            k = self.live.keys(worker.project_id)
             spent, held_cost = live.redis.mget(k.spent, k.reserved_cost)
             if float(spent or 0) + worker.cost > budget + 1e-9:
                 return "the project's budget is spent: there is no more work in it"
@@ -198,7 +197,7 @@ class Assigner:
         if self.at_capacity(worker) is not None:
             return False
         live, t = self.live, self.live.tuning
-        k = Keys(worker.project_id)
+        k = self.live.keys(worker.project_id)
         ids = live.redis.zrangebyscore(k.leases, now, now + t.hold_ms, start=0,
                                        num=t.reclaim_scan)
         if not ids:

@@ -13,6 +13,7 @@ from sqlalchemy.engine import Engine
 
 from ..settings import Settings
 from .applier import wake_applier
+from .redis.keys import Keys
 from .redis.scripts import Scripts
 from .tuning import Tuning
 
@@ -31,6 +32,12 @@ class Live:
     settings: Settings
     tuning: Tuning
     notify: Callable[[int], None] | None  # enqueue an applier run (Celery), or None
+    database: str  # the SQL database's identity (``labelq.db.database_id``), read once
+
+    def keys(self, project_id: int) -> Keys:
+        """The project's Redis keys, in this database's namespace (no SQL: the identity
+        was read when the service was made)."""
+        return Keys(project_id, self.database)
 
     @property
     def lease_ms(self) -> int:
@@ -42,4 +49,4 @@ class Live:
 
     def wake(self, project_id: int) -> None:
         """Wake the project's applier (the wake-up protocol: :func:`.applier.wake_applier`)."""
-        wake_applier(self.redis, project_id, self.notify, self.tuning)
+        wake_applier(self.redis, self.keys(project_id), self.notify, self.tuning)

@@ -136,7 +136,7 @@ def decide(redis: Any, scripts: Scripts, hot: Hot, worker: WorkerInfo, now: int,
     top_k, max_scan, enough = tuning.top_k, tuning.max_scan, tuning.enough
     settled_scan, retries = tuning.settled_scan, tuning.retries
     project = hot.project
-    k = Keys(hot.project_id)
+    k = hot.keys
     budget = project.budget
     if budget is not None and check_budget:
         spent = float(redis.get(k.spent) or 0)

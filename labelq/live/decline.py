@@ -16,7 +16,7 @@ from ..db import session_scope
 from ..errors import Conflict, Forbidden, NotFound
 from ..models import Assignment, Task, Worker, utc_from_ms
 from .context import Live, now_ms
-from .redis.keys import Keys, decline_entry
+from .redis.keys import decline_entry
 from .redis.scripts import Refusal, Released
 
 __all__ = ["decline"]
@@ -24,7 +24,7 @@ __all__ = ["decline"]
 
 def decline(live: Live, worker: Worker, assignment_id: str) -> dict[str, Any]:
     handle = worker.handle
-    k = Keys(worker.project_id)
+    k = live.keys(worker.project_id)
     res = live.scripts.release(k, assignment_id, worker=worker.seq)
     if not isinstance(res, Released):
         if res is Refusal.FORBIDDEN:

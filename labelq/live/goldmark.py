@@ -30,7 +30,7 @@ from typing import Any, Sequence
 from sqlalchemy.engine import Engine
 from sqlmodel import select
 
-from ..db import session_scope
+from ..db import database_id, session_scope
 from ..errors import Conflict
 from ..models import Task
 from ..projects import GoldMark, MarkedGold, get_project, mark_gold
@@ -53,7 +53,7 @@ def mark_gold_live(engine: Engine, redis: Any, name: str, marks: Sequence[GoldMa
     if redis is None:
         return _mark(engine, None, name, marks, source)
     with session_scope(engine) as session:
-        k = Keys(int(get_project(session, name).id or 0))
+        k = Keys(int(get_project(session, name).id or 0), database_id(engine))
     lock = RedisLock(redis, k.apply_lock, ttl_ms=300_000)
     if not lock.acquire_within(wait_s):
         raise Conflict("the applier holds the project's lock; try again", project=name)
@@ -70,7 +70,7 @@ def _mark(engine: Engine, redis: Any, name: str, marks: Sequence[GoldMark],
     try:
         with session_scope(engine) as session:
             project = get_project(session, name)
-            k = Keys(int(project.id or 0))
+            k = Keys(int(project.id or 0), database_id(engine))
             built = redis is not None and bool(redis.hexists(k.meta, "built"))
             out = mark_gold(session, project, marks, source=source)
             paused, record = judge_gold_answers(session, project, out.workers,
@@ -93,7 +93,7 @@ def _mark(engine: Engine, redis: Any, name: str, marks: Sequence[GoldMark],
         raise
     if moved is not None and k is not None:
         _counts_after(redis, k, out, record)
-        bump_epoch(redis, k.project_id)
+        bump_epoch(redis, k)
     return {"project": name, "marked": len(out.tasks), "skipped": out.skipped,
             "labels": out.labels, "paused": paused, "live": moved is not None}
 

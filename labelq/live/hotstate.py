@@ -30,7 +30,7 @@ import orjson
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from ..db import session_scope
+from ..db import database_id, session_scope
 from ..models import Project
 from ..policies import build
 from ..policies.base import Policy
@@ -68,6 +68,8 @@ class Hot:
     # ahead of time is running in the background (``StateCache.get``'s ``refresh_after``)
     catching_up: threading.Lock = field(default_factory=threading.Lock)
     refreshing: bool = False
+    # the identity of the SQL database the state was folded from (its Redis keys' prefix)
+    database: str = ""
 
     @property
     def project(self) -> Project:
@@ -78,6 +80,11 @@ class Hot:
         pid = self.view.project.id
         assert pid is not None  # a stored project
         return pid
+
+    @property
+    def keys(self) -> Keys:
+        """The project's Redis keys (in its database's namespace)."""
+        return Keys(self.project_id, self.database)
 
 
 def _limits(project: Project) -> list[Any]:
@@ -142,7 +149,7 @@ def decode_snapshot(blob: bytes) -> dict[str, Any]:
 
 
 def write_snapshot(redis: Any, hot: Hot, pipeline: Any = None) -> None:
-    k = Keys(hot.project_id)
+    k = hot.keys
     pipe = pipeline or redis.pipeline(transaction=True)
     pipe.set(k.state, encode_snapshot(hot))
     pipe.set(k.state_seq, hot.seq)
@@ -180,7 +187,8 @@ def fold_from_sql(session: Session, project: Project, *, unapplied: bool = False
     take them (by id), so the result counts every label durable in SQL."""
     view = load_view(session, project)
     policy = build(project.policy)
-    hot = Hot(view, policy, policy.init_state(view.problem()), 0)
+    hot = Hot(view, policy, policy.init_state(view.problem()), 0,
+              database=database_id(session))
     _replay(session, hot)
     if unapplied:
         idx = {v: i for i, v in enumerate(project.labels)}
@@ -314,8 +322,9 @@ class StateCache:
         view = load_view(session, project)
         policy = build(project.policy)
         hot = None
+        database = database_id(session)
         epoch = _meta(redis, session, project_id)[1]
-        blob = redis.get(Keys(project_id).state) if redis is not None else None
+        blob = redis.get(Keys(project_id, database).state) if redis is not None else None
         if blob:
             with gc_paused():
                 snap = decode_snapshot(blob)
@@ -329,7 +338,7 @@ class StateCache:
             del snap
         if hot is None:
             hot = Hot(view, policy, policy.init_state(view.problem()), 0)
-        hot.epoch = epoch
+        hot.epoch, hot.database = epoch, database
         if self.track_dirty:
             hot.dirty = {}
         _replay(session, hot)
@@ -341,16 +350,16 @@ def _meta(redis: Any, session: Session, project_id: int) -> tuple[int, int]:
     to SQL when there is none."""
     if redis is None:
         return _n_tasks(session, project_id), 0
-    n, epoch = redis.hmget(Keys(project_id).meta, "n_tasks", "epoch")
+    n, epoch = redis.hmget(Keys(project_id, database_id(session)).meta, "n_tasks", "epoch")
     return (int(n) if n is not None else _n_tasks(session, project_id)), int(epoch or 0)
 
 
-def bump_epoch(redis: Any, project_id: int) -> int:
-    """Make every process fold the project's state again from SQL (after a gold answer was
-    corrected): a new epoch in ``meta``, and no snapshot of the old one."""
+def bump_epoch(redis: Any, k: Keys) -> int:
+    """Make every process fold the project's state (keys ``k``) again from SQL (after a
+    gold answer was corrected): a new epoch in ``meta``, and no snapshot of the old one."""
     pipe = redis.pipeline(transaction=True)
-    pipe.hincrby(Keys(project_id).meta, "epoch", 1)
-    pipe.delete(Keys(project_id).state)
+    pipe.hincrby(k.meta, "epoch", 1)
+    pipe.delete(k.state)
     return int(pipe.execute()[0])
 
 

@@ -25,7 +25,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 
-from ..db import session_scope
+from ..db import database_id, session_scope
 from ..models import Assignment, Label, Project, Task, Worker, utc_from_ms
 from .redis.keys import Keys
 from .redis.scripts import Refusal, Released, Scripts
@@ -41,7 +41,7 @@ def expire_leases(engine: Engine, redis: Any, project_id: int, *, lease_ms: int,
     ``lease_ms`` (the settings' lease) dates the expired assignments' ``issued``."""
     scripts = scripts or Scripts(redis)
     released: list[tuple[str, Released]] = []
-    k = Keys(project_id)
+    k = Keys(project_id, database_id(engine))
     now = int(time.time() * 1000) if now_ms is None else now_ms
     cutoff = now - tuning.reap_grace_ms
     out = {"expired": 0, "finished": 0, "stale": 0}

@@ -1,7 +1,8 @@
 """Rebuild a project's whole hot state from SQL, and keep it in step with new tasks.
 
 ``rebuild_project`` is ``labelq rebuild NAME``: after a Redis flush (or to repair counters
-exactly) it drops every ``lq:{id}:`` key and recomputes them from the record:
+exactly) it drops every key of the project (``lq:{D:P}:``, of its own database ``D`` only:
+``labelq.live.redis.keys``) and recomputes them from the record:
 
 * the policy state: a fresh fold of the applied labels in ``applied_seq`` order (unapplied
   labels are left to the applier, which is woken);
@@ -29,12 +30,12 @@ from sqlalchemy import func
 from sqlalchemy.engine import Engine
 from sqlmodel import col, select
 
-from ..db import session_scope
+from ..db import database_id, session_scope
 from ..errors import Conflict, NotFound
 from ..goldstats import project_gold_scores
 from ..models import ENDED_UNLABELLED, Assignment, Label, Project, Task, Worker
 from .hotstate import StateCache, fold_from_sql, write_snapshot
-from .redis.keys import (GLOBAL_PROJECTS, Keys, gold_category_field, gold_issued_field,
+from .redis.keys import (Keys, gold_category_field, gold_issued_field,
                          gold_records)
 from .redis.lock import RedisLock
 
@@ -43,10 +44,12 @@ __all__ = ["rebuild_project", "ensure_hot", "add_new_tasks", "reopen_below_cap",
 CHUNK = 10_000
 
 
-def delete_hot(redis: Any, project_id: int) -> int:
+def delete_hot(redis: Any, k: Keys) -> int:
+    """Unlink every key of the project ``k`` names (of its database only), but the locks
+    of whoever is rebuilding it now; returns how many."""
     n = 0
     batch: list[bytes] = []
-    for key in redis.scan_iter(match=Keys(project_id).pattern(), count=1000):
+    for key in redis.scan_iter(match=k.pattern(), count=1000):
         if key.endswith(b":apply_lock") or key.endswith(b":rebuild_gate"):
             continue  # the locks of whoever is rebuilding now
         batch.append(key)
@@ -68,7 +71,7 @@ def _zadd_chunks(pipe: Any, key: str, tasks: np.ndarray, pri: np.ndarray,
 def rebuild_project(engine: Engine, redis: Any, project_id: int, *,
                     cache: StateCache | None = None, wait_s: float = 60.0,
                     unless_built: bool = False) -> dict[str, Any]:
-    k = Keys(project_id)
+    k = Keys(project_id, database_id(engine))
     lock = RedisLock(redis, k.apply_lock, ttl_ms=300_000)
     if not lock.acquire_within(wait_s):
         raise Conflict("the applier holds the lock; try again", project_id=project_id)
@@ -113,7 +116,7 @@ def rebuild_project(engine: Engine, redis: Any, project_id: int, *,
         # find 0 = its own epoch and keep the old view; with a new one every process folds
         # again (from the snapshot written below)
         hot.epoch = int(redis.hget(k.meta, "epoch") or 0) + 1
-        delete_hot(redis, pid)
+        delete_hot(redis, k)
         view = hot.view
         nlabels = np.zeros(view.n_tasks, dtype=np.int64)
         for seq, n in per_task:
@@ -161,7 +164,7 @@ def rebuild_project(engine: Engine, redis: Any, project_id: int, *,
         redis.hset(k.meta, mapping={"built": 1, "n_tasks": view.n_tasks,
                                     "n_workers": view.n_workers, "epoch": hot.epoch,
                                     "cap": _cap_field(project.max_labels)})
-        redis.sadd(GLOBAL_PROJECTS, pid)
+        redis.sadd(k.projects, pid)
         if cache is not None:
             cache.drop(pid)
         return {"project_id": pid, "tasks": view.n_tasks, "pending": int(tasks.size),
@@ -174,12 +177,13 @@ def ensure_hot(engine: Engine, redis: Any, project_id: int,
                cache: StateCache | None = None) -> bool:
     """Rebuild when the project has no hot state (first use, or after a flush). True if
     a rebuild ran (the caller should then wake the applier: unapplied labels may wait)."""
-    if redis.hexists(Keys(project_id).meta, "built"):
+    k = Keys(project_id, database_id(engine))
+    if redis.hexists(k.meta, "built"):
         return False
-    gate = RedisLock(redis, Keys(project_id).rebuild_gate, ttl_ms=600_000)
+    gate = RedisLock(redis, k.rebuild_gate, ttl_ms=600_000)
     if gate.acquire():
         try:
-            if not redis.hexists(Keys(project_id).meta, "built"):
+            if not redis.hexists(k.meta, "built"):
                 # re-checked under the apply lock too: a rebuild deletes the live leases
                 # issued since the first one, so it must never run twice
                 done = rebuild_project(engine, redis, project_id, cache=cache,
@@ -189,14 +193,14 @@ def ensure_hot(engine: Engine, redis: Any, project_id: int,
         finally:
             gate.release()
     deadline = time.monotonic() + 600
-    while not redis.hexists(Keys(project_id).meta, "built") and time.monotonic() < deadline:
+    while not redis.hexists(k.meta, "built") and time.monotonic() < deadline:
         time.sleep(0.05)
     return False
 
 
 def add_new_tasks(engine: Engine, redis: Any, project_id: int, cache: StateCache) -> int:
     """Put tasks loaded since the last rebuild into ``pending``/``gold`` (ZADD NX)."""
-    k = Keys(project_id)
+    k = Keys(project_id, database_id(engine))
     known = int(redis.hget(k.meta, "n_tasks") or 0)
     with session_scope(engine) as session:
         n = int(session.exec(select(func.count()).select_from(Task)
@@ -230,7 +234,7 @@ def reopen_below_cap(engine: Engine, redis: Any, project_id: int, cache: StateCa
     into ``pending`` the tasks that left it at the old cap and are below the new one
     (labels + live leases; ZADD NX, out of ``parked``). Returns how many came back; a
     lowered cap needs nothing (decisions and submits check the cap they are given)."""
-    k = Keys(project_id)
+    k = Keys(project_id, database_id(engine))
     known = redis.hget(k.meta, "cap")
     with session_scope(engine) as session:
         new = session.exec(select(Project.max_labels).where(Project.id == project_id)).one()

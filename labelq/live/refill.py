@@ -30,7 +30,6 @@ from ..models import Task, Worker
 from .decide import WorkerInfo, as_tasks, choose, decide, reserve_for
 from .hotstate import Hot
 from .leaseid import new_assignment_id
-from .redis.keys import Keys
 from .redis.scripts import Refusal, Scripts
 from .tuning import TUNING, Tuning
 
@@ -93,7 +92,7 @@ def refill_inboxes(engine: Engine, redis: Any, scripts: Scripts, hot: Hot, *, in
     if inbox_size <= 0:
         return 0
     now = int(time.time() * 1000) if now is None else now
-    k = Keys(hot.project_id)
+    k = hot.keys
     active = [int(w) for w in redis.zrangebyscore(k.active, now - tuning.active_ms, "+inf")]
     if not active:
         return 0
@@ -172,7 +171,7 @@ def _refill_batch(engine: Engine, redis: Any, scripts: Scripts, hot: Hot,
     advances with every reservation).
     Returns (reservations made, whether ``RESERVE`` found the budget exhausted)."""
     project = hot.project
-    k = Keys(hot.project_id)
+    k = hot.keys
     # every worker reads the same top of ``pending``: look far enough for all of them,
     # past the ``outstanding`` leases and reservations, whose tasks are not settled
     total = sum(want[w.seq] for w in workers)

@@ -38,7 +38,6 @@ from .decide import WorkerInfo, reserve_for
 from .group import Group, Item
 from .leaseid import parse_assignment_id
 from .reaper import record_expired
-from .redis.keys import Keys
 from .redis.scripts import Began, Finished, Pop, Popped, Refusal, Released
 
 __all__ = ["Submitter", "Inserts", "UNAVAILABLE", "unavailable"]
@@ -200,7 +199,7 @@ class Submitter:
                 raise Forbidden(f"assignment {assignment_id!r} was not issued to {handle!r}",
                                 assignment=assignment_id, worker=handle)
             if began is Refusal.EXPIRED:
-                res = live.scripts.release(Keys(worker.project_id), assignment_id,
+                res = live.scripts.release(live.keys(worker.project_id), assignment_id,
                                            expired_before_ms=now_ms())
                 if isinstance(res, Released):
                     record_expired(live.engine, worker.project_id, [(assignment_id, res)],
@@ -277,7 +276,7 @@ class Submitter:
             raise LeaseLost(lost.format(why="you have labelled its task since"),
                             assignment=aid, recorded=False, reason="labelled")
         hot = self.assigner.hot(worker)  # the hot state rebuilt if Redis lost it
-        k = Keys(worker.project_id)
+        k = hot.keys
         res = reserve_for(live.scripts, k, hot, WorkerInfo.of(worker), lid.task, aid,
                           expires, live.key_ttl_ms, inbox=False)
         if res is not None and res.refusal is not None:
@@ -303,7 +302,7 @@ class Submitter:
         is the token): after a finished first attempt, this does nothing."""
         live = self.live
         try:
-            finished = live.scripts.submit_finish(Keys(worker.project_id), assignment_id,
+            finished = live.scripts.submit_finish(live.keys(worker.project_id), assignment_id,
                                                   project.max_labels,
                                                   wake_ttl_ms=live.tuning.wanted_ttl_ms)
         except UNAVAILABLE as exc:
@@ -343,7 +342,7 @@ class Submitter:
         pipe = scripts.pipeline()
         for it in batch:
             job: _Job = it.args
-            scripts.submit_begin(Keys(job.worker.project_id), job.assignment_id,
+            scripts.submit_begin(self.live.keys(job.worker.project_id), job.assignment_id,
                                  job.worker.seq, now, pipeline=pipe)
         try:
             outs = pipe.execute()
@@ -388,7 +387,7 @@ class Submitter:
         pipe = scripts.pipeline()
         jobs: list[_Job] = [it.args for it in batch]
         for job in jobs:
-            scripts.submit_finish(Keys(job.worker.project_id), job.assignment_id,
+            scripts.submit_finish(live.keys(job.worker.project_id), job.assignment_id,
                                   job.project.max_labels, pipeline=pipe,
                                   wake_ttl_ms=live.tuning.wanted_ttl_ms)
         # the next assignments asked for with these submits: their inbox pops, same trip
@@ -396,7 +395,7 @@ class Submitter:
         nexts = [it for it, job in zip(batch, jobs) if job.then_next]
         for it in nexts:
             worker = it.args.worker
-            scripts.pop_inbox(Keys(worker.project_id), worker.seq, now, live.lease_ms,
+            scripts.pop_inbox(live.keys(worker.project_id), worker.seq, now, live.lease_ms,
                               live.key_ttl_ms, min_left_ms=live.tuning.min_left_ms,
                               pipeline=pipe, max_open=live.settings.max_open)
         replies = pipe.execute()

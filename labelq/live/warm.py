@@ -33,7 +33,6 @@ import time
 
 from ..errors import NotFound
 from .applier import Applier
-from .redis.keys import GLOBAL_PROJECTS
 
 __all__ = ["Warmer"]
 
@@ -53,7 +52,7 @@ class Warmer:
     def run_once(self) -> list[int]:
         """One pass; returns the projects whose state it loaded or caught up."""
         applier, done = self.applier, []
-        for raw in sorted(applier.redis.smembers(GLOBAL_PROJECTS)):
+        for raw in sorted(applier.redis.smembers(applier.projects_key)):
             if applier.running:  # a task of this process: it keeps its own state up
                 break
             pid = int(raw)

@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import func
 from sqlmodel import select
 
-from labelq.db import session_scope
+from labelq.db import database_id, session_scope
 from labelq.models import Label, Project
 from labelq.live.applier import Applier
 from labelq.live.hotstate import StateCache, fold_from_sql, write_snapshot
@@ -40,7 +40,7 @@ def project_setup(r) -> Callable[..., Setup]:
     def make(url: str, **kw) -> Setup:
         eng, pid = make_project(url, **kw)
         settings = Settings(database_url=url)
-        return Setup(eng, pid, settings, Service(eng, r, settings=settings), Keys(pid))
+        return Setup(eng, pid, settings, Service(eng, r, settings=settings), Keys(pid, database_id(eng)))
     return make
 
 
@@ -252,7 +252,7 @@ def test_snapshot_interval_grows_with_the_snapshot_cost(r, sqlite_url):
     cache = StateCache()
     cache.get(eng, r, pid)
     applier = Applier(eng, r, cache=cache)
-    k = Keys(pid)
+    k = Keys(pid, database_id(eng))
     # Given the last snapshot took 0.5 s: the next waits 20 x 0.5 = 10 s, not 2 s
     applier.last_snapshot[pid] = time.monotonic() - 3.0
     applier.snapshot_took[pid] = 0.5
@@ -351,7 +351,7 @@ def test_an_idle_applier_process_keeps_the_states_of_hot_projects_loaded(r, sqli
     from labelq.live.warm import Warmer
     rng = np.random.default_rng(5)
     eng, pid, settings, s, k = project_setup(sqlite_url, n_tasks=20, workers=3, policy="optkg")
-    label_some(s, 12, 3, rng)  # the first next builds the hot state (lq:projects)
+    label_some(s, 12, 3, rng)  # the first next builds the hot state (its database's projects set)
     Applier(eng, r, cache=StateCache()).apply_pending(pid)  # another process applies them
     idle = Applier(eng, r, cache=StateCache(track_dirty=True))
     warmer = Warmer(idle, every_s=60.0)

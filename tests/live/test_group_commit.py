@@ -9,7 +9,7 @@ import time
 import pytest
 from sqlmodel import func, select
 
-from labelq.db import session_scope
+from labelq.db import database_id, session_scope
 from labelq.errors import NotFound
 from labelq.models import Label
 from labelq.live.group import Group
@@ -222,7 +222,7 @@ def test_concurrent_submits_each_commit_once(r, sqlite_url):
     assert all(not a["duplicate"] and b["duplicate"] for a, b in results.values())
     with session_scope(eng) as session:
         assert session.exec(select(func.count()).select_from(Label)).one() == 8
-    k = Keys(pid)
+    k = Keys(pid, database_id(eng))
     assert sum(int(v) for v in r.hvals(k.nlabels)) == 8
     assert sum(int(v) for v in r.hvals(k.reserved)) == 0
     # and an assignment nobody issued is still refused inside a batch
@@ -236,7 +236,7 @@ def test_concurrent_submits_with_next_each_get_their_own_next_assignment(r, sqli
     from labelq.live.hotstate import StateCache
     eng, pid = make_project(sqlite_url, n_tasks=60, workers=8, max_labels=3)
     s = Service(eng, r, settings=Settings(database_url=sqlite_url), worker_max_age=0)
-    k = Keys(pid)
+    k = Keys(pid, database_id(eng))
     issued = {f"p-w{i}": s.next_assignment(f"p-w{i}") for i in range(8)}
     Applier(eng, r, cache=StateCache()).apply_pending(pid)  # refills the active workers' inboxes
     heads = {h: r.lindex(k.inbox(i), 0).decode() for i, h in enumerate(issued)}

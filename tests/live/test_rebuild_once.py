@@ -2,6 +2,7 @@
 
 import threading
 
+from labelq.db import database_id
 from labelq.live.redis.keys import Keys
 from labelq.live.rebuild import delete_hot, ensure_hot
 from labelq.service import Service
@@ -31,14 +32,14 @@ def test_concurrent_first_requests_rebuild_once_and_keep_leases(r, sqlite_url):
     svc = Service(eng, r, settings=Settings(database_url=sqlite_url))
     a = svc.next_assignment("p-w0")
     assert ensure_hot(eng, r, pid) is False
-    assert r.exists(Keys(pid).lease(a.assignment_id))
+    assert r.exists(Keys(pid, database_id(eng)).lease(a.assignment_id))
     svc.submit("p-w0", a.assignment_id, "a")
 
 
 def test_delete_hot_spares_the_locks_of_a_running_rebuild(r):
-    k = Keys(5)
+    k = Keys(5, "a1b2c3")
     r.set(k.rebuild_gate, "token")
     r.set(k.apply_lock, "token")
     r.set(k.spent, "1.0")
-    delete_hot(r, 5)
+    delete_hot(r, k)
     assert r.exists(k.rebuild_gate) and r.exists(k.apply_lock) and not r.exists(k.spent)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from sqlmodel import select
 
-from labelq.db import session_scope
+from labelq.db import database_id, session_scope
 from labelq.errors import (BudgetExhausted, DuplicateSubmission, Forbidden, InputError,
                            LeaseExpired, NotFound)
 from labelq.models import Assignment, Label
@@ -43,7 +43,7 @@ def test_submit_is_durable_and_idempotent(svc):
     with session_scope(s.engine) as ses:
         assert len(ses.exec(select(Label)).all()) == 1
         assert ses.get(Assignment, a.assignment_id).state == "submitted"
-    assert int(s.redis.hget(Keys(pid).nlabels, a.task_seq)) == 1
+    assert int(s.redis.hget(s.live.keys(pid).nlabels, a.task_seq)) == 1
 
 
 def test_errors(svc):
@@ -67,12 +67,12 @@ def test_expired_lease(r, sqlite_url):
     eng, pid = make_project(sqlite_url, n_tasks=3, workers=1)
     s = Service(eng, r, settings=Settings(database_url=sqlite_url, lease_seconds=1))
     a = s.next_assignment("p-w0")
-    r.hset(Keys(pid).lease(a.assignment_id), "expires", 1)  # as if time passed
+    r.hset(Keys(pid, database_id(eng)).lease(a.assignment_id), "expires", 1)  # as if time passed
     with pytest.raises(LeaseExpired):
         s.submit("p-w0", a.assignment_id, "a")
     # the task went back to the pool at once
-    assert r.zscore(Keys(pid).pending, a.task_seq) is not None
-    assert int(r.hget(Keys(pid).wcount, 0)) == 0
+    assert r.zscore(Keys(pid, database_id(eng)).pending, a.task_seq) is not None
+    assert int(r.hget(Keys(pid, database_id(eng)).wcount, 0)) == 0
 
 
 def test_decline_returns_the_task_to_others_not_to_the_decliner(svc):
@@ -87,11 +87,11 @@ def test_decline_returns_the_task_to_others_not_to_the_decliner(svc):
         s.submit("p-w0", b.assignment_id, "a")
     assert a.task_seq not in seen  # all other 5 tasks, never the declined one
     assert s.next_assignment("p-w0") is None
-    assert s.redis.lrange(Keys(pid).declines, 0, -1) == [f"{a.task_seq}:0".encode()]
+    assert s.redis.lrange(s.live.keys(pid).declines, 0, -1) == [f"{a.task_seq}:0".encode()]
 
 
 def r_lease_gone(s, pid, aid):
-    return not s.redis.exists(Keys(pid).lease(aid))
+    return not s.redis.exists(s.live.keys(pid).lease(aid))
 
 
 def test_budget_exhausted(r, sqlite_url):
@@ -138,7 +138,7 @@ def test_retry_after_a_crash_between_commit_and_finish_finishes_it(r, sqlite_url
     eng, pid = make_project(sqlite_url, n_tasks=5, workers=1, max_labels=1)
     woken = []
     s = Service(eng, r, settings=Settings(database_url=sqlite_url), notify=woken.append)
-    k = Keys(pid)
+    k = Keys(pid, database_id(eng))
     a = s.next_assignment("p-w0")
     # Given the first attempt's SUBMIT_BEGIN and commit, and no SUBMIT_FINISH
     began = s.scripts.submit_begin(k, a.assignment_id, 0, int(time.time() * 1000))
@@ -184,7 +184,7 @@ def test_an_outage_after_the_commit_says_the_label_was_recorded(r, sqlite_url, m
                        ).one() == "a"
     monkeypatch.undo()
     assert s.submit("p-w0", a.assignment_id, "a")["duplicate"] is True
-    assert int(r.hget(Keys(pid).nlabels, a.task_seq)) == 1
+    assert int(r.hget(Keys(pid, database_id(eng)).nlabels, a.task_seq)) == 1
 
 
 def test_next_returns_the_open_assignment_and_bounds_them(r, sqlite_url):
@@ -193,7 +193,7 @@ def test_next_returns_the_open_assignment_and_bounds_them(r, sqlite_url):
 
     eng, pid = make_project(sqlite_url, n_tasks=30, workers=2)
     s = Service(eng, r, settings=Settings(database_url=sqlite_url))
-    k = Keys(pid)
+    k = Keys(pid, database_id(eng))
     # When an annotator asks for work many times without answering
     a = s.next_assignment("p-w0")
     again = [s.next_assignment("p-w0") for _ in range(20)]
@@ -225,7 +225,7 @@ def test_concurrent_nexts_of_one_annotator_issue_one_assignment(r, sqlite_url):
     with ThreadPoolExecutor(8) as pool:
         got = list(pool.map(lambda _: s.next_assignment("p-w0"), range(40)))
     assert len({x.assignment_id for x in got}) == 1
-    assert int(r.hget(Keys(pid).wcount, 0)) == 1
+    assert int(r.hget(Keys(pid, database_id(eng)).wcount, 0)) == 1
 
 
 def test_max_open_allows_that_many_then_repeats_the_oldest(r, sqlite_url):
@@ -295,9 +295,9 @@ def test_gold_on_suspicion_gives_a_worker_failing_gold_more_of_it(r, sqlite_url)
     assert want[0][0] >= 20 and want[0][1] == 0 and want[1][1] == want[1][0] > 0
 
     def record(w):
-        return tuple(int(r.hget(Keys(pid).nissued, f) or 0) for f in gold_record_fields(w))
+        return tuple(int(r.hget(Keys(pid, database_id(eng)).nissued, f) or 0) for f in gold_record_fields(w))
     assert {w: record(w) for w in (0, 1)} == want
-    delete_hot(r, pid)
+    delete_hot(r, s.live.keys(pid))
     rebuild_project(eng, r, pid)
     assert {w: record(w) for w in (0, 1)} == want
 
@@ -365,8 +365,8 @@ def test_inbox_refilled_while_deciding_at_once_is_served_first(r, sqlite_url):
     assert refilled == [3]
     assert [a.task[0] for a in got[:3]] == ["g", "g", "g"]
     assert not got[3].task.startswith("g")
-    assert r.llen(Keys(pid).inbox(0)) == 0
-    issued = r.hmget(Keys(pid).nissued, ["0", "g0"])
+    assert r.llen(Keys(pid, database_id(eng)).inbox(0)) == 0
+    issued = r.hmget(Keys(pid, database_id(eng)).nissued, ["0", "g0"])
     assert [int(x) for x in issued] == [5, 4]
 
 
@@ -423,7 +423,7 @@ def test_inbox_refilled_with_the_last_tasks_while_deciding_is_served(r, sqlite_u
     # Then the request serves the inbox's head instead of answering "nothing for you"
     assert refilled == [2]
     assert got is not None and got.task_seq != first.task_seq
-    assert r.llen(Keys(pid).inbox(0)) == 1
+    assert r.llen(Keys(pid, database_id(eng)).inbox(0)) == 1
 
 
 def test_a_worker_with_nothing_reclaims_a_reservation_held_in_another_inbox(r, sqlite_url):
@@ -439,8 +439,8 @@ def test_a_worker_with_nothing_reclaims_a_reservation_held_in_another_inbox(r, s
     hot = StateCache().get(eng, r, pid)
     made = refill_inboxes(eng, r, s.scripts, hot, inbox_size=3, lease_ms=600_000,
                           key_ttl_ms=TUNING.lease_key_ttl_ms(600_000), rng=np.random.default_rng(0))
-    assert made == 2 and r.llen(Keys(pid).inbox(0)) == 2
-    k = Keys(pid)
+    assert made == 2 and r.llen(Keys(pid, database_id(eng)).inbox(0)) == 2
+    k = Keys(pid, database_id(eng))
     # When w1, who has nothing in its inbox, asks
     got = s.next_assignment("p-w1")
     # Then it gets one of the two instead of "nothing for you" — the tail of w0's inbox
@@ -469,7 +469,7 @@ def test_reclaim_passes_over_a_task_the_worker_has_seen(r, sqlite_url):
     # the declined one expiring last (the one a reclaim would try first)
     eng, pid = make_project(sqlite_url, n_tasks=3, workers=2, max_labels=1)
     s = Service(eng, r, settings=Settings(database_url=sqlite_url), worker_max_age=0)
-    k = Keys(pid)
+    k = Keys(pid, database_id(eng))
     taken = s.next_assignment("p-w0")
     declined = s.next_assignment("p-w1")
     s.decline("p-w1", declined.assignment_id)
@@ -546,7 +546,7 @@ def test_a_raised_label_cap_reopens_the_tasks_that_reached_the_old_one(r, sqlite
                 state_max_age=0)
     while (a := s.next_assignment("p-w0")) is not None:
         s.submit("p-w0", a.assignment_id, "a")
-    assert s.next_assignment("p-w1") is None and r.zcard(Keys(pid).pending) == 0
+    assert s.next_assignment("p-w1") is None and r.zcard(Keys(pid, database_id(eng)).pending) == 0
     assert reopen_below_cap(eng, r, pid, s.cache) == 0  # (nothing changed)
     # When the operator raises the cap to 2 and the upkeep runs
     with session_scope(eng) as db:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import redis as redis_lib
 
-from labelq.db import engine_for, init_schema, session_scope
+from labelq.db import database_id, engine_for, init_schema, session_scope
 from labelq.models import Task
 from labelq.projects import create_project, enroll_worker
 
@@ -57,11 +57,12 @@ def make_project(url: str, *, n_tasks=40, n_gold=0, workers=3, max_labels=None, 
         return eng, p.id
 
 
-def hot_sets(r, pid: int) -> dict:
+def hot_sets(r, pid: int, eng) -> dict:
     """What a rebuild recomputes (and gold marking must keep in step): open and gold tasks, the
-    workers' issued counts (gold, per category, gold records)."""
+    workers' issued counts (gold, per category, gold records) of project ``pid`` of the
+    database behind ``eng``."""
     from labelq.live.redis.keys import Keys
-    k = Keys(pid)
+    k = Keys(pid, database_id(eng))
     return {"pending": sorted(int(t) for t in r.zrange(k.pending, 0, -1)),
             "parked": sorted(int(t) for t in r.zrange(k.parked, 0, -1)),
             "gold": sorted(int(t) for t in r.smembers(k.gold)),

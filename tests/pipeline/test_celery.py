@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import func
 from sqlmodel import select
 
-from labelq.db import session_scope
+from labelq.db import database_id, session_scope
 from labelq.models import Label, Project
 from labelq.live.hotstate import decode_snapshot, fold_from_sql
 from labelq.live.redis.keys import Keys
@@ -69,11 +69,11 @@ def test_kill9_worker_mid_stream_loses_nothing(r, redis_url, sqlite_url, celery_
     # and Redis counts them applied: written after the commit, by the applier that
     # committed them or, if the kill cut it off there, by the next one (replayed from SQL)
     deadline = time.monotonic() + 30
-    while sum(int(v) for v in r.hvals(Keys(pid).applied)) != n and \
+    while sum(int(v) for v in r.hvals(Keys(pid, database_id(eng)).applied)) != n and \
             time.monotonic() < deadline:
         time.sleep(0.1)
     second.stop()
-    assert r.hgetall(Keys(pid).applied) == r.hgetall(Keys(pid).nlabels)
+    assert r.hgetall(Keys(pid, database_id(eng)).applied) == r.hgetall(Keys(pid, database_id(eng)).nlabels)
     # Then every label is applied exactly once, in one dense sequence
     with session_scope(eng) as s:
         seqs = sorted(s.exec(select(Label.applied_seq).where(Label.project_id == pid)).all())
@@ -81,10 +81,10 @@ def test_kill9_worker_mid_stream_loses_nothing(r, redis_url, sqlite_url, celery_
     assert seqs == list(range(1, n + 1))
     # And the live pipeline's posterior (its snapshot, plus the replay the next reader does)
     # equals a fresh fold from SQL; the pending priorities are the fold's
-    snap = decode_snapshot(r.get(Keys(pid).state))
+    snap = decode_snapshot(r.get(Keys(pid, database_id(eng)).state))
     live = svc.cache.get(eng, r, pid)
     np.testing.assert_allclose(live.policy.predict_proba(live.state),
                                hot.policy.predict_proba(hot.state))
     assert 0 < snap["seq"] <= n
-    for t, p in r.zrange(Keys(pid).pending, 0, -1, withscores=True):
+    for t, p in r.zrange(Keys(pid, database_id(eng)).pending, 0, -1, withscores=True):
         assert p == pytest.approx(float(hot.policy.priority(hot.state, np.array([int(t)]))[0]))

@@ -6,7 +6,7 @@ from click.testing import CliRunner
 from sqlmodel import select
 
 from cli.main import cli
-from labelq.db import session_scope
+from labelq.db import database_id, session_scope
 from labelq.models import Assignment, Label, Task
 from labelq.live.redis.keys import Keys
 from labelq.projects import enroll_worker, get_project
@@ -86,7 +86,7 @@ def test_submit_next_records_the_label_and_issues_the_next_assignment(r, redis_u
     second = [done.pop("next")]
     assert done == {"assignment_id": first["assignment_id"], "label": "a",
                     "duplicate": False}
-    lease = r.hgetall(Keys(pid).lease(second[0]["assignment_id"]))  # (open: in Redis)
+    lease = r.hgetall(Keys(pid, database_id(eng)).lease(second[0]["assignment_id"]))  # (open: in Redis)
     with session_scope(eng) as s:
         done_seq = s.exec(select(Task.seq).join(Assignment, Assignment.task_id == Task.id)
                           .where(Assignment.id == first["assignment_id"])).one()

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 from sqlmodel import select
 
 from cli.main import cli
-from labelq.db import session_scope
+from labelq.db import database_id, session_scope
 from labelq.models import Project, Task
 from labelq.projects import correct_gold, get_project, set_worker_status
 from labelq.live.applier import Applier
@@ -46,7 +46,7 @@ def test_a_corrected_gold_answer_reaches_the_running_state_and_names_who_to_resu
         db.get(Project, pid).quality = {"threshold": 0.8, "min_gold": 3}
         set_worker_status(db, "p-w0", "paused")
     before = cache.peek(pid).policy.predict_proba(cache.peek(pid).state).copy()
-    epoch = int(r.hget(Keys(pid).meta, "epoch") or 0)  # (the first request's build: 1)
+    epoch = int(r.hget(Keys(pid, database_id(eng)).meta, "epoch") or 0)  # (the first request's build: 1)
     # When the operator corrects each answer to 'b'
     env = {"LABELQ_DATABASE_URL": sqlite_url, "LABELQ_REDIS_URL": redis_url}
     outs = [CliRunner().invoke(cli, ["gold", "correct", "p", f"g{i}", "b"], env=env)
@@ -84,4 +84,5 @@ def test_correct_gold_refuses_what_is_not_a_gold_question(r, sqlite_url):
         with pytest.raises(NotFound):
             correct_gold(db, p, "nope", "b")
         assert db.exec(select(Task.gold_answer).where(Task.external_id == "g0")).one() == "a"
-    assert bump_epoch(r, pid) == 1 and bump_epoch(r, pid) == 2
+    k = Keys(pid, database_id(eng))
+    assert bump_epoch(r, k) == 1 and bump_epoch(r, k) == 2

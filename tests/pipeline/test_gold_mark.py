@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from sqlmodel import select
 
 from cli.main import cli
-from labelq.db import session_scope
+from labelq.db import database_id, session_scope
 from labelq.errors import Conflict
 from labelq.exporting import aggregated_rows, aggregate_project, load_project_labels
 from labelq.live.goldmark import mark_gold_live
@@ -51,7 +51,7 @@ def test_marked_tasks_become_gold_in_sql_and_redis_and_judge_their_labels(r, db_
     cache = StateCache()
     from labelq.live.applier import Applier
     Applier(eng, r, cache=cache).apply_pending(pid, refill=False)
-    epoch0 = int(r.hget(Keys(pid).meta, "epoch") or 0)
+    epoch0 = int(r.hget(Keys(pid, database_id(eng)).meta, "epoch") or 0)
     # When an expert's answers for t0 and t3 ('a': p-w0 was wrong on both) are marked
     out = mark_gold_live(eng, r, "p", [GoldMark("t0", "a"), GoldMark("t3", "a")])
     # Then both are gold in SQL, their 6 labels gold answers, and p-w0 is paused
@@ -68,8 +68,8 @@ def test_marked_tasks_become_gold_in_sql_and_redis_and_judge_their_labels(r, db_
         assert s.exec(select(Worker.status).where(Worker.handle == "p-w0")).one() == "paused"
     # and in Redis: gold, not open; a new epoch; the schedule counts and gold records as a
     # rebuild from SQL sets them (t0 is category x = 0, t3 category y = 1)
-    k = Keys(pid)
-    now = hot_sets(r, pid)
+    k = Keys(pid, database_id(eng))
+    now = hot_sets(r, pid, eng)
     assert 0 in now["gold"] and 3 in now["gold"]
     assert 0 not in now["pending"] + now["parked"] and 3 not in now["pending"] + now["parked"]
     assert int(r.hget(k.meta, "epoch")) == epoch0 + 1
@@ -78,7 +78,7 @@ def test_marked_tasks_become_gold_in_sql_and_redis_and_judge_their_labels(r, db_
         assert now["nissued"][f"ga{w}"] >= 2
     assert now["nissued"]["gr0"] == 0 and now["nissued"]["gr1"] == now["nissued"]["ga1"]
     rebuild_project(eng, r, pid)
-    assert hot_sets(r, pid) == now
+    assert hot_sets(r, pid, eng) == now
     # and the running policy folds the labels again with t0 and t3 gold
     hot = cache.get(eng, r, pid)
     assert hot.view.is_gold[0] and hot.view.is_gold[3] and not hot.view.is_gold[1]
@@ -104,12 +104,12 @@ def test_a_task_assigned_right_now_is_refused_and_nothing_changes(r, db_url):
     a = svc.next_assignment("p-w0")
     assert a is not None
     other = next(f"t{i}" for i in range(3) if f"t{i}" != a.task)
-    before = hot_sets(r, pid)
+    before = hot_sets(r, pid, eng)
     # When it is marked gold with another task
     with pytest.raises(Conflict, match=f"task '{a.task}' is assigned right now"):
         mark_gold_live(eng, r, "p", [GoldMark(other, "a"), GoldMark(a.task, "a")])
     # Then neither changed, in SQL or in Redis, and the annotator's label goes in as usual
-    assert hot_sets(r, pid) == before
+    assert hot_sets(r, pid, eng) == before
     with session_scope(eng) as s:
         assert not any(s.exec(select(Task.is_gold).where(Task.project_id == pid)))
     svc.submit("p-w0", a.assignment_id, "a")
@@ -168,7 +168,7 @@ def test_reservations_held_in_inboxes_are_released_not_refused(r, sqlite_url):
     taken = {h: svc.next_assignment(h) for h in ("p-w0", "p-w1")}  # (active now)
     assert Applier(eng, r, settings=Settings(database_url=sqlite_url, inbox_size=2)) \
         .refill_project(pid) > 0
-    k = Keys(pid)
+    k = Keys(pid, database_id(eng))
     held = {}
     for a in r.zrange(k.leases, 0, -1):
         task, is_held = r.hmget(k.lease(a.decode()), "task", "held")

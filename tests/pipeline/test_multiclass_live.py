@@ -10,6 +10,7 @@ import pytest
 
 from labelq.live.applier import Applier
 from labelq.live.hotstate import StateCache
+from labelq.db import database_id
 from labelq.live.redis.keys import Keys
 from labelq.live.rebuild import rebuild_project
 from labelq.service import Service
@@ -40,7 +41,7 @@ def test_three_class_project_applies_and_rebuilds(r, db_url, policy):
     before = hot.policy.predict_proba(hot.state)
     assert before.shape == (24, 3)
     np.testing.assert_allclose(before, fresh_posterior(eng, pid)[0])
-    for t, p in r.zrange(Keys(pid).pending, 0, -1, withscores=True):
+    for t, p in r.zrange(Keys(pid, database_id(eng)).pending, 0, -1, withscores=True):
         assert p == pytest.approx(float(hot.policy.priority(hot.state, np.array([int(t)]))[0]))
     r.flushdb()
     rebuild_project(eng, r, pid)

@@ -8,9 +8,9 @@ from sqlalchemy import func
 from sqlmodel import select
 
 from cli.main import cli
-from labelq.db import session_scope
+from labelq.db import database_id, session_scope
 from labelq.models import Assignment, Label, Project, Task, Worker
-from labelq.live.redis.keys import GLOBAL_PROJECTS, Keys
+from labelq.live.redis.keys import Keys, projects_key
 from labelq.service import Service
 from labelq.settings import Settings
 
@@ -37,7 +37,7 @@ def test_delete_removes_the_project_from_sql_and_redis_and_nothing_else(r, redis
     res = run(cli, ["project", "delete", "gone"], env=env)
     assert res.exit_code == 2
     assert "tasks: 6, workers: 2, labels: 1, assignments: 1" in res.output
-    assert r.exists(Keys(gone).meta)
+    assert r.exists(Keys(gone, database_id(eng)).meta)
     # When they confirm
     res = run(cli, ["project", "delete", "gone", "--yes"], env=env)
     # Then no row and no key of it is left, and the other project is whole
@@ -49,9 +49,10 @@ def test_delete_removes_the_project_from_sql_and_redis_and_nothing_else(r, redis
         assert db.get(Project, gone) is None
         assert db.exec(select(func.count()).select_from(Label)
                        .where(Label.project_id == kept)).one() == 1
-    assert list(r.scan_iter(match=Keys(gone).pattern())) == []
-    assert not r.sismember(GLOBAL_PROJECTS, gone) and r.sismember(GLOBAL_PROJECTS, kept)
-    assert r.exists(Keys(kept).meta)
+    assert list(r.scan_iter(match=Keys(gone, database_id(eng)).pattern())) == []
+    projects = projects_key(database_id(eng))
+    assert not r.sismember(projects, gone) and r.sismember(projects, kept)
+    assert r.exists(Keys(kept, database_id(eng)).meta)
     # And a project created afterwards (SQLite may give it the same id) starts clean
     _, again = make_project(db_url, n_tasks=3, workers=1, name="again")
     s2 = Service(eng, r, settings=Settings(database_url=db_url), worker_max_age=0)

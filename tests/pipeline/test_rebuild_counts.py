@@ -23,12 +23,12 @@ def test_a_rebuild_restores_the_gold_given_per_category(r, sqlite_url):
             a = svc.next_assignment(h)
             if a is not None:
                 svc.submit(h, a.assignment_id, "a")
-    before = hot_sets(r, pid)["nissued"]
+    before = hot_sets(r, pid, eng)["nissued"]
     per_category = {f: n for f, n in before.items() if ":" in f}
     assert per_category and sum(per_category.values()) == sum(
         n for f, n in before.items() if f[0] == "g" and f[1:].isdigit())
     # When the hot state is rebuilt from SQL, the counts per category come back too (and
     # the gold records, which only the applier has written so far)
     rebuild_project(eng, r, pid)
-    after = hot_sets(r, pid)["nissued"]
+    after = hot_sets(r, pid, eng)["nissued"]
     assert {f: n for f, n in after.items() if not f.startswith(("ga", "gr"))} == before

@@ -13,7 +13,7 @@ import redis as redis_lib
 from sqlalchemy import func
 from sqlmodel import select
 
-from labelq.db import session_scope
+from labelq.db import database_id, session_scope
 from labelq.errors import ServiceUnavailable
 from labelq.models import Label
 from labelq.live.redis.keys import Keys
@@ -107,6 +107,6 @@ def test_worker_survives_redis_restarts(private_redis, sqlite_url, celery_env,
     # and the hot state survived: Redis counts every recorded label (but those whose
     # submit the outage cut between the SQL commit and the Redis finish: the reaper
     # finishes them later)
-    counted = sum(int(n) for n in r.hgetall(Keys(pid).nlabels).values())
+    counted = sum(int(n) for n in r.hgetall(Keys(pid, database_id(eng)).nlabels).values())
     assert total - interrupted[0] <= counted <= total
     r.close()

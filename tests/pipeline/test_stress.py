@@ -19,7 +19,7 @@ import pytest
 import redis as redislib
 from sqlmodel import select
 
-from labelq.db import engine_for, init_schema, session_scope
+from labelq.db import database_id, engine_for, init_schema, session_scope
 from labelq.models import Assignment, Label, Project, Task, Worker
 from labelq.projects import create_project, enroll_worker
 from labelq.live.applier import Applier
@@ -173,7 +173,7 @@ def test_twenty_annotators_keep_every_invariant(redis_url, pg_url, celery_env, c
     assert sorted(x[5] for x in rows) == list(range(1, n + 1))
     assert hot.seq == n
     # Redis counters equal SQL; no reservation left behind
-    k = Keys(pid)
+    k = Keys(pid, database_id(eng))
     nl = {int(t): int(v) for t, v in r.hgetall(k.nlabels).items() if int(v)}
     assert nl == dict(Counter(x[1] for x in rows))
     assert all(int(v) == 0 for v in r.hgetall(k.reserved).values())

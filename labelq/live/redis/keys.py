@@ -1,4 +1,11 @@
-"""The one place Redis key names are made. Every key of a project starts ``lq:{project_id}:``.
+"""The one place Redis key names are made. Every key of a project starts
+``lq:{D:P}:``, ``D`` the identity of its SQL database (``labelq_database.uid``, made by
+``labelq init``) and ``P`` the project's id there: any number of labelq databases can share
+one Redis database, and a rebuild, a project's deletion or an applier of one never touches
+another's keys. The braces are a Redis Cluster hash tag: one project's keys share a slot
+(the Lua scripts touch several at once). The projects with hot state of database ``D`` are
+the set ``lq:{D}:projects`` (:func:`projects_key`). :func:`parse_key` reads a key back
+(``labelq check`` counts the keys of other databases with it).
 
 =========================  ======  =====  ====================================================
 key (after the prefix)     type    TTL    meaning
@@ -68,22 +75,69 @@ and the ``declines`` entries (:func:`decline_entry`, :func:`parse_decline`).
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, NamedTuple
 
-__all__ = ["Keys", "GLOBAL_PROJECTS", "gold_issued_field", "gold_category_field",
+import re
+
+__all__ = ["Keys", "projects_key", "parse_key", "KeyOwner", "gold_issued_field", "gold_category_field",
            "gold_record_fields", "gold_records", "decline_entry", "parse_decline"]
 
-GLOBAL_PROJECTS = "lq:projects"  # SET of project ids with hot state (for the beat)
+_DATABASE = re.compile(r"[0-9a-z]{1,32}")
+
+
+def _database(database: str) -> str:
+    if not isinstance(database, str) or not _DATABASE.fullmatch(database):
+        raise ValueError(f"not a database identity: {database!r}")
+    return database
+
+
+def projects_key(database: str) -> str:
+    """SET of the ids of database ``database``'s projects with hot state (for the beat and
+    the warmer)."""
+    return f"lq:{{{_database(database)}}}:projects"
+
+
+class KeyOwner(NamedTuple):
+    """Whose key a Redis key is: its database's identity (``None``: a key of labelq before
+    keys carried one, ``lq:P:...`` or ``lq:projects``) and project id (``None``: the
+    database's own ``projects`` set)."""
+
+    database: str | None
+    project_id: int | None
+
+
+_OWNED = re.compile(rb"^lq:\{([0-9a-z]{1,32})(?::([0-9]+))?\}:")
+_LEGACY = re.compile(rb"^lq:(?:([0-9]+):|projects$)")
+
+
+def parse_key(key: bytes | str) -> KeyOwner | None:
+    """The owner of a labelq key of the hot state; ``None`` for any other key (the Celery
+    broker's, export jobs' ``lq:job:...``)."""
+    raw = key.encode() if isinstance(key, str) else key
+    m = _OWNED.match(raw)
+    if m:
+        return KeyOwner(m.group(1).decode(), int(m.group(2)) if m.group(2) else None)
+    m = _LEGACY.match(raw)
+    if m:
+        return KeyOwner(None, int(m.group(1)) if m.group(1) else None)
+    return None
 
 
 class Keys:
-    """Key names of one project: ``Keys(7).pending == "lq:7:pending"``."""
+    """Key names of project ``project_id`` of database ``database``:
+    ``Keys(7, "a1b2").pending == "lq:{a1b2:7}:pending"``."""
 
-    __slots__ = ("project_id", "prefix")
+    __slots__ = ("project_id", "database", "prefix")
 
-    def __init__(self, project_id: int) -> None:
+    def __init__(self, project_id: int, database: str) -> None:
         self.project_id = int(project_id)
-        self.prefix = f"lq:{self.project_id}:"
+        self.database = _database(database)
+        self.prefix = f"lq:{{{self.database}:{self.project_id}}}:"
+
+    @property
+    def projects(self) -> str:
+        """The database's set of projects with hot state (:func:`projects_key`)."""
+        return projects_key(self.database)
 
     def _k(self, name: str) -> str:
         return self.prefix + name
@@ -124,7 +178,8 @@ class Keys:
         return self._k(f"open:{int(worker)}")
 
     def pattern(self) -> str:
-        """Glob matching every key of the project (for a rebuild's cleanup)."""
+        """Glob matching every key of the project (for a rebuild's cleanup), and no key of
+        another project or database (braces are not special in Redis globs)."""
         return self.prefix + "*"
 
 

@@ -7,7 +7,7 @@ import time
 from labelq.live.redis.keys import Keys
 from labelq.live.redis.scripts import Inbox, OpenLease, Popped, Refusal, Released, Scripts
 
-K = Keys(1)
+K = Keys(1, "a1b2c3")
 NOW = int(time.time() * 1000)
 
 
