@@ -10,7 +10,6 @@ the binary papers).
 
 from __future__ import annotations
 
-import csv
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,10 @@ from pathlib import Path
 import numpy as np
 
 from .errors import FileFormatError, InputError
+from .reading import csv_records, read_text
+from .reading import name as check_name
+
+MAX_NAME = 500  # characters of a task, worker or label name (as a task id: models.Task)
 
 __all__ = ["LabelData", "read_labels", "load_dataset", "shared_datasets_dir", "sort_classes",
            "csv_rows", "ALIASES"]
@@ -97,49 +100,37 @@ def _resolve(header: list[str], name: str) -> str | None:
 
 
 def csv_rows(path: Path, required: tuple[str, ...]):
-    """Yield (line_number, row dict) of a CSV file, checking header and column count. A
+    """Yield (line_number, row dict) of a CSV file, read strictly by
+    :func:`labelq.reading.csv_records` (encoding, quotes, column count, NUL, field size). A
     required column may go by one of its :data:`ALIASES` (``item,annotator,response``
-    reads as ``task,worker,label``); the rows name it by its canonical name."""
-    try:
-        fh = open(path, newline="", encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"{path}: cannot open: {exc.strerror}", path=str(path)) from exc
-    with fh:
-        reader = csv.reader(fh)
-        try:
-            header = next(reader)
-        except StopIteration:
-            raise FileFormatError(str(path), 1, None, "file is empty") from None
-        except UnicodeDecodeError as exc:
-            raise FileFormatError(str(path), 1, None, f"not UTF-8 text ({exc.reason})") from exc
-        header = [h.strip().lstrip("\ufeff") for h in header]
-        rename: dict[str, str] = {}
-        for name in required:
-            found = _resolve([h for h in header if h not in rename], name)
-            if found is None:
-                also = ", ".join(ALIASES.get(name, ()))
-                raise FileFormatError(str(path), 1, name, f"missing column; header is {header}"
-                                      + (f" (also accepted for {name!r}: {also})"
-                                         if also else ""))
-            rename[found] = name
+    reads as ``task,worker,label``); the rows name it by its canonical name. The required
+    columns' values are names (:func:`labelq.reading.name`): no control characters, no
+    spaces around them (refused, not trimmed), at most 500 characters; empty ones are
+    ``""`` (the caller decides)."""
+    path = Path(path)
+    rows = csv_records(path, read_text(path))
+    header: list[str] | None = None
+    rename: dict[str, str] = {}
+    for line, raw in rows:
+        if header is None:
+            header = list(raw)
+            for name in required:
+                found = _resolve([h for h in header if h not in rename], name)
+                if found is None:
+                    also = ", ".join(ALIASES.get(name, ()))
+                    raise FileFormatError(str(path), 1, name,
+                                          f"missing column; header is {header}"
+                                          + (f" (also accepted for {name!r}: {also})"
+                                             if also else ""))
+                rename[found] = name
         # an alias takes its column's canonical name; a column left over under a canonical
         # name (another case of one found) steps aside, so the rows keep the one found
-        header = [rename[h] if h in rename else f"_{h}" if h in required else h
-                  for h in header]
-        line = 1
-        try:
-            for row in reader:
-                line = reader.line_num
-                if not row or all(not c.strip() for c in row):
-                    continue
-                if len(row) != len(header):
-                    raise FileFormatError(
-                        str(path), line, None,
-                        f"expected {len(header)} columns, found {len(row)}")
-                yield line, dict(zip(header, (c.strip() for c in row)))
-        except UnicodeDecodeError as exc:
-            raise FileFormatError(str(path), line + 1, None,
-                                  f"not UTF-8 text ({exc.reason})") from exc
+        row = {(rename[h] if h in rename else f"_{h}" if h in required else h): v
+               for h, v in raw.items()}
+        for col in required:
+            row[col] = check_name(row[col], path, line, col, required=False,
+                                  max_length=MAX_NAME)
+        yield line, row
 
 
 def read_labels(path: str | os.PathLike[str], truth: str | os.PathLike[str] | None = None,

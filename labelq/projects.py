@@ -43,8 +43,11 @@ _NAME = re.compile(NAME_PATTERN)
 
 
 def check_name(value: str, what: str) -> str:
-    """``value`` stripped, if it matches :data:`NAME_PATTERN`; else an InputError naming it."""
-    value = value.strip()
+    """``value`` if it matches :data:`NAME_PATTERN`; else an InputError naming it. Spaces
+    around it are refused, not stripped: the name used must be the name given."""
+    if value != value.strip() and _NAME.fullmatch(value.strip()):
+        raise InputError(f"{what} {value!r} has spaces around it: names are taken as "
+                         "written, not trimmed", field=what)
     if not _NAME.fullmatch(value):
         raise InputError(f"{what} {value!r} is not allowed: use 1 to 64 letters, digits and "
                          ". _ @ -, starting with a letter or digit", field=what)

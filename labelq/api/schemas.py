@@ -103,8 +103,9 @@ class MeOut(_Out):
 class EnrollIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     handle: Name
-    cost: Annotated[float, Field(ge=0, le=1e12, allow_inf_nan=False)] = 1.0
-    capacity: Annotated[Optional[int], Field(ge=1, le=1_000_000_000)] = None
+    # strict: a number is a JSON number ("cost": false was taken as 0.0, "5" as 5)
+    cost: Annotated[float, Field(ge=0, le=1e12, allow_inf_nan=False, strict=True)] = 1.0
+    capacity: Annotated[Optional[int], Field(ge=1, le=1_000_000_000, strict=True)] = None
     categories: Annotated[list[Name], Field(max_length=1000)] = []
 
 
@@ -157,8 +158,9 @@ class ExportIn(BaseModel):
     method: Optional[Literal[METHODS]] = Field(  # type: ignore[valid-type]
         None, description="Aggregation method (default: the project's).")
     format: Literal["csv", "jsonl"] = "csv"
-    raw: bool = Field(False, description="Every label instead of one row per task.")
-    exclude_paused: bool = False
+    raw: bool = Field(False, strict=True,
+                      description="Every label instead of one row per task.")
+    exclude_paused: bool = Field(False, strict=True)
 
 
 class JobOut(_Out):

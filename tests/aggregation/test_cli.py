@@ -72,7 +72,7 @@ def test_errors_name_file_line_and_field(files, tmp_path):
     assert r.exit_code == 3
     assert f"{bad}, line 3, field 'worker'" in r.output
     r = CliRunner().invoke(cli, ["aggregate", str(tmp_path / "missing.csv")])
-    assert r.exit_code == 3 and "cannot open" in r.output
+    assert r.exit_code == 3 and "cannot read" in r.output
     weights = tmp_path / "w.csv"
     weights.write_text("worker,weight\nann,2\nbob,x\n")
     r = CliRunner().invoke(cli, ["aggregate", str(files[0]), "-m", "wmv", "--weights", str(weights)])

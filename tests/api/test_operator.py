@@ -197,3 +197,19 @@ def test_enroll_refuses_handles_outside_the_documented_pattern(stack):
             assert res.json()["code"] == "invalid_input" and "worker handle" in res.text
         ok = op.post("/api/v1/projects/handles/workers", json={"handle": "h.ok@x-1"})
     assert ok.status_code == 201, ok.text
+
+
+def test_enroll_refuses_booleans_and_strings_for_numbers_and_spaced_handles(stack):
+    # issue 35: "cost": false was taken as 0.0 (and "capacity": true as 1)
+    make_project(stack, "strict", n_tasks=2)
+    with stack.operator() as op:
+        for body in ({"handle": "s1", "cost": False}, {"handle": "s1", "cost": "0.5"},
+                     {"handle": "s1", "capacity": True}, {"handle": "s1", "capacity": "5"}):
+            res = op.post("/api/v1/projects/strict/workers", json=body)
+            assert res.status_code == 422, (body, res.text)
+            assert res.json()["code"] == "validation_error"
+        res = op.post("/api/v1/projects/strict/workers", json={"handle": " s1"})
+        assert res.status_code == 422 and "spaces around it" in res.text, res.text
+        ok = op.post("/api/v1/projects/strict/workers",
+                     json={"handle": "s1", "cost": 0, "capacity": 5})
+    assert ok.status_code == 201, ok.text
