@@ -11,9 +11,13 @@ from typing import Any, Sequence
 
 import click
 
-from labelq.db import get_engine, init_schema
+from labelq.db import engine_for, init_schema
 from labelq.errors import ServiceUnavailable
+from labelq.location import Location, locate, open_database, sqlite_path
 from labelq.settings import load_settings
+
+# the database the running command opened (``labelq`` names it in a "not found" error)
+OPENED: list[Location] = []
 
 class OutputFormat(click.Choice):
     """``-o/--output`` names a format, in every command; a value that is not one (``-o
@@ -54,8 +58,10 @@ def output_option(*formats: str, default: str | None = None, envvar: str | None 
 
 OUTPUT_OPTION = output_option("table", "json", "csv", envvar="LABELQ_OUTPUT")
 DB_OPTION = click.option(
-    "--database-url", envvar="LABELQ_DATABASE_URL", default=None,
-    help="SQLAlchemy URL of the durable record [env: LABELQ_DATABASE_URL].")
+    "--database-url", default=None,
+    help="SQLAlchemy URL of the durable record; else LABELQ_DATABASE_URL, else the nearest "
+         "labelq.toml's database_url (this folder or above), else the per-user "
+         "$XDG_DATA_HOME/labelq/labelq.db.")
 
 
 REDIS_OPTION = click.option("--redis-url", envvar="LABELQ_REDIS_URL", default=None,
@@ -74,14 +80,37 @@ def redis_client(url: str | None = None):
     return client
 
 
+def _located(database_url: str | None) -> tuple[Location, str]:
+    """Where the database is (``labelq.location``), and its SQLAlchemy URL; the other
+    variables are read (and validated) too, with the URL given replacing its own."""
+    location = locate(database_url)
+    settings = load_settings({**os.environ, "LABELQ_DATABASE_URL": location.url})
+    return location, settings.sqlalchemy_url
+
+
 def engine(database_url: str | None = None):
-    """The engine for the configured database, with the schema created (idempotent)."""
-    # the other variables are read (and validated) too, with the URL given replacing its own
-    env = {**os.environ, "LABELQ_DATABASE_URL": database_url} if database_url else None
-    settings = load_settings(env)
-    eng = get_engine(settings)
-    init_schema(eng)
+    """The engine of the configured database, which must exist with its schema (``labelq
+    init`` makes it; no other command creates a database, a file or a table): else exit
+    code 9, saying where it looked."""
+    location, url = _located(database_url)
+    eng = open_database(location, url)
+    OPENED[:] = [location]
     return eng
+
+
+def init_engine(database_url: str | None = None):
+    """``labelq init``: the configured database, created with its schema where missing
+    (a SQLite file's folder too); on a database of an earlier labelq, the schema upgrade.
+    Returns (engine, location, database identity)."""
+    from pathlib import Path
+    location, url = _located(database_url)
+    file = sqlite_path(location.url)
+    if file is not None:
+        Path(file).parent.mkdir(parents=True, exist_ok=True)
+    eng = engine_for(url)
+    uid = init_schema(eng)
+    OPENED[:] = [location]
+    return eng, location, uid
 
 
 def emit(rows: Sequence[dict[str, Any]], fmt: str, columns: Sequence[str] | None = None) -> None:

@@ -16,26 +16,32 @@ def _database(url: str) -> tuple[bool, str]:
     from sqlalchemy.engine import make_url
 
     from labelq.db import engine_for
+    from labelq.db import masked_url
+    shown = masked_url(url)
     try:
         parsed = make_url(url)
     except Exception as exc:  # noqa: BLE001
-        return False, f"{url}: {exc}"
+        return False, f"{shown}: {exc}"
     if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:") \
             and not Path(parsed.database).exists():
-        return False, f"{url}: no such database file (run labelq init)"  # (not created here)
+        return False, f"{shown}: no such database file (run labelq init)"  # (not created here)
     try:
         eng = engine_for(url)
         with eng.connect() as conn:
             tables = set(inspect(conn).get_table_names())
     except Exception as exc:  # noqa: BLE001 - any failure is the answer
-        return False, f"{url}: {str(exc).splitlines()[0]}"
+        return False, f"{shown}: {str(exc).splitlines()[0]}"
     import labelq.models  # noqa: F401 - registers the tables
     from sqlmodel import SQLModel
 
     missing = set(SQLModel.metadata.tables) - tables
     if missing:
-        return False, f"{url}: no tables {', '.join(sorted(missing))} (run labelq init)"
-    return True, url
+        return False, f"{shown}: no tables {', '.join(sorted(missing))} (run labelq init)"
+    from labelq.db import database_id
+    try:
+        return True, f"{shown}, database id {database_id(eng)}"
+    except Exception as exc:  # noqa: BLE001 - no identity yet: an earlier labelq's database
+        return False, str(exc)
 
 
 def _redis(url: str) -> tuple[bool, str]:
@@ -112,12 +118,17 @@ def check(database_url, redis_url, timeout, output):
     """Check that this deployment can run: the database (and its schema), Redis, and a
     Celery worker answering on the broker (without one, labels are recorded but never
     applied). Exit code 9 when a check fails."""
+    from labelq.location import locate
+    from labelq.settings import Settings
+
     settings = load_settings()
-    db = database_url or settings.database_url
+    location = locate(database_url)  # where every other command would look
+    db = Settings(database_url=location.url).sqlalchemy_url
     rd = redis_url or settings.redis_url
     rows = []
     for what, (ok, detail) in (("database", _database(db)), ("redis", _redis(rd))):
         rows.append({"check": what, "ok": ok, "detail": detail})
+    rows[0]["detail"] = f"{rows[0]['detail']} (from {location.source})"
     if rows[1]["ok"]:
         ok, detail = _workers(rd, timeout)
     else:

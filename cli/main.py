@@ -18,7 +18,7 @@ from pathlib import Path
 import click
 
 from labelq import __version__
-from labelq.errors import LabelqError
+from labelq.errors import LabelqError, NotFound
 from labelq.settings import check_environment
 
 COMMAND_MODULES = sorted(
@@ -39,7 +39,14 @@ class LabelqGroup(click.Group):
                 check_environment()
             return super().invoke(ctx)
         except LabelqError as exc:
-            click.secho(f"Error: {exc}", fg="red", err=True)
+            message = str(exc)
+            if isinstance(exc, NotFound):
+                # say where it looked: a command run with another database than meant
+                # (another folder's labelq.toml, a stale LABELQ_DATABASE_URL) shows here
+                from ._common import OPENED
+                if OPENED:
+                    message += f" (looked in the database at {OPENED[0].describe()})"
+            click.secho(f"Error: {message}", fg="red", err=True)
             ctx.exit(exc.exit_code)
 
 

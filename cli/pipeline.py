@@ -68,8 +68,12 @@ def worker_cmd(concurrency: int, beat: bool, loglevel: str) -> None:
     This process becomes the Celery worker (exec, same PID), so a supervisor's SIGTERM or a
     Ctrl-C reaches Celery itself, which finishes its current task and stops its pool; a
     wrapper process would die alone and leave the worker running unsupervised."""
+    from labelq.location import open_configured
     from labelq.settings import load_settings
 
+    # the database must exist (``labelq init``): said here, before Celery starts, with
+    # where it was looked for, rather than by every pool process at its first task
+    open_configured(load_settings())
     args = [sys.executable, "-m", "celery", "-A", "workers.main", "worker",
             "-c", str(concurrency), "--loglevel", loglevel, "-Q", load_settings().celery_queue]
     if beat:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from labelq.db import session_scope
@@ -9,7 +11,7 @@ from labelq.projects import (budget_spent, create_project, get_project, list_pro
                              update_project)
 
 from ._common import (DB_OPTION, OUTPUT_OPTION, REDIS_OPTION, emit, emit_record, engine,
-                      redis_client, spec_text)
+                      init_engine, redis_client, spec_text)
 
 GOLD_OPTION = click.option(
     "--gold-schedule", default=None,
@@ -35,16 +37,34 @@ LABEL_NAMES_OPTION = click.option(
 
 @click.command()
 @DB_OPTION
+@click.option("--here", is_flag=True,
+              help="Make ./labelq.db and a ./labelq.toml naming it: every labelq command run "
+                   "in this folder or below then uses it.")
 @OUTPUT_OPTION
-def init(database_url, output):
-    """Create the database schema (safe to repeat; on a database of an earlier labelq,
-    adds the columns added since)."""
-    eng = engine(database_url)
-    url = eng.url.render_as_string(hide_password=True)
+def init(database_url, here, output):
+    """Create the database and its schema — the only command that does (safe to repeat;
+    on a database of an earlier labelq, adds the columns added since and its identity).
+
+    Where: --database-url, else LABELQ_DATABASE_URL, else the nearest labelq.toml's
+    database_url (this folder or above), else the per-user $XDG_DATA_HOME/labelq/labelq.db;
+    with --here, ./labelq.db, named by a new ./labelq.toml."""
+    from pathlib import Path
+
+    from labelq.location import CONFIG_NAME, write_config
+    if here:
+        if database_url or os.environ.get("LABELQ_DATABASE_URL"):
+            raise click.UsageError("--here makes ./labelq.db: give no --database-url "
+                                   "(and unset LABELQ_DATABASE_URL) with it")
+        if (Path.cwd() / CONFIG_NAME).exists():
+            raise click.UsageError(f"./{CONFIG_NAME} exists already: run `labelq init` "
+                                   "without --here to set up the database it names")
+        write_config(Path.cwd(), "sqlite:///labelq.db")
+    eng, location, uid = init_engine(database_url)
     if output == "table":
-        click.echo(f"schema ready at {url}")
+        click.echo(f"schema ready at {location.describe()}; database id {uid}")
     else:
-        emit_record({"database": url, "schema": "ready"}, output)
+        emit_record({"database": location.shown, "source": location.source, "id": uid,
+                     "schema": "ready"}, output)
 
 
 @click.group()

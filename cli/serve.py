@@ -44,8 +44,8 @@ def serve(host: str, port: int, log_level: str, workers: int) -> None:
                 server_header=False, timeout_graceful_shutdown=10,
                 access_log=log_level in ("info", "debug"))
     if workers > 1:  # each process builds its own app (engine, Redis, service)
-        from labelq.db import get_engine, init_schema
-        init_schema(get_engine(settings))  # once, here, not racing in every process
+        from labelq.location import open_configured
+        open_configured(settings)  # here, before any fork: a missing database stops it
         uvicorn.run("cli.serve:app_from_env", factory=True, workers=workers, **opts)
     else:
         uvicorn.run(app_from_env(settings), **opts)

@@ -3,7 +3,10 @@
 =========================  =====================================  ==========================
 variable                   meaning                                default
 =========================  =====================================  ==========================
-LABELQ_DATABASE_URL        SQLAlchemy URL of the durable record   sqlite:///./labelq.db
+LABELQ_DATABASE_URL        SQLAlchemy URL of the durable record   the nearest labelq.toml's,
+                           (labelq.location: where it is looked   else the per-user
+                           for, in order)                         $XDG_DATA_HOME/labelq/
+                                                                  labelq.db
 LABELQ_REDIS_URL           Redis URL of the hot state and broker  redis://localhost:6379/0
                            (a host, a port 1-65535, a database
                            number; unix:// a socket path)
@@ -238,11 +241,18 @@ def check_environment(env: Mapping[str, str] | None = None) -> Settings:
     return settings
 
 
+def _default_database_url(env: Mapping[str, str]) -> str:
+    if env.get("LABELQ_DATABASE_URL"):
+        return Settings.database_url  # (not used: the variable is)
+    from .location import default_database_url  # (labelq.location: labelq.toml, per-user)
+    return default_database_url(env)
+
+
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     """Read and validate the settings; raise :class:`ConfigError` naming the bad variable."""
     env = os.environ if env is None else env
     return Settings(
-        database_url=_url(env, "LABELQ_DATABASE_URL", Settings.database_url, _DB_SCHEMES),
+        database_url=_url(env, "LABELQ_DATABASE_URL", _default_database_url(env), _DB_SCHEMES),
         redis_url=_url(env, "LABELQ_REDIS_URL", Settings.redis_url, _REDIS_SCHEMES),
         lease_seconds=_positive_int(env, "LABELQ_LEASE_SECONDS", Settings.lease_seconds,
                                     604_800),

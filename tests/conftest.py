@@ -67,17 +67,23 @@ def pg_url() -> str:
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def db_url(request, tmp_path) -> str:
+    """A new, initialised database (as ``labelq init`` leaves it: only ``init`` creates
+    one, every other command refuses a missing database)."""
+    from labelq.db import engine_for, init_schema
+
     if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'labelq.db'}"
-    url = request.getfixturevalue("pg_url")
-    # a fresh schema content per test: drop all tables of the session schema
-    from sqlmodel import SQLModel, create_engine
+        url = f"sqlite:///{tmp_path / 'labelq.db'}"
+    else:
+        url = request.getfixturevalue("pg_url")
+        # a fresh schema content per test: drop all tables of the session schema
+        from sqlmodel import SQLModel, create_engine
 
-    import labelq.models  # noqa: F401 - registers tables
+        import labelq.models  # noqa: F401 - registers tables
 
-    engine = create_engine(url)
-    SQLModel.metadata.drop_all(engine)
-    engine.dispose()
+        engine = create_engine(url)
+        SQLModel.metadata.drop_all(engine)
+        engine.dispose()
+    init_schema(engine_for(url))  # (a new identity, cached for this process's engine)
     return url
 
 

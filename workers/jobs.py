@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from labelq.db import get_engine, init_schema
 from labelq.jobs import run_export_job
 
 from .main import app
@@ -14,9 +13,10 @@ def export(self, job_id: str) -> str:
 
     from labelq.settings import load_settings
 
+    from labelq.location import open_configured
+
     settings = load_settings()
-    engine = get_engine(settings)
-    init_schema(engine)
+    engine = open_configured(settings)
     redis = Redis.from_url(settings.redis_url)
     try:
         return run_export_job(engine, redis, job_id)["state"]

@@ -23,7 +23,7 @@ from typing import Callable
 
 from celery.signals import worker_process_init
 
-from labelq.db import database_id, get_engine
+from labelq.db import database_id
 from labelq.live.applier import Applier
 from labelq.live.upkeep import maintain_project
 from labelq.live.warm import Warmer
@@ -38,7 +38,9 @@ log = logging.getLogger(__name__)
 @lru_cache(maxsize=1)
 def _applier() -> Applier:
     import redis
-    return Applier(get_engine(SETTINGS), redis.Redis.from_url(SETTINGS.redis_url),
+    from labelq.location import open_configured
+    # the database must exist with its identity (``labelq init``): a worker never makes one
+    return Applier(open_configured(SETTINGS), redis.Redis.from_url(SETTINGS.redis_url),
                    settings=SETTINGS)
 
 

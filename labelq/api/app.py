@@ -27,8 +27,9 @@ from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
 from .. import __version__
-from ..db import database_id, get_engine, init_schema
+from ..db import database_id
 from ..errors import ServiceUnavailable
+from ..location import open_configured
 from ..service import Service
 from ..settings import Settings, load_settings
 from . import annotator, operator
@@ -91,8 +92,9 @@ def create_app(settings: Settings | None = None, *, max_body: int = DEFAULT_MAX_
     import redis as redis_lib
 
     settings = settings or load_settings()
-    engine = get_engine(settings)
-    init_schema(engine)
+    # an existing, initialised database (``labelq init``), never a new empty one: else
+    # the server does not start, saying where it looked (exit code 9)
+    engine = open_configured(settings)
     redis = redis_lib.Redis.from_url(settings.redis_url, socket_timeout=10,
                                      health_check_interval=30)
     if send_task is None:

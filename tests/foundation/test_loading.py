@@ -233,6 +233,7 @@ def test_gold_with_ids_already_loaded_as_tasks_is_refused(tmp_path):
     db = f"sqlite:///{tmp_path / 'g.db'}"
     env = {"LABELQ_DATABASE_URL": db}
     run = CliRunner().invoke
+    assert run(cli, ["init"], env=env).exit_code == 0
     assert run(cli, ["project", "create", "g", "--labels", "a,b"], env=env).exit_code == 0
     tasks = tmp_path / "tasks.csv"
     tasks.write_text("id,text\n" + "".join(f"t{i},x{i}\n" for i in range(8)))

@@ -67,6 +67,7 @@ def test_a_malformed_setting_stops_every_command(tmp_path, args, var, value):
     from cli.main import cli
     db = f"sqlite:///{tmp_path / 'l.db'}"
     runner = CliRunner()
+    assert runner.invoke(cli, ["init"], env={"LABELQ_DATABASE_URL": db}).exit_code == 0
     assert runner.invoke(cli, ["project", "create", "p", "--labels", "0,1"],
                          env={"LABELQ_DATABASE_URL": db}).exit_code == 0
     res = runner.invoke(cli, list(args), env={"LABELQ_DATABASE_URL": db, var: value})

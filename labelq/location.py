@@ -1,0 +1,191 @@
+"""Where the database is: one answer, the same in every process, and never a new empty one.
+
+A command run from the wrong folder used to open (and create) ``./labelq.db`` there, and
+answer "no project named 'reviews'". Now the database's URL is, in this order:
+
+1. ``--database-url URL`` (a command's option);
+2. ``LABELQ_DATABASE_URL``;
+3. the nearest ``labelq.toml`` in the current folder or one above it, key
+   ``database_url`` (``labelq init --here`` writes one; a relative SQLite path in it is
+   taken from the file's folder, so it does not depend on where a command runs);
+4. the per-user default ``sqlite:///$XDG_DATA_HOME/labelq/labelq.db`` (XDG_DATA_HOME
+   defaults to ``~/.local/share``): one database per user, whatever the folder.
+
+Only ``labelq init`` creates a database or its schema (and the demo, in its own folder);
+every other command, the API and the Celery worker open an existing database with its
+identity (:func:`labelq.db.database_id`) or stop with exit code 9, saying where they looked
+(:class:`Location`, :func:`open_database`). Errors that something was not found name the
+database too (``labelq`` adds it to the message).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+
+__all__ = ["CONFIG_NAME", "Location", "locate", "default_database_url", "find_config",
+           "open_configured",
+           "per_user_url", "open_database", "write_config", "sqlite_path"]
+
+CONFIG_NAME = "labelq.toml"
+
+
+@dataclass(frozen=True)
+class Location:
+    """A database URL and where it came from (said in every error about it)."""
+
+    url: str
+    source: str  # "--database-url", "LABELQ_DATABASE_URL", "<path>/labelq.toml", "per-user default"
+
+    @property
+    def shown(self) -> str:
+        """The URL with its password masked."""
+        from .db import masked_url
+        return masked_url(self.url)
+
+    def describe(self) -> str:
+        return f"{self.shown} (from {self.source})"
+
+
+def per_user_url(env: Mapping[str, str] | None = None) -> str:
+    """The per-user default database: ``$XDG_DATA_HOME/labelq/labelq.db``."""
+    env = os.environ if env is None else env
+    base = env.get("XDG_DATA_HOME") or str(Path(env.get("HOME") or Path.home())
+                                           / ".local" / "share")
+    return f"sqlite:///{Path(base) / 'labelq' / 'labelq.db'}"
+
+
+def find_config(cwd: str | Path | None = None) -> Path | None:
+    """The nearest ``labelq.toml`` in ``cwd`` (default: the current folder) or above."""
+    here = Path(cwd or os.getcwd()).resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / CONFIG_NAME
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        import tomllib  # Python >= 3.11
+    except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+        try:
+            import tomli as tomllib  # type: ignore[no-redef]
+        except ModuleNotFoundError:
+            return _read_simple(path)
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: not a valid TOML file: {exc}", file=str(path)) from exc
+
+
+def _read_simple(path: Path) -> dict[str, Any]:
+    """``key = "value"`` lines (Python 3.10 without tomli)."""
+    out: dict[str, Any] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        m = re.fullmatch(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"([^"\\]*)"\s*(#.*)?', line)
+        if m:
+            out[m.group(1)] = m.group(2)
+    return out
+
+
+def sqlite_path(url: str) -> str | None:
+    """The file of a SQLite URL (``None``: not SQLite, or in memory)."""
+    if not url.startswith("sqlite"):
+        return None
+    from sqlalchemy.engine import make_url
+    try:
+        database = make_url(url).database
+    except Exception:  # noqa: BLE001 - not a URL: the settings' check says so
+        return None
+    return database if database not in (None, "", ":memory:") else None
+
+
+def _from_config(path: Path) -> str:
+    data = _read_toml(path)
+    url = data.get("database_url")
+    if not isinstance(url, str) or not url:
+        raise ConfigError(f"{path}: no database_url = \"...\" (the database this folder "
+                          "uses; labelq init --here writes one)", file=str(path))
+    file = sqlite_path(url)
+    if file is not None and not Path(file).is_absolute():
+        # relative to the file's folder, not to wherever a command runs
+        url = url[: len(url) - len(file)] + str((path.parent / file).resolve())
+    return url
+
+
+def default_database_url(env: Mapping[str, str] | None = None,
+                         cwd: str | Path | None = None) -> str:
+    """The URL used when ``LABELQ_DATABASE_URL`` is unset: the nearest ``labelq.toml``'s,
+    else the per-user default."""
+    config = find_config(cwd)
+    return _from_config(config) if config is not None else per_user_url(env)
+
+
+def locate(explicit: str | None = None, env: Mapping[str, str] | None = None,
+           cwd: str | Path | None = None) -> Location:
+    """The database to use, and where that was said (module docstring)."""
+    env = os.environ if env is None else env
+    if explicit:
+        return Location(explicit, "--database-url")
+    if env.get("LABELQ_DATABASE_URL"):
+        return Location(env["LABELQ_DATABASE_URL"], "LABELQ_DATABASE_URL")
+    config = find_config(cwd)
+    if config is not None:
+        return Location(_from_config(config), str(config))
+    return Location(per_user_url(env), "per-user default; no labelq.toml in this folder or "
+                                       "above, LABELQ_DATABASE_URL unset")
+
+
+def open_database(location: Location, sqlalchemy_url: str | None = None) -> Any:
+    """The engine of an existing, initialised database (its identity read and cached), or
+    :class:`labelq.errors.ServiceUnavailable` (exit code 9) saying where it looked and to
+    run ``labelq init``. Never creates a file, a table or a row."""
+    from .db import SchemaMissing, database_id, engine_for
+    from .errors import ServiceUnavailable
+
+    file = sqlite_path(location.url)
+    if file is not None and not Path(file).exists():
+        raise SchemaMissing(
+            f"no labelq database at {location.describe()}: run `labelq init` to create it "
+            "there, or point to yours (--database-url, LABELQ_DATABASE_URL or a labelq.toml "
+            "with database_url in this folder or above)", database=location.shown)
+    from .settings import Settings
+    engine = engine_for(sqlalchemy_url or Settings(database_url=location.url).sqlalchemy_url)
+    try:
+        database_id(engine)
+    except SchemaMissing as exc:
+        raise SchemaMissing(f"the database at {location.describe()} has no labelq schema "
+                            "(or one of an earlier labelq): run `labelq init`",
+                            database=location.shown) from exc
+    except ServiceUnavailable as exc:
+        raise ServiceUnavailable(f"{exc} (database from {location.source})",
+                                 database=location.shown) from exc
+    return engine
+
+
+def write_config(folder: str | Path, url: str) -> Path:
+    """``labelq.toml`` in ``folder`` naming ``url`` (``labelq init --here``)."""
+    path = Path(folder) / CONFIG_NAME
+    escaped = url.replace("\\", "\\\\").replace('"', '\\"')
+    path.write_text("# labelq's database for this folder and the folders below it\n"
+                    "# (read by every labelq command, the API and the Celery worker started\n"
+                    "# here; LABELQ_DATABASE_URL or --database-url override it)\n"
+                    f'database_url = "{escaped}"\n', encoding="utf-8")
+    return path
+
+
+def open_configured(settings: Any) -> Any:
+    """:func:`open_database` for the database ``settings`` name (the API's, the Celery
+    worker's): said to come from where :func:`locate` finds it, when it is that one."""
+    found = locate()
+    location = found if found.url == settings.database_url else \
+        Location(settings.database_url, "the settings given")
+    return open_database(location, settings.sqlalchemy_url)
