@@ -14,6 +14,8 @@ backoff, 2 s growing to 30 s between tries), with the transport of :mod:`workers
 
 from __future__ import annotations
 
+import os
+
 from celery import Celery
 
 from labelq.settings import Settings, load_settings
@@ -51,8 +53,30 @@ def create_app(redis_url: str | None = None, settings: Settings = SETTINGS) -> C
         worker_hijack_root_logger=False,
         beat_schedule={"labelq-maintain": {"task": "labelq.maintain",
                                            "schedule": settings.beat_seconds}},
+        # the beat's own bookkeeping (when it last ran each entry), out of the current
+        # folder: Celery's default wrote celerybeat-schedule wherever run-worker was started
+        beat_schedule_filename=beat_schedule_file(url, settings.celery_queue),
     )
     return celery
+
+
+def beat_schedule_file(redis_url: str, queue: str) -> str:
+    """Where the beat keeps its schedule state: a private folder of this user in the
+    system's temporary folder (``$TMPDIR/labelq-<uid>/``), one file per broker and queue.
+    Losing it costs nothing: the beat only runs ``labelq.maintain`` a period early."""
+    import hashlib
+    import tempfile
+
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    folder = os.path.join(tempfile.gettempdir(), f"labelq-{uid}")
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        if hasattr(os, "getuid") and os.stat(folder).st_uid != uid:
+            raise OSError("another user's folder")
+    except OSError:  # (not ours or not writable: Celery's own default then)
+        return "celerybeat-schedule"
+    tag = hashlib.sha256(f"{redis_url}\n{queue}".encode()).hexdigest()[:16]
+    return os.path.join(folder, f"beat-schedule-{tag}")
 
 
 app = create_app()

@@ -45,6 +45,15 @@ def test_sigterm_to_labelq_worker_stops_celery_and_its_pool(redis_url, sqlite_ur
             assert time.monotonic() < deadline, "worker did not get ready"
             time.sleep(0.1)
         assert len(_processes_with(queue)) >= 3  # the worker, its pool of 2 (and beat)
+        # the beat keeps its schedule file in labelq's temporary folder, not in the folder
+        # the worker was started from (issue 35: celerybeat-schedule appeared there)
+        from workers.main import beat_schedule_file
+        kept = Path(beat_schedule_file(redis_url, queue))
+        deadline = time.monotonic() + 20
+        while not list(kept.parent.glob(kept.name + "*")):
+            assert time.monotonic() < deadline, "the beat wrote no schedule file"
+            time.sleep(0.1)
+        assert [p.name for p in tmp_path.iterdir() if p.name.startswith("celerybeat")] == []
         # the PID a supervisor holds is Celery's main process itself
         assert b"celery" in Path(f"/proc/{proc.pid}/cmdline").read_bytes()
         proc.send_signal(signal.SIGTERM)  # to that PID only, as systemd or docker stop do
