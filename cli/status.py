@@ -36,6 +36,7 @@ def status(name, database_url, output):
         click.echo(json.dumps(st, indent=2, default=str))
         return
     summary = {"project": st["project"], "policy": spec_text(st["policy"]),
+               "state": f"finished: {st['finished']}" if st["finished"] else "running",
                **{f"tasks {k}": v for k, v in st["tasks"].items()},
                "labels": st["labels"], "unapplied": st["unapplied"], "budget": st["budget"],
                "spent": st["spent"],

@@ -19,7 +19,8 @@ RAW_COLUMNS = ["task", "worker", "label", "received", "is_gold", "category", "as
 
 def project_status(session: Session, project: Project) -> dict[str, Any]:
     """Tasks by state (in all and per category), labels, budget spent and left, per-worker
-    counts (labels, gold answered, assignments declined and let expire)."""
+    counts (labels, gold answered, assignments declined and let expire), and ``finished``:
+    why no label will be asked for again (:func:`_finished`), or None while it runs."""
     per_task = (select(Task.id, Task.is_gold, Task.category, func.count(Label.id).label("n"))
                 .join(Label, Label.task_id == Task.id, isouter=True)
                 .where(Task.project_id == project.id)
@@ -55,9 +56,12 @@ def project_status(session: Session, project: Project) -> dict[str, Any]:
         .where(Label.project_id == project.id, Label.applied_seq.is_(None))).one()
     if oldest is not None:
         oldest = as_utc(oldest)
+    left = None if project.budget is None else project.budget - spent
     return {
         "project": project.name,
         "policy": project.policy,
+        "finished": _finished(project, by_state, left,
+                              [c for _, st_, c, *_ in workers if st_ != "removed"]),
         "tasks": by_state,
         "categories": [{"category": c, **by_category[c]} for c in sorted(by_category)],
         "labels": labels,
@@ -68,13 +72,27 @@ def project_status(session: Session, project: Project) -> dict[str, Any]:
         round(max(0.0, (datetime.now(timezone.utc) - oldest).total_seconds()), 1),
         "budget": project.budget,
         "spent": spent,
-        "left": None if project.budget is None else project.budget - spent,
+        "left": left,
         "workers": [{"handle": h, "status": st, "cost": c, "capacity": cap_,
                      "labels": n, "gold_answered": int(g),
                      "declined": closed.get((h, "declined"), 0),
                      "expired": closed.get((h, "expired"), 0)}
                     for h, st, c, cap_, n, g in workers],
     }
+
+
+def _finished(project: Project, tasks: dict[str, int], left: float | None,
+              costs: list[float]) -> str | None:
+    """Why the project is finished — no label will be asked for again — or None while it
+    runs: ``"budget spent"`` (what is left pays for no annotator's next label), ``"every
+    task at its cap"``. Tasks ``in_progress`` of a finished project stay below their cap for
+    good: a dashboard that called them in progress read as a project still running."""
+    if left is not None and (left <= 1e-9 or (costs and left + 1e-9 < min(costs))):
+        return "budget spent"
+    if project.max_labels and tasks["complete"] and not (tasks["unlabeled"]
+                                                          or tasks["in_progress"]):
+        return "every task at its cap"
+    return None
 
 
 def iter_raw_labels(session: Session, project: Project, batch: int = 5000

@@ -217,6 +217,9 @@ class GoldWarning(_Out):
 class ProjectStatusOut(_Out):
     project: str
     policy: dict[str, Any]
+    finished: Optional[Literal["budget spent", "every task at its cap"]] = Field(
+        None, description="Why no label will be asked for again (the tasks in progress stay "
+                          "below their cap), or null while the project runs.")
     tasks: TaskCounts
     categories: list[CategoryCounts] = Field(description="Tasks by state, per category.")
     labels: int

@@ -94,6 +94,19 @@ class Browser:
         said = self.js("document.getElementById('message')?.textContent")
         raise AssertionError(f"timed out waiting for {expression!r}; page says: {said!r}")
 
+    def viewport(self, width: int, height: int) -> None:
+        """Lay the page out at ``width`` × ``height`` CSS pixels (a window of that size)."""
+        self.send("Emulation.setDeviceMetricsOverride", width=width, height=height,
+                  deviceScaleFactor=1, mobile=False)
+
+    def screenshot(self, path: Path, full_page: bool = True) -> Path:
+        """A PNG of the page (all of it with ``full_page``) written to ``path``."""
+        import base64
+        out = self.send("Page.captureScreenshot", format="png",
+                        captureBeyondViewport=full_page)
+        path.write_bytes(base64.b64decode(out["data"]))
+        return path
+
     def type_text(self, text: str) -> None:
         self.send("Input.insertText", text=text)
 

@@ -117,8 +117,10 @@ def test_instructions_and_label_names_on_the_page(stack, browser, tmp_path):
 
     from .conftest import ROOT
     guide = tmp_path / "guide.md"
-    guide.write_text("# How to label\n\nRead the whole review.\n<b>Not markup</b>\n",
-                     encoding="utf-8")
+    guide.write_text("# How to label\n\nRead the **whole** review.\n<b>Not markup</b>\n\n"
+                     "- one *point*\n- two, with `code`\n\n"
+                     "<img src=x onerror=alert(1)> [guide](https://example.org/g) "
+                     "[bad](javascript:alert(1))\n", encoding="utf-8")
     out = subprocess.run(
         [sys.executable, "-m", "cli.main", "project", "create", "named", "--labels",
          "neg,pos,mixed", "--policy", "uniform", "--max-labels", "1", "--instructions",
@@ -137,12 +139,23 @@ def test_instructions_and_label_names_on_the_page(stack, browser, tmp_path):
     # When the annotator signs in
     sign_in(b, stack, token)
     b.wait("!document.getElementById('task').hidden")
-    # Then the instructions are shown, as text, open, and fold away
+    # Then the instructions are shown, rendered as Markdown, open, and fold away; HTML in
+    # them is shown as the text it is, never as markup (issue 35)
     assert b.js("document.getElementById('instructions').hidden") is False
     assert b.js("document.getElementById('instructions').open") is True
-    text = b.js("document.getElementById('instructions-text').textContent")
-    assert text.startswith("# How to label") and "<b>Not markup</b>" in text
-    assert b.js("document.querySelectorAll('#instructions-text b').length") == 0
+    shown = json.loads(b.js("""JSON.stringify((() => { const r = document.getElementById(
+        'instructions-text'); const q = (s) => [...r.querySelectorAll(s)];
+        return {h: q('h3').map(e => e.textContent), strong: q('strong').map(e => e.textContent),
+                li: q('ul > li').map(e => e.textContent), em: q('em').map(e => e.textContent),
+                code: q('code').map(e => e.textContent),
+                a: q('a').map(e => [e.textContent, e.getAttribute('href')]),
+                other: q('b, img, script, [onerror]').length, text: r.textContent}; })())"""))
+    assert shown["h"] == ["How to label"] and shown["strong"] == ["whole"]
+    assert shown["li"] == ["one point", "two, with code"] and shown["em"] == ["point"]
+    assert shown["code"] == ["code"] and shown["a"] == [["guide", "https://example.org/g"]]
+    assert shown["other"] == 0
+    assert "<b>Not markup</b>" in shown["text"] and "<img src=x onerror=alert(1)>" in shown["text"]
+    assert "[bad](javascript:alert(1))" in shown["text"]
     b.js("document.querySelector('#instructions summary').click()")
     assert b.js("document.getElementById('instructions').open") is False
     # And the buttons show the display names with their keys, in the label set's order

@@ -64,3 +64,90 @@ function answered(resp, type, text) {
   const status = ("HTTP " + resp.status + " " + (resp.statusText || "")).trim();
   return "the server answered " + status + (detail ? ": " + detail : "");
 }
+
+// Project instructions (Markdown source) as DOM nodes appended to `root`. Safe by
+// construction: every piece of the text becomes a text node (createTextNode), elements are
+// made by name from a fixed list, so no HTML in the source is ever parsed — `<b>` or
+// `<script>` show as the characters they are. A small subset: # to ### headings,
+// paragraphs (a blank line between), - * + and 1. lists, > quotes, ``` fenced code,
+// **bold**, *italic* or _italic_, `code`, [text](https://…) links (http, https and mailto
+// only; they open in a new tab), and a line break where a line ends in two spaces.
+function renderMarkdown(root, source) {
+  root.replaceChildren();
+  const lines = String(source || "").replace(/\r\n?/g, "\n").split("\n");
+  const el = (name, parent) => { const e = document.createElement(name); parent.append(e); return e; };
+  let i = 0;
+  while (i < lines.length) {
+    const line = lines[i];
+    if (!line.trim()) { i++; continue; }
+    if (/^```/.test(line)) {  // fenced code: verbatim to the closing fence
+      const code = el("code", el("pre", root));
+      const body = [];
+      for (i++; i < lines.length && !/^```/.test(lines[i]); i++) body.push(lines[i]);
+      code.textContent = body.join("\n");
+      i++;
+      continue;
+    }
+    const h = /^(#{1,6})\s+(.*?)\s*#*\s*$/.exec(line);
+    if (h) {  // headings sit below the page's own: # is h3
+      inlineMarkdown(el("h" + Math.min(h[1].length + 2, 6), root), h[2]);
+      i++;
+      continue;
+    }
+    const item = /^\s*([-*+]|\d{1,9}[.)])\s+/;
+    if (item.test(line)) {
+      const ordered = /\d/.test(item.exec(line)[1]);
+      const list = el(ordered ? "ol" : "ul", root);
+      while (i < lines.length && lines[i].trim()) {
+        const m = item.exec(lines[i]);
+        if (m && /\d/.test(m[1]) !== ordered) break;
+        if (m) inlineMarkdown(el("li", list), lines[i].slice(m[0].length));
+        else inlineMarkdown(list.lastElementChild, " " + lines[i].trim());  // continued
+        i++;
+      }
+      continue;
+    }
+    if (/^\s*>/.test(line)) {
+      const quote = [];
+      for (; i < lines.length && /^\s*>/.test(lines[i]); i++) quote.push(lines[i].replace(/^\s*>\s?/, ""));
+      renderMarkdown(el("blockquote", root), quote.join("\n"));
+      continue;
+    }
+    const para = [];  // a paragraph: up to a blank line or another block
+    for (; i < lines.length && lines[i].trim() && !/^(#{1,6}\s|```|\s*>)/.test(lines[i])
+           && !(para.length && item.test(lines[i])); i++) para.push(lines[i]);
+    const p = el("p", root);
+    para.forEach((text, k) => {
+      inlineMarkdown(p, k < para.length - 1 && / {2,}$/.test(text) ? text.trimEnd() : text);
+      if (k < para.length - 1) p.append(/ {2,}$/.test(text) ? document.createElement("br")
+                                                           : document.createTextNode(" "));
+    });
+  }
+  return root;
+}
+
+// **bold**, *italic*/_italic_, `code` and [text](url) of one line, appended to `parent`
+function inlineMarkdown(parent, text) {
+  const token = /(`+)([^`]|[^`][\s\S]*?[^`])\1(?!`)|\*\*(?=\S)([\s\S]*?\S)\*\*|\*(?=\S)([^*]*?\S)\*|\b_(?=\S)([^_]*?\S)_\b|\[([^\]]+)\]\(([^)\s]+)\)/g;
+  let at = 0;
+  for (const m of text.matchAll(token)) {
+    if (m.index > at) parent.append(document.createTextNode(text.slice(at, m.index)));
+    let e;
+    if (m[1]) { e = document.createElement("code"); e.textContent = m[2]; }
+    else if (m[3] !== undefined) { e = document.createElement("strong"); inlineMarkdown(e, m[3]); }
+    else if (m[4] !== undefined) { e = document.createElement("em"); inlineMarkdown(e, m[4]); }
+    else if (m[5] !== undefined) { e = document.createElement("em"); inlineMarkdown(e, m[5]); }
+    else if (/^(https?:|mailto:)/i.test(m[7])) {
+      e = document.createElement("a");
+      e.href = m[7];
+      e.rel = "noopener noreferrer";
+      e.target = "_blank";
+      inlineMarkdown(e, m[6]);
+    } else {  // any other scheme (javascript:, data:) stays text
+      e = document.createTextNode(m[0]);
+    }
+    parent.append(e);
+    at = m.index + m[0].length;
+  }
+  if (at < text.length) parent.append(document.createTextNode(text.slice(at)));
+}
