@@ -138,23 +138,47 @@ def emit(rows: Sequence[dict[str, Any]], fmt: str, columns: Sequence[str] | None
 
 
 def emit_record(record: dict[str, Any], fmt: str) -> None:
+    """Print one record: ``key  value`` lines, one JSON object (not a list of one: one
+    record is an object, a collection is a list, in every command as in the API), or CSV
+    with its header."""
     if fmt == "table":
         width = max(len(k) for k in record)
         for k, v in record.items():
             click.echo(f"{k.ljust(width)}  {_cell(v)}")
+    elif fmt == "json":
+        click.echo(json.dumps(record, indent=2, default=str))
     else:
         emit([record], fmt)
+
+
+def emit_next(assignment: dict[str, Any] | None, idle: str | None, fmt: str) -> None:
+    """A next assignment (``None``: there is none now, ``idle`` says why, on stderr). With
+    JSON, the API's answer to ``POST /assignments/next``: ``{"assignment": ... or null,
+    "message": ... or null}``."""
+    if fmt == "json":
+        if assignment is None:
+            click.echo(idle, err=True)
+        emit_record({"assignment": assignment,
+                     "message": None if assignment is not None else idle}, fmt)
+    elif assignment is None:
+        emit_nothing(idle or "no task for you now", fmt)
+    else:
+        emit_record(assignment, fmt)
 
 
 def emit_submission(out: dict[str, Any], assignment: dict[str, Any] | None, then_next: bool,
                     idle: str | None, fmt: str) -> None:
     """A submission's answer and, with ``--next``, the next ``assignment`` (``None``:
-    ``idle`` says why on stderr). With JSON, one document: the submission with its
-    ``next``; otherwise the submission's record, then the assignment's."""
+    ``idle`` says why on stderr). With JSON, one document, the API's answer to ``POST
+    /assignments/{id}/label``: the submission with its ``next`` (``null`` without
+    ``--next``, else as :func:`emit_next`: ``{"assignment": ..., "message": ...}``);
+    otherwise the submission's record, then the assignment's."""
     if then_next and assignment is None:
         click.echo(idle, err=True)
-    if then_next and fmt == "json":
-        emit_record({**out, "next": assignment}, fmt)
+    if fmt == "json":
+        nxt = None if not then_next else {
+            "assignment": assignment, "message": None if assignment is not None else idle}
+        emit_record({**out, "next": nxt}, fmt)
         return
     emit_record(out, fmt)
     if assignment is not None:

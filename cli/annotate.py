@@ -17,7 +17,7 @@ import click
 from labelq.errors import (Conflict, Forbidden, InputError, LabelqError, NotFound,
                            ServiceUnavailable)
 
-from ._common import OUTPUT_OPTION, emit, emit_nothing, emit_record, emit_submission
+from ._common import OUTPUT_OPTION, emit, emit_next, emit_nothing, emit_record, emit_submission
 
 _BY_STATUS = {401: Forbidden, 403: Forbidden, 404: NotFound, 409: Conflict, 410: Conflict,
               413: InputError, 422: InputError, 503: ServiceUnavailable}
@@ -62,10 +62,7 @@ def annotate() -> None:
 def next_(token: str, api_url: str, output: str) -> None:
     """Get your next assignment (its id, the task payload and the label set)."""
     out = call(api_url, token, "POST", "/assignments/next")
-    if out["assignment"] is None:
-        emit_nothing(out.get("message") or "no task for you now", output)
-        return
-    emit_record(out["assignment"], output)
+    emit_next(out["assignment"], out.get("message") or "no task for you now", output)
 
 
 @annotate.command("current")
@@ -76,6 +73,11 @@ def current(token: str, api_url: str, output: str) -> None:
     """The assignments you hold now (issued, not yet answered, declined or expired), without
     taking a new one; `next` would return the same one again."""
     held = call(api_url, token, "GET", "/assignments/current")["assignments"]
+    if output == "json":  # the API's answer: {"assignments": [...]}, a list however many
+        if not held:
+            click.echo("you hold no assignment now (labelq annotate next takes one)", err=True)
+        emit_record({"assignments": held}, output)
+        return
     if not held:
         emit_nothing("you hold no assignment now (labelq annotate next takes one)", output)
         return
@@ -125,6 +127,9 @@ def decline(assignment: str, token: str, api_url: str, output: str) -> None:
 def progress(token: str, api_url: str, output: str) -> None:
     """Your labels, gold results and remaining capacity."""
     out = call(api_url, token, "GET", "/me/progress")
+    if output == "json":  # the API's answer, gold nested as there
+        emit_record(out, output)
+        return
     gold = out.pop("gold")
     out.update({f"gold_{k}": v for k, v in gold.items()})
     emit_record(out, output)

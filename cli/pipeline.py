@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from ._common import (DB_OPTION, OUTPUT_OPTION, REDIS_OPTION, emit_nothing, emit_record,
+from ._common import (DB_OPTION, OUTPUT_OPTION, REDIS_OPTION, emit_next, emit_record,
                       emit_submission, engine, redis_client)
 
 TOKEN_OPTION = click.option(
@@ -123,10 +123,8 @@ def next_cmd(handle: str, token: str, database_url, redis_url, output: str) -> N
     labels = check_token(handle, token, database_url)
     svc = service(database_url, redis_url)
     issued = svc.next_assignment(handle)
-    if issued is None:  # not an error
-        emit_nothing(svc.idle_reason(handle), output)
-        return
-    emit_record({**issued.to_dict(), "labels": labels}, output)
+    emit_next(None if issued is None else {**issued.to_dict(), "labels": labels},
+              svc.idle_reason(handle) if issued is None else None, output)  # none: no error
 
 
 @click.command("submit")

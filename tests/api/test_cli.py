@@ -30,27 +30,31 @@ def test_annotate_from_a_shell_with_the_token_in_the_environment(stack):
     # When they take a task and answer it from the shell
     nxt = labelq(stack, "next", "-o", "json", token=token)
     assert nxt.returncode == 0, nxt.stderr
-    a = json.loads(nxt.stdout)[0]
+    a = json.loads(nxt.stdout)["assignment"]
     sub = labelq(stack, "submit", a["assignment_id"], "neg", "-o", "json", token=token)
     assert sub.returncode == 0, sub.stderr
-    assert json.loads(sub.stdout) == [{"assignment_id": a["assignment_id"], "label": "neg",
-                                       "duplicate": False}]
+    assert json.loads(sub.stdout) == {"assignment_id": a["assignment_id"], "label": "neg",
+                                      "duplicate": False, "next": None}
     # Then the label counts, and a label outside the set exits 3 with the server's message
     prog = labelq(stack, "progress", "-o", "json", token=token)
-    assert json.loads(prog.stdout)[0]["labels"] == 1
+    assert json.loads(prog.stdout)["labels"] == 1
     bad = labelq(stack, "submit", a["assignment_id"], "maybe", "--token", token)
     assert bad.returncode == 3 and "label set" in bad.stderr
     # And --next answers the second task with the same request, then says none is left
-    b = json.loads(labelq(stack, "next", "-o", "json", token=token).stdout)[0]
+    b = json.loads(labelq(stack, "next", "-o", "json", token=token).stdout)["assignment"]
     chained = labelq(stack, "submit", b["assignment_id"], "pos", "--next", "-o", "json",
                      token=token)
     assert chained.returncode == 0, chained.stderr
-    assert json.loads(chained.stdout) == [{"assignment_id": b["assignment_id"],
-                                           "label": "pos", "duplicate": False, "next": None}]
+    got = json.loads(chained.stdout)
+    assert got == {"assignment_id": b["assignment_id"], "label": "pos", "duplicate": False,
+                   "next": {"assignment": None, "message": got["next"]["message"]}}
+    assert "no task" in got["next"]["message"]
     assert "no task" in chained.stderr and stack.task_of(b["assignment_id"]) != stack.task_of(a["assignment_id"])
-    # and `next` with nothing left is no error: an empty JSON list, and why on stderr
+    # and `next` with nothing left is no error: the API's body (a null assignment and its
+    # message), and why on stderr
     none = labelq(stack, "next", "-o", "json", token=token)
-    assert none.returncode == 0 and json.loads(none.stdout) == []
+    assert none.returncode == 0 and json.loads(none.stdout)["assignment"] is None
+    assert json.loads(none.stdout)["message"].startswith("no task for you right now")
     assert none.stderr.startswith("no task for you right now")
     # And a wrong token (given as an option) exits 6 (forbidden) with the reason
     wrong = labelq(stack, "next", "--token", "nope")

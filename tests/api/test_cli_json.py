@@ -1,7 +1,8 @@
 """Every command that prints data, walked with `-o json` against the API test stack
-(PostgreSQL, Redis, a Celery worker, `labelq serve`): its stdout is one JSON document.
-`--json` is the same as `-o json` everywhere. A new command with `-o` must be added here
-(the walk checks it covers them all)."""
+(PostgreSQL, Redis, a Celery worker, `labelq serve`): its stdout is one JSON document —
+an object for one record, a list for a collection, the API's own body where the command
+mirrors an endpoint (issue 35). `--json` is the same as `-o json` everywhere. A new
+command with `-o` must be added here (the walk checks it covers them all)."""
 
 from __future__ import annotations
 
@@ -79,30 +80,38 @@ def test_walk_every_command_with_o_json(stack: Stack, tmp_path):
     run("project", "update", "walk", "--budget", "100")
     assert [p["name"] for p in run("project", "list") if p["name"] == "walk"] == ["walk"]
     run("project", "show", "walk", flag="--json")
-    assert run("tasks", "load", "walk", str(tasks))[0]["inserted"] == 6
-    assert run("gold", "load", "walk", str(gold))[0]["inserted"] == 2
-    tok = run("workers", "enroll", "walk", "walk-w1")[0]["token"]
+    assert run("tasks", "load", "walk", str(tasks))["inserted"] == 6
+    assert run("gold", "load", "walk", str(gold))["inserted"] == 2
+    tok = run("workers", "enroll", "walk", "walk-w1")["token"]
     run("workers", "enroll", "walk", "walk-w2")
-    tok2 = run("workers", "reset-token", "walk-w2")[0]["token"]
+    tok2 = run("workers", "reset-token", "walk-w2")["token"]
     run("workers", "list", "--project", "walk")
-    a = run("next", "walk-w1", "--token", tok)[0]
+    got = run("next", "walk-w1", "--token", tok)
+    assert set(got) == {"assignment", "message"}  # POST /assignments/next's body
+    a = got["assignment"]
     sub = run("submit", "walk-w1", a["assignment_id"], "a", "--next", "--token", tok)
-    assert len(sub) == 1 and sub[0]["label"] == "a"
-    b = sub[0]["next"] or run("next", "walk-w1", "--token", tok)[0]
+    assert sub["label"] == "a" and set(sub["next"]) == {"assignment", "message"}
+    b = sub["next"]["assignment"] or run("next", "walk-w1", "--token", tok)["assignment"]
     run("decline", "walk-w1", b["assignment_id"], "--token", tok)
     api = ("--token", tok2, "--api-url", stack.base)
-    assert run("annotate", "current", *api) == []
-    c = run("annotate", "next", *api)[0]
-    assert [h["assignment_id"] for h in run("annotate", "current", *api)] == [c["assignment_id"]]
+    assert run("annotate", "current", *api) == {"assignments": []}
+    c = run("annotate", "next", *api)["assignment"]
+    held = run("annotate", "current", *api)["assignments"]
+    assert [h["assignment_id"] for h in held] == [c["assignment_id"]]
     one = run("annotate", "submit", c["assignment_id"], "b", "--next", *api)
-    d = one[0]["next"] or run("annotate", "next", *api)[0]
+    d = one["next"]["assignment"] or run("annotate", "next", *api)["assignment"]
+    # the same shapes whether the command asks the API or the service: submit's keys, and
+    # an assignment's keys
+    assert set(one) == set(sub) and set(d) == set(a)
     run("annotate", "decline", d["assignment_id"], *api)
-    run("annotate", "progress", *api, flag="--json")
+    progress = run("annotate", "progress", *api, flag="--json")
+    assert isinstance(progress["gold"], dict)  # nested as GET /me/progress has it
     run("status", "walk")
     run("agreement", "walk")
     run("tasks", "show", "walk", "w0")
     run("gold", "correct", "walk", "gw0", "b")
-    assert run("gold", "mark", "walk", "w5", "a")[0]["marked"] == 1
+    assert run("gold", "mark", "walk", "w5", "a")["marked"] == 1
+    run("gold", "suggest", "walk", "--n", "3")
     run("rebuild", "walk")
     run("check")
     out = tmp_path / "answers.csv"
@@ -112,7 +121,7 @@ def test_walk_every_command_with_o_json(stack: Stack, tmp_path):
                              "--background", "--wait", "--out", str(out)], cwd=ROOT,
                             env=stack.env, capture_output=True, text=True,
                             timeout=120).stdout.strip()
-    job = run("job", job_id)[0]
+    job = run("job", job_id)
     assert job["state"] == "done" and job["created"].endswith("+00:00")  # ISO 8601
     run("export-dataset", "walk", str(tmp_path / "ds"))
     agg = run("aggregate", str(tmp_path / "ds" / "labels.csv"))
@@ -126,6 +135,10 @@ def test_walk_every_command_with_o_json(stack: Stack, tmp_path):
     run("workers", "remove", "walk-w2")
     run("project", "delete", "walk", "--yes")
     assert set(seen) == {n for n in all_commands() if n not in NOT_WALKED}
+    # one record is an object, a collection a list (never a list of one record)
+    collections = {"project list", "workers list", "check", "gold suggest"}
+    for name, doc in seen.items():
+        assert isinstance(doc, list if name in collections else dict), (name, doc)
 
 
 def test_o_is_the_format_and_a_file_name_there_is_refused(tmp_path, monkeypatch):

@@ -127,7 +127,7 @@ def test_instructions_and_label_names_on_the_page(stack, browser, tmp_path):
          str(guide), "--label-names", 'pos="Positive",neg="Negative, clearly"', "-o", "json"],
         cwd=ROOT, env=stack.env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    shown_row = json.loads(out.stdout)[0]
+    shown_row = json.loads(out.stdout)
     assert shown_row["label_names"] == {"pos": "Positive", "neg": "Negative, clearly"}
     from labelq.projects import get_project
     with session_scope(stack.engine) as s:

@@ -38,7 +38,7 @@ def test_operator_flow(run, tmp_path):
     assert "loaded 1 gold" in run("gold", "load", "demo", gold).output
     enrolled = json.loads(run("workers", "enroll", "demo", "alice", "--cost", "0.5",
                               "--capacity", "20", "--output", "json").output)
-    assert enrolled[0]["token"] and len(enrolled[0]["token"]) >= 24
+    assert enrolled["token"] and len(enrolled["token"]) >= 24
     run("workers", "pause", "alice")
     listed = list(csv.DictReader(io.StringIO(run("workers", "list", "-o", "csv").output)))
     assert listed[0]["handle"] == "alice" and listed[0]["status"] == "paused"
@@ -47,7 +47,7 @@ def test_operator_flow(run, tmp_path):
     assert status["tasks"] == {"unlabeled": 3, "in_progress": 0, "complete": 0, "gold": 1}
     assert status["budget"] == 50 and status["spent"] == 0 and status["left"] == 50
     assert status["workers"][0]["status"] == "active"
-    shown = json.loads(run("project", "show", "demo", "-o", "json").output)[0]
+    shown = json.loads(run("project", "show", "demo", "-o", "json").output)
     assert shown["max_labels"] == 3 and shown["policy"] == "auto"  # the default
     out_file = tmp_path / "labels.csv"
     run("export", "demo", "--raw", "--format", "csv", "--out", out_file)
@@ -138,10 +138,10 @@ def test_reset_token_and_remove(run, db_url):
     # Given an enrolled annotator whose token was lost
     run("init")
     run("project", "create", "rt", "--labels", "0,1")
-    old = json.loads(run("workers", "enroll", "rt", "lost", "-o", "json").output)[0]["token"]
+    old = json.loads(run("workers", "enroll", "rt", "lost", "-o", "json").output)["token"]
     # When the operator issues a new one
     res = run("workers", "reset-token", "lost", "-o", "json")
-    new = json.loads(res.output)[0]["token"]
+    new = json.loads(res.output)["token"]
     # Then the new token signs in as them and the old one no longer does
     eng = engine_for(db_url)
     with session_scope(eng) as s:

@@ -26,12 +26,12 @@ def test_next_submit_decline_with_token(r, redis_url, sqlite_url):
     # When alice asks for work with her token (from the environment) and answers it
     res = run(cli, ["next", "alice", "-o", "json"], env=env)
     assert res.exit_code == 0, res.output
-    first = json.loads(res.stdout)[0]
+    first = json.loads(res.stdout)["assignment"]
     res = run(cli, ["submit", "alice", first["assignment_id"], "a"], env=env)
     assert res.exit_code == 0, res.output
     # and declines the next one, passing the token as an option this time
     second = json.loads(run(cli, ["next", "alice", "-o", "json", "--token", alice],
-                            env={**env, "LABELQ_TOKEN": ""}).stdout)[0]
+                            env={**env, "LABELQ_TOKEN": ""}).stdout)["assignment"]
     assert run(cli, ["decline", "alice", second["assignment_id"]], env=env).exit_code == 0
     # Then the label is durable, and bob's token cannot act as alice (exit 6), nor none
     with session_scope(eng) as s:
@@ -52,19 +52,23 @@ def one_annotator(sqlite_url: str, redis_url: str, handle: str, capacity: int):
                       "LABELQ_TOKEN": tok}
 
 
-def test_next_with_nothing_left_says_why_and_prints_an_empty_json_list(r, redis_url,
-                                                                       sqlite_url):
+def test_next_with_nothing_left_says_why_and_prints_a_null_assignment(r, redis_url,
+                                                                      sqlite_url):
     # Given an annotator of capacity 1 who holds one assignment
     _, _, env = one_annotator(sqlite_url, redis_url, "cara", capacity=1)
     run = CliRunner().invoke
-    first = json.loads(run(cli, ["next", "cara", "-o", "json"], env=env).stdout)[0]
+    first = json.loads(run(cli, ["next", "cara", "-o", "json"], env=env).stdout)["assignment"]
     # When they ask again, they get the same one (a repeated next is idempotent)
     res = run(cli, ["next", "cara", "-o", "json"], env=env)
-    assert res.exit_code == 0 and json.loads(res.stdout)[0] == first
-    # and once it is answered, asking again is no error: stdout is empty, stderr says why
+    assert res.exit_code == 0 and json.loads(res.stdout) == {"assignment": first,
+                                                             "message": None}
+    # and once it is answered, asking again is no error: stderr says why, and JSON is the
+    # API's answer, a null assignment with its message (one record: an object)
     assert run(cli, ["submit", "cara", first["assignment_id"], "a"], env=env).exit_code == 0
     res = run(cli, ["next", "cara", "-o", "json"], env=env)
-    assert res.exit_code == 0 and json.loads(res.stdout) == []
+    assert res.exit_code == 0
+    assert json.loads(res.stdout) == {"assignment": None,
+                                      "message": "you have reached your capacity of 1 labels"}
     res = run(cli, ["next", "cara"], env=env)
     assert res.exit_code == 0 and res.stdout == ""
     assert "you have reached your capacity of 1 labels" in res.stderr
@@ -75,15 +79,17 @@ def test_submit_next_records_the_label_and_issues_the_next_assignment(r, redis_u
     # Given an annotator of capacity 2 holding their first assignment
     eng, pid, env = one_annotator(sqlite_url, redis_url, "dana", capacity=2)
     run = CliRunner().invoke
-    first = json.loads(run(cli, ["next", "dana", "-o", "json"], env=env).stdout)[0]
+    first = json.loads(run(cli, ["next", "dana", "-o", "json"], env=env).stdout)["assignment"]
     # When they answer it with --next
     res = run(cli, ["submit", "dana", first["assignment_id"], "a", "--next", "-o", "json"],
               env=env)
     # Then the submission and a new assignment for another task are printed, as one JSON
     # document (the next assignment is the submission's `next`)
     assert res.exit_code == 0, res.output
-    [done] = json.loads(res.stdout)
-    second = [done.pop("next")]
+    done = json.loads(res.stdout)
+    nxt = done.pop("next")
+    assert nxt["message"] is None
+    second = [nxt["assignment"]]
     assert done == {"assignment_id": first["assignment_id"], "label": "a",
                     "duplicate": False}
     lease = r.hgetall(Keys(pid, database_id(eng)).lease(second[0]["assignment_id"]))  # (open: in Redis)
@@ -109,18 +115,20 @@ def test_submit_next_that_spends_the_budget_records_the_label(r, redis_url, sqli
     env = {"LABELQ_DATABASE_URL": sqlite_url, "LABELQ_REDIS_URL": redis_url,
            "LABELQ_TOKEN": tok}
     run = CliRunner().invoke
-    first = json.loads(run(cli, ["next", "erin", "-o", "json"], env=env).stdout)[0]
+    first = json.loads(run(cli, ["next", "erin", "-o", "json"], env=env).stdout)["assignment"]
     res = run(cli, ["submit", "erin", first["assignment_id"], "a", "--next", "-o", "json"],
               env=env)
-    second = json.loads(res.stdout)[0]["next"]
+    second = json.loads(res.stdout)["next"]["assignment"]
     # When the label that spends the budget is submitted with --next
     res = run(cli, ["submit", "erin", second["assignment_id"], "b", "--next", "-o", "json"],
               env=env)
     # Then it succeeds (exit 0, not 7 budget exhausted): the label is printed and recorded,
     # and stderr says why there is no next
     assert res.exit_code == 0, res.output
-    assert json.loads(res.stdout) == [{"assignment_id": second["assignment_id"],
-                                       "label": "b", "duplicate": False, "next": None}]
+    got = json.loads(res.stdout)
+    assert got["next"]["assignment"] is None and "budget is spent" in got["next"]["message"]
+    assert got == {"assignment_id": second["assignment_id"], "label": "b",
+                   "duplicate": False, "next": got["next"]}
     assert "budget is spent" in res.stderr
     with session_scope(eng) as s:
         assert sorted(l.value for l in s.exec(select(Label))) == ["a", "b"]
