@@ -63,6 +63,7 @@ class Fit:
     class_prior: FloatArray  # float (C,)
     agree_weight: FloatArray | None = None  # float (W,): what one agreement label counts
     bias2: float = 0.0  # b², the variance of agreement's bias against gold (module doc)
+    anchored: bool = False  # gold records (>= 2 workers with >= 2 answers) checked agreement
 
 
 def shrunk_accuracy(correct: np.ndarray, total: np.ndarray, n_classes: int, mu0: float,
@@ -164,6 +165,7 @@ def fit_em(task: np.ndarray, worker: np.ndarray, label: np.ndarray, category: np
     gold_right = counts(is_gold, (label == gold).astype(float))
     total = total_agree + total_gold
     calibrated = calibrate and bool(is_gold.any())
+    anchored = calibrated and int((total_gold.sum(axis=1) >= 2).sum()) >= 2
     fit = start if start is not None else Fit(np.zeros((W, S)), np.zeros((W, S)),
                                               np.full(C, 1.0 / C))
     labelled = per_task > 0
@@ -194,7 +196,8 @@ def fit_em(task: np.ndarray, worker: np.ndarray, label: np.ndarray, category: np
             post[g >= 0] = np.eye(C)[g[g >= 0]]
         # class shares shrunk half-way to uniform, so that no class can take over
         shares = post.sum(axis=0) + 1.0
-        fit = Fit(correct, total, 0.5 * shares / shares.sum() + 0.5 / C, weight, bias2)
+        fit = Fit(correct, total, 0.5 * shares / shares.sum() + 0.5 / C, weight, bias2,
+                  anchored)
         if prev is not None and float(np.abs(correct - prev).max(initial=0.0)) < tol:
             break
         prev = correct

@@ -46,6 +46,14 @@ real data (issue 20):
 * **Pull** (``select_task`` for the asking worker): ``priority`` plus how much better the
   worker is on a task's category than on average, so a worker gets the categories it is
   good at among the tasks that need labels.
+* **Trust checked against gold** (issue 34, docs/auto.md "Round 7"): agreement is a biased
+  measurement of accuracy where a bloc agrees on wrong answers; with gold, each worker's
+  agreement evidence is discounted by the variance of that bias measured on the gold
+  records (``_shrunk_em``), so gold anchors the trust; when a gold question is due, the one
+  whose answer tells most about the asking worker's accuracy is picked
+  (:meth:`gold_information`). Without gold a dense pool keeps its full exploration
+  (``anchor``): the trusted workers' checks of each other would only confirm the
+  agreement that made them trusted.
 
 Decisions are random only through the ``rng`` passed in: ties among equally urgent tasks
 are broken uniformly (so a replay is not biased by task order), the ``explore`` draws and,
@@ -87,6 +95,7 @@ class AutoState:
     # what one agreement label counts for its worker (the fit's calibration against gold,
     # _shrunk_em's ``agree_weight``); 1 without gold
     agree_weight: FloatArray | None = None  # float (W,)
+    anchored: bool = False  # the last fit could check agreement against gold records
 
 
 def _variance(acc: np.ndarray, evidence: np.ndarray, strength: float) -> np.ndarray:
@@ -130,7 +139,9 @@ class Auto(Policy):
         asks a worker below the population mean only when no task has a worker at or above it;
         ``cross_check``: an exploring ask goes to the most urgent task that has a label
         already; ``ties``: among workers of equal value, ``random`` or ``sticky`` (the one
-        who has given the most labels first, then at random)."""
+        who has given the most labels first, then at random); ``explore_dense``: how much
+        less a dense pool explores (:meth:`explore_rate`); ``anchor``: only once gold has
+        checked agreement (false: also without gold, as before issue 34)."""
 
         floor: int = 1
         confidence: float = 0.95
@@ -148,6 +159,7 @@ class Auto(Policy):
         cross_check: bool = True
         ties: str = "random"
         explore_dense: float = 0.5
+        anchor: bool = True
 
         def __post_init__(self) -> None:
             for name in ("floor", "refit_min", "em_iters"):
@@ -164,7 +176,7 @@ class Auto(Policy):
             if self.population not in ("workers", "labels"):
                 raise ValueError(f"population must be workers or labels, got "
                                  f"{self.population!r}")
-            for name in ("thompson", "gate", "cross_check"):
+            for name in ("thompson", "gate", "cross_check", "anchor"):
                 if not isinstance(getattr(self, name), bool):
                     raise ValueError(f"{name} must be true or false, got "
                                      f"{getattr(self, name)!r}")
@@ -246,7 +258,7 @@ class Auto(Policy):
                         m=p.strength, iters=p.em_iters, start=start,
                         per_worker=p.population == "workers")
         state.correct, state.total, state.class_prior = fit.correct, fit.total, fit.class_prior
-        state.agree_weight = fit.agree_weight
+        state.agree_weight, state.anchored = fit.agree_weight, fit.anchored
         acc, _ = self.accuracies(state)
         state.loglik = em.task_loglik(task, acc[worker, state.task_category[task]], label,
                                       state.n_labels.size, state.n_classes)
@@ -328,7 +340,8 @@ class Auto(Policy):
         if open_tasks.size == 0:
             return None
         prio = self.priority(state, open_tasks)
-        explore = rng.random() < self.explore_rate(mask, open_tasks.size)
+        explore = rng.random() < self.explore_rate(
+            mask, open_tasks.size, state.anchored or not self.params.anchor)
         if explore and self.params.cross_check:
             # a cross-check needs a label to check against: the most urgent task that has
             # one (a lone label on an empty task tells nothing about its worker)
@@ -353,7 +366,7 @@ class Auto(Policy):
             best = best[given == given.max()]
         return task, int(best[rng.integers(best.size)])
 
-    def explore_rate(self, mask: np.ndarray, n_open: int) -> float:
+    def explore_rate(self, mask: np.ndarray, n_open: int, anchored: bool = True) -> float:
         """``explore`` × (1 − ``explore_dense`` × density), where density is the share of
         the open tasks that a worker with any eligible task can take, averaged over those
         workers (1 when every worker may label every open task).
@@ -361,9 +374,16 @@ class Auto(Policy):
         In a dense pool the workers the greedy choice trusts can label nearly every task,
         so they label the same tasks and the EM gets its cross-checks from the greedy asks
         themselves; where each worker sees a small share of the tasks (most real data
-        sets), the trusted workers run out of tasks and new ones must keep being learned."""
+        sets), the trusted workers run out of tasks and new ones must keep being learned.
+
+        The discount holds only while ``anchored`` (with ``anchor``, the default): the
+        trusted workers' checks of each other are worth something only once gold has
+        checked the agreement they rest on (the last fit had gold records, _shrunk_em's
+        calibration). Without gold they only confirm the agreement that made them
+        trusted — a bloc agreeing on wrong answers confirms itself — so the full share
+        of asks stays exploratory (docs/auto.md, Round 7)."""
         rate = self.params.explore
-        if self.params.explore_dense and n_open:
+        if self.params.explore_dense and n_open and anchored:
             # workers with an eligible open task (the others' columns are empty, so the
             # count over the mask is over these)
             busy = int(np.count_nonzero(mask.any(axis=0)))

@@ -19,7 +19,7 @@ def feed(policy, state, labels):
 
 def test_params_are_validated():
     for bad in ("auto:confidence=1.5", "auto:floor=-1", "auto:explore=1", "auto:thompson=2",
-                "auto:refit_growth=1", "auto:gate=2"):
+                "auto:refit_growth=1", "auto:gate=2", "auto:anchor=2"):
         with pytest.raises(PolicyError):
             build(bad)
 
@@ -141,7 +141,9 @@ def test_workers_nobody_has_judged_are_tried_in_random_order():
 def test_a_dense_pool_explores_less():
     """``explore_dense``: the exploring share is ``explore`` when each worker can take few of
     the open tasks and drops to ``explore`` × (1 − ``explore_dense``) when every worker can
-    take every one (the greedy asks then cross-check each other)."""
+    take every one (the greedy asks then cross-check each other) — once gold has checked
+    the agreement those cross-checks rest on (``anchor``, issue 34: without gold the trusted
+    workers' checks of each other only confirm their agreement, so the full share is kept)."""
     policy = build("auto")  # explore=0.3, explore_dense=0.5
     dense = np.ones((40, 8), bool)
     sparse = np.zeros((40, 8), bool)
@@ -152,10 +154,19 @@ def test_a_dense_pool_explores_less():
     assert build("auto:explore_dense=0").explore_rate(dense, 40) == pytest.approx(0.3)
     # and the decisions follow it: the share of exploring asks (to a worker other than the
     # greedy one) on the dense pool, where the greedy worker is known to be the best
+    assert policy.explore_rate(dense, 40, anchored=False) == pytest.approx(0.3)
     state = policy.init_state(Problem(n_tasks=40, n_workers=8))
     state.correct[0], state.total[0] = 30.0, 30.0  # worker 0: right 30 of 30
     rng = np.random.default_rng(3)
     other = np.mean([policy.select_pair(state, dense, rng)[1] != 0 for _ in range(2000)])
+    assert 0.25 < other < 0.35  # no gold: not anchored, the full share
+    state.anchored = True  # as a fit with gold records leaves it
+    other = np.mean([policy.select_pair(state, dense, rng)[1] != 0 for _ in range(2000)])
+    assert 0.11 < other < 0.19
+    off = build("auto:anchor=false")  # Round 6's rule: dense pools explore less regardless
+    state = off.init_state(Problem(n_tasks=40, n_workers=8))
+    state.correct[0], state.total[0] = 30.0, 30.0
+    other = np.mean([off.select_pair(state, dense, rng)[1] != 0 for _ in range(2000)])
     assert 0.11 < other < 0.19
     with pytest.raises(PolicyError, match="explore_dense"):
         build("auto:explore_dense=2")

@@ -109,3 +109,22 @@ def test_gold_goes_where_trusted_workers_were_wrong():
     assert policy.select_task(state, 5, cand, mask, rng) == 4
     # gold still comes after every ordinary task
     assert policy.select_task(state, 5, cand, np.ones(T, bool), rng) in (0, 1)
+
+
+def test_the_calibration_survives_a_state_round_trip():
+    policy = build("auto:refit_min=5")
+    gold = np.array([0, 1, -1, -1, -1, -1])
+    state = policy.init_state(Problem(n_tasks=6, n_workers=3, is_gold=gold >= 0,
+                                      gold_answer=gold))
+    for j in range(3):
+        for i in (0, 1):
+            policy.update(state, Observation(task=i, worker=j, label=int(gold[i]), gold=True,
+                                             truth=int(gold[i])))
+        policy.update(state, Observation(task=2 + j, worker=j, label=0))
+    assert state.anchored and state.agree_weight is not None
+    back = policy.state_from_dict(policy.state_to_dict(state))
+    assert back.anchored and np.array_equal(back.agree_weight, state.agree_weight)
+    old = policy.state_to_dict(state)  # a state saved before issue 34
+    del old["agree_weight"], old["anchored"]
+    back = policy.state_from_dict(old)
+    assert not back.anchored and (back.agree_weight == 1).all()
