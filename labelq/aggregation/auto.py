@@ -393,21 +393,27 @@ class AutoAggregator(BaseAggregator):
         estimate are fitted on the held-out answers of the gold in ``cal`` only (a sample
         like the other tasks): gold chosen where the models disagree would teach that every
         answer is as doubtful as those."""
-        labelled = np.bincount(d.task, minlength=d.n_tasks) > 0
+        per_task = np.bincount(d.task, minlength=d.n_tasks)
+        labelled = per_task > 0
         gold_tasks = np.flatnonzero(labelled & (g >= 0))
         rng = np.random.default_rng(self.seed)
         fold = rng.permutation(gold_tasks.size) % min(self.folds, gold_tasks.size)
         names = tuple(dict.fromkeys((*cands, rich)))
         held = {m: np.empty((gold_tasks.size, d.n_classes)) for m in (*names, GUARDED)}
         guarded_labels = np.empty(gold_tasks.size, dtype=np.int64)
-        weights = self._checked_weights(d, categories)  # the same in every fold
+        keep = self._thin_gold(d, g, gold_tasks, per_task, rng)
         for f in np.unique(fold):
             hide = gold_tasks[fold == f]
             g_f = g.copy()
             g_f[hide] = -1
+            # the hidden gold questions keep as many labels as a task typically has
+            k = keep | ~np.isin(d.task, hide)
+            d_f = LabelArrays(d.task[k], d.worker[k], d.label[k], d.n_tasks, d.n_workers,
+                              d.n_classes)
+            weights = self._checked_weights(d_f, categories)
             for m in names:
-                fitted = self._fit_one(m, d, g_f, categories, weights)
-                held[m][fold == f] = self._probas(m, d, fitted)[hide]
+                fitted = self._fit_one(m, d_f, g_f, categories, weights)
+                held[m][fold == f] = self._probas(m, d_f, fitted)[hide]
             gd = credible_guard(held[rich][fold == f], held["mv"][fold == f], self.alpha)
             held[GUARDED][fold == f] = gd.probas
             guarded_labels[fold == f] = gd.labels
@@ -427,6 +433,37 @@ class AutoAggregator(BaseAggregator):
             p = softmax_rows(np.log(np.maximum(p, 1e-300)) * self.temperature_)
         conf = p[np.arange(answers.size), labels]
         return choice, ((labels == answers).astype(float), conf)
+
+    @staticmethod
+    def _thin_gold(d: LabelArrays, g: np.ndarray, gold_tasks: np.ndarray,
+                   per_task: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """A mask over labels keeping, of each gold task, a random subset of as many labels
+        as a task to export has, and every other label. The counts are matched by
+        quantile: the gold task whose label count ranks r-th of n gets the (r + 1/2)/n
+        quantile of the other tasks' counts (or its own, if fewer), so gold drawn like the
+        tasks keeps its labels and gold labelled more heavily is thinned to look like them. Gold questions are exempt from the label cap and answered by many workers;
+        scored on all their labels they would be easier than the tasks they stand for, and
+        the choice, the temperature and the accuracy estimate would all be optimistic
+        (`labelq demo`: gold questions ~6 labels, tasks 3-4; its accuracy interval missed
+        the truth on 3 of 6 seeds before this)."""
+        data = per_task[(per_task > 0) & (g < 0)]
+        keep = np.ones(d.task.size, dtype=bool)
+        if data.size == 0 or gold_tasks.size == 0:
+            return keep
+        n = per_task[gold_tasks]
+        rank = np.empty(n.size, dtype=np.int64)
+        rank[np.lexsort((rng.random(n.size), n))] = np.arange(n.size)  # ties at random
+        target = np.quantile(data, (rank + 0.5) / n.size, method="inverted_cdf").astype(
+            np.int64)
+        order = rng.permutation(d.task.size)
+        order = order[np.argsort(d.task[order], kind="stable")]  # each task's labels, shuffled
+        t = d.task[order]
+        start = np.searchsorted(t, np.arange(d.n_tasks))
+        rank = np.arange(t.size) - start[t]
+        limit = np.full(d.n_tasks, np.iinfo(np.int64).max)
+        limit[gold_tasks] = target
+        keep[order] = rank < limit[t]
+        return keep
 
     def _probas(self, method: str, d: LabelArrays, fitted) -> np.ndarray:
         if method in ("mv", "wmv"):
