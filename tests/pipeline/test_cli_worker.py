@@ -32,6 +32,9 @@ def test_sigterm_to_labelq_worker_stops_celery_and_its_pool(redis_url, sqlite_ur
     env = {k: v for k, v in os.environ.items() if not k.startswith("LABELQ_")}
     env.update(LABELQ_REDIS_URL=redis_url, LABELQ_DATABASE_URL=sqlite_url,
                LABELQ_CELERY_QUEUE=queue, PYTHONPATH=str(ROOT))
+    # the database exists first (only `labelq init` creates one)
+    subprocess.run([sys.executable, "-m", "cli.main", "init"], cwd=tmp_path, env=env,
+                   check=True, capture_output=True, timeout=120)
     log = tmp_path / "worker.log"
     with open(log, "wb") as out:
         # the worker's own process group, so that nothing here signals it but the one kill
