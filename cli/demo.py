@@ -409,6 +409,10 @@ def _report(eng, pid, n_tasks, accuracy, policy, truth, labels, out: Path,
         click.echo(f"Exported, as `labelq export demo` does, the answers ({notes[0]}) to "
                    f"{out / 'answers.csv'} and, as `labelq export demo --raw`, the "
                    f"{n_raw} labels ({n_gold_answers} on gold) to {out / 'labels.csv'}.")
+        from labelq.location import CONFIG_NAME, write_config
+        if not (out / CONFIG_NAME).exists():  # (never another project's config)
+            write_config(out, "sqlite:///demo.db")
+            click.echo(f"labelq commands run in {out} use its database ({CONFIG_NAME}).")
     else:
         click.echo(f"{n_raw} labels ({n_gold_answers} on gold); to keep the database and "
                    "the exports, run with --keep or --out DIR.")

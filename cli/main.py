@@ -31,6 +31,8 @@ class LabelqGroup(click.Group):
     """Turns labelq errors into one clear line on stderr and a documented exit code."""
 
     def invoke(self, ctx: click.Context):
+        from ._common import OPENED
+        OPENED.clear()  # (one command per process, but tests invoke many in one)
         try:
             if not _asks_for_help(ctx):
                 # every LABELQ_* variable, before any command: a command given its database

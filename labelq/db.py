@@ -103,7 +103,9 @@ def _read_identity(engine: Engine) -> str | None:
 
 def _is_missing_table(exc: Exception) -> bool:
     text = str(getattr(exc, "orig", exc)).lower()
-    return "no such table" in text or "does not exist" in text or "undefinedtable" in text
+    # (SQLite: "no such table"; PostgreSQL: 'relation "..." does not exist' — not a missing
+    # database, which is unavailable, not uninitialised)
+    return "no such table" in text or ("relation" in text and "does not exist" in text)
 
 
 def _ensure_identity(engine: Engine) -> str:

@@ -110,7 +110,10 @@ class Stack:
         """The external id of the task an assignment is for (annotators are not shown it):
         from its live lease in Redis, else from the durable record once it has ended."""
         for key in self.redis.scan_iter(match=f"lq:*:lease:{assignment_id}"):
-            project_id, seq = int(key.split(b":")[1]), int(self.redis.hget(key, "task"))
+            from labelq.live.redis.keys import parse_key
+            owner = parse_key(key)
+            assert owner is not None and owner.project_id is not None, key
+            project_id, seq = owner.project_id, int(self.redis.hget(key, "task"))
             where = (Task.project_id == project_id, Task.seq == seq)
             break
         else:

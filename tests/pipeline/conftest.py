@@ -32,7 +32,11 @@ def r(redis_url):
 
 @pytest.fixture
 def sqlite_url(tmp_path) -> str:
-    return f"sqlite:///{tmp_path / 'labelq.db'}"
+    """A new SQLite database, initialised as ``labelq init`` leaves it (no other command
+    creates one)."""
+    url = f"sqlite:///{tmp_path / 'labelq.db'}"
+    init_schema(engine_for(url))
+    return url
 
 
 def make_project(url: str, *, n_tasks=40, n_gold=0, workers=3, max_labels=None, budget=None,

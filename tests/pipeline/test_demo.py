@@ -51,10 +51,12 @@ def check_report(out: str, tmp_path: Path, min_labelled: int = 90) -> None:
     db = f"sqlite:///{tmp_path / 'out' / 'demo.db'}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("LABELQ_")}
     env["PYTHONPATH"] = str(ROOT)
-    for args, name in ((["demo"], "answers.csv"), (["demo", "--raw"], "labels.csv")):
-        res = subprocess.run([sys.executable, "-m", "cli.main", "export", *args,
-                              "--database-url", db], cwd=tmp_path, env=env,
-                             capture_output=True, text=True, timeout=120)
+    # (the second from the kept folder, whose labelq.toml names its database)
+    assert (tmp_path / "out" / "labelq.toml").is_file()
+    for args, name, cwd in ((["demo", "--database-url", db], "answers.csv", tmp_path),
+                            (["demo", "--raw"], "labels.csv", tmp_path / "out")):
+        res = subprocess.run([sys.executable, "-m", "cli.main", "export", *args], cwd=cwd,
+                             env=env, capture_output=True, text=True, timeout=120)
         assert res.returncode == 0, res.stderr
         assert res.stdout == (tmp_path / "out" / name).read_text(), name
 
