@@ -153,22 +153,14 @@ def _follow(redis, job_id: str, timeout: float = 3600) -> dict:
 @OUTPUT_OPTION
 def job(job_id, wait, redis_url, output):
     """Show the state and progress of export job JOB_ID."""
-    from labelq.jobs import get_job
+    from labelq.jobs import get_job, job_view
 
     redis = redis_client(redis_url)
     if wait:
         _follow(redis, job_id)
     job = get_job(redis, job_id)
-    for key in ("created", "finished"):  # Unix times in Redis, ISO 8601 (UTC) when printed
-        job[key] = _iso(job.get(key))
-    emit_record(job, output)
-
-
-def _iso(ts) -> str | None:
-    from datetime import datetime, timezone
-    if ts in (None, ""):
-        return None
-    return datetime.fromtimestamp(float(ts), tz=timezone.utc).isoformat(timespec="seconds")
+    # the API's shape (GET /exports/{id}: labelq.jobs.job_view), and where the file goes
+    emit_record({**job_view(job), "out": job.get("out")}, output)
 
 
 @click.command()

@@ -67,6 +67,30 @@ def get_job(redis, job_id: str) -> dict[str, Any]:
     return job
 
 
+def job_view(job: dict[str, Any]) -> dict[str, Any]:
+    """A job as the API answers it (``GET /exports/{id}``) and ``labelq job -o json``
+    prints it: one shape for both — booleans as booleans, nothing as null (not ``""``),
+    times ISO 8601 (UTC), the progress as a share, the result's URL once done."""
+    from datetime import datetime, timezone
+
+    def iso(ts: Any) -> str | None:
+        if ts in (None, ""):
+            return None
+        return datetime.fromtimestamp(float(ts), tz=timezone.utc).isoformat(timespec="seconds")
+
+    done, total, state = int(job["done"]), int(job["total"]), job["state"]
+    return {"id": job["id"], "project": job["project"], "state": state,
+            "method": job.get("method") or None, "format": job["format"],
+            "raw": bool(job["raw"]), "exclude_paused": bool(job["exclude_paused"]),
+            "done": done, "total": total,
+            "progress": 1.0 if state == "done" else (round(done / total, 4) if total else 0.0),
+            "error": job.get("error") or None, "created": iso(job.get("created")),
+            "finished": iso(job.get("finished")),
+            "result_url": f"/api/v1/exports/{job['id']}/result" if state == "done" else None,
+            "chosen": job.get("chosen") or None, "aggregation": job.get("aggregation") or None,
+            "warning": job.get("warning") or None}
+
+
 def run_export_job(engine, redis, job_id: str, *, report_every: int = 5000) -> dict[str, Any]:
     """Run (or re-run, if redelivered) the export job ``job_id``; idempotent."""
     job = get_job(redis, job_id)

@@ -33,7 +33,7 @@ from fastapi.responses import FileResponse
 
 from ..db import session_scope
 from ..errors import Conflict, NotFound
-from ..jobs import create_export_job, get_job
+from ..jobs import create_export_job, get_job, job_view
 from ..projects import enroll_worker, get_project, reset_token, set_worker_status
 from ..dashboard import dashboard, gold_suggestions, status_report
 from ..projects import list_projects
@@ -201,16 +201,4 @@ def _export_job(request: Request, job_id: str) -> dict:
 
 
 def _job_out(job: dict) -> JobOut:
-    done, total = int(job["done"]), int(job["total"])
-    state = job["state"]
-    progress = 1.0 if state == "done" else (round(done / total, 4) if total else 0.0)
-    return JobOut(id=job["id"], project=job["project"], state=state,
-                  method=job.get("method") or None, format=job["format"],
-                  raw=bool(job["raw"]), exclude_paused=bool(job["exclude_paused"]),
-                  done=done, total=total, progress=progress, error=job.get("error") or None,
-                  created=float(job["created"]),
-                  finished=float(job["finished"]) if job.get("finished") else None,
-                  result_url=f"/api/v1/exports/{job['id']}/result" if state == "done"
-                  else None, chosen=job.get("chosen") or None,
-                  aggregation=job.get("aggregation") or None,
-                  warning=job.get("warning") or None)
+    return JobOut(**job_view(job))  # labelq job -o json prints the same

@@ -175,8 +175,8 @@ class JobOut(_Out):
     total: int = Field(description="Rows to write (known once the job is running).")
     progress: float = Field(description="done / total, 0..1 (1 when done).")
     error: Optional[str]
-    created: float
-    finished: Optional[float]
+    created: str = Field(description="ISO 8601 (UTC), as every time the API answers.")
+    finished: Optional[str] = Field(description="ISO 8601 (UTC); null until it ends.")
     result_url: Optional[str] = None
     chosen: Optional[str] = Field(None, description="The method that made the answers "
                                   "(auto's choice); null until aggregated, and for raw.")

@@ -123,6 +123,8 @@ def test_walk_every_command_with_o_json(stack: Stack, tmp_path):
                             timeout=120).stdout.strip()
     job = run("job", job_id)
     assert job["state"] == "done" and job["created"].endswith("+00:00")  # ISO 8601
+    with stack.operator() as op:  # the API's GET /exports/{id}, and where the file went
+        assert {**op.get(f"/api/v1/exports/{job_id}").json(), "out": str(out)} == job
     run("export-dataset", "walk", str(tmp_path / "ds"))
     agg = run("aggregate", str(tmp_path / "ds" / "labels.csv"))
     assert agg["n_labels"] >= 1
