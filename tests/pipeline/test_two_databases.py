@@ -6,8 +6,10 @@ both (the collision that emptied a live queue when keys were ``lq:P:...``)."""
 from __future__ import annotations
 
 import json
+import time
 
 import numpy as np
+import pytest
 from click.testing import CliRunner
 from sqlalchemy import func
 from sqlmodel import select
@@ -22,6 +24,7 @@ from labelq.live.upkeep import maintain_project
 from labelq.models import Label
 from labelq.service import Service
 from labelq.settings import Settings
+from workers.main import create_app
 
 from .conftest import make_project
 
@@ -125,3 +128,59 @@ def test_check_reports_the_keys_of_other_databases(r, tmp_path, redis_url):
     assert keys["legacy_keys"] >= 1
     assert ids[1] in keys["detail"] and "LABELQ_CELERY_QUEUE" in keys["detail"]
     assert dump_of(r, ids[1]) == others
+
+
+@pytest.mark.timeout(240)
+def test_a_celery_worker_and_its_beat_touch_only_their_own_database(r, db_url, tmp_path,
+                                                                    redis_url, celery_env,
+                                                                    celery_worker):
+    rng = np.random.default_rng(5)
+    # Given database B with a live project (labels applied, an open lease, and three labels
+    # waiting for an applier that is not running)
+    eng_b, pid_b = make_project(db_url, n_tasks=30, workers=3, max_labels=3)
+    s_b = Service(eng_b, r, settings=Settings(database_url=db_url), worker_max_age=0)
+    assert label(s_b, ["p-w0", "p-w1", "p-w2"], 9, rng) == 9
+    Applier(eng_b, r, settings=s_b.settings, cache=StateCache()).apply_pending(pid_b)
+    assert label(s_b, ["p-w0", "p-w1", "p-w2"], 3, rng) == 3
+    s_b.next_assignment("p-w1")
+    db_b = database_id(eng_b)
+    before = dump_of(r, db_b)
+    # and database A (its project has the same id) served by a real Celery worker with its
+    # beat, which wakes A's appliers through the shared Redis
+    url_a = f"sqlite:///{tmp_path / 'a.db'}"
+    eng_a, pid_a = make_project(url_a, n_tasks=40, workers=4, max_labels=3)
+    db_a = database_id(eng_a)
+    assert pid_a == pid_b
+    worker = celery_worker(celery_env(url_a))
+    app = create_app(redis_url)
+
+    def send(project_id: int, database: str) -> None:
+        app.send_task("labelq.apply_labels", args=[project_id, database], queue="labelq")
+
+    s_a = Service(eng_a, r, settings=Settings(database_url=url_a),
+                  notify=lambda p: send(p, db_a))
+    # When A's annotators label through its service, its worker applies, its beat runs
+    # its upkeep, and a wake-up of B's project lands in A's worker's queue
+    n = label(s_a, [f"p-w{j}" for j in range(4)], 40, rng)
+    send(pid_b, db_b)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        with session_scope(eng_a) as ses:
+            left = ses.exec(select(func.count()).select_from(Label)
+                            .where(Label.applied_seq.is_(None))).one()
+        if left == 0 and b"ignored" in worker.logfile.read_bytes():
+            break
+        time.sleep(0.2)
+    time.sleep(2.5)  # (a few beats more)
+    worker.stop()
+    # Then A's labels are applied, B's three still wait (A's worker left B's wake-up
+    # alone, saying so), and B's hot state is byte-identical
+    with session_scope(eng_a) as ses:
+        assert ses.exec(select(func.count()).select_from(Label)
+                        .where(Label.applied_seq.is_not(None))).one() == n > 0
+    with session_scope(eng_b) as ses:
+        assert ses.exec(select(func.count()).select_from(Label)
+                        .where(Label.applied_seq.is_(None))).one() == 3
+    assert b"ignored" in worker.logfile.read_bytes()
+    assert dump_of(r, db_b) == before
+    assert r.sismember(projects_key(db_a), pid_a)
