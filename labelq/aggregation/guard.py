@@ -24,10 +24,16 @@ posterior, so the answer is always the most probable class of the probabilities 
 
 **The accuracy estimate** (:func:`accuracy_interval`): the mean confidence of the
 answers, with an interval. With gold, a prediction-powered estimate (Angelopoulos et al.
-2023): the mean confidence over the exported tasks, corrected by the mean of (right - 
-confidence) over held-out gold answers, with the standard error of both terms -- it holds
-when the gold questions are like the other tasks (loaded gold questions drawn from the
-same stream). Tasks marked gold after loading (``labelq gold mark``, e.g. from ``labelq
+2023), stratified by confidence (Fisch et al. 2024): within each confidence stratum, the
+mean confidence of the exported answers corrected by the mean of (right - confidence) of
+the held-out gold answers in that stratum, weighted by the stratum's share of the
+exported answers, with the standard error of every term. Strata matter because gold
+questions are not collected like the tasks: an adaptive policy stops asking about a task
+once two labels agree, so most exported answers sit at confidence 0.99 and above while
+the gold questions, asked on a schedule, spread lower (``labelq demo``: 173 of 300 answers
+above 0.99, 4 of 40 gold answers); a single correction measured on the gold would be the
+wrong one for most answers. It holds when, at the same confidence, gold questions and
+tasks are alike. Tasks marked gold after loading (``labelq gold mark``, e.g. from ``labelq
 gold suggest``) were chosen for being doubtful, so they choose the method but neither
 calibrate nor enter this estimate: on them every model looks worse than it is elsewhere
 (measured: a temperature fitted on 30 suggested answers of adult2 took the expected
@@ -103,6 +109,36 @@ def _clip(x: float) -> float:
     return float(min(1.0, max(0.0, x)))
 
 
+#: confidence strata of the gold estimate (see :func:`_strata`)
+STRATA = (0.8, 0.95, 0.99)
+#: held-out gold answers a stratum needs, else it is merged with the one below
+MIN_STRATUM = 5
+
+
+def _strata(conf: np.ndarray, held_conf: np.ndarray) -> list[tuple[float, float]]:
+    """Confidence strata [lo, hi) for the stratified estimate: cut at :data:`STRATA`, and
+    a stratum with fewer than :data:`MIN_STRATUM` held-out gold answers (or none of the
+    exported answers) merged with its neighbour below (the lowest with the one above)."""
+    edges = [0.0, *STRATA, 1.0 + 1e-9]
+    bounds = list(zip(edges[:-1], edges[1:]))
+
+    def n_gold(b: tuple[float, float]) -> int:
+        return int(((held_conf >= b[0]) & (held_conf < b[1])).sum())
+
+    i = len(bounds) - 1
+    while len(bounds) > 1 and i >= 0:
+        if n_gold(bounds[i]) < MIN_STRATUM or not ((conf >= bounds[i][0]) &
+                                                    (conf < bounds[i][1])).any():
+            j = i - 1 if i > 0 else 1
+            lo, hi = min(bounds[i][0], bounds[j][0]), max(bounds[i][1], bounds[j][1])
+            bounds[min(i, j)] = (lo, hi)
+            del bounds[max(i, j)]
+            i = min(i, len(bounds) - 1)
+        else:
+            i -= 1
+    return bounds
+
+
 def accuracy_interval(confidence: np.ndarray, *, held_right: np.ndarray | None = None,
                       held_conf: np.ndarray | None = None,
                       model_beliefs: list[np.ndarray] | None = None,
@@ -121,12 +157,22 @@ def accuracy_interval(confidence: np.ndarray, *, held_right: np.ndarray | None =
     mean = float(c.mean())
     se_c = float(c.std(ddof=1) / np.sqrt(N)) if N > 1 else 0.5
     if held_right is not None and held_conf is not None and np.size(held_right) >= 2:
-        r = np.asarray(held_right, float) - np.asarray(held_conf, float)
-        n = r.size
-        est = mean + float(r.mean())
-        se = float(np.sqrt(se_c ** 2 + r.var(ddof=1) / n))
+        hc = np.asarray(held_conf, float)
+        r = np.asarray(held_right, float) - hc
+        est, var = 0.0, 0.0
+        for lo, hi in _strata(c, hc):
+            inc = (c >= lo) & (c < hi)
+            inh = (hc >= lo) & (hc < hi)
+            w = inc.mean()
+            if w == 0:
+                continue
+            cs, rs = c[inc], r[inh]
+            est += w * (cs.mean() + rs.mean())
+            var += w ** 2 * ((cs.var(ddof=1) / cs.size if cs.size > 1 else 0.0)
+                             + rs.var(ddof=1) / rs.size)
+        se = float(np.sqrt(var))
         return AccuracyEstimate(_clip(est), _clip(est - _Z * se), _clip(est + _Z * se),
-                                "gold", N, n)
+                                "gold", N, int(r.size))
     beliefs = [mean] + [float(np.asarray(b, float).mean()) for b in (model_beliefs or [])]
     low = min(beliefs) if floor is None else min(min(beliefs), floor)
     return AccuracyEstimate(_clip(mean), _clip(low - _Z * se_c),

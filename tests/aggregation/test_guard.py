@@ -134,3 +134,25 @@ def test_chosen_gold_chooses_but_does_not_calibrate():
     assert chosen.accuracy_.basis == "models" and chosen.temperature_ == 1.0
     # the interval without a calibration sample reaches down to what one label is worth
     assert chosen.accuracy_.low <= float(np.mean(acc[worker]))
+
+
+def test_gold_estimate_is_stratified_by_confidence():
+    """Gold answers spread low while most answers sit above 0.99 (an adaptive policy stops
+    once labels agree): each stratum is corrected by its own gold, not by the average."""
+    from labelq.aggregation.guard import _strata
+
+    rng = np.random.default_rng(5)
+    conf = np.r_[np.full(800, 0.995), np.full(200, 0.7)]
+    # gold: 30 answers at 0.7 right 70 % of the time, 10 at 0.995 right 90 % of the time
+    held_conf = np.r_[np.full(30, 0.7), np.full(10, 0.995)]
+    held_right = np.r_[rng.random(30) < 0.7, np.r_[np.ones(9), np.zeros(1)]].astype(float)
+    est = accuracy_interval(conf, held_right=held_right, held_conf=held_conf)
+    expected = 0.8 * (0.995 + (held_right[30:] - 0.995).mean()) + \
+        0.2 * (0.7 + (held_right[:30] - 0.7).mean())
+    assert est.estimate == pytest.approx(expected)
+    assert est.low < 0.8 * 0.9 + 0.2 * 0.7 < est.high
+    # a stratum with fewer than 5 gold answers (or no answer) joins its neighbour below
+    top = 1.0 + 1e-9
+    assert _strata(conf, np.r_[np.full(30, 0.7), np.full(6, 0.995)]) == [(0.0, 0.99),
+                                                                          (0.99, top)]
+    assert _strata(conf, np.r_[np.full(30, 0.7), np.full(3, 0.995)]) == [(0.0, top)]
