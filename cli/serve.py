@@ -31,6 +31,8 @@ def serve(host: str, port: int, log_level: str, workers: int) -> None:
     from labelq.api.onewrite import install
     install()  # the hot path's answers in one write (labelq/api/onewrite.py)
     settings = load_settings()  # checked here, so a bad setting fails before any fork
+    from labelq.location import open_configured
+    open_configured(settings)  # and a missing database (exit 9, saying where it looked)
     if not settings.operator_token:
         click.echo("note: LABELQ_OPERATOR_TOKEN is unset; operator endpoints are disabled",
                    err=True)
@@ -44,8 +46,6 @@ def serve(host: str, port: int, log_level: str, workers: int) -> None:
                 server_header=False, timeout_graceful_shutdown=10,
                 access_log=log_level in ("info", "debug"))
     if workers > 1:  # each process builds its own app (engine, Redis, service)
-        from labelq.location import open_configured
-        open_configured(settings)  # here, before any fork: a missing database stops it
         uvicorn.run("cli.serve:app_from_env", factory=True, workers=workers, **opts)
     else:
         uvicorn.run(app_from_env(settings), **opts)

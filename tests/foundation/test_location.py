@@ -41,7 +41,8 @@ def files_under(path: Path) -> list[Path]:
 
 @pytest.mark.parametrize("args", [["project", "list"], ["project", "show", "reviews"],
                                   ["status", "reviews"], ["workers", "list"],
-                                  ["rebuild", "reviews"]])
+                                  ["rebuild", "reviews"], ["serve", "--port", "0"],
+                                  ["run-worker"]])
 def test_no_command_but_init_creates_a_database(home, tmp_path, args):
     # When an operator runs a command where no database was ever made
     res = run(*args)
