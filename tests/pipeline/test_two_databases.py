@@ -99,6 +99,10 @@ def test_two_databases_share_one_redis_db_without_touching_each_other(r, db_url,
     assert dump_of(r, db_b) == before
     assert list(r.scan_iter(match=Keys(pid_a, db_a).pattern())) == []
     assert not r.sismember(projects_key(db_a), pid_a)
+    # (no key made outside a database's names: the Lua scripts build none of their own,
+    # they get every key, and the prefix of the per-lease and per-worker ones, from Python)
+    owners = {parse_key(key) for key in r.scan_iter(match="lq:*")}
+    assert {o.database if o else None for o in owners} == {db_b}
     # and B goes on: its annotators get work, its applier folds their labels
     assert label(s_b, ["p-w1", "p-w2"], 4, rng) == 4
     applier_b.apply_pending(pid_b)
