@@ -152,8 +152,7 @@ def forget_database_id(engine: Engine) -> None:
 def masked_url(url: Any) -> str:
     """A database URL as it may be shown: its password replaced by ``***``."""
     try:
-        return make_url(str(url) if not hasattr(url, "render_as_string") else url) \
-            .render_as_string(hide_password=True)
+        return make_url(url).render_as_string(hide_password=True)
     except Exception:  # noqa: BLE001 - not a URL SQLAlchemy parses: show it as given
         return str(url)
 
