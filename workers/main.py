@@ -56,6 +56,9 @@ def create_app(redis_url: str | None = None, settings: Settings = SETTINGS) -> C
         # the beat's own bookkeeping (when it last ran each entry), out of the current
         # folder: Celery's default wrote celerybeat-schedule wherever run-worker was started
         beat_schedule_filename=beat_schedule_file(url, settings.celery_queue),
+        # which makes that folder when the beat starts (not when any process configures
+        # the app: the demo and the API configure it and run no beat)
+        beat_scheduler="workers.main:BeatScheduler",
     )
     return celery
 
@@ -69,14 +72,30 @@ def beat_schedule_file(redis_url: str, queue: str) -> str:
 
     uid = os.getuid() if hasattr(os, "getuid") else 0
     folder = os.path.join(tempfile.gettempdir(), f"labelq-{uid}")
-    try:
-        os.makedirs(folder, mode=0o700, exist_ok=True)
+    try:  # made by BeatScheduler when a beat starts; someone else's: Celery's default
         if hasattr(os, "getuid") and os.stat(folder).st_uid != uid:
-            raise OSError("another user's folder")
-    except OSError:  # (not ours or not writable: Celery's own default then)
-        return "celerybeat-schedule"
+            return "celerybeat-schedule"
+    except OSError:
+        pass  # not there yet
     tag = hashlib.sha256(f"{redis_url}\n{queue}".encode()).hexdigest()[:16]
     return os.path.join(folder, f"beat-schedule-{tag}")
 
 
 app = create_app()
+
+
+from celery.beat import PersistentScheduler  # noqa: E402
+
+
+class BeatScheduler(PersistentScheduler):  # type: ignore[misc]
+    """Celery's persistent scheduler that first makes the private folder of its schedule
+    file (:func:`beat_schedule_file`), so only a process that runs a beat creates it."""
+
+    def setup_schedule(self) -> None:
+        folder = os.path.dirname(self.schedule_filename)
+        if folder:
+            try:
+                os.makedirs(folder, mode=0o700, exist_ok=True)
+            except OSError:  # not writable: Celery's own default file, in the cwd
+                self.schedule_filename = "celerybeat-schedule"
+        super().setup_schedule()
