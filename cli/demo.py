@@ -245,8 +245,6 @@ def _demo(out: Path, temporary: bool, *, n_tasks, n_gold, n_workers, n_careless,
     queue = f"labelq-demo-{uuid.uuid4().hex[:8]}"
     env = {**os.environ, "LABELQ_DATABASE_URL": db_url, "LABELQ_REDIS_URL": url,
            "LABELQ_CELERY_QUEUE": queue, "PYTHONPATH": str(ROOT)}
-    if temporary:  # the worker's beat keeps its schedule file in the demo's own folder,
-        env["TMPDIR"] = str(out)  # deleted at the end with it (workers/main.py)
     click.echo(f"Project 'demo': {n_tasks} tasks in {n_categories} categories + {n_gold} gold, "
                f"{n_workers} simulated annotators ({n_careless} careless), policy {policy}, "
                f"budget {budget:g} labels.")
