@@ -11,13 +11,32 @@ from typing import Any, Sequence
 
 import click
 
-from labelq.db import engine_for, init_schema
 from labelq.errors import ServiceUnavailable
 from labelq.location import Location, locate, open_database, sqlite_path
 from labelq.settings import load_settings
 
 # the database the running command opened (``labelq`` names it in a "not found" error)
 OPENED: list[Location] = []
+
+class LazyChoice(click.Choice):
+    """A choice whose values come from a module imported only when they are needed (an
+    option given, the command's own ``--help``): ``labelq --help`` and the commands that
+    do not aggregate must not import the aggregation methods to list their names."""
+
+    def __init__(self, load, case_sensitive: bool = True) -> None:
+        self._load, self._choices = load, None
+        super().__init__((), case_sensitive=case_sensitive)
+
+    @property  # type: ignore[override]
+    def choices(self):
+        if self._choices is None:
+            self._choices = tuple(self._load())
+        return self._choices
+
+    @choices.setter
+    def choices(self, value) -> None:
+        self._choices = tuple(value) if value else None
+
 
 class OutputFormat(click.Choice):
     """``-o/--output`` names a format, in every command; a value that is not one (``-o
@@ -103,6 +122,8 @@ def init_engine(database_url: str | None = None):
     (a SQLite file's folder too); on a database of an earlier labelq, the schema upgrade.
     Returns (engine, location, database identity)."""
     from pathlib import Path
+
+    from labelq.db import engine_for, init_schema
     location, url = _located(database_url)
     file = sqlite_path(location.url)
     if file is not None:

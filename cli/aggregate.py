@@ -8,17 +8,22 @@ import sys
 from pathlib import Path
 
 import click
-import numpy as np
 
-from labelq.aggregation import AGGREGATORS, aggregate, expected_accuracy, krippendorff_alpha
-from labelq.datasets import csv_rows, read_labels
 from labelq.errors import FileFormatError, InputError
 
-from ._common import output_option
+from ._common import LazyChoice, output_option
 
 
-def _read_weights(path: str, workers: list[str]) -> np.ndarray:
+def _methods() -> list[str]:
+    from labelq.aggregation import AGGREGATORS
+    return list(AGGREGATORS)
+
+
+def _read_weights(path: str, workers: list[str]):
     """``worker,weight`` CSV -> per-worker weights (workers not listed get weight 0)."""
+    import numpy as np
+
+    from labelq.datasets import csv_rows
     index = {w: j for j, w in enumerate(workers)}
     weights = np.zeros(len(workers))
     for line, row in csv_rows(Path(path), ("worker", "weight")):
@@ -35,7 +40,7 @@ def _read_weights(path: str, workers: list[str]) -> np.ndarray:
 
 @click.command("aggregate")
 @click.argument("labels", type=click.Path())  # unreadable: InputError, exit 3
-@click.option("--method", "-m", type=click.Choice(list(AGGREGATORS)), default="auto",
+@click.option("--method", "-m", type=LazyChoice(_methods), default="auto",
               show_default=True,
               help="aggregation algorithm (auto: what the labels support; see --json's chosen)")
 @click.option("--categories", type=click.Path(),
@@ -60,6 +65,11 @@ def aggregate_cmd(labels, method, categories, truth, weights, gold, out, output)
     the CSV shows. (-o once named the output file: it is the format now, as in every
     command; a file name given to it is refused, saying so.)
     """
+    import numpy as np
+
+    from labelq.aggregation import aggregate, expected_accuracy, krippendorff_alpha
+    from labelq.datasets import read_labels
+
     as_json = output == "json"
     if weights and method != "wmv":
         raise InputError("--weights is only used with --method wmv", field="weights")

@@ -8,21 +8,19 @@ import time
 
 import click
 
-from labelq.db import session_scope
-from labelq.exporting import (METHODS, agreement_report, aggregate_project, aggregated_rows,
-                              aggregation_notes, atomic_output, load_project_labels,
-                              write_rows)
-from labelq.projects import get_project, list_workers
-from labelq.reporting import RAW_COLUMNS, iter_raw_labels
-
-from ._common import (DB_OPTION, OUTPUT_OPTION, REDIS_OPTION, OutputFormat, emit,
+from ._common import (DB_OPTION, OUTPUT_OPTION, REDIS_OPTION, LazyChoice, OutputFormat, emit,
                       emit_record, engine, redis_client)
+
+
+def _methods() -> tuple[str, ...]:
+    from labelq.exporting import METHODS
+    return METHODS
 
 
 
 @click.command()
 @click.argument("name")
-@click.option("--method", type=click.Choice(METHODS), default=None,
+@click.option("--method", type=LazyChoice(_methods), default=None,
               help="Aggregation method (default: the project's). `auto` picks one the "
                    "labels support and says which on stderr; `policy` uses the project "
                    "policy's own posterior.")
@@ -45,6 +43,11 @@ def export(name, method, fmt, out, raw, exclude_paused, background, wait, databa
     """Export project NAME: one row per task with the aggregated label, its confidence,
     per-class probabilities and the number of labels (gold questions are left out; a task
     with no label yet has an empty label); or, with --raw, every label."""
+    from labelq.db import session_scope
+    from labelq.exporting import (aggregate_project, aggregated_rows, aggregation_notes,
+                                  atomic_output, load_project_labels, write_rows)
+    from labelq.projects import get_project, list_workers
+    from labelq.reporting import RAW_COLUMNS, iter_raw_labels
     if background:
         _export_background(name, method, fmt, out, raw, exclude_paused, wait, database_url,
                            redis_url)
@@ -84,6 +87,8 @@ def export_dataset(name, directory, truth, database_url, output):
     """Write project NAME's labels as a data set folder DIRECTORY (labels.csv, truth.csv,
     task_types.csv) that `labelq simulate --data DIRECTORY` replays: which policy would have
     done best with these annotators?"""
+    from labelq.db import session_scope
+    from labelq.projects import get_project
     from labelq.exporting import write_dataset
 
     with session_scope(engine(database_url)) as s:
@@ -99,6 +104,8 @@ def export_dataset(name, directory, truth, database_url, output):
 
 def _export_background(name, method, fmt, out, raw, exclude_paused, wait, database_url,
                        redis_url):
+    from labelq.db import session_scope
+    from labelq.projects import get_project
     from labelq.errors import InputError
     from labelq.jobs import create_export_job
 
@@ -165,13 +172,16 @@ def job(job_id, wait, redis_url, output):
 
 @click.command()
 @click.argument("name")
-@click.option("--method", type=click.Choice(METHODS), default=None,
+@click.option("--method", type=LazyChoice(_methods), default=None,
               help="Aggregate the per-worker table compares against (default: the project's).")
 @DB_OPTION
 @OUTPUT_OPTION
 def agreement(name, method, database_url, output):
     """Agreement in project NAME: Krippendorff's alpha, Fleiss' kappa and per-worker
     accuracy against gold and against the aggregate."""
+    from labelq.db import session_scope
+    from labelq.exporting import aggregate_project, agreement_report, load_project_labels
+    from labelq.projects import get_project
     with session_scope(engine(database_url)) as s:
         project = get_project(s, name)
         pl = load_project_labels(s, project)

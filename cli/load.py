@@ -6,10 +6,6 @@ import sys
 
 import click
 
-from labelq.db import session_scope
-from labelq.loading import load_tasks
-from labelq.projects import get_project
-
 from labelq.errors import LabelqError
 
 from ._common import (DB_OPTION, OUTPUT_OPTION, REDIS_OPTION, emit, emit_record, engine,
@@ -39,6 +35,9 @@ class _Progress:
 
 
 def _load(name, file, fmt, database_url, gold: bool, output: str = "table") -> None:
+    from labelq.db import session_scope
+    from labelq.loading import load_tasks
+    from labelq.projects import get_project
     what = "gold questions" if gold else "tasks"
     click.echo(f"validating {file} ...", err=True)
     progress = _Progress(f"writing {what}")
@@ -83,6 +82,8 @@ def tasks_load(name, file, fmt, database_url, output):
 def tasks_show(name, task_id, database_url, output):
     """Show task TASK_ID of project NAME (gold questions too): category, payload, gold
     answer, and every label with its worker, time and assignment."""
+    from labelq.db import session_scope
+    from labelq.projects import get_project
     from labelq.reporting import task_detail
 
     with session_scope(engine(database_url)) as s:
@@ -129,6 +130,8 @@ def gold_correct(name, task_id, answer, database_url, redis_url, output):
     loaded was wrong: the annotators' gold scores and exports follow at once, running
     policies fold their state again, and paused annotators the corrected scores no longer
     flag are named (resume them with labelq workers resume)."""
+    from labelq.db import session_scope
+    from labelq.projects import get_project
     from labelq.models import Worker
     from labelq.projects import correct_gold
     from labelq.problem import load_view
@@ -183,6 +186,8 @@ def gold_mark(name, task_id, answer, file, fmt, database_url, redis_url, output)
     confidence 1. Refused, with nothing changed, while one of them is assigned right now.
     A task already gold with the same answer is skipped; another answer is for
     labelq gold correct."""
+    from labelq.db import session_scope
+    from labelq.projects import get_project
     from labelq.live.goldmark import mark_gold_live
     from labelq.projects import GoldMark, read_gold_marks
 
@@ -235,6 +240,8 @@ def gold_suggest(name, n, seed, out, database_url, output):
     category, the current answer (the project's aggregation, as labelq export gives it) and
     its confidence, the candidates' answers, the labels given, a score and the reason. Fill
     in `answer` (delete the rows left unanswered), then: labelq gold mark NAME --file FILE."""
+    from labelq.db import session_scope
+    from labelq.projects import get_project
     from labelq.dashboard import (SUGGESTION_COLUMNS, project_gold_suggestions,
                                   suggestion_csv_row)
     from labelq.exporting import atomic_output, write_rows

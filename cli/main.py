@@ -5,7 +5,10 @@ or usage; 3 bad input file or argument; 4 not found; 5 conflict; 6 forbidden; 7 
 exhausted; 8 invalid policy spec; 9 Redis or database unavailable. (See labelq/errors.py.)
 
 Command modules live beside this file; each exposes ``commands``, a list of Click commands
-or groups, and is picked up automatically (modules starting with ``_`` are helpers).
+or groups (modules starting with ``_`` are helpers). :data:`COMMANDS` says which module
+holds each top-level command, so a command imports only its own module (and the modules
+hold their heavy imports inside the commands): ``labelq --help`` and ``labelq status``
+start at once (tests/foundation/test_cli_start.py checks the table and the imports).
 """
 
 from __future__ import annotations
@@ -26,9 +29,67 @@ COMMAND_MODULES = sorted(
     if not m.name.startswith("_") and m.name != "main"
 )
 
+# top-level command -> the module defining it (a new command is added here too)
+COMMANDS = {
+    "aggregate": "aggregate", "annotate": "annotate", "check": "check", "demo": "demo",
+    "export": "export", "export-dataset": "export", "job": "export", "agreement": "export",
+    "tasks": "load", "gold": "load",
+    "run-worker": "pipeline", "worker": "pipeline", "rebuild": "pipeline", "next": "pipeline",
+    "submit": "pipeline", "decline": "pipeline",
+    "init": "project", "project": "project", "serve": "serve", "simulate": "simulate",
+    "status": "status", "workers": "workforce",
+}
+
+
+def _module_commands(module: str) -> list[click.Command]:
+    return list(importlib.import_module(f"cli.{module}").commands)
+
+
+class _Commands(dict):
+    """The group's commands, read from every module only when all are asked for (help,
+    a walk over ``cli.commands``); one command's lookup imports its module alone."""
+
+    def _load_all(self) -> None:
+        if not getattr(self, "_loaded", False):
+            self._loaded = True
+            for name in COMMAND_MODULES:
+                for cmd in _module_commands(name):
+                    dict.__setitem__(self, cmd.name, cmd)
+
+    def one(self, name: str) -> click.Command | None:
+        if not dict.__contains__(self, name) and name in COMMANDS:
+            for cmd in _module_commands(COMMANDS[name]):
+                dict.__setitem__(self, cmd.name, cmd)
+        return dict.get(self, name)
+
+
+def _loading(method: str):
+    def call(self, *args, **kwargs):
+        self._load_all()
+        return getattr(dict, method)(self, *args, **kwargs)
+    call.__name__ = method
+    return call
+
+
+for _method in ("__getitem__", "__contains__", "__iter__", "__len__", "get", "keys",
+                "values", "items", "copy", "__repr__"):
+    setattr(_Commands, _method, _loading(_method))
+
 
 class LabelqGroup(click.Group):
     """Turns labelq errors into one clear line on stderr and a documented exit code."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.commands = _Commands(self.commands)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        commands = self.commands
+        return commands.one(cmd_name) if isinstance(commands, _Commands) else \
+            super().get_command(ctx, cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(self.commands)
 
     def invoke(self, ctx: click.Context):
         from ._common import OPENED
@@ -63,10 +124,6 @@ def _asks_for_help(ctx: click.Context) -> bool:
 def cli() -> None:
     """labelq: run an in-house annotation workforce with budget-aware assignment."""
 
-
-for _name in COMMAND_MODULES:
-    for _cmd in importlib.import_module(f"cli.{_name}").commands:
-        cli.add_command(_cmd)
 
 
 def main() -> None:  # console-script entry point

@@ -6,10 +6,6 @@ import os
 
 import click
 
-from labelq.db import session_scope
-from labelq.projects import (budget_spent, create_project, get_project, list_projects,
-                             update_project)
-
 from ._common import (DB_OPTION, OUTPUT_OPTION, REDIS_OPTION, emit, emit_record, engine,
                       init_engine, redis_client, spec_text)
 
@@ -106,6 +102,8 @@ def _project_row(p, full: bool = False) -> dict:
 def create(name, labels, policy, budget, max_labels, aggregation, gold_schedule, quality,
            instructions, label_names, database_url, output):
     """Create project NAME."""
+    from labelq.db import session_scope
+    from labelq.projects import create_project
     from labelq.projects import read_instructions
 
     text = read_instructions(instructions) if instructions else None
@@ -133,6 +131,8 @@ def update(name, budget, max_labels, aggregation, gold_schedule, quality, instru
     """Change settings of project NAME (the policy stays: create a new project to change it).
     Instructions and label names reach the labeling page at an annotator's next sign-in
     or reload."""
+    from labelq.db import session_scope
+    from labelq.projects import budget_spent, update_project
     from labelq.projects import read_instructions
 
     text = (read_instructions(instructions) or "") if instructions else None
@@ -152,6 +152,8 @@ def update(name, budget, max_labels, aggregation, gold_schedule, quality, instru
 @OUTPUT_OPTION
 def list_(database_url, output):
     """List projects."""
+    from labelq.db import session_scope
+    from labelq.projects import list_projects
     with session_scope(engine(database_url)) as s:
         emit([_project_row(p) for p in list_projects(s)], output)
 
@@ -162,6 +164,8 @@ def list_(database_url, output):
 @OUTPUT_OPTION
 def show(name, database_url, output):
     """Show project NAME."""
+    from labelq.db import session_scope
+    from labelq.projects import get_project
     with session_scope(engine(database_url)) as s:
         emit_record(_project_row(get_project(s, name), full=True), output)
 
@@ -175,6 +179,8 @@ def show(name, database_url, output):
 def delete(name, yes, database_url, redis_url, output):
     """Delete project NAME with its tasks, gold, annotators (their tokens stop working) and
     labels — export first what you want to keep. Stop its annotators' traffic first."""
+    from labelq.db import session_scope
+    from labelq.projects import get_project
     from labelq.projects import delete_project, project_counts
 
     eng = engine(database_url)

@@ -4,10 +4,6 @@ from __future__ import annotations
 
 import click
 
-from labelq.dashboard import status_report
-from labelq.db import session_scope
-from labelq.projects import get_project
-
 from ._common import DB_OPTION, OUTPUT_OPTION, emit, emit_record, engine, spec_text
 
 
@@ -20,6 +16,10 @@ STALE_APPLY_S = 60  # the applier folds labels within a second or so when it run
 @OUTPUT_OPTION
 def status(name, database_url, output):
     """Progress of project NAME: tasks by state, labels, budget, per-worker counts."""
+    from labelq.db import session_scope
+    from labelq.projects import get_project
+    from labelq.reporting import status_report
+
     with session_scope(engine(database_url)) as s:
         project = get_project(s, name)
         st = status_report(s, project)  # the dashboard's numbers too

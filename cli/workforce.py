@@ -3,15 +3,6 @@
 from __future__ import annotations
 
 import click
-from sqlalchemy import func
-from sqlmodel import select
-
-from labelq.db import session_scope
-from labelq.dashboard import gold_summary
-from labelq.goldstats import project_gold_scores
-from labelq.models import Label, Project
-from labelq.projects import (enroll_worker, get_project, list_workers, reset_token,
-                             set_worker_status, unknown_categories)
 
 from ._common import DB_OPTION, OUTPUT_OPTION, emit, emit_record, engine
 
@@ -32,6 +23,8 @@ def workers():
 @OUTPUT_OPTION
 def enroll(name, handle, cost, capacity, categories, database_url, output):
     """Enroll annotator HANDLE in project NAME; prints the worker's token once."""
+    from labelq.db import session_scope
+    from labelq.projects import enroll_worker, get_project, unknown_categories
     with session_scope(engine(database_url)) as s:
         p = get_project(s, name)
         w, token = enroll_worker(s, p, handle, cost=cost, capacity=capacity,
@@ -54,6 +47,13 @@ def list_(name, database_url, output):
     """List annotators with their label counts and gold accuracy: gold_accuracy is raw
     (right / answered), gold_smoothed the Beta posterior mean the quality rule reads, with
     its 95% interval; gold_by_category the same per category."""
+    from labelq.dashboard import gold_summary
+    from labelq.db import session_scope
+    from labelq.goldstats import project_gold_scores
+    from labelq.models import Label, Project
+    from labelq.projects import get_project, list_workers
+    from sqlalchemy import func
+    from sqlmodel import select
     with session_scope(engine(database_url)) as s:
         proj = get_project(s, name) if name else None
         counts = dict(s.exec(select(Label.worker_id, func.count()).group_by(Label.worker_id)).all())
@@ -76,6 +76,9 @@ def _status_command(status: str, verb: str):
     @DB_OPTION
     @OUTPUT_OPTION
     def cmd(handle, database_url, output):
+        from labelq.db import session_scope
+        from labelq.projects import set_worker_status
+
         with session_scope(engine(database_url)) as s:
             set_worker_status(s, handle, status)
         if output == "table":
@@ -103,6 +106,8 @@ workers.add_command(remove)
 def reset_token_cmd(handle, database_url, output):
     """Give annotator HANDLE a new token, for one that was lost (tokens are stored hashed
     and cannot be shown again); the old token stops working within a second."""
+    from labelq.db import session_scope
+    from labelq.projects import reset_token
     with session_scope(engine(database_url)) as s:
         w, token = reset_token(s, handle)
         emit_record({"handle": w.handle, "token": token}, output)

@@ -2,7 +2,7 @@
 workers list``, ``labelq agreement`` and the dashboard page (``GET /dashboard``), computed
 once here and shared by the CLI and the API.
 
-* :func:`status_report` is ``labelq status -o json`` (tasks by state, per category, labels,
+* :func:`status_report` (:mod:`labelq.reporting`) is ``labelq status -o json`` (tasks by state, per category, labels,
   budget, workers, gold warnings) and the API's ``/projects/{name}/status``.
 * :func:`worker_gold` is each annotator's gold accuracy: raw (right / answered) and smoothed
   (the Beta posterior mean the quality rule reads) with its 95% credible interval.
@@ -31,9 +31,9 @@ from sqlalchemy import case, func
 from sqlmodel import Session, select
 
 from .exporting import agreement_report, aggregate_project, load_project_labels
-from .goldstats import gold_exhaustion, project_gold_scores
+from .goldstats import project_gold_scores
 from .models import Label, Project, Task, Worker, as_utc
-from .reporting import project_status
+from .reporting import status_report
 
 __all__ = ["status_report", "worker_gold", "gold_summary", "throughput", "quality",
            "dashboard", "project_gold_suggestions", "gold_suggestions", "suggestion_csv_row",
@@ -43,14 +43,6 @@ __all__ = ["status_report", "worker_gold", "gold_summary", "throughput", "qualit
 RECENT_MINUTES = 15  # the spending rate of the projection: over the last this many minutes
 CURVE_POINTS = 10    # points of the accuracy-estimate curve (each one aggregation)
 MAX_BUCKETS = 60     # at most this many points of labels/min
-
-
-def status_report(session: Session, project: Project) -> dict[str, Any]:
-    """``labelq status -o json``: :func:`labelq.reporting.project_status` plus the gold
-    warnings (annotators close to having seen every gold question)."""
-    st = project_status(session, project)
-    st["gold_warnings"] = gold_exhaustion(session, project)
-    return st
 
 
 def gold_summary(pg, seq: int) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from sqlmodel import Session, col, select
 from .errors import (AlreadyExists, Conflict, FileFormatError, InputError, LabelqError,
                      NotFound, PolicyError)
 from .models import ENDED_UNLABELLED, Assignment, Label, Project, Task, Worker, utcnow
-from .policies import PolicySpec, Problem, build
+from .policies.spec import PolicySpec
 
 __all__ = ["create_project", "parse_quality", "check_gold_schedule", "update_project",
            "get_project", "list_projects", "enroll_worker", "get_task", "get_worker",
@@ -59,6 +59,8 @@ def check_policy_fits(spec: PolicySpec, labels: list[str]) -> None:
     fail every ``next`` later): its ``init_state`` on a one-task problem with that many
     classes must succeed. Asking the policy itself keeps this true as policies change."""
     try:
+        from .policies import Problem, build
+
         build(spec).init_state(Problem(n_tasks=1, n_workers=1, n_classes=len(labels)))
     except PolicyError as exc:
         raise PolicyError(f"policy {spec} cannot serve the label set {labels} "

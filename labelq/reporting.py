@@ -11,7 +11,7 @@ from sqlmodel import Session, select
 from .models import ENDED_UNLABELLED, Assignment, Label, Project, Task, Worker, as_utc
 from .projects import get_task
 
-__all__ = ["project_status", "iter_raw_labels", "task_detail", "RAW_COLUMNS"]
+__all__ = ["project_status", "status_report", "iter_raw_labels", "task_detail", "RAW_COLUMNS"]
 
 TASK_STATES = ("unlabeled", "in_progress", "complete", "gold")
 RAW_COLUMNS = ["task", "worker", "label", "received", "is_gold", "category", "assignment"]
@@ -79,6 +79,19 @@ def project_status(session: Session, project: Project) -> dict[str, Any]:
                      "expired": closed.get((h, "expired"), 0)}
                     for h, st, c, cap_, n, g in workers],
     }
+
+
+def status_report(session: Session, project: Project) -> dict[str, Any]:
+    """``labelq status -o json`` and the API's status (the dashboard's too):
+    :func:`project_status` plus the gold warnings (annotators close to having seen every
+    gold question). Imports no aggregation, policy or scipy module: ``labelq status``
+    starts at once."""
+    st = project_status(session, project)
+    st["gold_warnings"] = []
+    if project.gold_schedule:  # (none without a gold schedule: no numpy to import then)
+        from .goldstats import gold_exhaustion
+        st["gold_warnings"] = gold_exhaustion(session, project)
+    return st
 
 
 def _finished(project: Project, tasks: dict[str, int], left: float | None,

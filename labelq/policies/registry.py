@@ -1,23 +1,46 @@
 """Registry: build a policy from its spec (``PolicySpec`` or the command-line text).
 
-A policy module registers its class with ``@register``; ``labelq.policies`` imports every
-policy module so the registry is complete. ``build("cvar:alpha=0.2")`` validates the
+A policy module registers its class with ``@register``; the registry imports every policy
+module of the package the first time it is asked for one (:func:`load_policies`), so it is
+complete whoever asks, and a process that never builds a policy never imports them. ``build("cvar:alpha=0.2")`` validates the
 parameters through the class's frozen ``Params`` dataclass.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import pkgutil
+import threading
 from typing import Any, TypeVar
 
 from ..errors import PolicyError
 from .base import Policy
 from .spec import PolicySpec
 
-__all__ = ["register", "build", "names", "get_class"]
+__all__ = ["register", "build", "names", "get_class", "load_policies"]
 
 _REGISTRY: dict[str, type[Policy]] = {}
 _ALIASES: dict[str, str] = {}
+_CORE = {"base", "registry", "spec"}
+_LOADED = False
+_LOADING = threading.RLock()
+
+
+def load_policies() -> None:
+    """Import every policy module of ``labelq.policies`` (each registers its policies on
+    import; private modules, ``_*``, and the core are not policies). Once per process."""
+    global _LOADED
+    if _LOADED:
+        return
+    with _LOADING:
+        if _LOADED:
+            return
+        package = importlib.import_module(__package__ or "labelq.policies")
+        for mod in pkgutil.iter_modules(package.__path__):
+            if not mod.name.startswith("_") and mod.name not in _CORE:
+                importlib.import_module(f"{package.__name__}.{mod.name}")
+        _LOADED = True
 
 P = TypeVar("P", bound=type[Policy])
 
@@ -35,10 +58,12 @@ def register(cls: P, *, aliases: tuple[str, ...] = ()) -> P:
 
 
 def names() -> list[str]:
+    load_policies()
     return sorted(_REGISTRY)
 
 
 def get_class(name: str) -> type[Policy]:
+    load_policies()
     key = _ALIASES.get(name, name)
     try:
         return _REGISTRY[key]

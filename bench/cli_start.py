@@ -1,0 +1,124 @@
+"""Benchmark: how long a CLI command takes from start to exit (issue 36).
+
+    python bench/cli_start.py [--runs 20] [--before REV] [--tasks 50]
+
+Makes a small project in a fresh SQLite database (a temporary folder: ``labelq init``,
+``project create``, ``tasks load``, two annotators), then times, as wall time of a fresh
+process each, ``labelq --help``, ``labelq status NAME`` and ``labelq status NAME -o json``
+(and ``labelq project list``); with ``--before REV`` the same commands of that git revision
+(its tree extracted with ``git archive`` into the temporary folder), alternated with this
+tree's run by run, so both see the same load on a shared machine. Each process is
+``python -c 'from cli.main import main; main()'`` (what the ``labelq`` script runs, without
+a pyenv shim's own start-up), on the same database. Writes the medians to
+docs/benchmarks.md (section ``cli-start``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench._report import command_line, machine, write_section  # noqa: E402
+
+ENTRY = "import sys; sys.argv[0] = 'labelq'; from cli.main import main; main()"
+COMMANDS = [("labelq --help", ["--help"]),
+            ("labelq status NAME", ["status", "bench"]),
+            ("labelq status NAME -o json", ["status", "bench", "-o", "json"]),
+            ("labelq project list", ["project", "list"])]
+
+
+def run(tree: Path, args: list[str], env: dict[str, str]) -> float:
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", ENTRY, *args], cwd=tree, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   env={**env, "PYTHONPATH": str(tree)})
+    return time.perf_counter() - t0
+
+
+def setup(tree: Path, folder: Path, env: dict[str, str], n_tasks: int) -> None:
+    tasks = folder / "tasks.csv"
+    tasks.write_text("id,category,text\n" + "".join(
+        f"t{i},c{i % 3},sentence {i}\n" for i in range(n_tasks)))
+    for args in (["init"], ["project", "create", "bench", "--labels", "neg,pos",
+                            "--budget", "100", "--max-labels", "3"],
+                 ["tasks", "load", "bench", str(tasks)],
+                 ["workers", "enroll", "bench", "alice"], ["workers", "enroll", "bench", "bob"]):
+        subprocess.run([sys.executable, "-c", ENTRY, *args], cwd=tree, check=True,
+                       capture_output=True, env={**env, "PYTHONPATH": str(tree)})
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--before", default=None, help="git revision to compare with")
+    ap.add_argument("--tasks", type=int, default=50)
+    ap.add_argument("--section", default="cli-start")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        folder = Path(d)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LABELQ_")}
+        env["LABELQ_DATABASE_URL"] = f"sqlite:///{folder / 'cli.db'}"
+        trees = {"this tree": ROOT}
+        if args.before:
+            old = folder / "before"
+            old.mkdir()
+            archive = subprocess.run(["git", "archive", args.before], cwd=ROOT, check=True,
+                                     capture_output=True).stdout
+            subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
+            trees[f"before ({args.before})"] = old
+        setup(ROOT, folder, env, args.tasks)
+        times: dict[tuple[str, str], list[float]] = {}
+        for tree in trees.values():  # warm the bytecode caches
+            for _, cmd in COMMANDS:
+                run(tree, cmd, env)
+        for _ in range(args.runs):
+            for label, cmd in COMMANDS:
+                for name, tree in trees.items():
+                    times.setdefault((label, name), []).append(run(tree, cmd, env))
+    load = os.getloadavg()[0]
+    names = list(trees)
+    lines = [f"## CLI start-up (`bench/cli_start.py`)", "",
+             f"Command: `{command_line()}`", "",
+             f"Machine: {machine()}; load average (1 min) {load:.1f} at the end (the "
+             "machine is shared: other jobs ran).", "",
+             f"Wall time of a fresh process per command (`python -c 'from cli.main import "
+             f"main; main()'`, what the `labelq` script runs; a pyenv shim adds its own "
+             f"~0.1-0.2 s), a small project ({args.tasks} tasks, 2 annotators, SQLite); "
+             f"median, 10th and 90th percentile of {args.runs} runs"
+             + (", the trees alternated run by run." if len(names) > 1 else "."), "",
+             "| command | " + " | ".join(f"{n} median s (p10-p90)" for n in names)
+             + (" | speed-up |" if len(names) > 1 else ""),
+             "|---|" + "---:|" * len(names) + ("---:|" if len(names) > 1 else "")]
+    for label, _ in COMMANDS:
+        cells, medians = [], []
+        for n in names:
+            xs = sorted(times[(label, n)])
+            med = statistics.median(xs)
+            medians.append(med)
+            q = statistics.quantiles(xs, n=10) if len(xs) >= 2 else [xs[0]] * 9
+            cells.append(f"{med:.3f} ({q[0]:.3f}-{q[-1]:.3f})")
+        row = f"| `{label}` | " + " | ".join(cells) + " |"
+        if len(names) > 1:
+            row += f" {medians[1] / medians[0]:.1f}x |"
+        lines.append(row)
+    help_med = statistics.median(times[("labelq --help", names[0])])
+    status_med = statistics.median(times[("labelq status NAME", names[0])])
+    lines += ["", f"Targets (issue 36): `labelq --help` ≤ 0.3 s: {help_med:.3f} s "
+              f"({'met' if help_med <= 0.3 else 'not met'}); `labelq status NAME` ≤ 0.6 s: "
+              f"{status_med:.3f} s ({'met' if status_med <= 0.6 else 'not met'})."]
+    text = "\n".join(lines)
+    print(text)
+    write_section(args.section, text)
+
+
+if __name__ == "__main__":
+    main()
