@@ -102,7 +102,9 @@ def test_dense_export_names_method_without_warning(db_url, tmp_path):
                             worker_id=w.id, value=value))
     rows, err = export(db_url)
     assert len(rows) == 120
-    assert "aggregation: auto chose ds" in err and "warning" not in err
+    # a project routed by auto (the default policy) is exported with auto's worker model
+    assert "aggregation: auto chose shrunk" in err and "warning" not in err
+    assert "estimated accuracy" in err and "95% interval" in err
 
 
 def test_background_export_job_reports_the_choice_and_the_warning(early_project, redis_url,
@@ -119,7 +121,9 @@ def test_background_export_job_reports_the_choice_and_the_warning(early_project,
 
     db_url, truth = early_project
     _, err = export(db_url)
-    note, warning = err.splitlines()[:2]
+    lines = err.splitlines()  # the note (the choice, the estimate, ...), then the warning
+    warning = next(line for line in lines if line.startswith("warning: "))
+    note = "\n".join(lines[:lines.index(warning)])
     redis = Redis.from_url(redis_url)
     try:
         # Given an export job queued with the project's default method (auto)
