@@ -52,7 +52,7 @@ def aggregate(task, worker, label, method: str = "auto", n_tasks: int | None = N
     per-(worker, category) ``weights``; ``gold`` (class index or -1 per task) is clamped by
     the EM methods (``ds``, ``onecoin``, ``ds-category``, ``glad``), used by ``auto`` to
     choose and calibrate, and ignored by the voting ones; ``calibration`` (bool per task,
-    ``auto`` only): the gold answers that may calibrate the confidences and the accuracy
+    ``auto`` and ``shrunk``): the gold answers that may calibrate the confidences and the accuracy
     estimate (default all; not tasks chosen for being doubtful). Read ``labels_``,
     ``probas_`` and ``confidence_`` from the result.
     """
@@ -62,7 +62,7 @@ def aggregate(task, worker, label, method: str = "auto", n_tasks: int | None = N
         kw["gold"] = np.asarray(gold)
     if isinstance(agg, (CategoryDawidSkene, AutoAggregator, ShrunkOneCoin)) and categories is not None:
         kw["categories"] = categories
-    if isinstance(agg, AutoAggregator) and calibration is not None:
+    if isinstance(agg, (AutoAggregator, ShrunkOneCoin)) and calibration is not None:
         kw["calibration"] = np.asarray(calibration, dtype=bool)
     if isinstance(agg, WeightedMajorityVote):
         kw["weights"] = weights

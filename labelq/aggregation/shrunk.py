@@ -46,7 +46,9 @@ class ShrunkOneCoin(BaseAggregator):
         self.prior_accuracy, self.prior_strength = prior_accuracy, prior_strength
         self.strength, self.iters = strength, iters
 
-    def _fit(self, d: LabelArrays, gold=None, categories=None) -> None:
+    def _fit(self, d: LabelArrays, gold=None, categories=None, calibration=None) -> None:
+        """``calibration`` (bool per task): the gold answers that may measure how far
+        agreement departs from gold (default all; see ``fit_em``'s ``calibrate``)."""
         K = d.n_classes
         g = check_gold(gold, d.n_tasks, K)
         cat = (np.zeros(d.n_tasks, dtype=np.int64) if categories is None
@@ -60,7 +62,9 @@ class ShrunkOneCoin(BaseAggregator):
             fit = em.fit_em(d.task, d.worker, d.label, cat[d.task], g[d.task], d.n_tasks,
                             d.n_workers, S, K, mu0=self.prior_accuracy,
                             m0=self.prior_strength, m=self.strength, iters=self.iters,
-                            per_worker=True)
+                            per_worker=True,
+                            calibrate=True if calibration is None else
+                            np.asarray(calibration, dtype=bool)[d.task])
             acc, _, _ = em.shrunk_accuracy(fit.correct, fit.total, K, self.prior_accuracy,
                                            self.prior_strength, self.strength, True)
             ll = em.task_loglik(d.task, acc[d.worker, cat[d.task]], d.label, d.n_tasks, K)

@@ -139,7 +139,7 @@ def fit_em(task: np.ndarray, worker: np.ndarray, label: np.ndarray, category: np
            gold: np.ndarray, n_tasks: int, n_workers: int, n_categories: int,
            n_classes: int, *, mu0: float, m0: float, m: float, iters: int,
            start: Fit | None = None, tol: float = 1e-4, per_worker: bool = False,
-           calibrate: bool = True) -> Fit:
+           calibrate: bool | np.ndarray = True) -> Fit:
     """MAP-EM over the labels (``category`` and ``gold`` are per label: the task's category
     and its known class or -1), from the soft counts of ``start`` (or none).
 
@@ -150,7 +150,11 @@ def fit_em(task: np.ndarray, worker: np.ndarray, label: np.ndarray, category: np
     together, until a worker answering mostly one class looks perfect).
 
     With ``calibrate`` (the default) and gold answers, each worker's agreement counts are
-    discounted by how far agreement departs from gold across the workers (module doc)."""
+    discounted by how far agreement departs from gold across the workers (module doc).
+    ``calibrate`` may also be a bool per label: the gold answers that measure that
+    departure (a sample of gold like the other tasks; gold chosen where labels disagree
+    would make agreement look worse than it is everywhere else). Every gold answer still
+    counts as evidence about its worker."""
     W, S, C = n_workers, n_categories, n_classes
     cell = worker * S + category
     is_gold = gold >= 0
@@ -164,8 +168,11 @@ def fit_em(task: np.ndarray, worker: np.ndarray, label: np.ndarray, category: np
     total_agree, total_gold = counts(agree), counts(is_gold)
     gold_right = counts(is_gold, (label == gold).astype(float))
     total = total_agree + total_gold
-    calibrated = calibrate and bool(is_gold.any())
-    anchored = calibrated and int((total_gold.sum(axis=1) >= 2).sum()) >= 2
+    cal_gold = is_gold & np.asarray(calibrate, dtype=bool)  # a bool broadcasts
+    calibrated = bool(cal_gold.any())
+    cal_total = counts(cal_gold).sum(axis=1)
+    cal_right = counts(cal_gold, (label == gold).astype(float)).sum(axis=1)
+    anchored = calibrated and int((cal_total >= 2).sum()) >= 2
     fit = start if start is not None else Fit(np.zeros((W, S)), np.zeros((W, S)),
                                               np.full(C, 1.0 / C))
     labelled = per_task > 0
@@ -183,8 +190,7 @@ def fit_em(task: np.ndarray, worker: np.ndarray, label: np.ndarray, category: np
             _, a_agree, _ = shrunk_accuracy(correct_agree, total_agree, C, mu0, m0, m,
                                             per_worker)
             n_agree = total_agree.sum(axis=1)
-            bias2 = agreement_bias(a_agree, n_agree, gold_right.sum(axis=1),
-                                   total_gold.sum(axis=1), m)
+            bias2 = agreement_bias(a_agree, n_agree, cal_right, cal_total, m)
             weight = 1.0 / (1.0 + n_agree * bias2 / (a_agree * (1.0 - a_agree)))
             total = total_agree * weight[:, None] + total_gold
         correct = correct_agree * weight[:, None] + gold_right
