@@ -86,7 +86,7 @@ def main() -> None:
                     times.setdefault((label, name), []).append(run(tree, cmd, env))
     load = os.getloadavg()[0]
     names = list(trees)
-    lines = [f"## CLI start-up (`bench/cli_start.py`)", "",
+    lines = ["## CLI start-up (`bench/cli_start.py`)", "",
              f"Command: `{command_line()}`", "",
              f"Machine: {machine()}; load average (1 min) {load:.1f} at the end (the "
              "machine is shared: other jobs ran).", "",

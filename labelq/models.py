@@ -17,7 +17,8 @@ from typing import Any, Optional
 from sqlalchemy import JSON, Column, Index, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-__all__ = ["DatabaseIdentity", "Project", "Task", "Worker", "Assignment", "Label", "utcnow", "as_utc", "utc_from_ms",
+__all__ = ["DatabaseIdentity", "Project", "Task", "Worker", "Assignment", "Label",
+           "StatusTally", "TaskTally", "WorkerTally", "utcnow", "as_utc", "utc_from_ms",
            "WORKER_STATUSES", "ASSIGNMENT_STATES", "ENDED_UNLABELLED"]
 
 WORKER_STATUSES = ("active", "paused", "removed")
@@ -147,6 +148,37 @@ class Label(SQLModel, table=True):
     # Order in which the hot posterior applied this label (set by the applier; NULL until
     # applied). Rebuilding the posterior folds the labels in this order.
     applied_seq: Optional[int] = Field(default=None, index=True)
+
+
+class StatusTally(SQLModel, table=True):
+    """How far a project's status counters (``task_tally``, ``worker_tally``) are folded:
+    every label with ``applied_seq <= applied_seq`` and every task with ``seq < n_tasks``
+    (labelq/tally.py; rebuildable from the labels, like the hot state)."""
+
+    __tablename__ = "status_tally"
+    project_id: int = Field(primary_key=True)
+    applied_seq: int = 0
+    n_tasks: int = 0
+
+
+class TaskTally(SQLModel, table=True):
+    """Tasks of a project's category by their number of folded labels (gold included)."""
+
+    __tablename__ = "task_tally"
+    project_id: int = Field(primary_key=True)
+    category: str = Field(primary_key=True, max_length=200)
+    n_labels: int = Field(primary_key=True)
+    tasks: int = 0
+
+
+class WorkerTally(SQLModel, table=True):
+    """An annotator's folded labels, and those on gold questions."""
+
+    __tablename__ = "worker_tally"
+    worker_id: int = Field(primary_key=True)
+    project_id: int = Field(index=True)
+    labels: int = 0
+    gold: int = 0
 
 
 def dumps(obj: Any) -> str:

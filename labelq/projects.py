@@ -294,6 +294,9 @@ def delete_project(session: Session, project: Project) -> dict[str, int]:
     workers, in that order for the foreign keys), in the caller's transaction; returns
     what was deleted. Its Redis state is the caller's to drop first."""
     counts = project_counts(session, project)
+    from .tally import forget
+
+    forget(session, project.id)  # its status counters
     for model in (Label, Assignment, Task, Worker):
         session.exec(delete(model).where(model.project_id == project.id))
     session.delete(project)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Iterator
 
-from sqlalchemy import case, func
+from sqlalchemy import func
 from sqlmodel import Session, select
 
 from .models import ENDED_UNLABELLED, Assignment, Label, Project, Task, Worker, as_utc
@@ -20,28 +20,25 @@ RAW_COLUMNS = ["task", "worker", "label", "received", "is_gold", "category", "as
 def project_status(session: Session, project: Project) -> dict[str, Any]:
     """Tasks by state (in all and per category), labels, budget spent and left, per-worker
     counts (labels, gold answered, assignments declined and let expire), and ``finished``:
-    why no label will be asked for again (:func:`_finished`), or None while it runs."""
-    per_task = (select(Task.id, Task.is_gold, Task.category, func.count(Label.id).label("n"))
-                .join(Label, Label.task_id == Task.id, isouter=True)
-                .where(Task.project_id == project.id)
-                .group_by(Task.id, Task.is_gold, Task.category).subquery())
+    why no label will be asked for again (:func:`_finished`), or None while it runs.
+    From the status counters (:mod:`labelq.tally`): no query reads every label."""
+    from .tally import counts, worker_rows
+
     cap = project.max_labels
-    state = case((per_task.c.is_gold, "gold"), (per_task.c.n == 0, "unlabeled"),
-                 *([(per_task.c.n >= cap, "complete")] if cap else []),
-                 else_="in_progress")
+    c = counts(session, project.id)
     by_state: dict[str, int] = {k: 0 for k in TASK_STATES}
     by_category: dict[str, dict[str, int]] = {}
-    for category, st, n in session.exec(select(per_task.c.category, state, func.count())
-                                        .group_by(per_task.c.category, state)).all():
-        by_state[st] += int(n)
-        by_category.setdefault(category, {k: 0 for k in TASK_STATES})[st] += int(n)
-    workers = session.exec(
-        select(Worker.handle, Worker.status, Worker.cost, Worker.capacity,
-               func.count(Label.id), func.coalesce(func.sum(case((Label.is_gold, 1), else_=0)), 0))
-        .join(Label, Label.worker_id == Worker.id, isouter=True)
-        .where(Worker.project_id == project.id)
-        .group_by(Worker.id, Worker.handle, Worker.status, Worker.cost, Worker.capacity)
-        .order_by(Worker.seq)).all()
+    for (category, n), tasks in c.hist.items():
+        if not tasks:
+            continue
+        st = "unlabeled" if n == 0 else "complete" if cap and n >= cap else "in_progress"
+        by_state[st] += tasks
+        by_category.setdefault(category, {k: 0 for k in TASK_STATES})[st] += tasks
+    for category, tasks in c.gold.items():
+        by_state["gold"] += tasks
+        by_category.setdefault(category, {k: 0 for k in TASK_STATES})["gold"] += tasks
+    workers = [(h, st, cost, cap_, c.labels[wid], c.gold_answers[wid])
+               for wid, h, st, cost, cap_ in worker_rows(session, project.id)]
     closed: dict[tuple[str, str], int] = {
         (h, st): int(n) for h, st, n in session.exec(
             select(Worker.handle, Assignment.state, func.count())
@@ -51,9 +48,7 @@ def project_status(session: Session, project: Project) -> dict[str, Any]:
             .group_by(Worker.handle, Assignment.state)).all()}
     spent = float(sum(cost * n for _, _, cost, _, n, _ in workers))
     labels = int(sum(n for *_, n, _g in workers))
-    unapplied, oldest = session.exec(
-        select(func.count(Label.id), func.min(Label.received))
-        .where(Label.project_id == project.id, Label.applied_seq.is_(None))).one()
+    oldest = c.oldest_unapplied
     if oldest is not None:
         oldest = as_utc(oldest)
     left = None if project.budget is None else project.budget - spent
@@ -67,7 +62,7 @@ def project_status(session: Session, project: Project) -> dict[str, Any]:
         "labels": labels,
         # durable but not yet folded into the policy state by the applier (Celery); old
         # ones mean no `labelq run-worker` is running for this project
-        "unapplied": int(unapplied),
+        "unapplied": int(c.unapplied),
         "oldest_unapplied_s": None if oldest is None else
         round(max(0.0, (datetime.now(timezone.utc) - oldest).total_seconds()), 1),
         "budget": project.budget,

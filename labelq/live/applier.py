@@ -49,6 +49,7 @@ from ..models import Label, Task
 from ..policies.base import Observation
 from ..problem import label_rows, to_observation
 from ..settings import Settings, load_settings
+from ..tally import fold
 from .decide import decision_rng
 from .hotstate import Hot, StateCache, write_snapshot
 from .redis.keys import Keys, gold_records, parse_decline, projects_key
@@ -256,8 +257,21 @@ class Applier:
                 lock.release()
             if refill:
                 report.refilled += self.refill_project(project_id)
+            if report.applied:
+                self.fold_tally(project_id)
             if not redis.exists(k.apply_wanted):
                 return report
+
+    def fold_tally(self, project_id: int) -> int:
+        """Move the project's status counters over the labels applied since (labelq/
+        tally.py: ``labelq status`` and the dashboard read them); a failure is logged,
+        the counters stay where they were (status reads the rest from the labels)."""
+        try:
+            with session_scope(self.engine) as session:
+                return fold(session, project_id)
+        except Exception:  # noqa: BLE001 - the counters only speed up reading status
+            log.exception("status counters of project %s not folded", project_id)
+            return 0
 
     def claim_retry(self, project_id: int, run_id: str) -> bool:
         """After a run found the lock busy: whether this run (``run_id``, its Celery task

@@ -22,4 +22,5 @@ def maintain_project(applier: Applier, project_id: int) -> dict[str, int]:
                             scripts=applier.scripts, tuning=applier.tuning)
         add_new_tasks(engine, redis, project_id, applier.cache)
         reopen_below_cap(engine, redis, project_id, applier.cache)
+        applier.fold_tally(project_id)  # status counters: tasks loaded, labels applied
     return out
