@@ -77,7 +77,7 @@ def dirichlet(d, rho: np.ndarray, samples: int = 4000, seed: int = 0) -> np.ndar
     logq = np.log(np.maximum(np.einsum("k,skj->sj", rho, pis), 1e-300))
     n = _counts(d)
     soft = np.empty((d.label.size, K))
-    for w, y in zip(*np.nonzero(n)):
+    for w, y in zip(*np.nonzero(n), strict=True):
         other = n[w].copy()
         other[y] -= 1  # the worker's other labels
         lw = logq @ other

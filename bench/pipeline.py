@@ -80,10 +80,11 @@ def project(url, n, workers=8, max_labels=3):
 
 def latency(redis_url, n, requests):
     import redis
+
     from labelq.live.applier import Applier
     from labelq.live.hotstate import StateCache
-    from labelq.live.redis.keys import Keys
     from labelq.live.rebuild import rebuild_project
+    from labelq.live.redis.keys import Keys
     from labelq.service import Service
     from labelq.settings import Settings
     r = redis.Redis.from_url(redis_url)
@@ -136,9 +137,10 @@ def _annotate(url, redis_url, handles, seconds, ready, go, out, separate=False):
     """One load process: its annotators (threads) pull and submit for ``seconds`` after
     ``go`` is set (every process has imported and warmed up by then)."""
     import redis
+
+    from labelq.db import engine_for
     from labelq.service import Service
     from labelq.settings import Settings
-    from labelq.db import engine_for
     from workers.main import create_app
     app = create_app(redis_url)
     eng = engine_for(url)
@@ -222,6 +224,7 @@ def wait_applied(eng) -> None:
     """Return once every label in the record is folded into the posterior."""
     from sqlalchemy import func
     from sqlmodel import select
+
     from labelq.db import session_scope
     from labelq.models import Label
     while True:

@@ -48,8 +48,12 @@ from bench._report import command_line, machine  # noqa: E402
 from labelq.errors import LabelqError, PolicyError  # noqa: E402
 from labelq.policies import build, names  # noqa: E402
 from labelq.simulate.experiment import EnvSource, load_aggregator, run_rngs  # noqa: E402
-from labelq.simulate.gold import (DEFAULT_SCHEDULE, GoldRules, parse_gold_amount,  # noqa: E402
-                                  with_gold)
+from labelq.simulate.gold import (  # noqa: E402
+    DEFAULT_SCHEDULE,
+    GoldRules,
+    parse_gold_amount,
+    with_gold,
+)
 from labelq.simulate.runner import expected_accuracy, run_policy  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -118,9 +122,9 @@ def run_unit(unit: Unit) -> dict:
     budgets = [b * env.n_tasks for b in unit.budgets_per_task]
     cps = run_policy(build(unit.spec), env, budgets, rng, aggregate=aggregate, gold=rules)
     points = [{"budget_per_task": bpt, "labels": cp.labels, "own": cp.accuracy, **ex}
-              for bpt, cp, ex in zip(unit.budgets_per_task, cps, extra)]
+              for bpt, cp, ex in zip(unit.budgets_per_task, cps, extra, strict=False)]
     if unit.gold:
-        for pt, cp in zip(points, cps):
+        for pt, cp in zip(points, cps, strict=True):
             pt["gold_labels"], pt["paused"] = cp.gold_labels, cp.paused
     rec = {"key": unit.key(), "env": unit.env, "spec": unit.spec, "run": unit.run,
            "points": points, "seconds": time.perf_counter() - t0}

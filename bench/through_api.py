@@ -31,8 +31,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench._report import command_line, machine, write_section  # noqa: E402
-from bench.pipeline import (cpu_seconds, fresh_database, project,  # noqa: E402
-                            start_celery, wait_applied)
+from bench.pipeline import (  # noqa: E402
+    cpu_seconds,
+    fresh_database,
+    project,
+    start_celery,
+    wait_applied,
+)
 
 
 def _client(port_tokens, seconds, ready, go, out):
@@ -167,7 +172,7 @@ def run(redis_url, servers, procs, n_tasks, seconds, annotators, load_procs,
                 env={**env, "PYTHONPATH": str(tree)}, start_new_session=True,
                 stdout=open(Path(d) / f"api{port}.log", "wb"), stderr=subprocess.STDOUT))
         deadline = time.monotonic() + 120
-        for port, proc in zip(ports, started[1:]):
+        for port, proc in zip(ports, started[1:], strict=True):
             wait_http(f"http://127.0.0.1:{port}/healthz", proc, deadline)
         for port, tok in [(ports[j % servers], tok) for j, tok in enumerate(tokens)]:
             warm(port, tok)  # each annotator's first next (and at 1M tasks the first

@@ -107,7 +107,7 @@ def aggregate_cmd(labels, method, categories, truth, weights, gold, out, output)
             "n_tasks": data.n_tasks,
             "n_workers": data.n_workers, "n_labels": data.n_labels, "classes": data.classes,
             "class_counts": {c: int(v) for c, v in zip(
-                data.classes, np.bincount(result.labels_, minlength=data.n_classes))},
+                data.classes, np.bincount(result.labels_, minlength=data.n_classes), strict=True)},
             "mean_confidence": float(result.confidence_.mean()) if data.n_tasks else None,
             "krippendorff_alpha": _nan_to_none(krippendorff_alpha(data.task, data.label,
                                                                   data.n_tasks, data.n_classes)),

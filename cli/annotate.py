@@ -14,8 +14,7 @@ from typing import Any
 
 import click
 
-from labelq.errors import (Conflict, Forbidden, InputError, LabelqError, NotFound,
-                           ServiceUnavailable)
+from labelq.errors import Conflict, Forbidden, InputError, LabelqError, NotFound, ServiceUnavailable
 
 from ._common import OUTPUT_OPTION, emit, emit_next, emit_nothing, emit_record, emit_submission
 

@@ -15,8 +15,7 @@ def _database(url: str) -> tuple[bool, str]:
     from sqlalchemy import inspect
     from sqlalchemy.engine import make_url
 
-    from labelq.db import engine_for
-    from labelq.db import masked_url
+    from labelq.db import engine_for, masked_url
     shown = masked_url(url)
     try:
         parsed = make_url(url)
@@ -31,8 +30,9 @@ def _database(url: str) -> tuple[bool, str]:
             tables = set(inspect(conn).get_table_names())
     except Exception as exc:  # noqa: BLE001 - any failure is the answer
         return False, f"{shown}: {str(exc).splitlines()[0]}"
-    import labelq.models  # noqa: F401 - registers the tables
     from sqlmodel import SQLModel
+
+    import labelq.models  # noqa: F401 - registers the tables
 
     missing = set(SQLModel.metadata.tables) - tables
     if missing:

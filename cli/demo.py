@@ -222,9 +222,9 @@ def _demo(out: Path, temporary: bool, *, n_tasks, n_gold, n_workers, n_careless,
 
     from labelq.db import session_scope
     from labelq.errors import BudgetExhausted, Forbidden
-    from labelq.models import Label, Worker
-    from labelq.live.redis.keys import Keys
     from labelq.live.rebuild import delete_hot
+    from labelq.live.redis.keys import Keys
+    from labelq.models import Label, Worker
     from labelq.service import Service
     from labelq.settings import Settings
     from workers.main import create_app
@@ -349,7 +349,7 @@ def _evidence_text() -> str:
 def _tie_score(row: dict, truth: str, labels: list[str]) -> float:
     """1/k if the truth is among the row's k top classes (a uniform tie break), else 0."""
     p = [row[f"p_{c}"] for c in labels]
-    top = [c for c, v in zip(labels, p) if v >= max(p) - 1e-9]
+    top = [c for c, v in zip(labels, p, strict=True) if v >= max(p) - 1e-9]
     return 1.0 / len(top) if truth in top else 0.0
 
 
@@ -361,8 +361,14 @@ def _report(eng, pid, n_tasks, accuracy, policy, truth, labels, out: Path,
     from sqlmodel import select
 
     from labelq.db import session_scope
-    from labelq.exporting import (aggregate_project, aggregated_rows, aggregation_notes,
-                                  atomic_output, load_project_labels, write_rows)
+    from labelq.exporting import (
+        aggregate_project,
+        aggregated_rows,
+        aggregation_notes,
+        atomic_output,
+        load_project_labels,
+        write_rows,
+    )
     from labelq.models import Label, Project, Worker
     from labelq.reporting import RAW_COLUMNS, iter_raw_labels
 

@@ -8,8 +8,17 @@ import time
 
 import click
 
-from ._common import (DB_OPTION, OUTPUT_OPTION, REDIS_OPTION, LazyChoice, OutputFormat, emit,
-                      emit_record, engine, redis_client)
+from ._common import (
+    DB_OPTION,
+    OUTPUT_OPTION,
+    REDIS_OPTION,
+    LazyChoice,
+    OutputFormat,
+    emit,
+    emit_record,
+    engine,
+    redis_client,
+)
 
 
 def _methods() -> tuple[str, ...]:
@@ -44,8 +53,14 @@ def export(name, method, fmt, out, raw, exclude_paused, background, wait, databa
     per-class probabilities and the number of labels (gold questions are left out; a task
     with no label yet has an empty label); or, with --raw, every label."""
     from labelq.db import session_scope
-    from labelq.exporting import (aggregate_project, aggregated_rows, aggregation_notes,
-                                  atomic_output, load_project_labels, write_rows)
+    from labelq.exporting import (
+        aggregate_project,
+        aggregated_rows,
+        aggregation_notes,
+        atomic_output,
+        load_project_labels,
+        write_rows,
+    )
     from labelq.projects import get_project, list_workers
     from labelq.reporting import RAW_COLUMNS, iter_raw_labels
     if background:
@@ -88,8 +103,8 @@ def export_dataset(name, directory, truth, database_url, output):
     task_types.csv) that `labelq simulate --data DIRECTORY` replays: which policy would have
     done best with these annotators?"""
     from labelq.db import session_scope
-    from labelq.projects import get_project
     from labelq.exporting import write_dataset
+    from labelq.projects import get_project
 
     with session_scope(engine(database_url)) as s:
         n = write_dataset(s, get_project(s, name), directory, truth=truth)
@@ -105,9 +120,9 @@ def export_dataset(name, directory, truth, database_url, output):
 def _export_background(name, method, fmt, out, raw, exclude_paused, wait, database_url,
                        redis_url):
     from labelq.db import session_scope
-    from labelq.projects import get_project
     from labelq.errors import InputError
     from labelq.jobs import create_export_job
+    from labelq.projects import get_project
 
     if out == "-":
         raise InputError("--background needs --out FILE (the job writes the file)")

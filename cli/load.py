@@ -8,8 +8,7 @@ import click
 
 from labelq.errors import LabelqError
 
-from ._common import (DB_OPTION, OUTPUT_OPTION, REDIS_OPTION, emit, emit_record, engine,
-                      redis_client)
+from ._common import DB_OPTION, OUTPUT_OPTION, REDIS_OPTION, emit, emit_record, engine, redis_client
 
 FORMAT_OPTION = click.option("--format", "fmt", type=click.Choice(["csv", "jsonl"]),
                              default=None, help="File format (default: from the extension).")
@@ -130,13 +129,13 @@ def gold_correct(name, task_id, answer, database_url, redis_url, output):
     loaded was wrong: the annotators' gold scores and exports follow at once, running
     policies fold their state again, and paused annotators the corrected scores no longer
     flag are named (resume them with labelq workers resume)."""
-    from labelq.db import session_scope
-    from labelq.projects import get_project
-    from labelq.models import Worker
-    from labelq.projects import correct_gold
-    from labelq.problem import load_view
-    from labelq.goldstats import flagged
     from sqlmodel import select
+
+    from labelq.db import session_scope
+    from labelq.goldstats import flagged
+    from labelq.models import Worker
+    from labelq.problem import load_view
+    from labelq.projects import correct_gold, get_project
 
     with session_scope(engine(database_url)) as s:
         project = get_project(s, name)
@@ -187,9 +186,8 @@ def gold_mark(name, task_id, answer, file, fmt, database_url, redis_url, output)
     A task already gold with the same answer is skipped; another answer is for
     labelq gold correct."""
     from labelq.db import session_scope
-    from labelq.projects import get_project
     from labelq.live.goldmark import mark_gold_live
-    from labelq.projects import GoldMark, read_gold_marks
+    from labelq.projects import GoldMark, get_project, read_gold_marks
 
     if (file is None) == (task_id is None) or (task_id is None) != (answer is None):
         raise click.UsageError("give TASK_ID ANSWER, or --file FILE (not both)")
@@ -240,11 +238,10 @@ def gold_suggest(name, n, seed, out, database_url, output):
     category, the current answer (the project's aggregation, as labelq export gives it) and
     its confidence, the candidates' answers, the labels given, a score and the reason. Fill
     in `answer` (delete the rows left unanswered), then: labelq gold mark NAME --file FILE."""
+    from labelq.dashboard import SUGGESTION_COLUMNS, project_gold_suggestions, suggestion_csv_row
     from labelq.db import session_scope
-    from labelq.projects import get_project
-    from labelq.dashboard import (SUGGESTION_COLUMNS, project_gold_suggestions,
-                                  suggestion_csv_row)
     from labelq.exporting import atomic_output, write_rows
+    from labelq.projects import get_project
 
     with session_scope(engine(database_url)) as s:
         rows = project_gold_suggestions(s, get_project(s, name), n=n, seed=seed)

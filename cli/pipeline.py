@@ -8,8 +8,16 @@ import sys
 
 import click
 
-from ._common import (DB_OPTION, OUTPUT_OPTION, REDIS_OPTION, emit_next, emit_record,
-                      emit_submission, engine, redis_client)
+from ._common import (
+    DB_OPTION,
+    OUTPUT_OPTION,
+    REDIS_OPTION,
+    emit_next,
+    emit_record,
+    emit_submission,
+    engine,
+    redis_client,
+)
 
 TOKEN_OPTION = click.option(
     "--token", envvar="LABELQ_TOKEN", required=True,
@@ -35,9 +43,9 @@ def check_token(handle: str, token: str, database_url=None) -> list[str]:
 
 
 def service(database_url=None, redis_url=None):
+    from labelq.db import database_id
     from labelq.service import Service
     from labelq.settings import load_settings
-    from labelq.db import database_id
     from workers.tasks import notify_for
 
     env = dict(os.environ)
@@ -99,8 +107,8 @@ def worker_alias(ctx, concurrency: int, beat: bool, loglevel: str) -> None:
 def rebuild_cmd(name: str, database_url, redis_url, output: str) -> None:
     """Reconstruct all Redis state of project NAME from SQL (after a flush)."""
     from labelq.db import session_scope
-    from labelq.projects import get_project
     from labelq.live.rebuild import rebuild_project
+    from labelq.projects import get_project
 
     eng = engine(database_url)
     with session_scope(eng) as session:

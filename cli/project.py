@@ -6,8 +6,17 @@ import os
 
 import click
 
-from ._common import (DB_OPTION, OUTPUT_OPTION, REDIS_OPTION, emit, emit_record, engine,
-                      init_engine, redis_client, spec_text)
+from ._common import (
+    DB_OPTION,
+    OUTPUT_OPTION,
+    REDIS_OPTION,
+    emit,
+    emit_record,
+    engine,
+    init_engine,
+    redis_client,
+    spec_text,
+)
 
 GOLD_OPTION = click.option(
     "--gold-schedule", default=None,
@@ -103,8 +112,7 @@ def create(name, labels, policy, budget, max_labels, aggregation, gold_schedule,
            instructions, label_names, database_url, output):
     """Create project NAME."""
     from labelq.db import session_scope
-    from labelq.projects import create_project
-    from labelq.projects import read_instructions
+    from labelq.projects import create_project, read_instructions
 
     text = read_instructions(instructions) if instructions else None
     with session_scope(engine(database_url)) as s:
@@ -132,8 +140,7 @@ def update(name, budget, max_labels, aggregation, gold_schedule, quality, instru
     Instructions and label names reach the labeling page at an annotator's next sign-in
     or reload."""
     from labelq.db import session_scope
-    from labelq.projects import budget_spent, update_project
-    from labelq.projects import read_instructions
+    from labelq.projects import budget_spent, read_instructions, update_project
 
     text = (read_instructions(instructions) or "") if instructions else None
     with session_scope(engine(database_url)) as s:
@@ -180,8 +187,7 @@ def delete(name, yes, database_url, redis_url, output):
     """Delete project NAME with its tasks, gold, annotators (their tokens stop working) and
     labels — export first what you want to keep. Stop its annotators' traffic first."""
     from labelq.db import session_scope
-    from labelq.projects import get_project
-    from labelq.projects import delete_project, project_counts
+    from labelq.projects import delete_project, get_project, project_counts
 
     eng = engine(database_url)
     with session_scope(eng) as s:
@@ -197,8 +203,8 @@ def delete(name, yes, database_url, redis_url, output):
     # (only this database's keys: another database sharing the Redis database may have a
     # project of the same id, labelq.live.redis.keys)
     from labelq.db import database_id
-    from labelq.live.redis.keys import Keys
     from labelq.live.rebuild import delete_hot
+    from labelq.live.redis.keys import Keys
     r = redis_client(redis_url)
     k = Keys(pid, database_id(eng))
     r.srem(k.projects, pid)

@@ -6,7 +6,6 @@ import click
 
 from ._common import DB_OPTION, OUTPUT_OPTION, emit, emit_record, engine, spec_text
 
-
 STALE_APPLY_S = 60  # the applier folds labels within a second or so when it runs
 
 

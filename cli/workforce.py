@@ -47,13 +47,14 @@ def list_(name, database_url, output):
     """List annotators with their label counts and gold accuracy: gold_accuracy is raw
     (right / answered), gold_smoothed the Beta posterior mean the quality rule reads, with
     its 95% interval; gold_by_category the same per category."""
+    from sqlalchemy import func
+    from sqlmodel import select
+
     from labelq.dashboard import gold_summary
     from labelq.db import session_scope
     from labelq.goldstats import project_gold_scores
     from labelq.models import Label, Project
     from labelq.projects import get_project, list_workers
-    from sqlalchemy import func
-    from sqlmodel import select
     with session_scope(engine(database_url)) as s:
         proj = get_project(s, name) if name else None
         counts = dict(s.exec(select(Label.worker_id, func.count()).group_by(Label.worker_id)).all())

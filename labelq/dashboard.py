@@ -30,7 +30,7 @@ import numpy as np
 from sqlalchemy import case, func
 from sqlmodel import Session, select
 
-from .exporting import agreement_report, aggregate_project, load_project_labels
+from .exporting import aggregate_project, agreement_report, load_project_labels
 from .goldstats import project_gold_scores
 from .models import Label, Project, Task, Worker, as_utc
 from .reporting import status_report

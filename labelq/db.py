@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import secrets
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
-from typing import Any, Iterator
+from typing import Any
 
 from sqlalchemy import event, inspect, make_url
 from sqlalchemy.engine import Engine

@@ -17,14 +17,22 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import IO, Any, Callable, Iterable, Iterator
+from typing import IO, Any
 
 import numpy as np
 from sqlmodel import Session, col, select
 
-from .aggregation import PosteriorAggregator, aggregate, krippendorff_alpha, fleiss_kappa
-from .aggregation import AutoAggregator, evidence, worker_accuracy
+from .aggregation import (
+    AutoAggregator,
+    PosteriorAggregator,
+    aggregate,
+    evidence,
+    fleiss_kappa,
+    krippendorff_alpha,
+    worker_accuracy,
+)
 from .aggregation.base import check_labels
 from .errors import InputError
 from .models import Label, Project, Task, Worker
@@ -290,7 +298,7 @@ def write_dataset(session: Session, project: Project, directory: str | os.PathLi
     try:
         _write_csv(tmp / "labels.csv", ["task", "worker", "label"],
                    ((ext[t], pl.handles[j], classes[k])
-                    for t, j, k in zip(pl.task, pl.worker, pl.label)))
+                    for t, j, k in zip(pl.task, pl.worker, pl.label, strict=True)))
         _write_csv(tmp / "truth.csv", ["task", "truth"],
                    ((ext[t], c) for t, c in sorted(reference.items())))
         if typed:

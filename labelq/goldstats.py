@@ -116,4 +116,4 @@ def gold_exhaustion(session: Session, project: Project,
     n_seen = np.array([seen.get(w.id, 0) for w in workers])
     near = rule.near_exhaustion(np.full(len(workers), pool), n_seen)
     return [{"worker": w.handle, "gold_seen": int(n), "gold_pool": int(pool)}
-            for w, n, flag in zip(workers, n_seen, np.atleast_1d(near)) if flag]
+            for w, n, flag in zip(workers, n_seen, np.atleast_1d(near), strict=True) if flag]

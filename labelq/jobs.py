@@ -19,8 +19,15 @@ from typing import Any
 
 from .db import session_scope
 from .errors import InputError, NotFound
-from .exporting import (METHODS, aggregate_project, aggregated_rows, aggregation_notes,
-                        atomic_output, load_project_labels, write_rows)
+from .exporting import (
+    METHODS,
+    aggregate_project,
+    aggregated_rows,
+    aggregation_notes,
+    atomic_output,
+    load_project_labels,
+    write_rows,
+)
 from .projects import get_project
 from .reporting import RAW_COLUMNS, iter_raw_labels
 
@@ -105,6 +112,7 @@ def run_export_job(engine, redis, job_id: str, *, report_every: int = 5000) -> d
             if job["raw"]:
                 from sqlalchemy import func
                 from sqlmodel import select
+
                 from .models import Label
                 total = s.exec(select(func.count()).select_from(Label)
                                .where(Label.project_id == project.id)).one()

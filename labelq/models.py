@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
-from typing import Any, Optional
+from typing import Any
 
 from sqlalchemy import JSON, Column, Index, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
@@ -56,22 +56,22 @@ class DatabaseIdentity(SQLModel, table=True):
 
 
 class Project(SQLModel, table=True):
-    id: Optional[int] = Field(default=None, primary_key=True)
+    id: int | None = Field(default=None, primary_key=True)
     name: str = Field(index=True, unique=True, max_length=200)
     labels: list[str] = Field(sa_column=Column(JSON, nullable=False))
     policy: dict[str, Any] = Field(default_factory=lambda: {"name": "uniform", "params": {}},
                                    sa_column=Column(JSON, nullable=False))
-    budget: Optional[float] = None
-    max_labels: Optional[int] = None
+    budget: float | None = None
+    max_labels: int | None = None
     aggregation: str = "auto"
-    gold_schedule: Optional[str] = None
+    gold_schedule: str | None = None
     quality: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     created: datetime = Field(default_factory=utcnow)
     # added after the first release (labelq.db.ADDED_COLUMNS adds them to older databases):
     # what annotators read before labelling (Markdown source, shown as text), and display
     # names of labels by label value (labels without one show their value)
-    instructions: Optional[str] = Field(default=None, sa_column=Column(Text, nullable=True))
-    label_names: Optional[dict[str, str]] = Field(default=None,
+    instructions: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    label_names: dict[str, str] | None = Field(default=None,
                                                   sa_column=Column(JSON, nullable=True))
 
     def display_names(self) -> list[str]:
@@ -90,28 +90,28 @@ class Task(SQLModel, table=True):
         UniqueConstraint("project_id", "seq", name="uq_task_seq"),
         Index("ix_task_project_gold", "project_id", "is_gold"),
     )
-    id: Optional[int] = Field(default=None, primary_key=True)
+    id: int | None = Field(default=None, primary_key=True)
     project_id: int = Field(foreign_key="project.id")
     seq: int
     external_id: str = Field(max_length=500)
     category: str = Field(default="", max_length=200)
     payload: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     is_gold: bool = False
-    gold_answer: Optional[str] = None
+    gold_answer: str | None = None
     created: datetime = Field(default_factory=utcnow)
     # when an ordinary task was made a gold question (labelq gold mark); None for gold
     # loaded as gold. A marked task is still data: exported, with its answer
-    marked: Optional[datetime] = None
+    marked: datetime | None = None
 
 
 class Worker(SQLModel, table=True):
     __table_args__ = (UniqueConstraint("project_id", "seq", name="uq_worker_seq"),)
-    id: Optional[int] = Field(default=None, primary_key=True)
+    id: int | None = Field(default=None, primary_key=True)
     project_id: int = Field(foreign_key="project.id", index=True)
     seq: int
     handle: str = Field(index=True, unique=True, max_length=200)
     cost: float = 1.0
-    capacity: Optional[int] = None
+    capacity: int | None = None
     status: str = Field(default="active", max_length=16)
     token_hash: str = Field(index=True, max_length=128)
     categories: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
@@ -137,7 +137,7 @@ class Label(SQLModel, table=True):
     # label of the project for each (labelq.db.ADDED_INDEXES adds it to older databases)
     __table_args__ = (Index("ix_label_project_task", "project_id", "task_id"),
                       Index("ix_label_project_applied", "project_id", "applied_seq"))
-    id: Optional[int] = Field(default=None, primary_key=True)
+    id: int | None = Field(default=None, primary_key=True)
     assignment_id: str = Field(foreign_key="assignment.id", unique=True, max_length=40)
     project_id: int = Field(foreign_key="project.id")
     task_id: int = Field(foreign_key="task.id")
@@ -147,7 +147,7 @@ class Label(SQLModel, table=True):
     received: datetime = Field(default_factory=utcnow)
     # Order in which the hot posterior applied this label (set by the applier; NULL until
     # applied). Rebuilding the posterior folds the labels in this order.
-    applied_seq: Optional[int] = Field(default=None, index=True)
+    applied_seq: int | None = Field(default=None, index=True)
 
 
 class StatusTally(SQLModel, table=True):

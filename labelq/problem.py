@@ -8,9 +8,9 @@ observations through one SQL join, so the hot path never keeps id maps.
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
 
 import numpy as np
 from sqlalchemy import bindparam, func
@@ -106,7 +106,7 @@ def _load_view(session: Session, project: Project) -> ProjectView:
     finally:
         cursor.close()
     n = len(rows)
-    category, gold, answer, ids = zip(*rows) if rows else ((), (), (), ())
+    category, gold, answer, ids = zip(*rows, strict=True) if rows else ((), (), (), ())
     cats = sorted(set(category))
     if len(cats) == 1:
         task_category = np.zeros(n, dtype=np.int64)

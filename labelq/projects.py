@@ -9,15 +9,23 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from sqlalchemy import delete, func, update
 from sqlmodel import Session, col, select
 
-from .errors import (AlreadyExists, Conflict, FileFormatError, InputError, LabelqError,
-                     NotFound, PolicyError)
+from .errors import (
+    AlreadyExists,
+    Conflict,
+    FileFormatError,
+    InputError,
+    LabelqError,
+    NotFound,
+    PolicyError,
+)
 from .models import ENDED_UNLABELLED, Assignment, Label, Project, Task, Worker, utcnow
 from .policies.spec import PolicySpec
 

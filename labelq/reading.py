@@ -7,8 +7,9 @@ here, so a file is refused the same way wherever it is given: a
 there is one, the field — before anything is written.
 
 * **Text**: UTF-8 (a BOM is dropped); a byte that is not UTF-8 is named with the line it
-  is on (the whole file is decoded first: a reader that decodes as it goes names the line
-  of its buffer).
+  is on. Files are read as a stream (:func:`records`, :func:`csv_rows`,
+  :func:`jsonl_lines`), a chunk at a time: the line of a bad byte is counted from the
+  newlines of the chunks before it, not guessed from a buffer.
 * **CSV** is read strictly: a quote left open is named by the line it opened on (a lenient
   reader merged the rest of the file into one field), a wrong column count, a NUL anywhere,
   a field over :data:`MAX_FIELD` characters (1 MiB; the csv module's own limit of 128 KiB
@@ -29,18 +30,20 @@ there is one, the field — before anything is written.
 
 from __future__ import annotations
 
+import codecs
 import csv
 import io
 import json
 import math
 import re
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from .errors import FileFormatError, InputError
 
-__all__ = ["read_text", "csv_records", "jsonl_records", "records", "name", "detect_format",
-           "check_value", "MAX_FIELD", "MAX_DEPTH"]
+__all__ = ["read_text", "text_chunks", "csv_records", "csv_rows", "jsonl_records",
+           "jsonl_lines", "records", "name", "detect_format", "check_value", "MAX_FIELD",
+           "MAX_DEPTH"]
 
 MAX_FIELD = 1 << 20  # characters of one CSV field
 MAX_DEPTH = 64  # nesting of JSON objects and arrays in one line
@@ -87,19 +90,111 @@ def detect_format(path: Path, fmt: str | None) -> str:
 
 
 def records(path: str | Path, fmt: str | None = None) -> Iterator[tuple[int, dict]]:
-    """``(line, record)`` of a CSV or JSONL file (the format from ``fmt`` or the name)."""
+    """``(line, record)`` of a CSV or JSONL file (the format from ``fmt`` or the name),
+    read as a stream: the file is decoded a chunk at a time, so memory does not grow with
+    its size (a byte that is not UTF-8 is still named with its line)."""
     path = Path(path)
     kind = detect_format(path, fmt)
-    text = read_text(path)
-    return csv_records(path, text) if kind == "csv" else jsonl_records(path, text)
+    if kind == "csv":
+        return csv_rows(path)[1]
+    return _jsonl_records(path, _lf_lines(text_chunks(path)))
+
+
+CHUNK_BYTES = 1 << 20
+
+
+def text_chunks(path: str | Path) -> Iterator[str]:
+    """The file as text, a chunk (about :data:`CHUNK_BYTES`) at a time: UTF-8, a BOM
+    dropped; a byte that is not UTF-8 is named with the line it is on. The file is opened
+    at once (an unreadable file is an :class:`InputError` here, not at the first read)."""
+    path = Path(path)
+    try:
+        fh = path.open("rb")
+        first = fh.read(CHUNK_BYTES)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror}", path=str(path)) from exc
+    return _decode_chunks(path, fh, first)
+
+
+def _decode_chunks(path: Path, fh: Any, first: bytes) -> Iterator[str]:
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    newlines = 0  # before the decoder's input (its pending bytes hold no newline)
+    chunk = first[3:] if first.startswith(codecs.BOM_UTF8) else first
+    with fh:
+        while True:
+            final = not chunk
+            try:
+                text = decoder.decode(chunk, final)
+            except UnicodeDecodeError as exc:
+                raw = exc.object
+                line = newlines + raw[: exc.start].count(b"\n") + 1
+                raise FileFormatError(str(path), line, None,
+                                      f"bad encoding: byte {raw[exc.start]:#04x} is not UTF-8"
+                                      ) from exc
+            newlines += chunk.count(b"\n")
+            if text:
+                yield text
+            if final:
+                return
+            chunk = fh.read(CHUNK_BYTES)
+
+
+def _lf_lines(chunks: Iterable[str]) -> Iterator[str]:
+    """Lines split at ``\\n`` only, as ``text.split("\\n")`` (without the ends)."""
+    carry = ""
+    for chunk in chunks:
+        parts = (carry + chunk).split("\n") if carry else chunk.split("\n")
+        carry = parts.pop()
+        yield from parts
+    yield carry
+
+
+def _universal_lines(chunks: Iterable[str], seen_nul: list[bool]) -> Iterator[str]:
+    """Lines as ``io.StringIO(text, newline="")`` gives them (ends kept; ``\\r\\n``,
+    ``\\r`` and ``\\n`` end a line), a chunk at a time. ``seen_nul[0]`` is set once a NUL
+    has been read (before any line holding it is given out)."""
+    carry = ""
+    for chunk in chunks:
+        if not seen_nul[0] and "\x00" in chunk:
+            seen_nul[0] = True
+        lines = io.StringIO(carry + chunk if carry else chunk, newline="").readlines()
+        last = lines[-1] if lines else ""
+        # a line without its end, or ending at "\r" (a "\n" may follow in the next chunk)
+        if last and not last.endswith("\n"):
+            carry = lines.pop()
+        else:
+            carry = ""
+        yield from lines
+    if carry:
+        yield carry
 
 
 def csv_records(path: Path, text: str) -> Iterator[tuple[int, dict[str, str]]]:
     """Rows as ``{column: value}`` with the line each record starts on (a record may span
     lines: a quoted field with newlines). The header's names are stripped of surrounding
     spaces and must be unique; blank lines are skipped."""
-    has_nul = "\x00" in text
-    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    return _csv_records(path, io.StringIO(text, newline=""), ["\x00" in text])
+
+
+def csv_rows(path: Path) -> tuple[list[str], Iterator[tuple[int, list[str]]]]:
+    """A CSV file read as a stream: its header (checked as :func:`csv_records` checks it)
+    and its rows as ``(line, [values])`` in the header's order, checked as there."""
+    seen_nul = [False]
+    lines = _universal_lines(text_chunks(path), seen_nul)
+    reader = csv.reader(lines, strict=True)
+    header = _csv_header(path, reader)
+    return header, _csv_lists(path, reader, header, seen_nul)
+
+
+def _csv_records(path: Path, lines: Iterable[str], seen_nul: list[bool]
+                 ) -> Iterator[tuple[int, dict[str, str]]]:
+    reader = csv.reader(lines, strict=True)
+    header = _csv_header(path, reader)
+    for start, row in _csv_lists(path, reader, header, seen_nul):
+        yield start, dict(zip(header, row))
+
+
+def _csv_header(path: Path, reader: Any) -> list[str]:
     try:
         header = next(reader)
     except StopIteration:
@@ -112,6 +207,11 @@ def csv_records(path: Path, text: str) -> Iterator[tuple[int, dict[str, str]]]:
         _check_string(h, path, 1, h)
     if len(set(header)) != len(header):
         raise FileFormatError(str(path), 1, None, f"duplicate column name in header {header}")
+    return header
+
+
+def _csv_lists(path: Path, reader: Any, header: list[str], seen_nul: list[bool]
+               ) -> Iterator[tuple[int, list[str]]]:
     width = len(header)
     end = reader.line_num
     while True:
@@ -124,16 +224,17 @@ def csv_records(path: Path, text: str) -> Iterator[tuple[int, dict[str, str]]]:
             raise FileFormatError(str(path), start, None,
                                   _csv_problem(exc, start, reader.line_num)) from exc
         end = reader.line_num
-        if not row or all(not c.strip() for c in row):
+        # a blank line (every cell only spaces, if any)
+        if not row or (not row[0].strip() and not "".join(row).strip()):
             continue
         if len(row) != width:
             raise FileFormatError(str(path), start, None,
                                   f"expected {width} columns, found {len(row)}")
-        if has_nul:
+        if seen_nul[0]:
             for column, value in zip(header, row):
                 if "\x00" in value:
                     _check_string(value, path, start, column)
-        yield start, dict(zip(header, row))
+        yield start, row
 
 
 def _csv_problem(exc: csv.Error, start: int, stop: int) -> str:
@@ -207,7 +308,21 @@ def jsonl_records(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]
     """One JSON object a line (blank lines skipped), strictly: see the module's notes."""
     # only "\n" ends a line: str.splitlines() also splits on U+2028, U+0085 and other
     # separators that JSON allows unescaped inside strings
-    for line, raw in enumerate(text.split("\n"), start=1):
+    return _jsonl_records(path, text.split("\n"))
+
+
+def jsonl_lines(path: str | Path) -> Iterator[tuple[int, str]]:
+    """A JSONL file read as a stream: ``(line, text)`` of its lines that are not blank,
+    split as :func:`jsonl_records` splits them, not parsed (for a second pass over a file
+    already checked)."""
+    for line, raw in enumerate(_lf_lines(text_chunks(path)), start=1):
+        raw = raw.removesuffix("\r")
+        if raw.strip():
+            yield line, raw
+
+
+def _jsonl_records(path: Path, lines: Iterable[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    for line, raw in enumerate(lines, start=1):
         raw = raw.removesuffix("\r")
         if not raw.strip():
             continue

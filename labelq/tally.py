@@ -24,9 +24,10 @@ made gold later changes state, not count: read per gold question) — never ever
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Iterable
+from typing import Any
 
 from sqlalchemy import func, or_, select
 from sqlalchemy.exc import OperationalError, ProgrammingError

@@ -18,8 +18,8 @@ none loads it on the request path); in another pool, at the first task.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from functools import lru_cache
-from typing import Callable
 
 from celery.signals import worker_process_init
 
@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 @lru_cache(maxsize=1)
 def _applier() -> Applier:
     import redis
+
     from labelq.location import open_configured
     # the database must exist with its identity (``labelq init``): a worker never makes one
     return Applier(open_configured(SETTINGS), redis.Redis.from_url(SETTINGS.redis_url),

@@ -9,8 +9,15 @@ constructor, ``fit(...) -> self``, results in ``labels_`` / ``probas_`` / ``conf
 array([1, 0])
 """
 
-from .agreement import (WorkerAccuracy, expected_accuracy, fleiss_kappa, fleiss_kappa_counts,
-                        krippendorff_alpha, krippendorff_alpha_counts, worker_accuracy)
+from .agreement import (
+                        WorkerAccuracy,
+                        expected_accuracy,
+                        fleiss_kappa,
+                        fleiss_kappa_counts,
+                        krippendorff_alpha,
+                        krippendorff_alpha_counts,
+                        worker_accuracy,
+)
 from .auto import AutoAggregator, Evidence, evidence
 from .base import BaseAggregator
 from .category_ds import CategoryDawidSkene

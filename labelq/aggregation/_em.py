@@ -21,7 +21,7 @@ majority vote scores 0.72, 0.56, 0.73. Such tasks are still inferred, in the E-s
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import scipy.sparse as sp

@@ -120,7 +120,7 @@ def _strata(conf: np.ndarray, held_conf: np.ndarray) -> list[tuple[float, float]
     a stratum with fewer than :data:`MIN_STRATUM` held-out gold answers (or none of the
     exported answers) merged with its neighbour below (the lowest with the one above)."""
     edges = [0.0, *STRATA, 1.0 + 1e-9]
-    bounds = list(zip(edges[:-1], edges[1:]))
+    bounds = list(zip(edges[:-1], edges[1:], strict=True))
 
     def n_gold(b: tuple[float, float]) -> int:
         return int(((held_conf >= b[0]) & (held_conf < b[1])).sum())

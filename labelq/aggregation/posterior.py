@@ -36,11 +36,11 @@ class PosteriorAggregator:
         self.confidence_ = p[np.arange(p.shape[0]), self.labels_]
 
     @classmethod
-    def from_policy(cls, policy, state) -> "PosteriorAggregator":
+    def from_policy(cls, policy, state) -> PosteriorAggregator:
         """Use ``policy.predict_proba(state)`` as the posterior."""
         return cls(policy.predict_proba(state))
 
-    def fit(self, *args, **kwargs) -> "PosteriorAggregator":
+    def fit(self, *args, **kwargs) -> PosteriorAggregator:
         return self
 
     def fit_predict(self, *args, **kwargs) -> np.ndarray:

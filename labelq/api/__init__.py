@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["create_app"]
 
 
-def create_app(settings: "Settings | None" = None, **kwargs) -> "FastAPI":
+def create_app(settings: Settings | None = None, **kwargs) -> FastAPI:
     """The FastAPI application for ``settings`` (default: the ``LABELQ_*`` environment);
     ``send_task`` (see :func:`labelq.api.app.create_app`) enqueues worker tasks."""
     from .app import create_app as _create_app

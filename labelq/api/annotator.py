@@ -28,11 +28,20 @@ from starlette.concurrency import run_in_threadpool
 from ..db import session_scope
 from ..models import Worker, utc_from_ms
 from .auth import Annotator, current_annotator
+from .current import open_assignments
 from .errors import ERROR_RESPONSES
 from .progress import worker_progress
-from .current import open_assignments
-from .schemas import (Assignment, AssignmentId, CurrentOut, DeclineOut, MeOut, NextOut,
-                      ProgressOut, SubmitIn, SubmitOut)
+from .schemas import (
+    Assignment,
+    AssignmentId,
+    CurrentOut,
+    DeclineOut,
+    MeOut,
+    NextOut,
+    ProgressOut,
+    SubmitIn,
+    SubmitOut,
+)
 
 __all__ = ["router"]
 

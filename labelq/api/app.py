@@ -17,9 +17,10 @@ its state cache are thread-safe.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -33,8 +34,8 @@ from ..location import open_configured
 from ..service import Service
 from ..settings import Settings, load_settings
 from . import annotator, operator
-from .errors import install_error_handlers
 from .committer import Committer
+from .errors import install_error_handlers
 from .fastpath import HotPath
 from .limits import DEFAULT_MAX_BODY, BodyLimit
 from .schemas import HealthOut

@@ -61,7 +61,7 @@ class Committer:
                     break
             try:
                 items = self.submitter.run_batch([job for job, _ in batch])
-                done = [(fut, it.result, it.error) for (_, fut), it in zip(batch, items)]
+                done = [(fut, it.result, it.error) for (_, fut), it in zip(batch, items, strict=True)]
             except BaseException as exc:  # noqa: BLE001 - every submit of the batch hears it
                 done = [(fut, None, exc) for _, fut in batch]
             by_loop: dict[asyncio.AbstractEventLoop, list[tuple[Any, ...]]] = {}

@@ -8,7 +8,8 @@ and replayed to the application.
 from __future__ import annotations
 
 import json
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 __all__ = ["BodyLimit", "DEFAULT_MAX_BODY"]
 

@@ -31,19 +31,29 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi import Path as PathParam
 from fastapi.responses import FileResponse
 
+from ..dashboard import dashboard, gold_suggestions, status_report
 from ..db import session_scope
 from ..errors import Conflict, NotFound
 from ..jobs import create_export_job, get_job, job_view
-from ..projects import enroll_worker, get_project, reset_token, set_worker_status
-from ..dashboard import dashboard, gold_suggestions, status_report
-from ..projects import list_projects
+from ..projects import enroll_worker, get_project, list_projects, reset_token, set_worker_status
 from ..reporting import task_detail
 from .auth import require_operator
 from .errors import ERROR_RESPONSES
-from .schemas import (DashboardOut, EnrollIn, EnrollOut, ExportIn, GoldSuggestionsOut, JobOut,
-                      Name, ProjectOut,
-                      ProjectStatusOut,
-                      TaskDetailOut, TokenOut, WorkerStatusIn, WorkerStatusOut)
+from .schemas import (
+    DashboardOut,
+    EnrollIn,
+    EnrollOut,
+    ExportIn,
+    GoldSuggestionsOut,
+    JobOut,
+    Name,
+    ProjectOut,
+    ProjectStatusOut,
+    TaskDetailOut,
+    TokenOut,
+    WorkerStatusIn,
+    WorkerStatusOut,
+)
 
 __all__ = ["router"]
 

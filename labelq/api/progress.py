@@ -13,8 +13,8 @@ from sqlalchemy import and_, case, func
 from sqlmodel import Session, select
 
 from ..db import database_id
-from ..models import ENDED_UNLABELLED, Assignment, Label, Task, Worker
 from ..live.redis.keys import Keys
+from ..models import ENDED_UNLABELLED, Assignment, Label, Task, Worker
 
 __all__ = ["worker_progress"]
 

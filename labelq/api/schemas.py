@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Optional
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -40,8 +40,8 @@ class Assignment(_Out):
 
 
 class NextOut(_Out):
-    assignment: Optional[Assignment] = None
-    message: Optional[str] = Field(None, description="Why there is no assignment, if so.")
+    assignment: Assignment | None = None
+    message: str | None = Field(None, description="Why there is no assignment, if so.")
 
 
 class CurrentOut(_Out):
@@ -58,7 +58,7 @@ class SubmitOut(_Out):
     label: str
     duplicate: bool = Field(description="True when this repeats an earlier, identical "
                                         "submission (nothing new was recorded).")
-    next: Optional[NextOut] = Field(None, description="With `?next=true`: my next "
+    next: NextOut | None = Field(None, description="With `?next=true`: my next "
                                     "assignment (or why there is none), as "
                                     "`POST /assignments/next` would answer.")
 
@@ -71,7 +71,7 @@ class DeclineOut(_Out):
 class GoldStats(_Out):
     answered: int
     correct: int
-    accuracy: Optional[float]
+    accuracy: float | None
 
 
 class ProgressOut(_Out):
@@ -82,8 +82,8 @@ class ProgressOut(_Out):
     expired: int
     open_assignments: int
     gold: GoldStats
-    capacity: Optional[int]
-    remaining_capacity: Optional[int]
+    capacity: int | None
+    remaining_capacity: int | None
 
 
 class MeOut(_Out):
@@ -94,9 +94,9 @@ class MeOut(_Out):
     label_names: list[str] = Field(description="What to show for each label, in the order "
                                                "of `labels` (the label itself when the "
                                                "project names none).")
-    instructions: Optional[str] = Field(description="The project's instructions for "
+    instructions: str | None = Field(description="The project's instructions for "
                                                     "annotators (Markdown source), if any.")
-    capacity: Optional[int]
+    capacity: int | None
     categories: list[str]
 
 
@@ -105,7 +105,7 @@ class EnrollIn(BaseModel):
     handle: Name
     # strict: a number is a JSON number ("cost": false was taken as 0.0, "5" as 5)
     cost: Annotated[float, Field(ge=0, le=1e12, allow_inf_nan=False, strict=True)] = 1.0
-    capacity: Annotated[Optional[int], Field(ge=1, le=1_000_000_000, strict=True)] = None
+    capacity: Annotated[int | None, Field(ge=1, le=1_000_000_000, strict=True)] = None
     categories: Annotated[list[Name], Field(max_length=1000)] = []
 
 
@@ -113,7 +113,7 @@ class EnrollOut(_Out):
     handle: str
     project: str
     cost: float
-    capacity: Optional[int]
+    capacity: int | None
     categories: list[str]
     token: str = Field(description="Shown only now; stored hashed. Hand it to the annotator.")
 
@@ -129,8 +129,8 @@ class TaskDetailOut(_Out):
     task: str
     category: str
     gold: bool
-    gold_answer: Optional[str]
-    marked: Optional[str] = Field(
+    gold_answer: str | None
+    marked: str | None = Field(
         default=None, description="when a loaded task was marked gold (ISO 8601), if it was")
     payload: dict[str, Any]
     labels: list[TaskLabel]
@@ -155,7 +155,7 @@ class TokenOut(_Out):
 
 class ExportIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    method: Optional[Literal[METHODS]] = Field(  # type: ignore[valid-type]
+    method: Literal[METHODS] | None = Field(  # type: ignore[valid-type]
         None, description="Aggregation method (default: the project's).")
     format: Literal["csv", "jsonl"] = "csv"
     raw: bool = Field(False, strict=True,
@@ -167,22 +167,22 @@ class JobOut(_Out):
     id: str
     project: str
     state: Literal["queued", "running", "done", "failed"]
-    method: Optional[str] = Field(description="Aggregation method; null: the project's.")
+    method: str | None = Field(description="Aggregation method; null: the project's.")
     format: str
     raw: bool
     exclude_paused: bool
     done: int = Field(description="Rows written so far.")
     total: int = Field(description="Rows to write (known once the job is running).")
     progress: float = Field(description="done / total, 0..1 (1 when done).")
-    error: Optional[str]
+    error: str | None
     created: str = Field(description="ISO 8601 (UTC), as every time the API answers.")
-    finished: Optional[str] = Field(description="ISO 8601 (UTC); null until it ends.")
-    result_url: Optional[str] = None
-    chosen: Optional[str] = Field(None, description="The method that made the answers "
+    finished: str | None = Field(description="ISO 8601 (UTC); null until it ends.")
+    result_url: str | None = None
+    chosen: str | None = Field(None, description="The method that made the answers "
                                   "(auto's choice); null until aggregated, and for raw.")
-    aggregation: Optional[str] = Field(None, description="Which method and why, as "
+    aggregation: str | None = Field(None, description="Which method and why, as "
                                        "`labelq export` prints it.")
-    warning: Optional[str] = Field(None, description="Why the confidences are not "
+    warning: str | None = Field(None, description="Why the confidences are not "
                                    "trustworthy yet; null when they are.")
 
 
@@ -190,7 +190,7 @@ class WorkerStatus(_Out):
     handle: str
     status: str
     cost: float
-    capacity: Optional[int]
+    capacity: int | None
     labels: int
     gold_answered: int
     declined: int
@@ -217,7 +217,7 @@ class GoldWarning(_Out):
 class ProjectStatusOut(_Out):
     project: str
     policy: dict[str, Any]
-    finished: Optional[Literal["budget spent", "every task at its cap"]] = Field(
+    finished: Literal["budget spent", "every task at its cap"] | None = Field(
         None, description="Why no label will be asked for again (the tasks in progress stay "
                           "below their cap), or null while the project runs.")
     tasks: TaskCounts
@@ -225,12 +225,12 @@ class ProjectStatusOut(_Out):
     labels: int
     unapplied: int = Field(description="Labels durable in SQL that the applier (Celery) has "
                                        "not folded into the policy state yet.")
-    oldest_unapplied_s: Optional[float] = Field(
+    oldest_unapplied_s: float | None = Field(
         description="Age of the oldest of them, in seconds; minutes mean no labelq run-worker "
                     "is applying this project's labels.")
-    budget: Optional[float]
+    budget: float | None
     spent: float
-    left: Optional[float]
+    left: float | None
     workers: list[WorkerStatus]
     gold_warnings: list[GoldWarning] = Field(
         [], description="Active annotators who have seen most of the gold questions.")
@@ -240,8 +240,8 @@ class ProjectOut(_Out):
     name: str
     labels: list[str]
     label_names: dict[str, str] = Field(description="Display names of labels, by label.")
-    budget: Optional[float]
-    max_labels: Optional[int]
+    budget: float | None
+    max_labels: int | None
     aggregation: str
     created: str
 

@@ -280,7 +280,7 @@ def compare(dataset: str | Bench, model: str, runs: int, budgets: list[float],
     for m, by_eps in sweep_pts.items():
         pts = [(float(np.mean([p[0] for p in v])), float(np.mean([p[1] for p in v])))
                for v in by_eps.values()]
-        out["sweeps"][m] = dict(zip(by_eps, pts))
+        out["sweeps"][m] = dict(zip(by_eps, pts, strict=True))
         out["mean"][m] = _interp(pts, budgets)
         out["se"][m] = np.full(len(budgets), np.nan)
     return out
@@ -427,11 +427,11 @@ def check_orderings(name: str, model: str, budgets: list[float],
     b1, b0 = mean.get("bbta:explore=1"), mean.get("bbta:explore=0")
     parts = []
     if b1 is not None and b0 is not None:
-        bad = [f"{x:g}" for x, u, v in zip(budgets, b1, b0) if u < v]
+        bad = [f"{x:g}" for x, u, v in zip(budgets, b1, b0, strict=True) if u < v]
         parts.append("N'=1>=N'=0: " + ("fails at " + ",".join(bad) if bad else "holds"))
     if b1 is not None and model in ADVERSARIAL:
         bad = [f"{m}@{x:g}" for m, v in mean.items() if not m.startswith("bbta")
-               for x, u, w in zip(budgets, b1, v) if x >= 5 and not np.isnan(w) and w > u]
+               for x, u, w in zip(budgets, b1, v, strict=True) if x >= 5 and not np.isnan(w) and w > u]
         parts.append("BBTA(1)>=baselines@>=5: " + ("fails: " + ",".join(bad) if bad
                                                   else "holds"))
     ie = mean.get("iethresh")
@@ -479,7 +479,7 @@ def to_markdown(res: dict) -> str:
     for m, mean in res["mean"].items():
         se = res["se"][m]
         cells = ["-" if np.isnan(v) else (f"{v:.3f}" if np.isnan(e) else f"{v:.3f}±{e:.3f}")
-                 for v, e in zip(mean, se)]
+                 for v, e in zip(mean, se, strict=True)]
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
     for m, pts in res["sweeps"].items():
         txt = ", ".join(f"eps={e:g}: {u:.2f} labels/task -> {a:.3f}" for e, (u, a) in pts.items())

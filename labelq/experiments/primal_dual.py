@@ -17,8 +17,8 @@ import argparse
 import math
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
@@ -99,7 +99,7 @@ def run_primal_dual(env: Environment, policy: PrimalDual, rng: np.random.Generat
                 plan = policy.plan(state, w)
                 plan = plan[~done[plan]]
                 answers = pool.answer(w, cat[plan], truth[plan], rng)
-                for t, a in zip(plan.tolist(), answers.tolist()):
+                for t, a in zip(plan.tolist(), answers.tolist(), strict=True):
                     policy.update(state, Observation(t, w, a))
                 labels += plan.size
                 break

@@ -50,8 +50,8 @@ five fits (the EM ones are vectorised; ~1 s for 88k labels of trec2010) and a fe
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike

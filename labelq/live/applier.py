@@ -34,9 +34,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 from sqlalchemy import bindparam, func, select, update
@@ -100,7 +101,7 @@ def push_priorities(redis: Any, hot: Hot, tasks: Any, pipeline: Any = None) -> N
     if seqs.size == 0:
         return
     pri = hot.policy.priority(hot.state, seqs)
-    mapping = {int(t): float(p) for t, p in zip(seqs, pri)}
+    mapping = {int(t): float(p) for t, p in zip(seqs, pri, strict=True)}
     k = hot.keys
     pipe = pipeline or redis.pipeline(transaction=False)
     pipe.zadd(k.pending, mapping, xx=True)

@@ -49,7 +49,7 @@ class Issued:
                 "expires_at": utc_from_ms(self.expires_ms).isoformat()}
 
     @classmethod
-    def of(cls, aid: str, task: int, row: Any, expires: int) -> "Issued":
+    def of(cls, aid: str, task: int, row: Any, expires: int) -> Issued:
         """From the task's row ``[external id, category, payload]``."""
         return cls(aid, row[0], int(task), row[1], dict(row[2] or {}), int(expires))
 
@@ -206,7 +206,7 @@ class Assigner:
         for aid in ids:
             pipe.hmget(k.lease(text(aid)), "task", "worker", "held", "gold")
         held = [(text(aid), int(tk), int(w))
-                for aid, (tk, w, h, g) in zip(ids, pipe.execute())
+                for aid, (tk, w, h, g) in zip(ids, pipe.execute(), strict=True)
                 if tk is not None and h is not None and text(g) != "1" and int(w) != worker.seq]
         if not held:
             return False
@@ -215,7 +215,7 @@ class Assigner:
         if worker.categories:
             allowed = [i for i, c in enumerate(hot.view.categories) if c in worker.categories]
             ok &= np.isin(hot.view.task_category[tasks], allowed)
-        held = [h for h, good in zip(held, ok) if good]
+        held = [h for h, good in zip(held, ok, strict=True) if good]
         per_owner: dict[int, int] = {}
         for _, _, w in held:
             per_owner[w] = per_owner.get(w, 0) + 1

@@ -22,8 +22,9 @@ The inbox refill (:mod:`.refill`) uses the same :func:`choose` and :func:`reserv
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -55,7 +56,7 @@ class WorkerInfo:
     categories: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, worker: Any) -> "WorkerInfo":
+    def of(cls, worker: Any) -> WorkerInfo:
         return cls(int(worker.seq), float(worker.cost), worker.capacity,
                    tuple(worker.categories or ()))
 

@@ -24,8 +24,9 @@ rebuild reads SQL.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from sqlalchemy.engine import Engine
 from sqlmodel import select
@@ -113,7 +114,7 @@ def _release_held(redis: Any, scripts: Scripts, k: Keys, tasks: list[int]) -> in
     for a in ids:
         pipe.hmget(k.lease(a), "task", "held")
     want, n = set(tasks), 0
-    for a, (task, held) in zip(ids, pipe.execute()):
+    for a, (task, held) in zip(ids, pipe.execute(), strict=True):
         if task is not None and held and int(task) in want:
             n += isinstance(scripts.release(k, a, held_only=True), Released)
     return n
@@ -123,7 +124,7 @@ def _put_back(redis: Any, k: Keys, out: MarkedGold, moved: GoldMarked) -> None:
     """Undo ``GOLD_MARK`` after the SQL side failed: the tasks back where they were."""
     pipe = redis.pipeline(transaction=True)
     pipe.srem(k.gold, *out.tasks)
-    back = {t: p for t, p in zip(out.tasks, moved.priorities) if p is not None}
+    back = {t: p for t, p in zip(out.tasks, moved.priorities, strict=True) if p is not None}
     if back:
         pipe.zadd(k.pending, back)
     pipe.execute()

@@ -23,7 +23,8 @@ returns ``item.result`` (``None`` unless set).
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["Group", "Item"]
 
@@ -73,7 +74,7 @@ class Group:
             self._queue = []
         held, handed = None, False
         try:
-            for i, (stage, lock) in enumerate(zip(self._stages, self._stage_locks)):
+            for i, (stage, lock) in enumerate(zip(self._stages, self._stage_locks, strict=True)):
                 live = [it for it in batch if not it.done]
                 if not live:
                     break

@@ -34,9 +34,16 @@ from ..db import database_id, session_scope
 from ..models import Project
 from ..policies import build
 from ..policies.base import Policy
+from ..problem import (
+    ProjectView,
+    count_workers,
+    gc_paused,
+    label_rows,
+    load_view,
+    max_applied,
+    to_observation,
+)
 from .redis.keys import Keys
-from ..problem import (ProjectView, count_workers, gc_paused, label_rows, load_view, max_applied,
-                      to_observation)
 
 __all__ = ["Hot", "StateCache", "encode_snapshot", "decode_snapshot", "write_snapshot",
            "fold_from_sql", "bump_epoch"]
@@ -366,6 +373,7 @@ def bump_epoch(redis: Any, k: Keys) -> int:
 def _n_tasks(session: Session, project_id: int) -> int:
     from sqlalchemy import func
     from sqlmodel import select
+
     from ..models import Task
     return int(session.exec(select(func.count()).select_from(Task)
                             .where(Task.project_id == project_id)).one())

@@ -35,8 +35,7 @@ from ..errors import Conflict, NotFound
 from ..goldstats import project_gold_scores
 from ..models import ENDED_UNLABELLED, Assignment, Label, Project, Task, Worker
 from .hotstate import StateCache, fold_from_sql, write_snapshot
-from .redis.keys import (Keys, gold_category_field, gold_issued_field,
-                         gold_records)
+from .redis.keys import Keys, gold_category_field, gold_issued_field, gold_records
 from .redis.lock import RedisLock
 
 __all__ = ["rebuild_project", "ensure_hot", "add_new_tasks", "reopen_below_cap", "delete_hot"]
@@ -64,7 +63,7 @@ def delete_hot(redis: Any, k: Keys) -> int:
 def _zadd_chunks(pipe: Any, key: str, tasks: np.ndarray, pri: np.ndarray,
                  nx: bool = False) -> None:
     for i in range(0, tasks.size, CHUNK):
-        pipe.zadd(key, {int(t): float(p) for t, p in zip(tasks[i:i + CHUNK], pri[i:i + CHUNK])},
+        pipe.zadd(key, {int(t): float(p) for t, p in zip(tasks[i:i + CHUNK], pri[i:i + CHUNK], strict=True)},
                   nx=nx)
 
 
@@ -218,7 +217,7 @@ def add_new_tasks(engine: Engine, redis: Any, project_id: int, cache: StateCache
             pri = hot.policy.priority(hot.state, rest)
             for i in range(0, rest.size, CHUNK):
                 pipe.zadd(k.pending, {int(t): float(p) for t, p in
-                                      zip(rest[i:i + CHUNK], pri[i:i + CHUNK])}, nx=True)
+                                      zip(rest[i:i + CHUNK], pri[i:i + CHUNK], strict=True)}, nx=True)
         if gold.size:
             pipe.sadd(k.gold, *map(int, gold))
         pipe.execute()

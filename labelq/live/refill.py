@@ -105,10 +105,10 @@ def refill_inboxes(engine: Engine, redis: Any, scripts: Scripts, hot: Hot, *, in
     depth = dict.fromkeys(active, inbox_size)
     if inbox_max is not None:
         paces = (pace or PaceMeter(tuning.pace_weight)).update(hot.project_id, {
-            w: int(c or 0) for w, c in zip(active, requests)}, time.monotonic())
+            w: int(c or 0) for w, c in zip(active, requests, strict=True)}, time.monotonic())
         depth = {w: inbox_depth(paces[w], inbox_size, inbox_max, tuning.lookahead_s)
                  for w in active}
-    want = {w: depth[w] - int(n) for w, n in zip(active, lengths) if int(n) < depth[w]}
+    want = {w: depth[w] - int(n) for w, n in zip(active, lengths, strict=True) if int(n) < depth[w]}
     if not want:
         return 0
     with session_scope(engine) as session:
@@ -180,7 +180,7 @@ def _refill_batch(engine: Engine, redis: Any, scripts: Scripts, hot: Hot,
                                     count=count, enough=[enough] * len(workers))
     taken: set[int] = set()
     plan: list[tuple[WorkerInfo, int]] = []
-    for w, window in zip(workers, found):
+    for w, window in zip(workers, found, strict=True):
         settled = window.settled
         # settled candidates only: a worker with none here is left to ``decide``, which
         # looks deeper before it settles for an outstanding task
@@ -208,7 +208,7 @@ def _refill_batch(engine: Engine, redis: Any, scripts: Scripts, hot: Hot,
         reserve_for(scripts, k, hot, w, task, new_assignment_id(task, now), expires, key_ttl_ms,
                     inbox=True, pipeline=pipe, row=rows.get(task))
     made = 0
-    for (w, _task), out in zip(plan, pipe.execute()):
+    for (w, _task), out in zip(plan, pipe.execute(), strict=True):
         res = scripts.reserve_result(out)
         if res.ok:
             made += 1

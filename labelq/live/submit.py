@@ -29,8 +29,15 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import select
 
 from ..db import session_scope
-from ..errors import (BudgetExhausted, DuplicateSubmission, Forbidden, LeaseExpired, LeaseLost,
-                      NotFound, ServiceUnavailable)
+from ..errors import (
+    BudgetExhausted,
+    DuplicateSubmission,
+    Forbidden,
+    LeaseExpired,
+    LeaseLost,
+    NotFound,
+    ServiceUnavailable,
+)
 from ..models import Assignment, Label, Project, Task, Worker, utc_from_ms
 from .assign import Assigner
 from .context import Live, now_ms
@@ -118,11 +125,11 @@ class Submitter:
         return self.complete(job, self._group.call(job))
 
     def job(self, worker: Worker, project: Project, assignment_id: str, value: str, *,
-            then_next: bool = False) -> "_Job":
+            then_next: bool = False) -> _Job:
         """A submit for :meth:`run_batch` (the same arguments as :meth:`submit`)."""
         return _Job(worker, project, assignment_id, value, then_next)
 
-    def run_batch(self, jobs: list["_Job"]) -> list[Item]:
+    def run_batch(self, jobs: list[_Job]) -> list[Item]:
         """The group commit's three stages on ``jobs`` in the calling thread, one batch (for
         a caller that gathers the batch itself, as the API's committer thread does). Each
         item ends with ``result`` (the outcome to hand to :meth:`complete`) or ``error``
@@ -147,7 +154,7 @@ class Submitter:
         return isinstance(outcome, _Committed)
 
     @staticmethod
-    def ready(job: "_Job", outcome: Any) -> Popped | None:
+    def ready(job: _Job, outcome: Any) -> Popped | None:
         """The next assignment of a committed ``then_next`` submit when :meth:`complete`
         would only read it from the pipelined pop (no Redis or SQL left to do), else
         None."""
@@ -157,7 +164,7 @@ class Submitter:
                 return got
         return None
 
-    def complete(self, job: "_Job", outcome: Any) -> dict[str, Any]:
+    def complete(self, job: _Job, outcome: Any) -> dict[str, Any]:
         """A submit's answer once its batch ran (``outcome``: the group's result): a
         submit the batch could not finish is finished alone, and the next assignment is
         issued when asked for (blocking: Redis, SQL)."""
@@ -349,7 +356,7 @@ class Submitter:
         except UNAVAILABLE as exc:
             _fail(batch, unavailable(exc, recorded=False))
             return
-        for it, out in zip(batch, outs):
+        for it, out in zip(batch, outs, strict=True):
             began = scripts.begin_result(out)
             if isinstance(began, Began):
                 it.state = began
@@ -392,18 +399,18 @@ class Submitter:
                                   wake_ttl_ms=live.tuning.wanted_ttl_ms)
         # the next assignments asked for with these submits: their inbox pops, same trip
         now = now_ms()
-        nexts = [it for it, job in zip(batch, jobs) if job.then_next]
+        nexts = [it for it, job in zip(batch, jobs, strict=True) if job.then_next]
         for it in nexts:
             worker = it.args.worker
             scripts.pop_inbox(live.keys(worker.project_id), worker.seq, now, live.lease_ms,
                               live.key_ttl_ms, min_left_ms=live.tuning.min_left_ms,
                               pipeline=pipe, max_open=live.settings.max_open)
         replies = pipe.execute()
-        woke = {job.worker.project_id for job, out in zip(jobs, replies)
+        woke = {job.worker.project_id for job, out in zip(jobs, replies[:len(jobs)], strict=True)
                 if scripts.finish_result(out) is Finished.WAKE}
         for it in batch:
             it.result = _Committed(None)
-        for it, out in zip(nexts, replies[len(batch):]):
+        for it, out in zip(nexts, replies[len(batch):], strict=True):
             it.result = _Committed((now, scripts.pop_result(out)))
         if live.notify:
             for project_id in woke:
@@ -447,7 +454,7 @@ class Inserts:
     the dialect's own bind processor, so the stored values are the ones Core would store
     (tested byte for byte on both databases)."""
 
-    _cache: dict[tuple[str, str], "Inserts"] = {}
+    _cache: dict[tuple[str, str], Inserts] = {}
 
     def __init__(self, dialect: Any) -> None:
         mark = "?" if dialect.paramstyle == "qmark" else "%s"
@@ -464,7 +471,7 @@ class Inserts:
         self.when = received.dialect_impl(dialect).bind_processor(dialect)
 
     @classmethod
-    def of(cls, engine: Engine) -> "Inserts":
+    def of(cls, engine: Engine) -> Inserts:
         key = (engine.dialect.name, engine.dialect.paramstyle)
         got = cls._cache.get(key)
         if got is None:

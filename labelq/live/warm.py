@@ -66,7 +66,7 @@ class Warmer:
             done.append(pid)
         return done
 
-    def start(self) -> "Warmer":
+    def start(self) -> Warmer:
         if self.every_s > 0 and self._thread is None:
             self._thread = threading.Thread(target=self._loop, name="labelq-warmer",
                                             daemon=True)

@@ -12,7 +12,8 @@ No Redis, SQL or Celery import is allowed anywhere below this package (a test ch
 from __future__ import annotations
 
 import importlib as _importlib
-from typing import TYPE_CHECKING, Any as _Any
+from typing import TYPE_CHECKING
+from typing import Any as _Any
 
 if TYPE_CHECKING:
     from .base import Observation, Policy, Problem, argmax_tiebreak

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.special import gammainc, gammaincinv, gammainccinv, gammaln
+from scipy.special import gammainc, gammainccinv, gammaincinv, gammaln
 
 from .base import FloatArray
 

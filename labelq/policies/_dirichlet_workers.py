@@ -177,7 +177,7 @@ class DirichletWorkerState:
 
     @classmethod
     def fresh(cls, n_tasks: int, n_classes: int, prior: float, c: FloatArray,
-              d: FloatArray) -> "DirichletWorkerState":
+              d: FloatArray) -> DirichletWorkerState:
         alpha = np.full((n_tasks, n_classes), float(prior))
         row = reward_grid(alpha[:1], grid_for(n_classes)) if n_tasks else np.zeros((1, 0))
         return cls(alpha, c, d, np.repeat(row, n_tasks, axis=0).reshape(n_tasks, -1))
@@ -186,7 +186,7 @@ class DirichletWorkerState:
         return {k: getattr(self, k).tolist() for k in ("alpha", "c", "d", "reward")}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "DirichletWorkerState":
+    def from_dict(cls, data: dict[str, Any]) -> DirichletWorkerState:
         alpha = np.asarray(data["alpha"], dtype=float)
         n, C = len(data["alpha"]), (alpha.shape[1] if alpha.ndim == 2 else 0)
         alpha = alpha.reshape(n, C)

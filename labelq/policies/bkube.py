@@ -47,8 +47,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .base import Observation, Policy, Problem
 from ._knapsack import density_greedy
+from .base import Observation, Policy, Problem
 from .registry import register
 
 __all__ = ["BKube", "SequentialBudgetPolicy", "SeqState", "completed_tasks", "AGREEMENT_RULES",

@@ -28,8 +28,15 @@ import numpy as np
 
 from .base import Observation, Policy, Problem
 from .registry import register
-from .stream import (StreamState, best, finished_agreement, new_task, stream_from_dict,
-                     stream_state, stream_update)
+from .stream import (
+    StreamState,
+    best,
+    finished_agreement,
+    new_task,
+    stream_from_dict,
+    stream_state,
+    stream_update,
+)
 from .votes import margin, shares, vote_scores
 
 __all__ = ["CrowdSense"]

@@ -32,8 +32,14 @@ from typing import Any
 
 import numpy as np
 
-from ..gold.recommend import (RecommenderParams, RecommenderState, init_state, observe,
-                              recommend, y_bar)
+from ..gold.recommend import (
+    RecommenderParams,
+    RecommenderState,
+    init_state,
+    observe,
+    recommend,
+    y_bar,
+)
 from .base import BoolArray, FloatArray, IntArray, Observation, Policy, Problem
 from .registry import register
 

@@ -33,8 +33,15 @@ from scipy.stats import t as student_t
 from .base import Observation, Policy, Problem
 from .random_pair import RandomPair
 from .registry import register
-from .stream import (StreamState, best, finished_agreement, new_task, stream_from_dict,
-                     stream_state, stream_update)
+from .stream import (
+    StreamState,
+    best,
+    finished_agreement,
+    new_task,
+    stream_from_dict,
+    stream_state,
+    stream_update,
+)
 
 __all__ = ["IEThresh", "StreamState", "finished_agreement", "stream_update"]
 

@@ -20,7 +20,7 @@ Pure Python + numpy, no I/O; the live pipeline keeps the same order in a Redis s
 from __future__ import annotations
 
 import heapq
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -62,7 +62,7 @@ class PriorityIndex:
     def update(self, tasks: ArrayLike, priorities: ArrayLike) -> None:
         """Re-file ``tasks`` under their new ``priorities``."""
         for task, value in zip(np.asarray(tasks, dtype=np.int64).tolist(),
-                               np.asarray(priorities, dtype=float).tolist()):
+                               np.asarray(priorities, dtype=float).tolist(), strict=True):
             if value != value:
                 raise ValueError(f"priority of task {task} is NaN")
             if self._prio[task] == value:

@@ -85,7 +85,7 @@ def _dirichlet_rewards_cached(alpha: np.ndarray) -> np.ndarray:
     if missing:
         if len(_DIRICHLET_CACHE) + len(missing) > _DIRICHLET_CACHE_SIZE:
             _DIRICHLET_CACHE.clear()
-        for k, row in zip(missing, _dirichlet.label_rewards(alpha[missing])):
+        for k, row in zip(missing, _dirichlet.label_rewards(alpha[missing]), strict=True):
             known[keys[k]] = _DIRICHLET_CACHE[keys[k]] = row
     return np.stack([known[key] for key in keys])
 

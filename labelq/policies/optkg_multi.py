@@ -103,7 +103,7 @@ class MultiDirichletState(DirichletWorkerState):
                 "spent": self.spent.tolist()}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "MultiDirichletState":
+    def from_dict(cls, data: dict[str, Any]) -> MultiDirichletState:
         base = DirichletWorkerState.from_dict(data)
         return cls(base.alpha, base.c.reshape(len(data["c"]), -1),
                    base.d.reshape(len(data["d"]), -1), base.reward,

@@ -71,7 +71,7 @@ class WorkerKGState:
     # refit > 0 only: every label seen (task, worker, class index, gold truth or -1)
     log: list[tuple[int, int, int, int]] | None = None
     # push-mode cache of the R+ matrix; derivable, never serialised (see the module docstring)
-    reward_cache: "_RewardCache | None" = field(default=None, repr=False, compare=False)
+    reward_cache: _RewardCache | None = field(default=None, repr=False, compare=False)
 
 
 class _RewardCache:

@@ -3,8 +3,9 @@ state, the agreement of a finished task's labels with their vote, and the update
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 

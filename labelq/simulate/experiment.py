@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import multiprocessing
 import zlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -261,7 +262,7 @@ def run_experiment(source: EnvSource, specs: Sequence[str], budgets_per_task: Se
                             gold, gold_schedule, quality)
                       for g in groups]
     points = {s: [PointSummary(bpt, b, with_gold=gold is not None)
-                  for bpt, b in zip(per_task, budgets)] for s in specs}
+                  for bpt, b in zip(per_task, budgets, strict=True)] for s in specs}
     index = {b: k for k, b in enumerate(budgets)}
     results: list[tuple[_Unit, list[Checkpoint]]] = []
     done = 0

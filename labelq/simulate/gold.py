@@ -117,5 +117,5 @@ class GoldRules:
     quality: QualityRule | None = None
 
     @classmethod
-    def parse(cls, schedule: str | None, quality: str | None) -> "GoldRules":
+    def parse(cls, schedule: str | None, quality: str | None) -> GoldRules:
         return cls(parse_schedule(schedule or DEFAULT_SCHEDULE), parse_quality_rule(quality))

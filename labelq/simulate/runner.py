@@ -54,8 +54,8 @@ the smaller checkpoints are the prefix of the run whose spend fits. Each checkpo
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 

@@ -78,7 +78,7 @@ class SyntheticSpec:
     model_params: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def parse(cls, text: str) -> "SyntheticSpec":
+    def parse(cls, text: str) -> SyntheticSpec:
         """Parse ``key=value,key=value``; raises :class:`InputError` naming the bad key."""
         values: dict[str, Any] = {}
         params: dict[str, Any] = {}

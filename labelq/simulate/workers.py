@@ -88,7 +88,7 @@ class WorkerPool:
         u = rng.random(w.shape)[..., None]
         return np.minimum((u >= cdf).sum(axis=-1), self.n_classes - 1).astype(np.int64)
 
-    def for_tasks(self, truth: np.ndarray, rng: np.random.Generator) -> "WorkerPool":
+    def for_tasks(self, truth: np.ndarray, rng: np.random.Generator) -> WorkerPool:
         """The pool for a task set with this ``truth`` (int per task). The models whose
         answers depend on the task only through its category and class draw nothing and
         return the pool itself; :class:`SchoolsPool` draws its decoys here."""
@@ -114,7 +114,7 @@ class SchoolsPool(WorkerPool):
             raise ValueError(f"bloc must be one flag per worker ({self.n_workers}), got "
                              f"shape {self.bloc.shape}")
 
-    def for_tasks(self, truth: np.ndarray, rng: np.random.Generator) -> "SchoolsPool":
+    def for_tasks(self, truth: np.ndarray, rng: np.random.Generator) -> SchoolsPool:
         """A copy bound to ``round(decoys · n_tasks)`` decoys, drawn among the tasks with a
         truth, each with a wrong class drawn uniformly among the other classes."""
         truth = np.asarray(truth, dtype=np.int64)

@@ -3,8 +3,13 @@
 import numpy as np
 import pytest
 
-from labelq.aggregation import (fleiss_kappa, fleiss_kappa_counts, krippendorff_alpha,
-                                krippendorff_alpha_counts, worker_accuracy)
+from labelq.aggregation import (
+    fleiss_kappa,
+    fleiss_kappa_counts,
+    krippendorff_alpha,
+    krippendorff_alpha_counts,
+    worker_accuracy,
+)
 from labelq.errors import InputError
 
 

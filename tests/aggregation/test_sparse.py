@@ -5,8 +5,14 @@ import numpy as np
 import pytest
 
 from bench.aggregation import subsample
-from labelq.aggregation import (AutoAggregator, DawidSkene, MajorityVote, OneCoinDawidSkene,
-                                aggregate, evidence)
+from labelq.aggregation import (
+    AutoAggregator,
+    DawidSkene,
+    MajorityVote,
+    OneCoinDawidSkene,
+    aggregate,
+    evidence,
+)
 from labelq.aggregation.base import check_labels
 from labelq.errors import InputError
 

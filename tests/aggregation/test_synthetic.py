@@ -3,9 +3,19 @@
 import numpy as np
 import pytest
 
-from labelq.aggregation import (AGGREGATORS, KOS, CategoryDawidSkene, DawidSkene, GLAD,
-                                MajorityVote, OneCoinDawidSkene, PosteriorAggregator,
-                                WeightedMajorityVote, aggregate, get_aggregator)
+from labelq.aggregation import (
+    AGGREGATORS,
+    GLAD,
+    KOS,
+    CategoryDawidSkene,
+    DawidSkene,
+    MajorityVote,
+    OneCoinDawidSkene,
+    PosteriorAggregator,
+    WeightedMajorityVote,
+    aggregate,
+    get_aggregator,
+)
 from labelq.errors import InputError
 
 from ._synth import confusion_crowd
@@ -87,8 +97,8 @@ def test_weighted_vote_default_weights_downweight_a_spammer():
     label = label.copy()
     label[spam] = rng.integers(0, 2, spam.sum())
     res = WeightedMajorityVote().fit(task, worker, label)
-    from labelq.aggregation.majority import agreement_weights
     from labelq.aggregation.base import check_labels
+    from labelq.aggregation.majority import agreement_weights
     weights = agreement_weights(check_labels(task, worker, label))
     assert weights[0] < 0.5 * weights[1:].min()
     assert np.mean(res.labels_ == truth) >= np.mean(MajorityVote().fit(task, worker, label)

@@ -22,12 +22,11 @@ from typing import Any
 
 import httpx
 import pytest
+from pipeline.conftest import ROOT, CeleryWorker  # the pipeline tests' real-worker helper
 from sqlmodel import select
 
 from labelq.db import session_scope
 from labelq.models import Assignment, Task
-
-from pipeline.conftest import ROOT, CeleryWorker  # the pipeline tests' real-worker helper
 
 IN_CI = bool(os.environ.get("CI"))
 POSTGRES_URL = os.environ.get("LABELQ_TEST_POSTGRES_URL",
@@ -58,7 +57,7 @@ class Server:
         self.base = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
 
-    def start(self, timeout: float = 60.0) -> "Server":
+    def start(self, timeout: float = 60.0) -> Server:
         with open(self.logfile, "ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "cli.main", "serve", "--host", "127.0.0.1",

@@ -253,6 +253,7 @@ def test_paused_annotator_is_403_on_next(stack):
 def test_a_removed_annotator_is_refused_within_a_second(stack):
     # Given a signed-in annotator (the server keeps sign-ins for up to 1 s)
     import time
+
     from labelq.projects import set_worker_status
 
     make_project(stack, "removed")

@@ -11,9 +11,9 @@ import time
 import httpx
 import pytest
 
+from labelq.dashboard import status_report
 from labelq.db import session_scope
 from labelq.projects import get_project
-from labelq.dashboard import status_report
 from labelq.settings import Settings
 
 from .conftest import free_port, make_project

@@ -11,11 +11,11 @@ import os
 import shutil
 
 import pytest
+from pipeline.conftest import ROOT, PrivateRedis
 
 from labelq.db import engine_for, init_schema, session_scope
 from labelq.models import Task
 from labelq.projects import create_project, enroll_worker
-from pipeline.conftest import ROOT, PrivateRedis
 
 from .conftest import OPERATOR_TOKEN, Server
 

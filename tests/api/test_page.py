@@ -85,7 +85,7 @@ def test_sign_in_label_three_tasks_and_see_them_counted(stack, browser):
                       .join(Label, Label.task_id == Task.id)
                       .join(Worker, Worker.id == Label.worker_id)
                       .where(Worker.handle == "ann-page").order_by(Label.id)).all()
-    assert [tuple(r) for r in rows] == list(zip(seen, answers))
+    assert [tuple(r) for r in rows] == list(zip(seen, answers, strict=True))
 
 
 @pytest.mark.timeout(120)

@@ -7,8 +7,7 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, Phase, settings
 from schemathesis.checks import not_a_server_error
-from schemathesis.specs.openapi.checks import (response_schema_conformance,
-                                               status_code_conformance)
+from schemathesis.specs.openapi.checks import response_schema_conformance, status_code_conformance
 
 from .conftest import make_project
 

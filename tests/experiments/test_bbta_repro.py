@@ -48,9 +48,9 @@ def test_replay_relabelling_keeps_the_data_and_changes_the_order():
         assert ans is p.recorded
         # each task keeps its truth, category and multiset of labels; each worker its labels
         rows = sorted((int(t), int(c), tuple(sorted(x))) for t, c, x in
-                      zip(p.truth, p.category, p.recorded))
+                      zip(p.truth, p.category, p.recorded, strict=True))
         assert rows == sorted((int(t), int(c), tuple(sorted(x))) for t, c, x in
-                              zip(b.truth, b.category, b.recorded))
+                              zip(b.truth, b.category, b.recorded, strict=True))
         assert sorted(sorted(col) for col in p.recorded.T.tolist()) == \
             sorted(sorted(col) for col in rec.T.tolist())
         seen.add(p.recorded.tobytes())

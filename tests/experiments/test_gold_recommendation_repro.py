@@ -4,8 +4,15 @@
 import numpy as np
 import pytest
 
-from labelq.experiments.gold_recommendation import (GR_READINGS, STRATEGY_SPECS, regret_at, run,
-                                                    setting, simulate_regret, spec_named)
+from labelq.experiments.gold_recommendation import (
+    GR_READINGS,
+    STRATEGY_SPECS,
+    regret_at,
+    run,
+    setting,
+    simulate_regret,
+    spec_named,
+)
 from labelq.gold.recommend import RecommenderParams
 
 

@@ -12,8 +12,13 @@ import math
 import numpy as np
 import pytest
 
-from labelq.experiments.primal_dual import (SETTINGS, make_environment, random_regular,
-                                            run_baseline, run_primal_dual)
+from labelq.experiments.primal_dual import (
+    SETTINGS,
+    make_environment,
+    random_regular,
+    run_baseline,
+    run_primal_dual,
+)
 from labelq.policies import build
 
 

@@ -106,10 +106,11 @@ def test_enrolling_for_an_unknown_category_and_a_budget_below_spent_warn(run, db
     tasks.write_text("id,category\na,x\nb,x\n")
     run("tasks", "load", "w", tasks)
     run("workers", "enroll", "w", "wa", "--cost", "3", "-o", "json")
+    from sqlmodel import select
+
     from labelq.db import engine_for, session_scope
     from labelq.models import Assignment, Label, Task, Worker, utcnow
     from labelq.projects import budget_spent, get_project
-    from sqlmodel import select
     with session_scope(engine_for(db_url)) as s:
         w = s.exec(select(Worker).where(Worker.handle == "wa")).one()
         for t in s.exec(select(Task)):

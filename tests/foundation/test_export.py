@@ -8,13 +8,13 @@ import uuid
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from sqlmodel import select
 
 from cli.main import cli
 from labelq.db import engine_for, init_schema, session_scope
+from labelq.loading import load_tasks
 from labelq.models import Assignment, Label, Task, utcnow
 from labelq.projects import create_project, enroll_worker, get_project, set_worker_status
-from labelq.loading import load_tasks
-from sqlmodel import select
 
 
 @pytest.fixture
@@ -34,6 +34,7 @@ def project_db(db_url, tmp_path):
         load_tasks(s, p, gold, gold=True)
         ws = [enroll_worker(s, p, h, cost=1)[0] for h in ("a", "b", "c", "evil")]
         from sqlmodel import select
+
         from labelq.models import Task
         by_ext = {t.external_id: t for t in s.exec(select(Task).where(Task.project_id == p.id))}
         for ext, t in by_ext.items():

@@ -9,13 +9,13 @@ import uuid
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from sqlmodel import select
 
 from cli.main import cli
 from labelq.db import engine_for, init_schema, session_scope
 from labelq.loading import load_tasks
 from labelq.models import Assignment, Label, Task, utcnow
 from labelq.projects import create_project, enroll_worker
-from sqlmodel import select
 
 CLASSES = ["cat", "dog", "fox", "owl"]
 

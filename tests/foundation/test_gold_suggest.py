@@ -41,7 +41,7 @@ def project_db(db_url, tmp_path):
                 continue
             truth = t.gold_answer if t.is_gold else ("pos" if int(t.external_id[1:]) % 3
                                                      else "neg")
-            for w, acc in zip(ws, (1.0, 0.6, 0.6)):
+            for w, acc in zip(ws, (1.0, 0.6, 0.6), strict=True):
                 value = truth if rng.random() < acc else ("neg" if truth == "pos" else "pos")
                 a = Assignment(id=uuid.uuid4().hex, project_id=p.id, task_id=t.id,
                                worker_id=w.id, expires=utcnow(), state="submitted",

@@ -8,11 +8,11 @@ older environment, stayed green.
 from __future__ import annotations
 
 import re
-import tomllib
 from importlib import metadata
 from pathlib import Path
 
 import pytest
+import tomllib
 from packaging.requirements import Requirement
 
 REPO = Path(__file__).resolve().parents[2]

@@ -6,8 +6,16 @@ from sqlalchemy.exc import IntegrityError
 from labelq.db import engine_for, init_schema, session_scope
 from labelq.errors import AlreadyExists, InputError, NotFound, PolicyError
 from labelq.models import Assignment, Label, Task, utcnow
-from labelq.projects import (create_project, enroll_worker, get_project, get_worker,
-                             hash_token, list_projects, set_worker_status, worker_by_token)
+from labelq.projects import (
+    create_project,
+    enroll_worker,
+    get_project,
+    get_worker,
+    hash_token,
+    list_projects,
+    set_worker_status,
+    worker_by_token,
+)
 
 
 @pytest.fixture

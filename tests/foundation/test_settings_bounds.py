@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 from click.testing import CliRunner
+from pipeline.conftest import r, sqlite_url  # noqa: F401,F811 - fixtures: real Redis, SQLite
 
 from labelq.errors import ConfigError
 from labelq.settings import check_environment, load_settings
-from pipeline.conftest import r, sqlite_url  # noqa: F401,F811 - fixtures: real Redis, SQLite
 
 BAD = [
     ("LABELQ_LEASE_SECONDS", "9999999999999", "at most 604800"),
@@ -78,8 +78,9 @@ def test_every_command_stops_with_exit_code_2(tmp_path, args, var, value):
 
 def test_a_lease_of_the_longest_allowed_length_is_issued_and_issued_again(r, sqlite_url):  # noqa: F811
     """The longest lease allowed is served: ``next`` twice (the open one again), no 500."""
-    from labelq.service import Service
     from pipeline.conftest import make_project
+
+    from labelq.service import Service
     eng, _ = make_project(sqlite_url, n_tasks=2, workers=1)
     settings = load_settings({"LABELQ_DATABASE_URL": sqlite_url,
                               "LABELQ_LEASE_SECONDS": "604800"})

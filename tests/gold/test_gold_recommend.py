@@ -6,8 +6,15 @@ import numpy as np
 import pytest
 
 from labelq.errors import PolicyError
-from labelq.gold.recommend import (RecommenderParams, epoch_end, init_state, observe,
-                                   recommend, reward, y_bar)
+from labelq.gold.recommend import (
+    RecommenderParams,
+    epoch_end,
+    init_state,
+    observe,
+    recommend,
+    reward,
+    y_bar,
+)
 from labelq.policies import Observation, Problem, build
 
 

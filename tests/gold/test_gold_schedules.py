@@ -5,8 +5,16 @@ import pytest
 
 from labelq.errors import PolicyError
 from labelq.gold.recommend import epoch_end
-from labelq.gold.schedules import (Epochs, FixedRate, NoGold, OnboardingDecay, PerCategory,
-                                   WorkerHistory, schedule_from_spec, suspected)
+from labelq.gold.schedules import (
+    Epochs,
+    FixedRate,
+    NoGold,
+    OnboardingDecay,
+    PerCategory,
+    WorkerHistory,
+    schedule_from_spec,
+    suspected,
+)
 
 
 def run(schedule, n, rng):

@@ -68,7 +68,7 @@ def test_a_single_label_can_be_suggested():
     t, w, y = task[keep], worker[keep], label[keep]
     s = suggest_gold(t, w, y, n_tasks=300, n_workers=3, n_classes=2, n=300)
     counts = np.bincount(t, minlength=300)
-    singles = [i for i, k in zip(s.tasks, s.committee) if counts[i] == 1 and k > 0]
+    singles = [i for i, k in zip(s.tasks, s.committee, strict=True) if counts[i] == 1 and k > 0]
     assert singles  # mv: 2/3 for its label, ds: weighs worker 1's skill -> they differ
 
 

@@ -3,7 +3,8 @@ and a rebuilt posterior equal to the one before a Redis flush."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import numpy as np
 import pytest
@@ -11,11 +12,11 @@ from sqlalchemy import func
 from sqlmodel import select
 
 from labelq.db import database_id, session_scope
-from labelq.models import Label, Project
 from labelq.live.applier import Applier
 from labelq.live.hotstate import StateCache, fold_from_sql, write_snapshot
-from labelq.live.redis.keys import Keys
 from labelq.live.rebuild import rebuild_project
+from labelq.live.redis.keys import Keys
+from labelq.models import Label, Project
 from labelq.service import Service
 from labelq.settings import Settings
 
@@ -160,8 +161,8 @@ def test_an_applier_killed_after_its_commit_is_caught_up_by_the_next(r, sqlite_u
 
 
 def test_applier_refills_active_inboxes_and_pop_starts_the_lease(r, db_url, project_setup):
-    from labelq.live.tuning import TUNING
     from labelq.live.reaper import expire_leases
+    from labelq.live.tuning import TUNING
     eng, pid, settings, s, k = project_setup(db_url, n_tasks=12, workers=3, max_labels=2)
     # Given worker 0 asked once (inbox empty: decided at once) and labelled
     a = s.next_assignment("p-w0")
@@ -267,8 +268,8 @@ def test_snapshot_interval_grows_with_the_snapshot_cost(r, sqlite_url):
 def test_expired_leases_are_recorded_and_rebuilt_as_issued(r, db_url, project_setup):
     from labelq.api.progress import worker_progress
     from labelq.errors import LeaseExpired
-    from labelq.models import Assignment, Worker
     from labelq.live.reaper import expire_leases
+    from labelq.models import Assignment, Worker
     from labelq.reporting import project_status
     eng, pid, settings, s, k = project_setup(db_url, n_tasks=12, workers=3, max_labels=3)
     # Given worker 0 holds a lease, worker 1 labelled one task, and the applier filled the
@@ -320,8 +321,8 @@ def test_expired_leases_are_recorded_and_rebuilt_as_issued(r, db_url, project_se
 def test_a_submit_stalled_past_the_reaper_gets_lease_expired(r, db_url, monkeypatch,
                                                             project_setup):
     from labelq.errors import LeaseExpired
-    from labelq.models import Assignment
     from labelq.live.reaper import expire_leases
+    from labelq.models import Assignment
     eng, pid, settings, s, k = project_setup(db_url, n_tasks=6, workers=2, max_labels=3)
     a = s.next_assignment("p-w0")
     # Given a submit that stalls between SUBMIT_BEGIN and its commit for longer than the

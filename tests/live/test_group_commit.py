@@ -11,9 +11,9 @@ from sqlmodel import func, select
 
 from labelq.db import database_id, session_scope
 from labelq.errors import NotFound
-from labelq.models import Label
 from labelq.live.group import Group
 from labelq.live.redis.keys import Keys
+from labelq.models import Label
 from labelq.service import Service
 from labelq.settings import Settings
 

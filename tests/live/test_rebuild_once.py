@@ -3,8 +3,8 @@
 import threading
 
 from labelq.db import database_id
-from labelq.live.redis.keys import Keys
 from labelq.live.rebuild import delete_hot, ensure_hot
+from labelq.live.redis.keys import Keys
 from labelq.service import Service
 from labelq.settings import Settings
 

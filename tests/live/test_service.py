@@ -10,12 +10,18 @@ import pytest
 from sqlmodel import select
 
 from labelq.db import database_id, session_scope
-from labelq.errors import (BudgetExhausted, DuplicateSubmission, Forbidden, InputError,
-                           LeaseExpired, NotFound)
-from labelq.models import Assignment, Label
-from labelq.projects import set_worker_status
+from labelq.errors import (
+    BudgetExhausted,
+    DuplicateSubmission,
+    Forbidden,
+    InputError,
+    LeaseExpired,
+    NotFound,
+)
 from labelq.live.redis.keys import Keys
 from labelq.live.redis.scripts import Refusal
+from labelq.models import Assignment, Label
+from labelq.projects import set_worker_status
 from labelq.service import Service
 from labelq.settings import Settings
 
@@ -322,8 +328,8 @@ def applier_refills_inbox_at_next_candidates(s: Service, eng, r, pid) -> list[in
     """Make the applier refill the inboxes (to 3) at the moment the service next asks
     Redis for candidates — after its inbox pop found nothing, before it reserves — once.
     Returns a list that then holds the number of reservations the refill made."""
-    from labelq.live.refill import refill_inboxes
     from labelq.live.hotstate import StateCache
+    from labelq.live.refill import refill_inboxes
     from labelq.live.tuning import TUNING
     hot = StateCache().get(eng, r, pid)
     # a decision asks for candidates through CANDIDATES (gold) or CANDIDATES_SCAN (the
@@ -372,9 +378,8 @@ def test_inbox_refilled_while_deciding_at_once_is_served_first(r, sqlite_url):
 
 def test_raw_inserts_store_what_core_would(db_url):
     # Given a project, one worker and two tasks, on SQLite and on PostgreSQL
-    from labelq.models import Project, Task, Worker
-    from labelq.models import utc_from_ms
     from labelq.live.submit import Inserts
+    from labelq.models import Project, Task, Worker, utc_from_ms
     eng, pid = make_project(db_url, n_tasks=3, workers=1)
     with session_scope(eng) as s:
         p, w = s.get(Project, pid), s.exec(select(Worker)).one()
@@ -427,8 +432,8 @@ def test_inbox_refilled_with_the_last_tasks_while_deciding_is_served(r, sqlite_u
 
 
 def test_a_worker_with_nothing_reclaims_a_reservation_held_in_another_inbox(r, sqlite_url):
-    from labelq.live.refill import refill_inboxes
     from labelq.live.hotstate import StateCache
+    from labelq.live.refill import refill_inboxes
     from labelq.live.tuning import TUNING
     # Given three tasks of one label each: w0 took one, and the applier then held the
     # other two in w0's inbox (w0 was the only active worker)
@@ -461,8 +466,8 @@ def test_a_worker_with_nothing_reclaims_a_reservation_held_in_another_inbox(r, s
 
 
 def test_reclaim_passes_over_a_task_the_worker_has_seen(r, sqlite_url):
-    from labelq.live.refill import refill_inboxes
     from labelq.live.hotstate import StateCache
+    from labelq.live.refill import refill_inboxes
     from labelq.live.tuning import TUNING
     # Given three tasks of one label each: w0 took one, w1 declined another (it will never
     # get it again), and the applier holds the declined one and the last in w0's inbox,
@@ -538,8 +543,8 @@ def test_project_update_reaches_a_running_service(r, sqlite_url, policy):
 
 
 def test_a_raised_label_cap_reopens_the_tasks_that_reached_the_old_one(r, sqlite_url):
-    from labelq.projects import update_project
     from labelq.live.rebuild import reopen_below_cap
+    from labelq.projects import update_project
     # Given three tasks at a cap of 1, all labelled once, so nothing is left to issue
     eng, pid = make_project(sqlite_url, n_tasks=3, workers=2, max_labels=1)
     s = Service(eng, r, settings=Settings(database_url=sqlite_url), worker_max_age=0,

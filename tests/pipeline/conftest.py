@@ -81,7 +81,7 @@ class CeleryWorker:
         self.env, self.concurrency, self.logfile, self.beat = env, concurrency, logfile, beat
         self.proc: subprocess.Popen | None = None
 
-    def start(self, timeout: float = 60.0) -> "CeleryWorker":
+    def start(self, timeout: float = 60.0) -> CeleryWorker:
         log = open(self.logfile, "ab") if self.logfile else subprocess.DEVNULL
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "workers.main", "worker", "-Q", "labelq",

@@ -7,8 +7,8 @@ from sqlmodel import select
 
 from cli.main import cli
 from labelq.db import database_id, session_scope
-from labelq.models import Assignment, Label, Task
 from labelq.live.redis.keys import Keys
+from labelq.models import Assignment, Label, Task
 from labelq.projects import enroll_worker, get_project
 
 from .conftest import make_project

@@ -9,11 +9,11 @@ from sqlmodel import select
 
 from cli.main import cli
 from labelq.db import database_id, session_scope
-from labelq.models import Project, Task
-from labelq.projects import correct_gold, get_project, set_worker_status
 from labelq.live.applier import Applier
 from labelq.live.hotstate import StateCache, bump_epoch, fold_from_sql
 from labelq.live.redis.keys import Keys
+from labelq.models import Project, Task
+from labelq.projects import correct_gold, get_project, set_worker_status
 from labelq.service import Service
 from labelq.settings import Settings
 
@@ -74,6 +74,7 @@ def test_a_corrected_gold_answer_reaches_the_running_state_and_names_who_to_resu
 def test_correct_gold_refuses_what_is_not_a_gold_question(r, sqlite_url):
     eng, pid = make_project(sqlite_url, n_tasks=2, n_gold=1, workers=0)
     import pytest
+
     from labelq.errors import InputError, NotFound
     with session_scope(eng) as db:
         p = get_project(db, "p")

@@ -12,7 +12,7 @@ from sqlmodel import select
 from cli.main import cli
 from labelq.db import database_id, session_scope
 from labelq.errors import Conflict
-from labelq.exporting import aggregated_rows, aggregate_project, load_project_labels
+from labelq.exporting import aggregate_project, aggregated_rows, load_project_labels
 from labelq.live.goldmark import mark_gold_live
 from labelq.live.hotstate import StateCache
 from labelq.live.rebuild import rebuild_project
@@ -191,8 +191,8 @@ def test_with_a_celery_applier_a_marked_task_is_then_served_as_gold(
         r, redis_url, sqlite_url, celery_env, celery_worker):
     # Given four tasks, one label each from p-w0 (who answers 'b'), applied by a real
     # Celery worker, and a schedule that gives gold whenever there is unseen gold
-    from workers.main import create_app
     from labelq.goldstats import gold_scores
+    from workers.main import create_app
 
     from .test_celery import wait_applied
     eng, pid = make_project(sqlite_url, n_tasks=4, workers=2, max_labels=1,

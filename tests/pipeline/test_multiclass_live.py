@@ -7,17 +7,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from live.test_applier import fresh_posterior
 
+from labelq.db import database_id
 from labelq.live.applier import Applier
 from labelq.live.hotstate import StateCache
-from labelq.db import database_id
-from labelq.live.redis.keys import Keys
 from labelq.live.rebuild import rebuild_project
+from labelq.live.redis.keys import Keys
 from labelq.service import Service
 from labelq.settings import Settings
 
 from .conftest import make_project
-from live.test_applier import fresh_posterior
 
 
 @pytest.mark.parametrize("policy", ["optkg-workers", "optkg-multi", "overlap:n=2",

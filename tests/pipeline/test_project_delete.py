@@ -9,8 +9,8 @@ from sqlmodel import select
 
 from cli.main import cli
 from labelq.db import database_id, session_scope
-from labelq.models import Assignment, Label, Project, Task, Worker
 from labelq.live.redis.keys import Keys, projects_key
+from labelq.models import Assignment, Label, Project, Task, Worker
 from labelq.service import Service
 from labelq.settings import Settings
 

@@ -15,14 +15,13 @@ from sqlmodel import select
 
 from labelq.db import database_id, session_scope
 from labelq.errors import ServiceUnavailable
-from labelq.models import Label
 from labelq.live.redis.keys import Keys
+from labelq.models import Label
 from labelq.service import Service
 from labelq.settings import Settings
 from workers.main import create_app
 
 from .conftest import make_project
-
 
 
 def _connections(worker) -> int:

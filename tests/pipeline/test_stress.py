@@ -20,12 +20,12 @@ import redis as redislib
 from sqlmodel import select
 
 from labelq.db import database_id, engine_for, init_schema, session_scope
-from labelq.models import Assignment, Label, Project, Task, Worker
-from labelq.projects import create_project, enroll_worker
 from labelq.live.applier import Applier
 from labelq.live.hotstate import StateCache, fold_from_sql
-from labelq.live.redis.keys import Keys
 from labelq.live.reaper import expire_leases
+from labelq.live.redis.keys import Keys
+from labelq.models import Assignment, Label, Project, Task, Worker
+from labelq.projects import create_project, enroll_worker
 
 TARGET = int(os.environ.get("LABELQ_STRESS_LABELS", "20000"))
 N_WORKERS = 20
@@ -86,8 +86,9 @@ def _annotators(url: str, redis_url: str, js: list[int], out) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_twenty_annotators_keep_every_invariant(redis_url, pg_url, celery_env, celery_worker):
-    import labelq.models  # noqa: F401
     from sqlmodel import SQLModel
+
+    import labelq.models  # noqa: F401
 
     eng = engine_for(pg_url)
     SQLModel.metadata.drop_all(eng)

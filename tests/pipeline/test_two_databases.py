@@ -18,8 +18,8 @@ from cli.main import cli
 from labelq.db import database_id, session_scope
 from labelq.live.applier import Applier
 from labelq.live.hotstate import StateCache
-from labelq.live.redis.keys import Keys, parse_key, projects_key
 from labelq.live.rebuild import rebuild_project
+from labelq.live.redis.keys import Keys, parse_key, projects_key
 from labelq.live.upkeep import maintain_project
 from labelq.models import Label
 from labelq.service import Service

@@ -53,7 +53,7 @@ def test_closed_form_matches_definition_on_random_states():
     b = np.concatenate([rng.integers(1, 40, 200), rng.uniform(0.2, 30, 200)]).astype(float)
     b[:20] = a[:20] + rng.uniform(-0.9, 0.9, 20)  # the |a - b| < 1 fallback
     r1, r2 = _beta.label_rewards(a, b)
-    ref = np.array([_direct(x, y) for x, y in zip(a, b)])
+    ref = np.array([_direct(x, y) for x, y in zip(a, b, strict=True)])
     np.testing.assert_allclose(r1, ref[:, 0], rtol=1e-7, atol=1e-13)
     np.testing.assert_allclose(r2, ref[:, 1], rtol=1e-7, atol=1e-13)
 

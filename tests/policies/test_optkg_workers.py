@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 
 from labelq.errors import PolicyError
-from labelq.policies import Observation, Problem, build
-from labelq.policies import _beta
+from labelq.policies import Observation, Problem, _beta, build
 
 
 @pytest.fixture
@@ -244,7 +243,7 @@ def test_refit_option_state_and_predictions():
     problem = Problem(n_tasks=30, n_workers=5)
     s_plain, s_refit = plain.init_state(problem), refit.init_state(problem)
     assert s_plain.log is None and s_refit.log == []
-    for k, (i, j, y) in enumerate(zip(t, w, lab)):
+    for k, (i, j, y) in enumerate(zip(t, w, lab, strict=True)):
         obs = Observation(task=int(i), worker=int(j), label=int(y))
         plain.update(s_plain, obs)
         touched = refit.update(s_refit, obs)

@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 from scipy import integrate
 
-from labelq.policies import Observation, Problem, build
-from labelq.policies import _beta
+from labelq.policies import Observation, Problem, _beta, build
 from labelq.policies import _dirichlet_workers as dw
 from labelq.simulate.runner import run_policy
 from labelq.simulate.synthetic import make_synthetic

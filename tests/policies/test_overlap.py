@@ -14,7 +14,6 @@ from labelq.policies import Observation, Problem, build
 from labelq.simulate.runner import run_policy
 from labelq.simulate.synthetic import make_synthetic
 
-
 # --- overlap -------------------------------------------------------------------------------
 
 def test_overlap_gives_every_task_exactly_n_labels_then_stops():
@@ -33,7 +32,7 @@ def test_overlap_spreads_round_robin_and_predicts_majority_shares():
     rng = np.random.default_rng(0)
     mask = np.ones(3, dtype=bool)
     order = []
-    for worker, label in zip([0, 1, 2, 3, 0, 1], [2, 2, 0, 1, 1, 1]):
+    for worker, label in zip([0, 1, 2, 3, 0, 1], [2, 2, 0, 1, 1, 1], strict=True):
         task = policy.select_task(state, worker, np.arange(3), mask, rng)
         order.append(task)
         policy.update(state, Observation(task=task, worker=worker, label=label))
@@ -61,7 +60,7 @@ def brute_posterior(answers, q, n_classes):
     weights = []
     for c in range(n_classes):
         p = 1.0 / n_classes
-        for label, qj in zip(answers, q):
+        for label, qj in zip(answers, q, strict=True):
             p *= qj if label == c else (1.0 - qj) / (n_classes - 1)
         weights.append(p)
     return np.array(weights) / sum(weights)
@@ -74,7 +73,7 @@ def test_posterior_is_tolokas_formula():
         labels = rng.integers(-1, C, size=(6, W))
         q = rng.uniform(0.05, 0.99, size=W)
         got = skill_posterior(labels, q, C)
-        for row, p in zip(labels, got):
+        for row, p in zip(labels, got, strict=True):
             who = row >= 0
             np.testing.assert_allclose(p, brute_posterior(row[who], q[who], C), rtol=1e-12)
 

@@ -63,12 +63,12 @@ def test_the_gold_sample_is_seeded_and_the_same_for_every_policy_of_a_run(monkey
     run_experiment(source, ["uniform", "optkg"], [1, 2], runs=3, seed=4, gold="0.1")
     first = golds
     assert set(first) == {"uniform", "optkg"}
-    for a, b in zip(first["uniform"], first["optkg"]):
+    for a, b in zip(first["uniform"], first["optkg"], strict=True):
         assert a.size == 5 and np.array_equal(a, b)  # round(0.1 x 50), the same gold
     assert not np.array_equal(first["uniform"][0], first["uniform"][1])  # new in each run
     golds = {}
     run_experiment(source, ["uniform"], [1, 2], runs=3, seed=4, gold=0.1)
-    assert all(np.array_equal(a, b) for a, b in zip(golds["uniform"], first["uniform"]))
+    assert all(np.array_equal(a, b) for a, b in zip(golds["uniform"], first["uniform"], strict=True))
 
 
 def test_gold_is_drawn_among_tasks_with_a_truth_only():
@@ -158,7 +158,7 @@ def test_a_paused_worker_gets_nothing_more():
 @pytest.mark.parametrize("policy_cls", [RandomPull, RandomPush])
 def test_a_replay_serves_gold_only_from_recorded_labels(policy_cls, shared_datasets):
     data = load_dataset(shared_datasets / "bluebirds")
-    recorded = {(int(t), int(w)): int(l) for t, w, l in zip(data.task, data.worker, data.label)}
+    recorded = {(int(t), int(w)): int(l) for t, w, l in zip(data.task, data.worker, data.label, strict=True)}
     env = with_gold(replay_environment(data), 0.2, np.random.default_rng(0))
     policy, log = _logged(policy_cls())
     run_policy(policy, env, [data.n_labels], np.random.default_rng(1),

@@ -32,7 +32,7 @@ def test_budget_capacity_and_cap_are_never_exceeded(policy_cls):
                              max_labels_per_task=cap)
     t = np.array([o.task for o in log])
     w = np.array([o.worker for o in log])
-    assert len(set(zip(t, w))) == len(t), "a pair was asked twice"
+    assert len(set(zip(t, w, strict=True))) == len(t), "a pair was asked twice"
     assert np.bincount(w, minlength=10).max() <= 30, "capacity exceeded"
     assert np.bincount(t, minlength=50)[~env.is_gold].max() <= cap, "label cap exceeded"
     assert env.worker_cost[w].sum() <= 400 + 1e-9
@@ -40,7 +40,7 @@ def test_budget_capacity_and_cap_are_never_exceeded(policy_cls):
     for cp in checkpoints:
         assert cp.spent <= cp.budget + 1e-9
         assert cp.spent == pytest.approx(env.worker_cost[w[:cp.labels]].sum())
-    assert all(a.labels <= b.labels for a, b in zip(checkpoints, checkpoints[1:]))
+    assert all(a.labels <= b.labels for a, b in zip(checkpoints, checkpoints[1:], strict=False))
 
 
 def test_gold_tasks_are_exempt_from_the_cap_and_carry_their_truth():
@@ -59,7 +59,7 @@ def test_gold_tasks_are_exempt_from_the_cap_and_carry_their_truth():
 def test_replay_asks_only_recorded_pairs_each_once(policy_cls, shared_datasets):
     data = load_dataset(shared_datasets / "bluebirds")
     env = replay_environment(data)
-    recorded = {(int(t), int(w)): int(l) for t, w, l in zip(data.task, data.worker, data.label)}
+    recorded = {(int(t), int(w)): int(l) for t, w, l in zip(data.task, data.worker, data.label, strict=True)}
     policy, log = _logged(policy_cls())
     budgets = [data.n_tasks * 10, data.n_labels + 500]  # more than the data holds
     cps = run_policy(policy, env, budgets, np.random.default_rng(5))
@@ -142,7 +142,7 @@ def test_task_mode_keeps_the_policys_task_and_draws_a_random_eligible_worker():
     assert [o.task for o in task] == [o.task for o in push] == list(np.repeat(np.arange(40), 2))
     assert {o.worker for o in push} == {0, 1}  # push: always the lowest workers
     w = np.array([o.worker for o in task])
-    assert len(set(zip((o.task for o in task), w))) == 80  # no pair twice
+    assert len(set(zip((o.task for o in task), w, strict=True))) == 80  # no pair twice
     counts = np.bincount(w, minlength=8)
     assert counts.min() >= 3 and counts.max() <= 20, counts  # spread over all 8 (mean 10)
     # the first label of a task: uniform over the 8 workers, the second over the 7 others
@@ -155,7 +155,7 @@ def test_task_mode_on_a_replay_asks_only_recorded_pairs(shared_datasets):
     env = replay_environment(data)
     policy, log = _logged(build("uniform"))
     cps = run_policy(policy, env, [2 * data.n_tasks], np.random.default_rng(0), mode="task")
-    recorded = {(int(t), int(w)): int(l) for t, w, l in zip(data.task, data.worker, data.label)}
+    recorded = {(int(t), int(w)): int(l) for t, w, l in zip(data.task, data.worker, data.label, strict=True)}
     assert cps[0].labels == 2 * data.n_tasks
     assert all(recorded[(o.task, o.worker)] == o.label for o in log)
     assert len({(o.task, o.worker) for o in log}) == len(log)

@@ -16,7 +16,7 @@ def _all_labels(env, seed=0):
     """Every worker's label on every task (a dense pool)."""
     t, w = np.divmod(np.arange(env.n_tasks * env.n_workers), env.n_workers)
     rng = np.random.default_rng(seed)
-    return t, w, np.array([env.answer(int(i), int(j), rng) for i, j in zip(t, w)])
+    return t, w, np.array([env.answer(int(i), int(j), rng) for i, j in zip(t, w, strict=True)])
 
 
 def test_the_spec_parses_and_bad_parameters_name_the_model():

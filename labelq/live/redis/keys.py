@@ -75,9 +75,9 @@ and the ``declines`` entries (:func:`decline_entry`, :func:`parse_decline`).
 
 from __future__ import annotations
 
-from typing import Any, Iterable, NamedTuple
-
 import re
+from collections.abc import Iterable
+from typing import Any, NamedTuple
 
 __all__ = ["Keys", "projects_key", "parse_key", "KeyOwner", "gold_issued_field", "gold_category_field",
            "gold_record_fields", "gold_records", "decline_entry", "parse_decline"]
@@ -198,7 +198,7 @@ def gold_records(workers: Iterable[int], answered: Any, right: Any) -> dict[str,
     ``workers[i]`` answered ``answered[i]`` gold questions, ``right[i]`` of them right);
     workers with no gold answer are left out."""
     out: dict[str, int] = {}
-    for w, n, c in zip(workers, answered, right):
+    for w, n, c in zip(workers, answered, right, strict=True):
         if n:
             fields = gold_record_fields(w)
             out[fields[0]], out[fields[1]] = int(n), int(c)

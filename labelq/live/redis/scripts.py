@@ -26,9 +26,9 @@ from __future__ import annotations
 import enum
 import json
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from importlib.resources import files
-from typing import Any, Union
+from typing import Any
 
 from .keys import Keys
 from .wire import ScriptPipeline, load_script, text
@@ -167,12 +167,12 @@ class Scan:
     scanned: int
 
 
-Release = Union[Released, Refusal]
-Pop = Union[Popped, Inbox]
-Begin = Union[Began, Refusal]
+Release = Released | Refusal
+Pop = Popped | Inbox
+Begin = Began | Refusal
 
 
-@lru_cache(maxsize=None)
+@cache
 def lua_source(name: str) -> str:
     """The script ``lua/NAME.lua`` with its ``--#include`` lines replaced by the files."""
     raw = (files(__package__) / "lua" / f"{name}.lua").read_text(encoding="utf-8")

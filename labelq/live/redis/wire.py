@@ -23,7 +23,7 @@ __all__ = ["load_script", "ScriptPipeline", "text"]
 
 # the scripts loaded per client: a Scripts, a lock or a reaper pass made again on the same
 # client costs a dict lookup, not a SCRIPT LOAD round trip per script
-_loaded: "weakref.WeakKeyDictionary[Any, dict[str, Any]]" = weakref.WeakKeyDictionary()
+_loaded: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
 
 
 def load_script(redis: Any, source: str) -> Any:
@@ -73,7 +73,7 @@ class ScriptPipeline:
         if not self._calls:
             return []
         outs = self._send()
-        for i, (out, (script, keys, args)) in enumerate(zip(outs, self._calls)):
+        for i, (out, (script, keys, args)) in enumerate(zip(outs, self._calls, strict=True)):
             if isinstance(out, NoScriptError):
                 outs[i] = script(keys=keys, args=args)
             elif isinstance(out, Exception):
@@ -142,7 +142,7 @@ class _Connections:
             self.idle.append(conn)
 
 
-_connections: "weakref.WeakKeyDictionary[Any, _Connections]" = weakref.WeakKeyDictionary()
+_connections: weakref.WeakKeyDictionary[Any, _Connections] = weakref.WeakKeyDictionary()
 _connections_lock = threading.Lock()
 
 
