@@ -363,6 +363,10 @@ def main(argv=None) -> None:
     ap.add_argument("--schools", type=int, default=10, help="--gold-study: task sets of the "
                     "schools pool (issue 34's dense pool), suggested against random gold; 0 "
                     "skips it")
+    ap.add_argument("--curve", default="bluebirds,zencrowd_in,trec2011_crowd,web,schools",
+                    help="--gold-study: data sets for the gold-answers curve (n = 5..50 "
+                         "suggested vs random; 'schools': the schools pool, all labels; "
+                         "empty skips it)")
     ap.add_argument("--lpt", default="3", help="--gold-study: labels per task of the "
                     "subsampled cases (comma-separated; empty: full sets only)")
     args = ap.parse_args(argv)
