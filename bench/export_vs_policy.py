@@ -49,6 +49,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--datasets", default="", help="comma-separated names (default: all)")
+    ap.add_argument("--section", default="export-vs-policy",
+                    help="the section of docs/benchmarks.md to write")
     args = ap.parse_args()
     root = shared_datasets_dir()
     if root is None:
@@ -87,7 +89,7 @@ def report(cells: dict[tuple[str, int], list[tuple[float, float]]], args) -> Non
     d = np.array(diffs)
     lines += ["", f"Cells with the export ≥ the posterior − 0.005: {int((d >= -0.005).sum())} "
               f"of {d.size} ({(d >= -0.005).mean():.0%}); lowest {d.min():+.3f}.", ""]
-    write_section("export-vs-policy", "\n".join(lines))
+    write_section(args.section, "\n".join(lines))
 
 
 if __name__ == "__main__":
