@@ -1,6 +1,6 @@
 """Reproduce Kang & Tay's simulations (Section 5): regret of GR, UR(γ) and ε-first.
 
-All trials run at once: the recommendation logic is :mod:`labelq.gold.recommend`, the same
+All trials run at once: the recommendation logic is :mod:`labelq.policies._recommend`, the same
 code the registered policies ``gr``, ``ur`` and ``eps-first-gold`` call, with one row per
 trial instead of one row per worker. Per step every trial is recommended a (category, gold)
 pair, the simulated worker accepts with q_k and answers correctly with p_k, and the expected
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..gold.recommend import RecommenderParams, init_state, observe, recommend, reward
+from ..policies._recommend import RecommenderParams, init_state, observe, recommend, reward
 
 __all__ = ["SETTINGS", "STRATEGY_SPECS", "GR_READINGS", "spec_named", "setting", "RegretCurve", "simulate_regret",
            "regret_at", "run", "main"]

@@ -44,8 +44,8 @@ from typing import ClassVar
 import numpy as np
 
 from ..errors import PolicyError
+from ..policies._recommend import epoch_end
 from ..policies.spec import coerce_value as _coerce
-from .recommend import epoch_end
 
 __all__ = ["WorkerHistory", "Schedule", "suspected", "raised_if_suspect", "NoGold", "FixedRate",
            "OnboardingDecay", "Epochs", "PerCategory", "SCHEDULES", "schedule_from_spec"]

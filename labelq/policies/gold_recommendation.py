@@ -13,7 +13,7 @@ tasks by the paper's schedules (τ(r) = ⌈α r^γ⌉):
   argmax Ȳ_k. ``gamma`` other than 2 is the paper's UR(γ) baseline.
 * ``eps-first-gold:horizon=1000`` — ⌊√n⌋ gold per category first, then argmax Ȳ_k forever.
 
-The decision logic is :mod:`labelq.gold.recommend` with one row per worker, the same code the
+The decision logic is :mod:`labelq.policies._recommend` with one row per worker, the same code the
 vectorised reproduction (:mod:`labelq.experiments.gold_recommendation`) runs with one row per
 trial. Pull mode: ``select_task`` asks the core for a (category, gold) pair and picks among the
 eligible candidates, in this order: exact match; same kind (gold or not) in the category with
@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from ..gold.recommend import (
+from ._recommend import (
     RecommenderParams,
     RecommenderState,
     init_state,

@@ -13,7 +13,7 @@ from labelq.experiments.gold_recommendation import (
     simulate_regret,
     spec_named,
 )
-from labelq.gold.recommend import RecommenderParams
+from labelq.policies._recommend import RecommenderParams
 
 
 def test_ur_gamma_2_beats_1_5_and_10_and_eps_first_is_best_setting_1():
@@ -69,7 +69,7 @@ def test_gr_below_ur_and_regret_grows_with_k_under_each_alternative_reading(read
 def test_step_clock_decays_exploration_within_the_horizon():
     """ε_r as printed is 1 for all of epochs 11..50 at K = 10; counted in time steps it falls
     below 1 once 5K = 50 steps have passed."""
-    from labelq.gold.recommend import RecommenderParams, exploration
+    from labelq.policies._recommend import RecommenderParams, exploration
 
     epochs = np.arange(11, 51)
     printed = exploration(STRATEGY_SPECS["GR"], epochs, 10)

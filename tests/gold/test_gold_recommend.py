@@ -1,4 +1,4 @@
-"""Kang & Tay core (labelq.gold.recommend) and the registered gr / ur / eps-first-gold."""
+"""Kang & Tay core (labelq.policies._recommend) and the registered gr / ur / eps-first-gold."""
 
 import json
 
@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from labelq.errors import PolicyError
-from labelq.gold.recommend import (
+from labelq.policies import Observation, Problem, build
+from labelq.policies._recommend import (
     RecommenderParams,
     epoch_end,
     init_state,
@@ -15,7 +16,6 @@ from labelq.gold.recommend import (
     reward,
     y_bar,
 )
-from labelq.policies import Observation, Problem, build
 
 
 def drive(params, k, steps, rng, accept=True, correct=True):

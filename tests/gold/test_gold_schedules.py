@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 
 from labelq.errors import PolicyError
-from labelq.gold.recommend import epoch_end
 from labelq.gold.schedules import (
     Epochs,
     FixedRate,
@@ -15,6 +14,7 @@ from labelq.gold.schedules import (
     schedule_from_spec,
     suspected,
 )
+from labelq.policies._recommend import epoch_end
 
 
 def run(schedule, n, rng):
