@@ -98,8 +98,8 @@ def sparse_many_class(seed: int, n_tasks: int = 700, n_workers: int = 44, n_clas
 
 def run_sparse(d) -> dict:
     """labelq's sparse candidates and crowd-kit's MV, DS and MACE on one (sub)sample."""
-    import pandas as pd
     import crowdkit.aggregation as ck
+    import pandas as pd
 
     known = d.truth >= 0
     row: dict = {"name": d.name, "lpt": d.task.size / max(np.unique(d.task).size, 1)}
@@ -138,8 +138,8 @@ def run_draws(d, per_task: int, n: int) -> dict:
     miss from the draw's luck: on a set of 108 tasks one task is 0.009 of accuracy, more
     than the bar's tolerance, so "auto >= max(mv, crowd-kit DS) - 0.005" on one draw asks
     auto never to be one task behind the luckier of two other methods."""
-    import pandas as pd
     import crowdkit.aggregation as ck
+    import pandas as pd
 
     known = d.truth >= 0
     acc = {k: [] for k in ("mv", "auto", "ds", "MajorityVote", "DawidSkene")}
@@ -197,8 +197,8 @@ def timed(fn, runs: int):
 
 
 def run_dataset(d, runs: int, skip_ck_glad: bool) -> list[dict]:
-    import pandas as pd
     import crowdkit.aggregation as ck
+    import pandas as pd
 
     df = pd.DataFrame({"task": d.task, "worker": d.worker, "label": d.label})
     known = d.truth >= 0
