@@ -100,7 +100,7 @@ def records(path: str | Path, fmt: str | None = None) -> Iterator[tuple[int, dic
     return _jsonl_records(path, _lf_lines(text_chunks(path)))
 
 
-CHUNK_BYTES = 1 << 20
+CHUNK_BYTES = 1 << 18
 
 
 def text_chunks(path: str | Path) -> Iterator[str]:
