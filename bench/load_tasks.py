@@ -24,6 +24,8 @@ import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if os.environ.get("LOAD_TASKS_CODE"):  # --baseline: another checkout's labelq
+    sys.path.insert(0, os.environ["LOAD_TASKS_CODE"])
 
 from bench._report import command_line, machine, write_section  # noqa: E402
 from labelq.db import engine_for, init_schema, session_scope  # noqa: E402
@@ -59,9 +61,10 @@ def one(url: str, path: Path) -> None:
     print(json.dumps({"seconds": elapsed, "peak_mb": peak_mb}))
 
 
-def measure(url: str, path: Path) -> dict:
+def measure(url: str, path: Path, code: str | None = None) -> dict:
+    env = dict(os.environ, LOAD_TASKS_CODE=code) if code else None
     out = subprocess.run([sys.executable, __file__, "--one", url, str(path)], check=True,
-                         capture_output=True, text=True).stdout
+                         capture_output=True, text=True, env=env).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -71,33 +74,41 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--postgres", default=None, help="also load into this PostgreSQL URL")
     ap.add_argument("--no-write", action="store_true", help="print the table only")
+    ap.add_argument("--baseline", default=None, metavar="DIR",
+                    help="also load with the labelq of this checkout (e.g. one made with "
+                         "`git archive REV`), alternated with this one")
     ap.add_argument("--one", nargs=2, metavar=("URL", "FILE"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
         one(args.one[0], Path(args.one[1]))
         return
-    results: dict[str, list[dict]] = {"SQLite": []}
+    results: dict[str, list[dict]] = {}
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "tasks.csv"
         make_file(path, args.rows)
         size_mb = path.stat().st_size / 2**20
+        codes = [("", None)] + ([(" (baseline)", args.baseline)] if args.baseline else [])
         for r in range(args.repeats):
-            results["SQLite"].append(measure(f"sqlite:///{d}/bench{r}.db", path))
-            print(f"sqlite run {r}: {results['SQLite'][-1]}", file=sys.stderr)
-            if args.postgres:
-                import sqlalchemy
-                schema = f"bench_{uuid.uuid4().hex[:8]}"
-                admin = sqlalchemy.create_engine(args.postgres)
-                with admin.begin() as c:
-                    c.exec_driver_sql(f"CREATE SCHEMA {schema}")
-                try:
-                    url = f"{args.postgres}?options=-csearch_path%3D{schema}"
-                    results.setdefault("PostgreSQL", []).append(measure(url, path))
-                    print(f"postgres run {r}: {results['PostgreSQL'][-1]}", file=sys.stderr)
-                finally:
+            for tag, code in codes:
+                results.setdefault(f"SQLite{tag}", []).append(
+                    measure(f"sqlite:///{d}/bench{r}{len(tag)}.db", path, code))
+                print(f"sqlite{tag} run {r}: {results[f'SQLite{tag}'][-1]}", file=sys.stderr)
+                if args.postgres:
+                    import sqlalchemy
+                    schema = f"bench_{uuid.uuid4().hex[:8]}"
+                    admin = sqlalchemy.create_engine(args.postgres)
                     with admin.begin() as c:
-                        c.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
-                    admin.dispose()
+                        c.exec_driver_sql(f"CREATE SCHEMA {schema}")
+                    try:
+                        url = f"{args.postgres}?options=-csearch_path%3D{schema}"
+                        results.setdefault(f"PostgreSQL{tag}", []).append(
+                            measure(url, path, code))
+                        print(f"postgres{tag} run {r}: {results[f'PostgreSQL{tag}'][-1]}",
+                              file=sys.stderr)
+                    finally:
+                        with admin.begin() as c:
+                            c.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
+                        admin.dispose()
     lines = [
         "## Loading tasks (`labelq tasks load`)",
         "",
@@ -107,7 +118,8 @@ def main() -> None:
         f"{args.rows:,} rows (id, category, one payload field; a {size_mb:.0f} MB CSV), "
         "streamed: validated in a first pass keeping only the ids' hashes, inserted in a "
         "second in batches (PostgreSQL COPY, SQLite executemany), in one transaction. Each "
-        "load in a process of its own, the databases alternated; peak memory is the "
+        "load in a process of its own, the databases (and the baseline, if any) alternated; "
+        "peak memory is the "
         "process's peak resident set (imports included). Median of the repeats:",
         "",
         "| database | median (s) | rows/s | peak RSS (MB) | runs (s) |",
