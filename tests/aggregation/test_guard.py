@@ -139,8 +139,6 @@ def test_chosen_gold_chooses_but_does_not_calibrate():
 def test_gold_estimate_is_stratified_by_confidence():
     """Gold answers spread low while most answers sit above 0.99 (an adaptive policy stops
     once labels agree): each stratum is corrected by its own gold, not by the average."""
-    from labelq.aggregation.guard import _strata
-
     rng = np.random.default_rng(5)
     conf = np.r_[np.full(800, 0.995), np.full(200, 0.7)]
     # gold: 30 answers at 0.7 right 70 % of the time, 10 at 0.995 right 90 % of the time
@@ -151,8 +149,10 @@ def test_gold_estimate_is_stratified_by_confidence():
         0.2 * (0.7 + (held_right[:30] - 0.7).mean())
     assert est.estimate == pytest.approx(expected)
     assert est.low < 0.8 * 0.9 + 0.2 * 0.7 < est.high
-    # a stratum with fewer than 5 gold answers (or no answer) joins its neighbour below
-    top = 1.0 + 1e-9
-    assert _strata(conf, np.r_[np.full(30, 0.7), np.full(6, 0.995)]) == [(0.0, 0.99),
-                                                                          (0.99, top)]
-    assert _strata(conf, np.r_[np.full(30, 0.7), np.full(3, 0.995)]) == [(0.0, top)]
+    # a stratum with fewer than 5 gold answers is estimated from them alone, widely
+    few = accuracy_interval(conf, held_right=np.r_[held_right[:30], 1.0, 1.0, 0.0],
+                            held_conf=np.r_[held_conf[:30], 0.995, 0.995, 0.995])
+    a, b = 2.5, 1.5  # Jeffreys posterior of 2 right of 3
+    assert few.estimate == pytest.approx(0.8 * a / (a + b) + 0.2 * (
+        0.7 + (held_right[:30] - 0.7).mean()))
+    assert few.high - few.low > est.high - est.low
