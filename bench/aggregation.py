@@ -59,13 +59,9 @@ def subsample(d, per_task: int, seed: int):
     """``d`` with at most ``per_task`` labels per task, drawn at random (seeded)."""
     from dataclasses import replace
 
-    rng = np.random.default_rng(seed)
-    order = rng.permutation(d.task.size)
-    order = order[np.argsort(d.task[order], kind="stable")]
-    t = d.task[order]
-    start = np.r_[0, np.flatnonzero(np.diff(t)) + 1]
-    rank = np.arange(t.size) - np.repeat(start, np.diff(np.r_[start, t.size]))
-    keep = np.sort(order[rank < per_task])
+    from labelq.aggregation.base import rank_within_task
+
+    keep = rank_within_task(d.task, np.random.default_rng(seed)) < per_task
     return replace(d, task=d.task[keep], worker=d.worker[keep], label=d.label[keep],
                    name=f"{d.name}@{per_task}")
 

@@ -47,7 +47,7 @@ import numpy as np
 
 from ..errors import InputError
 from ._em import softmax_rows
-from .base import BaseAggregator, LabelArrays, check_gold, count_matrix
+from .base import BaseAggregator, LabelArrays, check_gold, count_matrix, rank_within_task
 from .guard import ALPHA, AccuracyEstimate, accuracy_interval, credible_guard
 
 __all__ = ["AutoAggregator", "Evidence", "evidence", "CANDIDATES", "label_agreement"]
@@ -264,8 +264,7 @@ class AutoAggregator(BaseAggregator):
         checked, agree = label_agreement(d)
         n = np.bincount(d.worker, weights=checked, minlength=d.n_workers)
         a = np.bincount(d.worker, weights=agree, minlength=d.n_workers)
-        z = self._common_log_odds(d)
-        q = np.exp(z) / (np.exp(z) + K - 1)  # the accuracy behind those log-odds
+        q = self._common_accuracy(d)
         m = self.VOTE_PRIOR
         p = (a + m * q) / (n + m)
         if categories is not None and np.unique(categories).size > 1:
@@ -300,8 +299,9 @@ class AutoAggregator(BaseAggregator):
         else:
             rich, rule_reason = self._choose_by_rule(ev, cands, n_cat)
         weights_by_em = self._weights_by_em
-        vote = self._vote_posterior(d, self._fit_one("mv", d, g, categories))
-        rich_fit = self._fit_one(rich, d, g, categories)
+        fits = {"mv": self._fit_one("mv", d, g, categories)}  # reused if gold picks one
+        vote = self._vote_posterior(d, fits["mv"])
+        rich_fit = fits[rich] = self._fit_one(rich, d, g, categories)
         rich_p = self._probas(rich, d, rich_fit)
         guarded = credible_guard(rich_p, vote, self.alpha)
         self.vote_probas_ = vote
@@ -333,7 +333,8 @@ class AutoAggregator(BaseAggregator):
                 self.reason_ = rule_reason + guard_note
         else:
             self.method_, self.guarded_ = method, False
-            self.fitted_ = self._fit_one(method, d, g, categories)
+            self.fitted_ = fits[method] if method in fits else \
+                self._fit_one(method, d, g, categories)
             probas = self._probas(method, d, self.fitted_)
             labels = self.fitted_.labels_.copy()
             self.reason_ = (f"best held-out log-likelihood on {ev.n_gold} gold answers "
@@ -358,10 +359,8 @@ class AutoAggregator(BaseAggregator):
             # no sample of gold to check them: from what one label is worth (the crowd's
             # accuracy behind how often two labels agree) to what the models believe
             beliefs = [p[np.arange(d.n_tasks), labels][data] for p in (vote, rich_p)]
-            z = self._common_log_odds(d)
-            single = np.exp(z) / (np.exp(z) + d.n_classes - 1)
             self.accuracy_ = accuracy_interval(conf, model_beliefs=beliefs,
-                                               floor=float(single))
+                                               floor=self._common_accuracy(d))
 
     def _choose_by_rule(self, ev: Evidence, cands, n_categories: int) -> tuple[str, str]:
         if ev.informative_share == 0:
@@ -455,23 +454,16 @@ class AutoAggregator(BaseAggregator):
         (`labelq demo`: gold questions ~6 labels, tasks 3-4; its accuracy interval missed
         the truth on 3 of 6 seeds before this)."""
         data = per_task[(per_task > 0) & (g < 0)]
-        keep = np.ones(d.task.size, dtype=bool)
         if data.size == 0 or gold_tasks.size == 0:
-            return keep
+            return np.ones(d.task.size, dtype=bool)
         n = per_task[gold_tasks]
         rank = np.empty(n.size, dtype=np.int64)
         rank[np.lexsort((rng.random(n.size), n))] = np.arange(n.size)  # ties at random
         target = np.quantile(data, (rank + 0.5) / n.size, method="inverted_cdf").astype(
             np.int64)
-        order = rng.permutation(d.task.size)
-        order = order[np.argsort(d.task[order], kind="stable")]  # each task's labels, shuffled
-        t = d.task[order]
-        start = np.searchsorted(t, np.arange(d.n_tasks))
-        rank = np.arange(t.size) - start[t]
         limit = np.full(d.n_tasks, np.iinfo(np.int64).max)
         limit[gold_tasks] = target
-        keep[order] = rank < limit[t]
-        return keep
+        return rank_within_task(d.task, rng) < limit[d.task]
 
     def _probas(self, method: str, d: LabelArrays, fitted) -> np.ndarray:
         if method in ("mv", "wmv"):
@@ -487,6 +479,12 @@ class AutoAggregator(BaseAggregator):
         if K == 1 or not np.any(scores):
             return fitted.probas_.copy()
         return softmax_rows(scores)
+
+    @classmethod
+    def _common_accuracy(cls, d: LabelArrays) -> float:
+        """The accuracy q behind :meth:`_common_log_odds` (what one label is worth)."""
+        z = cls._common_log_odds(d)
+        return float(np.exp(z) / (np.exp(z) + d.n_classes - 1))
 
     @staticmethod
     def _common_log_odds(d: LabelArrays) -> float:

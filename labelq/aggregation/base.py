@@ -33,7 +33,7 @@ import scipy.sparse as sp
 from ..errors import InputError
 
 __all__ = ["BaseAggregator", "LabelArrays", "check_labels", "check_gold", "count_matrix",
-           "argmax_first"]
+           "argmax_first", "rank_within_task"]
 
 
 class LabelArrays:
@@ -92,6 +92,18 @@ def count_matrix(rows: np.ndarray, cols: np.ndarray, n_rows: int, n_cols: int,
     m = sp.csr_matrix((data, (rows, cols)), shape=(n_rows, n_cols))
     m.sum_duplicates()
     return m
+
+
+def rank_within_task(task: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Per label, its rank (0, 1, ...) among its task's labels taken in a random order:
+    ``rank < k`` keeps at most k labels of each task, drawn at random."""
+    order = rng.permutation(task.size)
+    order = order[np.argsort(task[order], kind="stable")]  # each task's labels, shuffled
+    t = task[order]
+    start = np.r_[0, np.flatnonzero(np.diff(t)) + 1]
+    rank = np.empty(task.size, dtype=np.int64)
+    rank[order] = np.arange(t.size) - np.repeat(start, np.diff(np.r_[start, t.size]))
+    return rank
 
 
 def argmax_first(scores: np.ndarray) -> np.ndarray:
