@@ -10,6 +10,18 @@ from labelq.datasets import load_dataset
 from labelq.policies import _shrunk_em as em
 
 
+def binary_crowd(rng, n_tasks, n_workers, per_task):
+    """Two classes, ``per_task`` distinct workers per task, one-coin accuracies
+    U(0.55, 0.9): (task, worker, label, truth, accuracy) arrays."""
+    truth = rng.integers(0, 2, n_tasks)
+    acc = rng.uniform(0.55, 0.9, n_workers)
+    task = np.repeat(np.arange(n_tasks), per_task)
+    worker = np.concatenate([rng.choice(n_workers, per_task, replace=False)
+                             for _ in range(n_tasks)])
+    label = np.where(rng.random(task.size) < acc[worker], truth[task], 1 - truth[task])
+    return task, worker, label, truth, acc
+
+
 def test_guard_lets_the_rich_model_decide_only_inside_the_votes_credible_set():
     vote = np.array([[0.55, 0.45], [0.97, 0.03], [0.2, 0.8], [0.5, 0.5]])
     rich = np.array([[0.1, 0.9], [0.05, 0.95], [0.3, 0.7], [0.9, 0.1]])
@@ -75,12 +87,8 @@ def test_accuracy_interval_without_gold_spans_the_models_beliefs():
 
 def test_auto_reports_its_accuracy_interval_and_the_disagreement():
     rng = np.random.default_rng(7)
-    T, W = 400, 20
-    truth = rng.integers(0, 2, T)
-    acc = rng.uniform(0.55, 0.9, W)
-    task = np.repeat(np.arange(T), 4)
-    worker = np.concatenate([rng.choice(W, 4, replace=False) for _ in range(T)])
-    label = np.where(rng.random(task.size) < acc[worker], truth[task], 1 - truth[task])
+    T = 400
+    task, worker, label, truth, _ = binary_crowd(rng, T, 20, 4)
     res = aggregate(task, worker, label, "auto", n_classes=2)
     true_acc = float(np.mean(res.labels_ == truth))
     assert res.accuracy_.basis == "models"
@@ -117,12 +125,8 @@ def test_chosen_gold_chooses_but_does_not_calibrate():
     """Tasks marked gold because they looked doubtful choose the method; only a sample of
     gold like the other tasks calibrates the confidences and the accuracy estimate."""
     rng = np.random.default_rng(11)
-    T, W = 600, 25
-    truth = rng.integers(0, 2, T)
-    acc = rng.uniform(0.55, 0.9, W)
-    task = np.repeat(np.arange(T), 3)
-    worker = np.concatenate([rng.choice(W, 3, replace=False) for _ in range(T)])
-    label = np.where(rng.random(task.size) < acc[worker], truth[task], 1 - truth[task])
+    T = 600
+    task, worker, label, truth, acc = binary_crowd(rng, T, 25, 3)
     gold = np.full(T, -1)
     pick = rng.choice(T, 40, replace=False)
     gold[pick] = truth[pick]
