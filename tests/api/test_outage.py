@@ -41,9 +41,9 @@ class Client:
         return resp.status, data, port, resp.getheader("connection", "")
 
 
-@pytest.mark.timeout(120)
-def test_a_redis_outage_is_503_once_logged_on_a_kept_connection(tmp_path):
-    # Given a server on a private Redis and an annotator holding an assignment
+def _stack(tmp_path, name, *, tasks, cap, annotators):
+    """A started private Redis, a SQLite project ``name`` of ``tasks`` tasks with label
+    cap ``cap`` and the ``annotators`` enrolled: (redis, the server's env, their tokens)."""
     (tmp_path / "redis").mkdir()
     redis = PrivateRedis(tmp_path / "redis")
     redis.start()
@@ -51,13 +51,21 @@ def test_a_redis_outage_is_503_once_logged_on_a_kept_connection(tmp_path):
     engine = engine_for(db)
     init_schema(engine)
     with session_scope(engine) as s:
-        p = create_project(s, "outage", "pos,neg", max_labels=2)
-        for i in range(4):
+        p = create_project(s, name, "pos,neg", max_labels=cap)
+        for i in range(tasks):
             s.add(Task(project_id=p.id, seq=i, external_id=f"t{i}", payload={"text": str(i)}))
-        _, token = enroll_worker(s, p, "ann-outage")
+        tokens = tuple(enroll_worker(s, p, h)[1] for h in annotators)
     env = {k: v for k, v in os.environ.items() if not k.startswith("LABELQ_")}
     env.update(LABELQ_DATABASE_URL=db, LABELQ_REDIS_URL=redis.url, PYTHONPATH=str(ROOT),
                LABELQ_OPERATOR_TOKEN=OPERATOR_TOKEN)
+    return redis, env, tokens
+
+
+@pytest.mark.timeout(120)
+def test_a_redis_outage_is_503_once_logged_on_a_kept_connection(tmp_path):
+    # Given a server on a private Redis and an annotator holding an assignment
+    redis, env, (token,) = _stack(tmp_path, "outage", tasks=4, cap=2,
+                                  annotators=("ann-outage",))
     server = Server(env, tmp_path, tmp_path / "serve.log").start()
     try:
         c = Client(server.port, token)
@@ -97,21 +105,8 @@ def test_a_redis_outage_is_503_once_logged_on_a_kept_connection(tmp_path):
 def test_a_label_whose_lease_redis_lost_in_a_restart_is_recorded_on_retry(tmp_path):
     # Given a server on a private Redis and two annotators each holding an assignment of
     # the same task (a cap of one: whoever's label comes second, it is not saved)
-    (tmp_path / "redis").mkdir()
-    redis = PrivateRedis(tmp_path / "redis")
-    redis.start()
-    db = f"sqlite:///{tmp_path / 'labelq.db'}"
-    engine = engine_for(db)
-    init_schema(engine)
-    with session_scope(engine) as s:
-        p = create_project(s, "restart", "pos,neg", max_labels=1)
-        for i in range(2):
-            s.add(Task(project_id=p.id, seq=i, external_id=f"t{i}", payload={"text": str(i)}))
-        _, token = enroll_worker(s, p, "ann-a")
-        _, other = enroll_worker(s, p, "ann-b")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LABELQ_")}
-    env.update(LABELQ_DATABASE_URL=db, LABELQ_REDIS_URL=redis.url, PYTHONPATH=str(ROOT),
-               LABELQ_OPERATOR_TOKEN=OPERATOR_TOKEN)
+    redis, env, (token, other) = _stack(tmp_path, "restart", tasks=2, cap=1,
+                                        annotators=("ann-a", "ann-b"))
     server = Server(env, tmp_path, tmp_path / "serve.log").start()
     try:
         a, b = Client(server.port, token), Client(server.port, other)
