@@ -31,8 +31,8 @@ from sqlalchemy import case, func
 from sqlmodel import Session, select
 
 from .exporting import aggregate_project, agreement_report, load_project_labels
-from .goldstats import project_gold_scores
-from .models import Label, Project, Task, Worker, as_utc
+from .record.goldstats import project_gold_scores
+from .record.models import Label, Project, Task, Worker, as_utc
 from .reporting import status_report
 
 __all__ = ["status_report", "worker_gold", "gold_summary", "throughput", "quality",

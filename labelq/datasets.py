@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from .errors import FileFormatError, InputError
-from .reading import csv_records, read_text
-from .reading import name as check_name
+from .record.reading import csv_records, read_text
+from .record.reading import name as check_name
 
 MAX_NAME = 500  # characters of a task, worker or label name (as a task id: models.Task)
 
@@ -101,10 +101,10 @@ def _resolve(header: list[str], name: str) -> str | None:
 
 def csv_rows(path: Path, required: tuple[str, ...]):
     """Yield (line_number, row dict) of a CSV file, read strictly by
-    :func:`labelq.reading.csv_records` (encoding, quotes, column count, NUL, field size). A
+    :func:`labelq.record.reading.csv_records` (encoding, quotes, column count, NUL, field size). A
     required column may go by one of its :data:`ALIASES` (``item,annotator,response``
     reads as ``task,worker,label``); the rows name it by its canonical name. The required
-    columns' values are names (:func:`labelq.reading.name`): no control characters, no
+    columns' values are names (:func:`labelq.record.reading.name`): no control characters, no
     spaces around them (refused, not trimmed), at most 500 characters; empty ones are
     ``""`` (the caller decides)."""
     path = Path(path)

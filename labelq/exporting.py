@@ -35,15 +35,14 @@ from .aggregation import (
 )
 from .aggregation.base import check_labels
 from .errors import InputError
-from .models import Label, Project, Task, Worker
-from .problem import ProjectView, load_view
+from .record.models import Label, Project, Task, Worker
+from .record.problem import ProjectView, load_view
+from .record.projects import METHODS
 
 __all__ = ["ProjectLabels", "load_project_labels", "aggregate_project", "aggregation_notes",
            "aggregated_rows", "accuracy_note",
            "agreement_report", "METHODS", "atomic_output", "write_rows", "write_dataset"]
 
-METHODS = ("auto", "mv", "wmv", "ds", "onecoin", "glad", "kos", "ds-category", "shrunk",
-           "policy")
 
 
 @dataclass

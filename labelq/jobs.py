@@ -17,7 +17,6 @@ import time
 import uuid
 from typing import Any
 
-from .db import session_scope
 from .errors import InputError, NotFound
 from .exporting import (
     METHODS,
@@ -28,7 +27,8 @@ from .exporting import (
     load_project_labels,
     write_rows,
 )
-from .projects import get_project
+from .record.db import session_scope
+from .record.projects import get_project
 from .reporting import RAW_COLUMNS, iter_raw_labels
 
 __all__ = ["create_export_job", "run_export_job", "get_job", "job_key", "JOB_TTL"]
@@ -113,7 +113,7 @@ def run_export_job(engine, redis, job_id: str, *, report_every: int = 5000) -> d
                 from sqlalchemy import func
                 from sqlmodel import select
 
-                from .models import Label
+                from .record.models import Label
                 total = s.exec(select(func.count()).select_from(Label)
                                .where(Label.project_id == project.id)).one()
                 rows = iter_raw_labels(s, project)

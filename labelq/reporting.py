@@ -9,8 +9,8 @@ from typing import Any
 from sqlalchemy import func
 from sqlmodel import Session, select
 
-from .models import ENDED_UNLABELLED, Assignment, Label, Project, Task, Worker, as_utc
-from .projects import get_task
+from .record.models import ENDED_UNLABELLED, Assignment, Label, Project, Task, Worker, as_utc
+from .record.projects import get_task
 
 __all__ = ["project_status", "status_report", "iter_raw_labels", "task_detail", "RAW_COLUMNS"]
 
@@ -23,7 +23,7 @@ def project_status(session: Session, project: Project) -> dict[str, Any]:
     counts (labels, gold answered, assignments declined and let expire), and ``finished``:
     why no label will be asked for again (:func:`_finished`), or None while it runs.
     From the status counters (:mod:`labelq.tally`): no query reads every label."""
-    from .tally import counts, worker_rows
+    from .record.tally import counts, worker_rows
 
     cap = project.max_labels
     c = counts(session, project.id)
@@ -85,7 +85,7 @@ def status_report(session: Session, project: Project) -> dict[str, Any]:
     st = project_status(session, project)
     st["gold_warnings"] = []
     if project.gold_schedule:  # (none without a gold schedule: no numpy to import then)
-        from .goldstats import gold_exhaustion
+        from .record.goldstats import gold_exhaustion
         st["gold_warnings"] = gold_exhaustion(session, project)
     return st
 

@@ -26,7 +26,6 @@ from typing import Any
 import numpy as np
 from sqlalchemy.engine import Engine
 
-from .db import database_id, session_scope
 from .errors import Forbidden, InputError, NotFound
 from .live.assign import Assigner, Issued
 from .live.context import Live
@@ -36,9 +35,10 @@ from .live.hotstate import StateCache
 from .live.redis.scripts import Scripts
 from .live.submit import UNAVAILABLE, Submitter, unavailable
 from .live.tuning import TUNING, Tuning
-from .models import Project, Worker
-from .projects import get_worker
-from .settings import Settings, load_settings
+from .record.db import database_id, session_scope
+from .record.models import Project, Worker
+from .record.projects import get_worker
+from .record.settings import Settings, load_settings
 
 __all__ = ["Service", "Issued", "UNAVAILABLE", "unavailable"]
 

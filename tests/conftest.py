@@ -69,7 +69,7 @@ def pg_url() -> str:
 def db_url(request, tmp_path) -> str:
     """A new, initialised database (as ``labelq init`` leaves it: only ``init`` creates
     one, every other command refuses a missing database)."""
-    from labelq.db import engine_for, init_schema
+    from labelq.record.db import engine_for, init_schema
 
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path / 'labelq.db'}"
@@ -78,7 +78,7 @@ def db_url(request, tmp_path) -> str:
         # a fresh schema content per test: drop all tables of the session schema
         from sqlmodel import SQLModel, create_engine
 
-        import labelq.models  # noqa: F401 - registers tables
+        import labelq.record.models  # noqa: F401 - registers tables
 
         engine = create_engine(url)
         SQLModel.metadata.drop_all(engine)

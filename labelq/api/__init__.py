@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # pragma: no cover
     from fastapi import FastAPI
 
-    from ..settings import Settings
+    from ..record.settings import Settings
 
 __all__ = ["create_app"]
 

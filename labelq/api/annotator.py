@@ -25,8 +25,8 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
-from ..db import session_scope
-from ..models import Worker, utc_from_ms
+from ..record.db import session_scope
+from ..record.models import Worker, utc_from_ms
 from .auth import Annotator, current_annotator
 from .current import open_assignments
 from .errors import ERROR_RESPONSES

@@ -28,11 +28,11 @@ from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
 from .. import __version__
-from ..db import database_id
 from ..errors import ServiceUnavailable
-from ..location import open_configured
+from ..record.db import database_id
+from ..record.location import open_configured
+from ..record.settings import Settings, load_settings
 from ..service import Service
-from ..settings import Settings, load_settings
 from . import annotator, operator
 from .committer import Committer
 from .errors import install_error_handlers

@@ -1,7 +1,7 @@
 """Bearer tokens.
 
 * An annotator's token is the one ``enroll_worker`` returned; only its sha256 is stored, so
-  the lookup hashes the presented token (:func:`labelq.projects.worker_by_token`). No or
+  the lookup hashes the presented token (:func:`labelq.record.projects.worker_by_token`). No or
   an unknown token: 401; a removed worker: 403. A signed-in annotator (worker and project
   rows) is kept per token hash for ``Runtime.signin_max_age`` seconds (1 s), so a busy
   annotator's requests do not each read SQL; a pause or removal takes effect within that
@@ -23,10 +23,10 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
-from ..db import session_scope
 from ..errors import Forbidden
-from ..models import Project, Worker
-from ..projects import hash_token, worker_by_token
+from ..record.db import session_scope
+from ..record.models import Project, Worker
+from ..record.projects import hash_token, worker_by_token
 from .errors import OperatorDisabled, Unauthorized
 
 __all__ = ["Annotator", "current_annotator", "require_operator", "sign_in"]

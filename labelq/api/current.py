@@ -10,10 +10,10 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
-from ..db import database_id
 from ..live.redis.keys import Keys
 from ..live.redis.scripts import Scripts
-from ..models import Project, Task, Worker, utc_from_ms
+from ..record.db import database_id
+from ..record.models import Project, Task, Worker, utc_from_ms
 
 __all__ = ["open_assignments"]
 

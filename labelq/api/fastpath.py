@@ -40,7 +40,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from ..live.assign import Issued
-from ..projects import hash_token
+from ..record.projects import hash_token
 from .annotator import complete_body, issued_body, json_bytes, next_body, submit_body
 from .auth import sign_in
 from .errors import answer_exception

@@ -32,10 +32,16 @@ from fastapi import Path as PathParam
 from fastapi.responses import FileResponse
 
 from ..dashboard import dashboard, gold_suggestions, status_report
-from ..db import session_scope
 from ..errors import Conflict, NotFound
 from ..jobs import create_export_job, get_job, job_view
-from ..projects import enroll_worker, get_project, list_projects, reset_token, set_worker_status
+from ..record.db import session_scope
+from ..record.projects import (
+    enroll_worker,
+    get_project,
+    list_projects,
+    reset_token,
+    set_worker_status,
+)
 from ..reporting import task_detail
 from .auth import require_operator
 from .errors import ERROR_RESPONSES

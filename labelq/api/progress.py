@@ -12,9 +12,9 @@ from typing import Any
 from sqlalchemy import and_, case, func
 from sqlmodel import Session, select
 
-from ..db import database_id
 from ..live.redis.keys import Keys
-from ..models import ENDED_UNLABELLED, Assignment, Label, Task, Worker
+from ..record.db import database_id
+from ..record.models import ENDED_UNLABELLED, Assignment, Label, Task, Worker
 
 __all__ = ["worker_progress"]
 

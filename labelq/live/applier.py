@@ -44,13 +44,13 @@ from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.engine import Engine
 from sqlmodel import col
 
-from ..db import database_id, session_scope
-from ..goldstats import apply_quality_rule, gold_scores
-from ..models import Label, Task
 from ..policies.base import Observation
-from ..problem import label_rows, to_observation
-from ..settings import Settings, load_settings
-from ..tally import fold
+from ..record.db import database_id, session_scope
+from ..record.goldstats import apply_quality_rule, gold_scores
+from ..record.models import Label, Task
+from ..record.problem import label_rows, to_observation
+from ..record.settings import Settings, load_settings
+from ..record.tally import fold
 from .decide import decision_rng
 from .hotstate import Hot, StateCache, write_snapshot
 from .redis.keys import Keys, gold_records, parse_decline, projects_key

@@ -20,8 +20,8 @@ import numpy as np
 from sqlalchemy import bindparam, func
 from sqlmodel import col, select
 
-from ..db import session_scope
-from ..models import Label, Project, Task, Worker, utc_from_ms
+from ..record.db import session_scope
+from ..record.models import Label, Project, Task, Worker, utc_from_ms
 from .context import Live, now_ms
 from .decide import InboxNotEmpty, WorkerInfo, decide
 from .hotstate import Hot, StateCache

@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from ..settings import Settings
+from ..record.settings import Settings
 from .applier import wake_applier
 from .redis.keys import Keys
 from .redis.scripts import Scripts
@@ -33,7 +33,7 @@ class Live:
     settings: Settings
     tuning: Tuning
     notify: Callable[[int], None] | None  # enqueue an applier run (Celery), or None
-    database: str  # the SQL database's identity (``labelq.db.database_id``), read once
+    database: str  # the SQL database's identity (``labelq.record.db.database_id``), read once
 
     def keys(self, project_id: int) -> Keys:
         """The project's Redis keys, in this database's namespace (no SQL: the identity

@@ -12,9 +12,9 @@ from typing import Any
 
 from sqlmodel import select
 
-from ..db import session_scope
 from ..errors import Conflict, Forbidden, NotFound
-from ..models import Assignment, Task, Worker, utc_from_ms
+from ..record.db import session_scope
+from ..record.models import Assignment, Task, Worker, utc_from_ms
 from .context import Live, now_ms
 from .redis.keys import decline_entry
 from .redis.scripts import Refusal, Released

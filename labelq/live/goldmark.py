@@ -3,7 +3,7 @@
 SQL and the hot state move together, under the project's apply lock (no applier folds
 labels meanwhile):
 
-1. :func:`labelq.projects.mark_gold` rewrites the tasks and their labels in an open
+1. :func:`labelq.record.projects.mark_gold` rewrites the tasks and their labels in an open
    transaction, and the workers whose labels became gold answers are judged as the applier
    judges a gold answer (:func:`.applier.judge_gold_answers`: the quality rule, and their
    gold records);
@@ -31,10 +31,10 @@ from typing import Any
 from sqlalchemy.engine import Engine
 from sqlmodel import select
 
-from ..db import database_id, session_scope
 from ..errors import Conflict
-from ..models import Task
-from ..projects import GoldMark, MarkedGold, get_project, mark_gold
+from ..record.db import database_id, session_scope
+from ..record.models import Task
+from ..record.projects import GoldMark, MarkedGold, get_project, mark_gold
 from .applier import judge_gold_answers
 from .hotstate import bump_epoch
 from .redis.keys import Keys, gold_category_field, gold_issued_field

@@ -30,11 +30,11 @@ import orjson
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from ..db import database_id, session_scope
-from ..models import Project
 from ..policies import build
 from ..policies.base import Policy
-from ..problem import (
+from ..record.db import database_id, session_scope
+from ..record.models import Project
+from ..record.problem import (
     ProjectView,
     count_workers,
     gc_paused,
@@ -374,6 +374,6 @@ def _n_tasks(session: Session, project_id: int) -> int:
     from sqlalchemy import func
     from sqlmodel import select
 
-    from ..models import Task
+    from ..record.models import Task
     return int(session.exec(select(func.count()).select_from(Task)
                             .where(Task.project_id == project_id)).one())

@@ -25,8 +25,8 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 
-from ..db import database_id, session_scope
-from ..models import Assignment, Label, Project, Task, Worker, utc_from_ms
+from ..record.db import database_id, session_scope
+from ..record.models import Assignment, Label, Project, Task, Worker, utc_from_ms
 from .redis.keys import Keys
 from .redis.scripts import Refusal, Released, Scripts
 from .tuning import TUNING, Tuning

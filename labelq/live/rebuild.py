@@ -30,10 +30,10 @@ from sqlalchemy import func
 from sqlalchemy.engine import Engine
 from sqlmodel import col, select
 
-from ..db import database_id, session_scope
 from ..errors import Conflict, NotFound
-from ..goldstats import project_gold_scores
-from ..models import ENDED_UNLABELLED, Assignment, Label, Project, Task, Worker
+from ..record.db import database_id, session_scope
+from ..record.goldstats import project_gold_scores
+from ..record.models import ENDED_UNLABELLED, Assignment, Label, Project, Task, Worker
 from .hotstate import StateCache, fold_from_sql, write_snapshot
 from .redis.keys import Keys, gold_category_field, gold_issued_field, gold_records
 from .redis.lock import RedisLock

@@ -24,9 +24,9 @@ from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Engine
 from sqlmodel import col, select
 
-from ..db import session_scope
 from ..errors import BudgetExhausted
-from ..models import Task, Worker
+from ..record.db import session_scope
+from ..record.models import Task, Worker
 from .decide import WorkerInfo, as_tasks, choose, decide, reserve_for
 from .hotstate import Hot
 from .leaseid import new_assignment_id

@@ -28,7 +28,6 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import select
 
-from ..db import session_scope
 from ..errors import (
     BudgetExhausted,
     DuplicateSubmission,
@@ -38,7 +37,8 @@ from ..errors import (
     NotFound,
     ServiceUnavailable,
 )
-from ..models import Assignment, Label, Project, Task, Worker, utc_from_ms
+from ..record.db import session_scope
+from ..record.models import Assignment, Label, Project, Task, Worker, utc_from_ms
 from .assign import Assigner
 from .context import Live, now_ms
 from .decide import WorkerInfo, reserve_for

@@ -14,7 +14,7 @@ tasks by the paper's schedules (τ(r) = ⌈α r^γ⌉):
 * ``eps-first-gold:horizon=1000`` — ⌊√n⌋ gold per category first, then argmax Ȳ_k forever.
 
 The decision logic is :mod:`labelq.policies._recommend` with one row per worker, the same code the
-vectorised reproduction (:mod:`labelq.experiments.gold_recommendation`) runs with one row per
+vectorised reproduction (:mod:`labelq.reproductions.gold_recommendation`) runs with one row per
 trial. Pull mode: ``select_task`` asks the core for a (category, gold) pair and picks among the
 eligible candidates, in this order: exact match; same kind (gold or not) in the category with
 the highest Ȳ; the wanted category of the other kind; anything, by Ȳ. Within a tier the task

@@ -11,7 +11,7 @@
   (:func:`labelq.gold.schedules.schedule_from_spec`, the specs of ``labelq project create
   --gold-schedule``) and optionally the quality rule (:class:`labelq.gold.quality.QualityRule`,
   the syntax of ``project create --quality``, validated by
-  :func:`labelq.projects.parse_quality`).
+  :func:`labelq.record.projects.parse_quality`).
 
 How the runner serves gold (:func:`labelq.simulate.runner.run_policy`, as
 :mod:`labelq.live.decide` and :mod:`labelq.live.goldplan` do live): gold tasks are not in the
@@ -81,7 +81,7 @@ def parse_quality_rule(spec: str | None) -> QualityRule | None:
     """``--quality``: ``threshold=0.7,min_gold=10[,...]`` as ``project create --quality``."""
     if not spec:
         return None
-    from ..projects import parse_quality
+    from ..record.projects import parse_quality
     try:
         return QualityRule(**parse_quality(spec))
     except LabelqError as exc:

@@ -25,8 +25,8 @@ import pytest
 from pipeline.conftest import ROOT, CeleryWorker  # the pipeline tests' real-worker helper
 from sqlmodel import select
 
-from labelq.db import session_scope
-from labelq.models import Assignment, Task
+from labelq.record.db import session_scope
+from labelq.record.models import Assignment, Task
 
 IN_CI = bool(os.environ.get("CI"))
 POSTGRES_URL = os.environ.get("LABELQ_TEST_POSTGRES_URL",
@@ -135,9 +135,9 @@ def make_project(stack: Stack, name: str, *, payloads: list[dict] | None = None,
                  gold_schedule: str | None = None, budget: float | None = None) -> int:
     """A project with tasks ``t0..`` (payload ``{"text": ...}`` unless given) and gold
     questions ``g0..`` whose answer is the first label."""
-    from labelq.db import session_scope
-    from labelq.models import Task
-    from labelq.projects import create_project
+    from labelq.record.db import session_scope
+    from labelq.record.models import Task
+    from labelq.record.projects import create_project
 
     payloads = payloads or [{"text": f"sentence number {i} of {name}"} for i in range(n_tasks)]
     with session_scope(stack.engine) as s:
@@ -169,7 +169,7 @@ def stack(tmp_path_factory):
     import redis as redis_lib
     import sqlalchemy
 
-    from labelq.db import engine_for, init_schema
+    from labelq.record.db import engine_for, init_schema
 
     tmp = tmp_path_factory.mktemp("api")
     schema = f"api_{uuid.uuid4().hex[:12]}"

@@ -8,8 +8,8 @@ import time
 from sqlalchemy import func
 from sqlmodel import select
 
-from labelq.db import session_scope
-from labelq.models import Label
+from labelq.record.db import session_scope
+from labelq.record.models import Label
 
 from .conftest import make_project
 
@@ -239,7 +239,7 @@ def test_capacity_limits_and_is_reported(stack):
 
 def test_paused_annotator_is_403_on_next(stack):
     # Given an annotator the operator paused
-    from labelq.projects import set_worker_status
+    from labelq.record.projects import set_worker_status
 
     make_project(stack, "paused")
     token = stack.enroll("paused", "ann-paused")
@@ -254,7 +254,7 @@ def test_a_removed_annotator_is_refused_within_a_second(stack):
     # Given a signed-in annotator (the server keeps sign-ins for up to 1 s)
     import time
 
-    from labelq.projects import set_worker_status
+    from labelq.record.projects import set_worker_status
 
     make_project(stack, "removed")
     token = stack.enroll("removed", "ann-removed")

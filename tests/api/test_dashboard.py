@@ -11,8 +11,8 @@ import time
 import pytest
 from sqlmodel import select
 
-from labelq.db import session_scope
-from labelq.models import Task, Worker
+from labelq.record.db import session_scope
+from labelq.record.models import Task, Worker
 
 from .cdp import Browser
 from .conftest import ROOT, Stack, make_project

@@ -12,9 +12,9 @@ import httpx
 import pytest
 
 from labelq.dashboard import status_report
-from labelq.db import session_scope
-from labelq.projects import get_project
-from labelq.settings import Settings
+from labelq.record.db import session_scope
+from labelq.record.projects import get_project
+from labelq.record.settings import Settings
 
 from .conftest import free_port, make_project
 

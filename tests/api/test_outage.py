@@ -13,9 +13,9 @@ import shutil
 import pytest
 from pipeline.conftest import ROOT, PrivateRedis
 
-from labelq.db import engine_for, init_schema, session_scope
-from labelq.models import Task
-from labelq.projects import create_project, enroll_worker
+from labelq.record.db import engine_for, init_schema, session_scope
+from labelq.record.models import Task
+from labelq.record.projects import create_project, enroll_worker
 
 from .conftest import OPERATOR_TOKEN, Server
 

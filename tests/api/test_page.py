@@ -8,8 +8,8 @@ import json
 import pytest
 from sqlmodel import select
 
-from labelq.db import session_scope
-from labelq.models import Label, Task, Worker
+from labelq.record.db import session_scope
+from labelq.record.models import Label, Task, Worker
 
 from .cdp import Browser
 from .conftest import make_project
@@ -129,7 +129,7 @@ def test_instructions_and_label_names_on_the_page(stack, browser, tmp_path):
     assert out.returncode == 0, out.stderr
     shown_row = json.loads(out.stdout)
     assert shown_row["label_names"] == {"pos": "Positive", "neg": "Negative, clearly"}
-    from labelq.projects import get_project
+    from labelq.record.projects import get_project
     with session_scope(stack.engine) as s:
         p = get_project(s, "named")
         for i in range(2):

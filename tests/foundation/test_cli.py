@@ -108,9 +108,9 @@ def test_enrolling_for_an_unknown_category_and_a_budget_below_spent_warn(run, db
     run("workers", "enroll", "w", "wa", "--cost", "3", "-o", "json")
     from sqlmodel import select
 
-    from labelq.db import engine_for, session_scope
-    from labelq.models import Assignment, Label, Task, Worker, utcnow
-    from labelq.projects import budget_spent, get_project
+    from labelq.record.db import engine_for, session_scope
+    from labelq.record.models import Assignment, Label, Task, Worker, utcnow
+    from labelq.record.projects import budget_spent, get_project
     with session_scope(engine_for(db_url)) as s:
         w = s.exec(select(Worker).where(Worker.handle == "wa")).one()
         for t in s.exec(select(Task)):
@@ -134,8 +134,8 @@ def test_enrolling_for_an_unknown_category_and_a_budget_below_spent_warn(run, db
 
 
 def test_reset_token_and_remove(run, db_url):
-    from labelq.db import engine_for, session_scope
-    from labelq.projects import worker_by_token
+    from labelq.record.db import engine_for, session_scope
+    from labelq.record.projects import worker_by_token
     # Given an enrolled annotator whose token was lost
     run("init")
     run("project", "create", "rt", "--labels", "0,1")

@@ -13,9 +13,9 @@ from sqlmodel import select
 
 from cli.main import cli
 from labelq import dashboard as dash
-from labelq.db import engine_for, init_schema, session_scope
-from labelq.models import Assignment, Label, Task, Worker
-from labelq.projects import create_project, enroll_worker, get_project
+from labelq.record.db import engine_for, init_schema, session_scope
+from labelq.record.models import Assignment, Label, Task, Worker
+from labelq.record.projects import create_project, enroll_worker, get_project
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=timezone.utc)
 

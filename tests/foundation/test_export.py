@@ -11,10 +11,10 @@ from click.testing import CliRunner
 from sqlmodel import select
 
 from cli.main import cli
-from labelq.db import engine_for, init_schema, session_scope
-from labelq.loading import load_tasks
-from labelq.models import Assignment, Label, Task, utcnow
-from labelq.projects import create_project, enroll_worker, get_project, set_worker_status
+from labelq.record.db import engine_for, init_schema, session_scope
+from labelq.record.loading import load_tasks
+from labelq.record.models import Assignment, Label, Task, utcnow
+from labelq.record.projects import create_project, enroll_worker, get_project, set_worker_status
 
 
 @pytest.fixture
@@ -35,7 +35,7 @@ def project_db(db_url, tmp_path):
         ws = [enroll_worker(s, p, h, cost=1)[0] for h in ("a", "b", "c", "evil")]
         from sqlmodel import select
 
-        from labelq.models import Task
+        from labelq.record.models import Task
         by_ext = {t.external_id: t for t in s.exec(select(Task).where(Task.project_id == p.id))}
         for ext, t in by_ext.items():
             truth = t.gold_answer if t.is_gold else ("pos" if int(ext[1:]) % 2 == 0 else "neg")
@@ -143,7 +143,7 @@ def test_workers_list_shows_gold_accuracy(project_db):
 
 def test_status_warns_when_gold_pool_nearly_exhausted(project_db):
     engine = engine_for(project_db)
-    from labelq.projects import update_project
+    from labelq.record.projects import update_project
     with session_scope(engine) as s:
         update_project(s, "p", gold_schedule="fixed:rate=0.1")
     res = CliRunner().invoke(cli, ["status", "p", "-o", "json"],

@@ -12,10 +12,10 @@ from click.testing import CliRunner
 from sqlmodel import select
 
 from cli.main import cli
-from labelq.db import engine_for, init_schema, session_scope
-from labelq.loading import load_tasks
-from labelq.models import Assignment, Label, Task, utcnow
-from labelq.projects import create_project, enroll_worker
+from labelq.record.db import engine_for, init_schema, session_scope
+from labelq.record.loading import load_tasks
+from labelq.record.models import Assignment, Label, Task, utcnow
+from labelq.record.projects import create_project, enroll_worker
 
 CLASSES = ["cat", "dog", "fox", "owl"]
 
@@ -116,8 +116,8 @@ def test_background_export_job_reports_the_choice_and_the_warning(early_project,
 
     from cli.export import _follow
     from labelq.api.operator import _job_out
-    from labelq.db import engine_for
     from labelq.jobs import create_export_job, get_job, run_export_job
+    from labelq.record.db import engine_for
 
     db_url, truth = early_project
     _, err = export(db_url)

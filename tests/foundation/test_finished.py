@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from labelq.db import engine_for, init_schema, session_scope
-from labelq.models import Assignment, Label, Task, utcnow
-from labelq.projects import create_project, enroll_worker, get_project
+from labelq.record.db import engine_for, init_schema, session_scope
+from labelq.record.models import Assignment, Label, Task, utcnow
+from labelq.record.projects import create_project, enroll_worker, get_project
 from labelq.reporting import project_status
 
 
@@ -29,7 +29,7 @@ def _label(eng, task: int, worker: int, n: int) -> None:
         p = get_project(s, "fin")
         t = s.exec(Task.__table__.select().where(Task.project_id == p.id,
                                                  Task.seq == task)).first()
-        from labelq.models import Worker
+        from labelq.record.models import Worker
         w = s.exec(Worker.__table__.select().where(Worker.project_id == p.id,
                                                    Worker.seq == worker)).first()
         aid = f"a{task}-{worker}-{n}"

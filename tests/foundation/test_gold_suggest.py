@@ -11,10 +11,10 @@ from click.testing import CliRunner
 from sqlmodel import select
 
 from cli.main import cli
-from labelq.db import engine_for, init_schema, session_scope
-from labelq.loading import load_tasks
-from labelq.models import Assignment, Label, Task, utcnow
-from labelq.projects import create_project, enroll_worker
+from labelq.record.db import engine_for, init_schema, session_scope
+from labelq.record.loading import load_tasks
+from labelq.record.models import Assignment, Label, Task, utcnow
+from labelq.record.projects import create_project, enroll_worker
 
 NO_REDIS = "redis://127.0.0.1:1/0"  # nothing listens: gold mark marks in SQL only
 
@@ -130,7 +130,7 @@ def test_dashboard_list_from_the_api(project_db, tmp_path, redis_url):
 
     from labelq import dashboard as dash
     from labelq.api import create_app
-    from labelq.settings import Settings
+    from labelq.record.settings import Settings
 
     app = create_app(Settings(database_url=project_db, redis_url=redis_url,
                               operator_token="op-token-op-token-op-token"))

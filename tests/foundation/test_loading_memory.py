@@ -8,10 +8,10 @@ import pytest
 from sqlalchemy import func
 from sqlmodel import select
 
-from labelq.db import engine_for, init_schema, session_scope
-from labelq.loading import load_tasks
-from labelq.models import Task
-from labelq.projects import create_project, get_project
+from labelq.record.db import engine_for, init_schema, session_scope
+from labelq.record.loading import load_tasks
+from labelq.record.models import Task
+from labelq.record.projects import create_project, get_project
 
 ROWS = 200_000
 TEXT = "a sentence to label and long enough for the file to outweigh its ids " * 2

@@ -1,4 +1,4 @@
-"""Where the database is (issue 35, labelq/location.py): a command run from the wrong folder
+"""Where the database is (issue 35, labelq/record/location.py): a command run from the wrong folder
 used to create ./labelq.db there and answer "no project named 'reviews'". Now only `labelq
 init` creates a database; the others exit 9 naming where they looked, and "not found"
 errors name the database they looked in (password masked)."""
@@ -12,10 +12,10 @@ import pytest
 from click.testing import CliRunner
 
 from cli.main import cli
-from labelq.db import database_id, engine_for, init_schema, masked_url
 from labelq.errors import ServiceUnavailable
-from labelq.location import locate, per_user_url
-from labelq.settings import Settings
+from labelq.record.db import database_id, engine_for, init_schema, masked_url
+from labelq.record.location import locate, per_user_url
+from labelq.record.settings import Settings
 
 
 @pytest.fixture
@@ -129,7 +129,7 @@ def test_a_database_of_an_earlier_labelq_gets_an_identity_at_init(db_url):
     eng = engine_for(Settings(database_url=db_url).sqlalchemy_url)
     with eng.begin() as conn:
         conn.exec_driver_sql("DROP TABLE labelq_database")
-    from labelq.db import forget_database_id
+    from labelq.record.db import forget_database_id
     forget_database_id(eng)
     env = {"LABELQ_DATABASE_URL": db_url}
     # When a command other than init opens it, it is told to run init (exit 9)

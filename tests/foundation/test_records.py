@@ -3,10 +3,10 @@
 import pytest
 from sqlalchemy.exc import IntegrityError
 
-from labelq.db import engine_for, init_schema, session_scope
 from labelq.errors import AlreadyExists, InputError, NotFound, PolicyError
-from labelq.models import Assignment, Label, Task, utcnow
-from labelq.projects import (
+from labelq.record.db import engine_for, init_schema, session_scope
+from labelq.record.models import Assignment, Label, Task, utcnow
+from labelq.record.projects import (
     create_project,
     enroll_worker,
     get_project,
@@ -90,9 +90,9 @@ def test_init_schema_adds_columns_added_after_a_database_was_created(tmp_path):
 
     from sqlmodel import select as sm_select
 
-    from labelq.db import ADDED_COLUMNS, engine_for, init_schema
-    from labelq.db import session_scope as scope
-    from labelq.models import Project
+    from labelq.record.db import ADDED_COLUMNS, engine_for, init_schema
+    from labelq.record.db import session_scope as scope
+    from labelq.record.models import Project
 
     path = tmp_path / "old.db"
     url = f"sqlite:///{path}"
@@ -120,8 +120,8 @@ def test_init_schema_adds_columns_added_after_a_database_was_created(tmp_path):
         s.add(p)
     with scope(eng) as s:
         assert s.exec(sm_select(Project)).one().display_names() == ["Alpha", "b"]
-    from labelq.models import Task
-    from labelq.projects import GoldMark, mark_gold
+    from labelq.record.models import Task
+    from labelq.record.projects import GoldMark, mark_gold
     with scope(eng) as s:  # the task column added since: a task can be marked gold
         assert s.exec(sm_select(Task)).one().marked is None
         mark_gold(s, s.exec(sm_select(Project)).one(), [GoldMark("t0", "a")])

@@ -1,7 +1,7 @@
 import pytest
 
 from labelq.errors import ConfigError
-from labelq.settings import Settings, load_settings
+from labelq.record.settings import Settings, load_settings
 
 
 def test_defaults():
@@ -42,7 +42,7 @@ def test_environment_is_read(monkeypatch):
     ("LABELQ_API_URL", "localhost:8000"),
 ])
 def test_check_environment_covers_the_variables_read_elsewhere(var, value):
-    from labelq.settings import check_environment
+    from labelq.record.settings import check_environment
     with pytest.raises(ConfigError) as exc:
         check_environment({var: value})
     assert exc.value.variable == var and var in str(exc.value)

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from pipeline.conftest import r, sqlite_url  # noqa: F401,F811 - fixtures: real Redis, SQLite
 
 from labelq.errors import ConfigError
-from labelq.settings import check_environment, load_settings
+from labelq.record.settings import check_environment, load_settings
 
 BAD = [
     ("LABELQ_LEASE_SECONDS", "9999999999999", "at most 604800"),

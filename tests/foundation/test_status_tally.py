@@ -1,4 +1,4 @@
-"""Status from counters (labelq/tally.py) equals status counted over every label: as labels
+"""Status from counters (labelq/record/tally.py) equals status counted over every label: as labels
 arrive unapplied, are applied, are folded, as tasks are loaded, a task is made gold and the
 cap is raised (SQLite and PostgreSQL)."""
 
@@ -8,11 +8,11 @@ from datetime import timedelta
 
 from sqlmodel import select
 
-from labelq.db import engine_for, init_schema, session_scope
-from labelq.models import Assignment, Label, Project, Task, Worker, utcnow
-from labelq.projects import create_project, enroll_worker, get_project
+from labelq.record.db import engine_for, init_schema, session_scope
+from labelq.record.models import Assignment, Label, Project, Task, Worker, utcnow
+from labelq.record.projects import create_project, enroll_worker, get_project
+from labelq.record.tally import fold
 from labelq.reporting import project_status
-from labelq.tally import fold
 
 STATES = ("unlabeled", "in_progress", "complete", "gold")
 

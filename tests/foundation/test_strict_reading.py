@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from sqlmodel import select
 
 from cli.main import cli
-from labelq.db import engine_for, session_scope
-from labelq.models import Task
+from labelq.record.db import engine_for, session_scope
+from labelq.record.models import Task
 
 # --- label files: aggregate and simulate --data ---------------------------------------------
 

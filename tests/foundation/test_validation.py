@@ -8,11 +8,11 @@ from click.testing import CliRunner
 from sqlmodel import select
 
 from cli.main import cli
-from labelq.db import engine_for, init_schema, session_scope
 from labelq.errors import InputError, PolicyError
-from labelq.models import Project, Worker
 from labelq.policies import PolicySpec
-from labelq.projects import create_project, enroll_worker, get_project, update_project
+from labelq.record.db import engine_for, init_schema, session_scope
+from labelq.record.models import Project, Worker
+from labelq.record.projects import create_project, enroll_worker, get_project, update_project
 
 
 @pytest.fixture

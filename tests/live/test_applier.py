@@ -11,14 +11,14 @@ import pytest
 from sqlalchemy import func
 from sqlmodel import select
 
-from labelq.db import database_id, session_scope
 from labelq.live.applier import Applier
 from labelq.live.hotstate import StateCache, fold_from_sql, write_snapshot
 from labelq.live.rebuild import rebuild_project
 from labelq.live.redis.keys import Keys
-from labelq.models import Label, Project
+from labelq.record.db import database_id, session_scope
+from labelq.record.models import Label, Project
+from labelq.record.settings import Settings
 from labelq.service import Service
-from labelq.settings import Settings
 
 from .conftest import make_project
 
@@ -269,7 +269,7 @@ def test_expired_leases_are_recorded_and_rebuilt_as_issued(r, db_url, project_se
     from labelq.api.progress import worker_progress
     from labelq.errors import LeaseExpired
     from labelq.live.reaper import expire_leases
-    from labelq.models import Assignment, Worker
+    from labelq.record.models import Assignment, Worker
     from labelq.reporting import project_status
     eng, pid, settings, s, k = project_setup(db_url, n_tasks=12, workers=3, max_labels=3)
     # Given worker 0 holds a lease, worker 1 labelled one task, and the applier filled the
@@ -322,7 +322,7 @@ def test_a_submit_stalled_past_the_reaper_gets_lease_expired(r, db_url, monkeypa
                                                             project_setup):
     from labelq.errors import LeaseExpired
     from labelq.live.reaper import expire_leases
-    from labelq.models import Assignment
+    from labelq.record.models import Assignment
     eng, pid, settings, s, k = project_setup(db_url, n_tasks=6, workers=2, max_labels=3)
     a = s.next_assignment("p-w0")
     # Given a submit that stalls between SUBMIT_BEGIN and its commit for longer than the

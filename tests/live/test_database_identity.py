@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import event
 
-from labelq.db import database_id, engine_for, init_schema
 from labelq.live.redis.keys import KeyOwner, Keys, parse_key, projects_key
+from labelq.record.db import database_id, engine_for, init_schema
+from labelq.record.settings import Settings
 from labelq.service import Service
-from labelq.settings import Settings
 
 from .conftest import make_project
 

@@ -9,13 +9,13 @@ import time
 import pytest
 from sqlmodel import func, select
 
-from labelq.db import database_id, session_scope
 from labelq.errors import NotFound
 from labelq.live.group import Group
 from labelq.live.redis.keys import Keys
-from labelq.models import Label
+from labelq.record.db import database_id, session_scope
+from labelq.record.models import Label
+from labelq.record.settings import Settings
 from labelq.service import Service
-from labelq.settings import Settings
 
 from .conftest import make_project
 

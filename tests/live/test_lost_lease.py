@@ -9,12 +9,12 @@ from __future__ import annotations
 import pytest
 from sqlmodel import select
 
-from labelq.db import session_scope
 from labelq.errors import LeaseExpired, LeaseLost, NotFound
 from labelq.live.leaseid import new_assignment_id, parse_assignment_id
-from labelq.models import Assignment, Label
+from labelq.record.db import session_scope
+from labelq.record.models import Assignment, Label
+from labelq.record.settings import Settings
 from labelq.service import Service
-from labelq.settings import Settings
 
 from .conftest import make_project
 

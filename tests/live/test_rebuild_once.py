@@ -2,11 +2,11 @@
 
 import threading
 
-from labelq.db import database_id
 from labelq.live.rebuild import delete_hot, ensure_hot
 from labelq.live.redis.keys import Keys
+from labelq.record.db import database_id
+from labelq.record.settings import Settings
 from labelq.service import Service
-from labelq.settings import Settings
 
 from .conftest import make_project
 

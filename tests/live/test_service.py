@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 from sqlmodel import select
 
-from labelq.db import database_id, session_scope
 from labelq.errors import (
     BudgetExhausted,
     DuplicateSubmission,
@@ -20,10 +19,11 @@ from labelq.errors import (
 )
 from labelq.live.redis.keys import Keys
 from labelq.live.redis.scripts import Refusal
-from labelq.models import Assignment, Label
-from labelq.projects import set_worker_status
+from labelq.record.db import database_id, session_scope
+from labelq.record.models import Assignment, Label
+from labelq.record.projects import set_worker_status
+from labelq.record.settings import Settings
 from labelq.service import Service
-from labelq.settings import Settings
 
 from .conftest import make_project
 
@@ -266,12 +266,12 @@ def test_gold_schedule_and_quality_rule_pause_a_bad_worker(r, sqlite_url):
 
 
 def test_gold_on_suspicion_gives_a_worker_failing_gold_more_of_it(r, sqlite_url):
-    from labelq.goldstats import project_gold_scores
     from labelq.live.applier import Applier
     from labelq.live.hotstate import StateCache
     from labelq.live.rebuild import delete_hot, rebuild_project
     from labelq.live.redis.keys import gold_record_fields
-    from labelq.models import Project
+    from labelq.record.goldstats import project_gold_scores
+    from labelq.record.models import Project
 
     # Given a gold schedule of 10 % that rises to 90 % while a worker's gold record is
     # suspect (posterior mean below 0.7), and two workers: w0 answers every gold question
@@ -379,7 +379,7 @@ def test_inbox_refilled_while_deciding_at_once_is_served_first(r, sqlite_url):
 def test_raw_inserts_store_what_core_would(db_url):
     # Given a project, one worker and two tasks, on SQLite and on PostgreSQL
     from labelq.live.submit import Inserts
-    from labelq.models import Project, Task, Worker, utc_from_ms
+    from labelq.record.models import Project, Task, Worker, utc_from_ms
     eng, pid = make_project(db_url, n_tasks=3, workers=1)
     with session_scope(eng) as s:
         p, w = s.get(Project, pid), s.exec(select(Worker)).one()
@@ -518,7 +518,7 @@ def test_project_update_reaches_a_running_service(r, sqlite_url, policy):
     """A long-running process (an API worker) sees ``labelq project update``: a budget
     lowered to what is spent stops issuing, a raised one resumes; a budget-aware policy's
     state is folded again under the new budget."""
-    from labelq.projects import update_project
+    from labelq.record.projects import update_project
     # Given a running service whose annotator has spent 1 of a budget of 10
     eng, pid = make_project(sqlite_url, n_tasks=6, workers=2, budget=10, policy=policy)
     s = Service(eng, r, settings=Settings(database_url=sqlite_url), worker_max_age=0,
@@ -544,7 +544,7 @@ def test_project_update_reaches_a_running_service(r, sqlite_url, policy):
 
 def test_a_raised_label_cap_reopens_the_tasks_that_reached_the_old_one(r, sqlite_url):
     from labelq.live.rebuild import reopen_below_cap
-    from labelq.projects import update_project
+    from labelq.record.projects import update_project
     # Given three tasks at a cap of 1, all labelled once, so nothing is left to issue
     eng, pid = make_project(sqlite_url, n_tasks=3, workers=2, max_labels=1)
     s = Service(eng, r, settings=Settings(database_url=sqlite_url), worker_max_age=0,

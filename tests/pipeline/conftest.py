@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import redis as redis_lib
 
-from labelq.db import database_id, engine_for, init_schema, session_scope
-from labelq.models import Task
-from labelq.projects import create_project, enroll_worker
+from labelq.record.db import database_id, engine_for, init_schema, session_scope
+from labelq.record.models import Task
+from labelq.record.projects import create_project, enroll_worker
 
 ROOT = Path(__file__).resolve().parents[2]
 

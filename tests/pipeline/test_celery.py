@@ -10,12 +10,12 @@ import pytest
 from sqlalchemy import func
 from sqlmodel import select
 
-from labelq.db import database_id, session_scope
 from labelq.live.hotstate import decode_snapshot, fold_from_sql
 from labelq.live.redis.keys import Keys
-from labelq.models import Label, Project
+from labelq.record.db import database_id, session_scope
+from labelq.record.models import Label, Project
+from labelq.record.settings import Settings
 from labelq.service import Service
-from labelq.settings import Settings
 from workers.main import create_app
 
 from .conftest import make_project

@@ -6,10 +6,10 @@ from click.testing import CliRunner
 from sqlmodel import select
 
 from cli.main import cli
-from labelq.db import database_id, session_scope
 from labelq.live.redis.keys import Keys
-from labelq.models import Assignment, Label, Task
-from labelq.projects import enroll_worker, get_project
+from labelq.record.db import database_id, session_scope
+from labelq.record.models import Assignment, Label, Task
+from labelq.record.projects import enroll_worker, get_project
 
 from .conftest import make_project
 

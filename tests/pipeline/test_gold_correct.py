@@ -8,14 +8,14 @@ from click.testing import CliRunner
 from sqlmodel import select
 
 from cli.main import cli
-from labelq.db import database_id, session_scope
 from labelq.live.applier import Applier
 from labelq.live.hotstate import StateCache, bump_epoch, fold_from_sql
 from labelq.live.redis.keys import Keys
-from labelq.models import Project, Task
-from labelq.projects import correct_gold, get_project, set_worker_status
+from labelq.record.db import database_id, session_scope
+from labelq.record.models import Project, Task
+from labelq.record.projects import correct_gold, get_project, set_worker_status
+from labelq.record.settings import Settings
 from labelq.service import Service
-from labelq.settings import Settings
 
 from .conftest import make_project
 

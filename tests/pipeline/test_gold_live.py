@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from sqlmodel import select
 
-from labelq.db import session_scope
 from labelq.errors import Forbidden
-from labelq.models import Worker
+from labelq.record.db import session_scope
+from labelq.record.models import Worker
+from labelq.record.settings import Settings
 from labelq.service import Service
-from labelq.settings import Settings
 from workers.main import create_app
 
 from .conftest import make_project

@@ -10,17 +10,17 @@ from click.testing import CliRunner
 from sqlmodel import select
 
 from cli.main import cli
-from labelq.db import database_id, session_scope
 from labelq.errors import Conflict
 from labelq.exporting import aggregate_project, aggregated_rows, load_project_labels
 from labelq.live.goldmark import mark_gold_live
 from labelq.live.hotstate import StateCache
 from labelq.live.rebuild import rebuild_project
 from labelq.live.redis.keys import Keys
-from labelq.models import Label, Project, Task, Worker
-from labelq.projects import GoldMark
+from labelq.record.db import database_id, session_scope
+from labelq.record.models import Label, Project, Task, Worker
+from labelq.record.projects import GoldMark
+from labelq.record.settings import Settings
 from labelq.service import Service
-from labelq.settings import Settings
 
 from .conftest import hot_sets, make_project
 
@@ -191,7 +191,7 @@ def test_with_a_celery_applier_a_marked_task_is_then_served_as_gold(
         r, redis_url, sqlite_url, celery_env, celery_worker):
     # Given four tasks, one label each from p-w0 (who answers 'b'), applied by a real
     # Celery worker, and a schedule that gives gold whenever there is unseen gold
-    from labelq.goldstats import gold_scores
+    from labelq.record.goldstats import gold_scores
     from workers.main import create_app
 
     from .test_celery import wait_applied

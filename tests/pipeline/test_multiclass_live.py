@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from live.test_applier import fresh_posterior
 
-from labelq.db import database_id
 from labelq.live.applier import Applier
 from labelq.live.hotstate import StateCache
 from labelq.live.rebuild import rebuild_project
 from labelq.live.redis.keys import Keys
+from labelq.record.db import database_id
+from labelq.record.settings import Settings
 from labelq.service import Service
-from labelq.settings import Settings
 
 from .conftest import make_project
 

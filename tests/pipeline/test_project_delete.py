@@ -8,11 +8,11 @@ from sqlalchemy import func
 from sqlmodel import select
 
 from cli.main import cli
-from labelq.db import database_id, session_scope
 from labelq.live.redis.keys import Keys, projects_key
-from labelq.models import Assignment, Label, Project, Task, Worker
+from labelq.record.db import database_id, session_scope
+from labelq.record.models import Assignment, Label, Project, Task, Worker
+from labelq.record.settings import Settings
 from labelq.service import Service
-from labelq.settings import Settings
 
 from .conftest import make_project
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from labelq.live.rebuild import rebuild_project
+from labelq.record.settings import Settings
 from labelq.service import Service
-from labelq.settings import Settings
 
 from .conftest import hot_sets, make_project
 

@@ -13,12 +13,12 @@ import redis as redis_lib
 from sqlalchemy import func
 from sqlmodel import select
 
-from labelq.db import database_id, session_scope
 from labelq.errors import ServiceUnavailable
 from labelq.live.redis.keys import Keys
-from labelq.models import Label
+from labelq.record.db import database_id, session_scope
+from labelq.record.models import Label
+from labelq.record.settings import Settings
 from labelq.service import Service
-from labelq.settings import Settings
 from workers.main import create_app
 
 from .conftest import make_project

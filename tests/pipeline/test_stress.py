@@ -19,13 +19,13 @@ import pytest
 import redis as redislib
 from sqlmodel import select
 
-from labelq.db import database_id, engine_for, init_schema, session_scope
 from labelq.live.applier import Applier
 from labelq.live.hotstate import StateCache, fold_from_sql
 from labelq.live.reaper import expire_leases
 from labelq.live.redis.keys import Keys
-from labelq.models import Assignment, Label, Project, Task, Worker
-from labelq.projects import create_project, enroll_worker
+from labelq.record.db import database_id, engine_for, init_schema, session_scope
+from labelq.record.models import Assignment, Label, Project, Task, Worker
+from labelq.record.projects import create_project, enroll_worker
 
 TARGET = int(os.environ.get("LABELQ_STRESS_LABELS", "20000"))
 N_WORKERS = 20
@@ -40,8 +40,8 @@ def _annotators(url: str, redis_url: str, js: list[int], out) -> None:
     import threading
 
     from labelq.errors import BudgetExhausted
+    from labelq.record.settings import Settings
     from labelq.service import Service
-    from labelq.settings import Settings
     from workers.main import create_app
 
     app = create_app(redis_url)
@@ -88,7 +88,7 @@ def _annotators(url: str, redis_url: str, js: list[int], out) -> None:
 def test_twenty_annotators_keep_every_invariant(redis_url, pg_url, celery_env, celery_worker):
     from sqlmodel import SQLModel
 
-    import labelq.models  # noqa: F401
+    import labelq.record.models  # noqa: F401
 
     eng = engine_for(pg_url)
     SQLModel.metadata.drop_all(eng)

@@ -15,15 +15,15 @@ from sqlalchemy import func
 from sqlmodel import select
 
 from cli.main import cli
-from labelq.db import database_id, session_scope
 from labelq.live.applier import Applier
 from labelq.live.hotstate import StateCache
 from labelq.live.rebuild import rebuild_project
 from labelq.live.redis.keys import Keys, parse_key, projects_key
 from labelq.live.upkeep import maintain_project
-from labelq.models import Label
+from labelq.record.db import database_id, session_scope
+from labelq.record.models import Label
+from labelq.record.settings import Settings
 from labelq.service import Service
-from labelq.settings import Settings
 from workers.main import create_app
 
 from .conftest import make_project

@@ -14,8 +14,8 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 from sqlmodel import Session, SQLModel, create_engine, select
 
+from ..errors import ServiceUnavailable
 from . import models  # noqa: F401 - registers the tables on SQLModel.metadata
-from .errors import ServiceUnavailable
 from .settings import Settings, load_settings
 
 __all__ = ["get_engine", "init_schema", "session_scope", "engine_for", "ADDED_COLUMNS",

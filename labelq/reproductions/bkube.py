@@ -29,7 +29,7 @@ policy's labels are replayed under both agreement rules and ``v̂`` is compared 
 
 Command line::
 
-    python -m labelq.experiments.bkube --runs 100
+    python -m labelq.reproductions.bkube --runs 100
 """
 
 from __future__ import annotations
@@ -345,7 +345,7 @@ def format_detail(result: dict, budgets: list[float], policies: list[str]) -> st
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m labelq.experiments.bkube",
+    ap = argparse.ArgumentParser(prog="python -m labelq.reproductions.bkube",
                                  description="Rangi & Franceschetti (2018) §6 reproduction")
     ap.add_argument("--runs", type=int, default=100)
     ap.add_argument("--tasks", type=int, nargs="+", default=[50, 100])

@@ -12,7 +12,7 @@ planned for exactly n steps (H = ⌊√n⌋), as in the paper's Theorem 4.
 
 Command line::
 
-    python -m labelq.experiments.gold_recommendation --setting 1 --trials 2000 --steps 1000
+    python -m labelq.reproductions.gold_recommendation --setting 1 --trials 2000 --steps 1000
 """
 
 from __future__ import annotations

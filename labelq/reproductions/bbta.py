@@ -26,7 +26,7 @@ between points of the mean curve (no extrapolation: "-" in the table).
 
 Command line::
 
-    python -m labelq.experiments.bbta --dataset breast-cancer --model spammer-hammer --runs 30
+    python -m labelq.reproductions.bbta --dataset breast-cancer --model spammer-hammer --runs 30
 """
 
 from __future__ import annotations
@@ -488,7 +488,7 @@ def to_markdown(res: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m labelq.experiments.bbta",
+    ap = argparse.ArgumentParser(prog="python -m labelq.reproductions.bbta",
                                  description=__doc__.split("\n")[0])
     ap.add_argument("--dataset", default="breast-cancer",
                     choices=[*BENCHMARKS, "athlete", "athlete-completed"])

@@ -12,14 +12,14 @@ import math
 import numpy as np
 import pytest
 
-from labelq.experiments.primal_dual import (
+from labelq.policies import build
+from labelq.reproductions.primal_dual import (
     SETTINGS,
     make_environment,
     random_regular,
     run_baseline,
     run_primal_dual,
 )
-from labelq.policies import build
 
 
 def _paired(setting_name, eps, seeds, n, m, capacity, gamma=0.3):

@@ -16,8 +16,8 @@ import numpy as np
 from sqlalchemy import bindparam, func
 from sqlmodel import Session, select
 
+from ..policies.base import Observation, Problem
 from .models import Label, Project, Task, Worker
-from .policies.base import Observation, Problem
 
 __all__ = ["ProjectView", "load_view", "label_rows", "to_observation", "count_workers",
            "gc_paused"]

@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import delete, func, update
 from sqlmodel import Session, col, select
 
-from .errors import (
+from ..errors import (
     AlreadyExists,
     Conflict,
     FileFormatError,
@@ -26,8 +26,8 @@ from .errors import (
     NotFound,
     PolicyError,
 )
+from ..policies.spec import PolicySpec
 from .models import ENDED_UNLABELLED, Assignment, Label, Project, Task, Worker, utcnow
-from .policies.spec import PolicySpec
 
 __all__ = ["create_project", "parse_quality", "check_gold_schedule", "update_project",
            "get_project", "list_projects", "enroll_worker", "get_task", "get_worker",
@@ -43,6 +43,9 @@ _NAME_ITEM = re.compile(r'\s*([^=,]+?)\s*=\s*("(?:[^"\\]|\\.)*"|[^,]*?)\s*(?:,|$
 
 
 POLICY_AGGREGATED = ("bbta",)
+# A project's aggregation setting: a method of labelq.aggregation, or the policy's own posterior
+METHODS = ("auto", "mv", "wmv", "ds", "onecoin", "glad", "kos", "ds-category", "shrunk",
+           "policy")
 
 # Project names and worker handles travel in URLs, file names and log lines: letters and
 # digits first, then also . _ @ -, at most 64 characters (no '/', '..' paths, markup, spaces).
@@ -67,7 +70,7 @@ def check_policy_fits(spec: PolicySpec, labels: list[str]) -> None:
     fail every ``next`` later): its ``init_state`` on a one-task problem with that many
     classes must succeed. Asking the policy itself keeps this true as policies change."""
     try:
-        from .policies import Problem, build
+        from ..policies import Problem, build
 
         build(spec).init_state(Problem(n_tasks=1, n_workers=1, n_classes=len(labels)))
     except PolicyError as exc:
@@ -147,7 +150,7 @@ def parse_quality(text: str | dict[str, Any] | None) -> dict[str, Any]:
     """Validate a quality rule (``threshold=0.7,min_gold=10[,confidence=0.95,per_category=true,
     rule=sequential]``
     or the same as a dict) with :class:`labelq.gold.quality.QualityRule`; ``{}`` = no rule."""
-    from .gold.quality import QualityRule
+    from ..gold.quality import QualityRule
 
     if not text:
         return {}
@@ -171,7 +174,7 @@ def parse_quality(text: str | dict[str, Any] | None) -> dict[str, Any]:
 def check_gold_schedule(text: str | None) -> str | None:
     """Validate a gold schedule spec (``fixed:rate=0.1``, ``onboarding:...``, ``epochs:...``,
     ``per-category:s=3``, ``none``) and return it normalised (``None`` for no gold)."""
-    from .gold.schedules import schedule_from_spec
+    from ..gold.schedules import schedule_from_spec
 
     if text is None or not text.strip() or text.strip() == "none":
         return None
@@ -194,7 +197,6 @@ def create_project(session: Session, name: str, labels: str | list[str], *,
         # a BBTA project's labels are best read with its own learned per-category weights;
         # otherwise auto picks what the labels support (ds fell below majority vote early on)
         aggregation = "policy" if spec.name in POLICY_AGGREGATED else "auto"
-    from .exporting import METHODS
     if aggregation not in METHODS:
         raise InputError(f"unknown aggregation method {aggregation!r}; choose from "
                          f"{', '.join(METHODS)}", field="aggregation")
@@ -231,7 +233,6 @@ def update_project(session: Session, name: str, **changes: Any) -> Project:
             raise InputError(f"max labels per task must be at least 1, got {changes['max_labels']}")
         project.max_labels = changes["max_labels"]
     if changes.get("aggregation") is not None:
-        from .exporting import METHODS
         if changes["aggregation"] not in METHODS:
             raise InputError(f"unknown aggregation method {changes['aggregation']!r}; choose "
                              f"from {', '.join(METHODS)}", field="aggregation")

@@ -60,7 +60,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 __all__ = ["Settings", "load_settings", "check_environment"]
 

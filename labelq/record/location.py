@@ -13,7 +13,7 @@ answer "no project named 'reviews'". Now the database's URL is, in this order:
 
 Only ``labelq init`` creates a database or its schema (and the demo, in its own folder);
 every other command, the API and the Celery worker open an existing database with its
-identity (:func:`labelq.db.database_id`) or stop with exit code 9, saying where they looked
+identity (:func:`labelq.record.db.database_id`) or stop with exit code 9, saying where they looked
 (:class:`Location`, :func:`open_database`). Errors that something was not found name the
 database too (``labelq`` adds it to the message).
 """
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 __all__ = ["CONFIG_NAME", "Location", "locate", "default_database_url", "find_config",
            "open_configured",
@@ -148,8 +148,8 @@ def open_database(location: Location, sqlalchemy_url: str | None = None) -> Any:
     """The engine of an existing, initialised database (its identity read and cached), or
     :class:`labelq.errors.ServiceUnavailable` (exit code 9) saying where it looked and to
     run ``labelq init``. Never creates a file, a table or a row."""
+    from ..errors import ServiceUnavailable
     from .db import SchemaMissing, database_id, engine_for
-    from .errors import ServiceUnavailable
 
     file = sqlite_path(location.url)
     if file is not None and not Path(file).exists():

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from labelq.experiments import bbta as exp
+from labelq.reproductions import bbta as exp
 
 METHODS = ["bbta:explore=1", "bbta:explore=0", "optkg-multi", "random", "crowdsense",
            "iethresh"]

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from labelq.experiments.bkube import make_instance, run_grid, run_policy
+from labelq.reproductions.bkube import make_instance, run_grid, run_policy
 
 BEF = "bounded-eps-first:eps=0.1"
 BEF_SS = "bounded-eps-first:eps=0.1,allocation=single-step"
@@ -115,8 +115,8 @@ def test_set_b_spammers_sit_at_random_positions():
 def test_replayed_agreement_matches_the_policy_state(rule):
     """``agreement_estimates`` (used by ``--estimates``) scores a stream exactly as the
     policy's own update does under the same rule."""
-    from labelq.experiments.bkube import agreement_estimates
     from labelq.policies import Observation, Problem, build
+    from labelq.reproductions.bkube import agreement_estimates
 
     inst = make_instance(50, "B", np.random.default_rng(4))
     policy = build(f"bkube:agreement={rule}")

@@ -4,7 +4,8 @@
 import numpy as np
 import pytest
 
-from labelq.experiments.gold_recommendation import (
+from labelq.policies._recommend import RecommenderParams
+from labelq.reproductions.gold_recommendation import (
     GR_READINGS,
     STRATEGY_SPECS,
     regret_at,
@@ -13,7 +14,6 @@ from labelq.experiments.gold_recommendation import (
     simulate_regret,
     spec_named,
 )
-from labelq.policies._recommend import RecommenderParams
 
 
 def test_ur_gamma_2_beats_1_5_and_10_and_eps_first_is_best_setting_1():

@@ -1,6 +1,6 @@
 """Reproduce Ho, Jabbari & Vaughan (ICML 2013) §6: primal-dual vs random regular + KOS.
 
-``python -m labelq.experiments.primal_dual --runs 10`` prints markdown tables: for each worker
+``python -m labelq.reproductions.primal_dual --runs 10`` prints markdown tables: for each worker
 setting and each ε, the labels per task primal-dual used (gold and the γm sample workers'
 gold counted) and its error, next to random regular assignment aggregated by an aggregator
 (KOS message passing by default) with ``ceil(labels per task)`` labels per task — at least
@@ -207,7 +207,7 @@ DEFAULT_EPS = {"uniform": [0.4, 0.3, 0.2, 0.1, 0.05],
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m labelq.experiments.primal_dual",
+    ap = argparse.ArgumentParser(prog="python -m labelq.reproductions.primal_dual",
                                  description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--settings", default=",".join(SETTINGS),

@@ -20,11 +20,11 @@ import numpy as np
 from sqlalchemy import case, func
 from sqlmodel import Session, select
 
-from .gold.pool import ExhaustionRule
+from ..gold.pool import ExhaustionRule
 from .models import Assignment, Label, Project, Task, Worker
 
 if TYPE_CHECKING:  # (imported where used: scoring imports scipy, which labelq status skips)
-    from .gold.scoring import GoldScores
+    from ..gold.scoring import GoldScores
 
 __all__ = ["ProjectGold", "project_gold_scores", "gold_exhaustion", "gold_scores", "flagged",
            "apply_quality_rule"]
@@ -33,7 +33,7 @@ __all__ = ["ProjectGold", "project_gold_scores", "gold_exhaustion", "gold_scores
 def gold_scores(session: Session, project_id: int, worker_seqs: list[int],
                 categories: list[str]) -> GoldScores:
     """Scores of ``worker_seqs`` (rows in that order) over ``categories``."""
-    from .gold.scoring import GoldScores
+    from ..gold.scoring import GoldScores
 
     correct = func.sum(case((Label.value == Task.gold_answer, 1), else_=0))
     q = (select(Worker.seq, Task.category, func.count(), correct)
@@ -57,7 +57,7 @@ def flagged(session: Session, project: Project, worker_seqs: list[int],
     SQL now (none without a rule); ``scores``: those scores, already read."""
     if not project.quality or not worker_seqs:
         return []
-    from .gold.quality import QualityRule
+    from ..gold.quality import QualityRule
 
     rule = QualityRule(**project.quality)
     if scores is None:

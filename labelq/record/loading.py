@@ -25,16 +25,17 @@ cannot be read (missing, a directory) is an :class:`~labelq.errors.InputError` t
 from __future__ import annotations
 
 import json
-from json.encoder import encode_basestring_ascii as _json_str
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
+from json.encoder import encode_basestring_ascii as _json_str
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 from sqlalchemy import func, insert
 from sqlmodel import Session, select
 
-from .errors import Conflict, FileFormatError
+from ..errors import Conflict, FileFormatError
 from .models import Project, Task, utcnow
 from .reading import check_value, csv_rows, detect_format, jsonl_lines, name, records
 
@@ -127,7 +128,7 @@ class _BulkWriter:
             i_payload = COLUMNS.index("payload")
             self.conn.execute(insert(Task.__table__),
                               [{c: (json.loads(v) if i == i_payload else v)
-                                for i, (c, v) in enumerate(zip(COLUMNS, r))} for r in rows])
+                                for i, (c, v) in enumerate(zip(COLUMNS, r, strict=True))} for r in rows])
 
     def pause(self, exc: BaseException | None = None) -> None:
         """End the COPY in progress, if any (with ``exc``: abort it)."""

@@ -36,10 +36,11 @@ import io
 import json
 import math
 import re
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
-from .errors import FileFormatError, InputError
+from ..errors import FileFormatError, InputError
 
 __all__ = ["read_text", "text_chunks", "csv_records", "csv_rows", "jsonl_records",
            "jsonl_lines", "records", "name", "detect_format", "check_value", "MAX_FIELD",
@@ -191,7 +192,7 @@ def _csv_records(path: Path, lines: Iterable[str], seen_nul: list[bool]
     reader = csv.reader(lines, strict=True)
     header = _csv_header(path, reader)
     for start, row in _csv_lists(path, reader, header, seen_nul):
-        yield start, dict(zip(header, row))
+        yield start, dict(zip(header, row, strict=True))
 
 
 def _csv_header(path: Path, reader: Any) -> list[str]:
@@ -231,7 +232,7 @@ def _csv_lists(path: Path, reader: Any, header: list[str], seen_nul: list[bool]
             raise FileFormatError(str(path), start, None,
                                   f"expected {width} columns, found {len(row)}")
         if seen_nul[0]:
-            for column, value in zip(header, row):
+            for column, value in zip(header, row, strict=True):
                 if "\x00" in value:
                     _check_string(value, path, start, column)
         yield start, row

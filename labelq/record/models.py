@@ -67,7 +67,7 @@ class Project(SQLModel, table=True):
     gold_schedule: str | None = None
     quality: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     created: datetime = Field(default_factory=utcnow)
-    # added after the first release (labelq.db.ADDED_COLUMNS adds them to older databases):
+    # added after the first release (labelq.record.db.ADDED_COLUMNS adds them to older databases):
     # what annotators read before labelling (Markdown source, shown as text), and display
     # names of labels by label value (labels without one show their value)
     instructions: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
@@ -134,7 +134,7 @@ class Label(SQLModel, table=True):
     # ix_label_project_applied: a project's labels applied after a sequence number, in
     # applied order (every state catch-up), and its unapplied ones (the applier's batch),
     # as an index range; by (project_id, task_id) alone SQLite scanned and sorted every
-    # label of the project for each (labelq.db.ADDED_INDEXES adds it to older databases)
+    # label of the project for each (labelq.record.db.ADDED_INDEXES adds it to older databases)
     __table_args__ = (Index("ix_label_project_task", "project_id", "task_id"),
                       Index("ix_label_project_applied", "project_id", "applied_seq"))
     id: int | None = Field(default=None, primary_key=True)
@@ -153,7 +153,7 @@ class Label(SQLModel, table=True):
 class StatusTally(SQLModel, table=True):
     """How far a project's status counters (``task_tally``, ``worker_tally``) are folded:
     every label with ``applied_seq <= applied_seq`` and every task with ``seq < n_tasks``
-    (labelq/tally.py; rebuildable from the labels, like the hot state)."""
+    (labelq/record/tally.py; rebuildable from the labels, like the hot state)."""
 
     __tablename__ = "status_tally"
     project_id: int = Field(primary_key=True)

@@ -1,1 +1,0 @@
-"""Reproductions of the papers' experiments, runnable as ``python -m labelq.experiments.<name>``."""

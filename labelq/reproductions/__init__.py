@@ -1,0 +1,1 @@
+"""Reproductions of the papers' experiments, runnable as ``python -m labelq.reproductions.<name>``."""
