@@ -13,8 +13,8 @@ from typing import Any
 import click
 
 from labelq.errors import ServiceUnavailable
-from labelq.location import Location, locate, open_database, sqlite_path
-from labelq.settings import load_settings
+from labelq.record.location import Location, locate, open_database, sqlite_path
+from labelq.record.settings import load_settings
 
 # the database the running command opened (``labelq`` names it in a "not found" error)
 OPENED: list[Location] = []
@@ -124,7 +124,7 @@ def init_engine(database_url: str | None = None):
     Returns (engine, location, database identity)."""
     from pathlib import Path
 
-    from labelq.db import engine_for, init_schema
+    from labelq.record.db import engine_for, init_schema
     location, url = _located(database_url)
     file = sqlite_path(location.url)
     if file is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from labelq.settings import load_settings
+from labelq.record.settings import load_settings
 
 from ._common import DB_OPTION, OUTPUT_OPTION, REDIS_OPTION, emit
 
@@ -15,7 +15,7 @@ def _database(url: str) -> tuple[bool, str]:
     from sqlalchemy import inspect
     from sqlalchemy.engine import make_url
 
-    from labelq.db import engine_for, masked_url
+    from labelq.record.db import engine_for, masked_url
     shown = masked_url(url)
     try:
         parsed = make_url(url)
@@ -32,12 +32,12 @@ def _database(url: str) -> tuple[bool, str]:
         return False, f"{shown}: {str(exc).splitlines()[0]}"
     from sqlmodel import SQLModel
 
-    import labelq.models  # noqa: F401 - registers the tables
+    import labelq.record.models  # noqa: F401 - registers the tables
 
     missing = set(SQLModel.metadata.tables) - tables
     if missing:
         return False, f"{shown}: no tables {', '.join(sorted(missing))} (run labelq init)"
-    from labelq.db import database_id
+    from labelq.record.db import database_id
     try:
         return True, f"{shown}, database id {database_id(eng)}"
     except Exception as exc:  # noqa: BLE001 - no identity yet: an earlier labelq's database
@@ -60,8 +60,8 @@ def _keys(rd: str, db: str) -> dict:
     named, never touched) and keys of a labelq before keys named their database."""
     import redis
 
-    from labelq.db import database_id, engine_for
     from labelq.live.redis.keys import parse_key
+    from labelq.record.db import database_id, engine_for
 
     try:
         own: str | None = database_id(engine_for(db))
@@ -118,8 +118,8 @@ def check(database_url, redis_url, timeout, output):
     """Check that this deployment can run: the database (and its schema), Redis, and a
     Celery worker answering on the broker (without one, labels are recorded but never
     applied). Exit code 9 when a check fails."""
-    from labelq.location import locate
-    from labelq.settings import Settings
+    from labelq.record.location import locate
+    from labelq.record.settings import Settings
 
     settings = load_settings()
     location = locate(database_url)  # where every other command would look

@@ -111,9 +111,9 @@ def _pool(n_workers: int, n_careless: int, n_categories: int, rng):
 
 def _setup(db_url, *, n_tasks, n_gold, n_workers, n_categories, max_labels, budget,
            policy, gold_schedule, rng):
-    from labelq.db import engine_for, init_schema, session_scope
-    from labelq.models import Task
-    from labelq.projects import create_project, enroll_worker
+    from labelq.record.db import engine_for, init_schema, session_scope
+    from labelq.record.models import Task
+    from labelq.record.projects import create_project, enroll_worker
 
     eng = engine_for(db_url)
     init_schema(eng)
@@ -188,7 +188,7 @@ def demo_cmd(n_tasks, n_gold, n_workers, n_careless, n_categories, labels_per_ta
         raise click.BadParameter(f"unknown policy {policy!r}; known: {', '.join(names())}",
                                  param_hint="--policy")
     from labelq.errors import PolicyError
-    from labelq.projects import check_gold_schedule
+    from labelq.record.projects import check_gold_schedule
     try:
         check_gold_schedule(gold_schedule)
     except PolicyError as exc:
@@ -208,7 +208,7 @@ def demo_cmd(n_tasks, n_gold, n_workers, n_careless, n_categories, labels_per_ta
               gold_schedule=gold_schedule, redis_url=redis_url, t0=t0)
     finally:
         if temporary:
-            from labelq.db import engine_for
+            from labelq.record.db import engine_for
             engine_for(f"sqlite:///{out / 'demo.db'}").dispose()
             shutil.rmtree(out, ignore_errors=True)
 
@@ -220,13 +220,13 @@ def _demo(out: Path, temporary: bool, *, n_tasks, n_gold, n_workers, n_careless,
     from sqlalchemy import func
     from sqlmodel import select
 
-    from labelq.db import session_scope
     from labelq.errors import BudgetExhausted, Forbidden
     from labelq.live.rebuild import delete_hot
     from labelq.live.redis.keys import Keys
-    from labelq.models import Label, Worker
+    from labelq.record.db import session_scope
+    from labelq.record.models import Label, Worker
+    from labelq.record.settings import Settings
     from labelq.service import Service
-    from labelq.settings import Settings
     from workers.main import create_app
 
     db_url = f"sqlite:///{out / 'demo.db'}"
@@ -237,7 +237,7 @@ def _demo(out: Path, temporary: bool, *, n_tasks, n_gold, n_workers, n_careless,
         db_url, n_tasks=n_tasks, n_gold=n_gold, n_workers=n_workers,
         n_categories=n_categories, max_labels=int(np.ceil(labels_per_task)) + 2,
         budget=budget, policy=policy, gold_schedule=gold_schedule, rng=rng)
-    from labelq.db import database_id
+    from labelq.record.db import database_id
     k = Keys(pid, database_id(eng))
     if client.exists(k.meta):
         raise click.ClickException(f"{url} already holds keys of a project {pid}; give the "
@@ -360,7 +360,6 @@ def _report(eng, pid, n_tasks, accuracy, policy, truth, labels, out: Path,
     from sqlalchemy import case, func
     from sqlmodel import select
 
-    from labelq.db import session_scope
     from labelq.exporting import (
         aggregate_project,
         aggregated_rows,
@@ -369,7 +368,8 @@ def _report(eng, pid, n_tasks, accuracy, policy, truth, labels, out: Path,
         load_project_labels,
         write_rows,
     )
-    from labelq.models import Label, Project, Worker
+    from labelq.record.db import session_scope
+    from labelq.record.models import Label, Project, Worker
     from labelq.reporting import RAW_COLUMNS, iter_raw_labels
 
     truth_of = {f"t{i}": labels[truth[i]] for i in range(n_tasks)}
@@ -380,7 +380,7 @@ def _report(eng, pid, n_tasks, accuracy, policy, truth, labels, out: Path,
             .where(Label.project_id == pid)).one()
         workers = s.exec(select(Worker.seq, Worker.status).where(Worker.project_id == pid)
                          .order_by(Worker.seq)).all()
-        from labelq.models import Task
+        from labelq.record.models import Task
         gold = {seq: (int(n), int(right or 0)) for seq, n, right in s.exec(
             select(Worker.seq, func.count(),
                    func.sum(case((Label.value == Task.gold_answer, 1), else_=0)))
@@ -415,7 +415,7 @@ def _report(eng, pid, n_tasks, accuracy, policy, truth, labels, out: Path,
         click.echo(f"Exported, as `labelq export demo` does, the answers ({notes[0]}) to "
                    f"{out / 'answers.csv'} and, as `labelq export demo --raw`, the "
                    f"{n_raw} labels ({n_gold_answers} on gold) to {out / 'labels.csv'}.")
-        from labelq.location import CONFIG_NAME, write_config
+        from labelq.record.location import CONFIG_NAME, write_config
         if not (out / CONFIG_NAME).exists():  # (never another project's config)
             write_config(out, "sqlite:///demo.db")
             click.echo(f"labelq commands run in {out} use its database ({CONFIG_NAME}).")

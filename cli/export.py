@@ -52,7 +52,6 @@ def export(name, method, fmt, out, raw, exclude_paused, background, wait, databa
     """Export project NAME: one row per task with the aggregated label, its confidence,
     per-class probabilities and the number of labels (gold questions are left out; a task
     with no label yet has an empty label); or, with --raw, every label."""
-    from labelq.db import session_scope
     from labelq.exporting import (
         aggregate_project,
         aggregated_rows,
@@ -61,7 +60,8 @@ def export(name, method, fmt, out, raw, exclude_paused, background, wait, databa
         load_project_labels,
         write_rows,
     )
-    from labelq.projects import get_project, list_workers
+    from labelq.record.db import session_scope
+    from labelq.record.projects import get_project, list_workers
     from labelq.reporting import RAW_COLUMNS, iter_raw_labels
     if background:
         _export_background(name, method, fmt, out, raw, exclude_paused, wait, database_url,
@@ -102,9 +102,9 @@ def export_dataset(name, directory, truth, database_url, output):
     """Write project NAME's labels as a data set folder DIRECTORY (labels.csv, truth.csv,
     task_types.csv) that `labelq simulate --data DIRECTORY` replays: which policy would have
     done best with these annotators?"""
-    from labelq.db import session_scope
     from labelq.exporting import write_dataset
-    from labelq.projects import get_project
+    from labelq.record.db import session_scope
+    from labelq.record.projects import get_project
 
     with session_scope(engine(database_url)) as s:
         n = write_dataset(s, get_project(s, name), directory, truth=truth)
@@ -119,10 +119,10 @@ def export_dataset(name, directory, truth, database_url, output):
 
 def _export_background(name, method, fmt, out, raw, exclude_paused, wait, database_url,
                        redis_url):
-    from labelq.db import session_scope
     from labelq.errors import InputError
     from labelq.jobs import create_export_job
-    from labelq.projects import get_project
+    from labelq.record.db import session_scope
+    from labelq.record.projects import get_project
 
     if out == "-":
         raise InputError("--background needs --out FILE (the job writes the file)")
@@ -194,9 +194,9 @@ def job(job_id, wait, redis_url, output):
 def agreement(name, method, database_url, output):
     """Agreement in project NAME: Krippendorff's alpha, Fleiss' kappa and per-worker
     accuracy against gold and against the aggregate."""
-    from labelq.db import session_scope
     from labelq.exporting import aggregate_project, agreement_report, load_project_labels
-    from labelq.projects import get_project
+    from labelq.record.db import session_scope
+    from labelq.record.projects import get_project
     with session_scope(engine(database_url)) as s:
         project = get_project(s, name)
         pl = load_project_labels(s, project)

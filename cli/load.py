@@ -34,9 +34,9 @@ class _Progress:
 
 
 def _load(name, file, fmt, database_url, gold: bool, output: str = "table") -> None:
-    from labelq.db import session_scope
-    from labelq.loading import load_tasks
-    from labelq.projects import get_project
+    from labelq.record.db import session_scope
+    from labelq.record.loading import load_tasks
+    from labelq.record.projects import get_project
     what = "gold questions" if gold else "tasks"
     click.echo(f"validating {file} ...", err=True)
     progress = _Progress(f"writing {what}")
@@ -81,8 +81,8 @@ def tasks_load(name, file, fmt, database_url, output):
 def tasks_show(name, task_id, database_url, output):
     """Show task TASK_ID of project NAME (gold questions too): category, payload, gold
     answer, and every label with its worker, time and assignment."""
-    from labelq.db import session_scope
-    from labelq.projects import get_project
+    from labelq.record.db import session_scope
+    from labelq.record.projects import get_project
     from labelq.reporting import task_detail
 
     with session_scope(engine(database_url)) as s:
@@ -131,11 +131,11 @@ def gold_correct(name, task_id, answer, database_url, redis_url, output):
     flag are named (resume them with labelq workers resume)."""
     from sqlmodel import select
 
-    from labelq.db import session_scope
-    from labelq.goldstats import flagged
-    from labelq.models import Worker
-    from labelq.problem import load_view
-    from labelq.projects import correct_gold, get_project
+    from labelq.record.db import session_scope
+    from labelq.record.goldstats import flagged
+    from labelq.record.models import Worker
+    from labelq.record.problem import load_view
+    from labelq.record.projects import correct_gold, get_project
 
     with session_scope(engine(database_url)) as s:
         project = get_project(s, name)
@@ -152,9 +152,9 @@ def gold_correct(name, task_id, answer, database_url, redis_url, output):
         click.echo(f"{task_id}: answer {out['old_answer']} -> {out['answer']} "
                    f"({n} gold answer{'' if n == 1 else 's'} re-scored)")
     try:
-        from labelq.db import database_id
         from labelq.live.hotstate import bump_epoch
         from labelq.live.redis.keys import Keys
+        from labelq.record.db import database_id
         bump_epoch(redis_client(redis_url), Keys(pid, database_id(s.get_bind())))
     except LabelqError as exc:
         click.echo(f"warning: {exc}; running policies keep the old answer until "
@@ -185,9 +185,9 @@ def gold_mark(name, task_id, answer, file, fmt, database_url, redis_url, output)
     confidence 1. Refused, with nothing changed, while one of them is assigned right now.
     A task already gold with the same answer is skipped; another answer is for
     labelq gold correct."""
-    from labelq.db import session_scope
     from labelq.live.goldmark import mark_gold_live
-    from labelq.projects import GoldMark, get_project, read_gold_marks
+    from labelq.record.db import session_scope
+    from labelq.record.projects import GoldMark, get_project, read_gold_marks
 
     if (file is None) == (task_id is None) or (task_id is None) != (answer is None):
         raise click.UsageError("give TASK_ID ANSWER, or --file FILE (not both)")
@@ -239,9 +239,9 @@ def gold_suggest(name, n, seed, out, database_url, output):
     its confidence, the candidates' answers, the labels given, a score and the reason. Fill
     in `answer` (delete the rows left unanswered), then: labelq gold mark NAME --file FILE."""
     from labelq.dashboard import SUGGESTION_COLUMNS, project_gold_suggestions, suggestion_csv_row
-    from labelq.db import session_scope
     from labelq.exporting import atomic_output, write_rows
-    from labelq.projects import get_project
+    from labelq.record.db import session_scope
+    from labelq.record.projects import get_project
 
     with session_scope(engine(database_url)) as s:
         rows = project_gold_suggestions(s, get_project(s, name), n=n, seed=seed)

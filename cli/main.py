@@ -22,7 +22,7 @@ import click
 
 from labelq import __version__
 from labelq.errors import LabelqError, NotFound
-from labelq.settings import check_environment
+from labelq.record.settings import check_environment
 
 COMMAND_MODULES = sorted(
     m.name for m in pkgutil.iter_modules([str(Path(__file__).parent)])

@@ -27,10 +27,10 @@ TOKEN_OPTION = click.option(
 def check_token(handle: str, token: str, database_url=None) -> list[str]:
     """The token must be HANDLE's own: an annotator acts only as themselves. Returns the
     label set of their project."""
-    from labelq.db import session_scope
     from labelq.errors import Forbidden
-    from labelq.models import Project
-    from labelq.projects import worker_by_token
+    from labelq.record.db import session_scope
+    from labelq.record.models import Project
+    from labelq.record.projects import worker_by_token
 
     with session_scope(engine(database_url)) as s:
         worker = worker_by_token(s, token)
@@ -43,9 +43,9 @@ def check_token(handle: str, token: str, database_url=None) -> list[str]:
 
 
 def service(database_url=None, redis_url=None):
-    from labelq.db import database_id
+    from labelq.record.db import database_id
+    from labelq.record.settings import load_settings
     from labelq.service import Service
-    from labelq.settings import load_settings
     from workers.tasks import notify_for
 
     env = dict(os.environ)
@@ -76,8 +76,8 @@ def worker_cmd(concurrency: int, beat: bool, loglevel: str) -> None:
     This process becomes the Celery worker (exec, same PID), so a supervisor's SIGTERM or a
     Ctrl-C reaches Celery itself, which finishes its current task and stops its pool; a
     wrapper process would die alone and leave the worker running unsupervised."""
-    from labelq.location import open_configured
-    from labelq.settings import load_settings
+    from labelq.record.location import open_configured
+    from labelq.record.settings import load_settings
 
     # the database must exist (``labelq init``): said here, before Celery starts, with
     # where it was looked for, rather than by every pool process at its first task
@@ -106,16 +106,16 @@ def worker_alias(ctx, concurrency: int, beat: bool, loglevel: str) -> None:
 @OUTPUT_OPTION
 def rebuild_cmd(name: str, database_url, redis_url, output: str) -> None:
     """Reconstruct all Redis state of project NAME from SQL (after a flush)."""
-    from labelq.db import session_scope
     from labelq.live.rebuild import rebuild_project
-    from labelq.projects import get_project
+    from labelq.record.db import session_scope
+    from labelq.record.projects import get_project
 
     eng = engine(database_url)
     with session_scope(eng) as session:
         pid = get_project(session, name).id
     r = redis_client(redis_url)
     emit_record(rebuild_project(eng, r, pid), output)
-    from labelq.db import database_id
+    from labelq.record.db import database_id
     from workers.tasks import notify_for
     notify_for(database_id(eng))(pid)
 

@@ -55,7 +55,7 @@ def init(database_url, here, output):
     with --here, ./labelq.db, named by a new ./labelq.toml."""
     from pathlib import Path
 
-    from labelq.location import CONFIG_NAME, write_config
+    from labelq.record.location import CONFIG_NAME, write_config
     if here:
         if database_url or os.environ.get("LABELQ_DATABASE_URL"):
             raise click.UsageError("--here makes ./labelq.db: give no --database-url "
@@ -111,8 +111,8 @@ def _project_row(p, full: bool = False) -> dict:
 def create(name, labels, policy, budget, max_labels, aggregation, gold_schedule, quality,
            instructions, label_names, database_url, output):
     """Create project NAME."""
-    from labelq.db import session_scope
-    from labelq.projects import create_project, read_instructions
+    from labelq.record.db import session_scope
+    from labelq.record.projects import create_project, read_instructions
 
     text = read_instructions(instructions) if instructions else None
     with session_scope(engine(database_url)) as s:
@@ -139,8 +139,8 @@ def update(name, budget, max_labels, aggregation, gold_schedule, quality, instru
     """Change settings of project NAME (the policy stays: create a new project to change it).
     Instructions and label names reach the labeling page at an annotator's next sign-in
     or reload."""
-    from labelq.db import session_scope
-    from labelq.projects import budget_spent, read_instructions, update_project
+    from labelq.record.db import session_scope
+    from labelq.record.projects import budget_spent, read_instructions, update_project
 
     text = (read_instructions(instructions) or "") if instructions else None
     with session_scope(engine(database_url)) as s:
@@ -159,8 +159,8 @@ def update(name, budget, max_labels, aggregation, gold_schedule, quality, instru
 @OUTPUT_OPTION
 def list_(database_url, output):
     """List projects."""
-    from labelq.db import session_scope
-    from labelq.projects import list_projects
+    from labelq.record.db import session_scope
+    from labelq.record.projects import list_projects
     with session_scope(engine(database_url)) as s:
         emit([_project_row(p) for p in list_projects(s)], output)
 
@@ -171,8 +171,8 @@ def list_(database_url, output):
 @OUTPUT_OPTION
 def show(name, database_url, output):
     """Show project NAME."""
-    from labelq.db import session_scope
-    from labelq.projects import get_project
+    from labelq.record.db import session_scope
+    from labelq.record.projects import get_project
     with session_scope(engine(database_url)) as s:
         emit_record(_project_row(get_project(s, name), full=True), output)
 
@@ -186,8 +186,8 @@ def show(name, database_url, output):
 def delete(name, yes, database_url, redis_url, output):
     """Delete project NAME with its tasks, gold, annotators (their tokens stop working) and
     labels — export first what you want to keep. Stop its annotators' traffic first."""
-    from labelq.db import session_scope
-    from labelq.projects import delete_project, get_project, project_counts
+    from labelq.record.db import session_scope
+    from labelq.record.projects import delete_project, get_project, project_counts
 
     eng = engine(database_url)
     with session_scope(eng) as s:
@@ -202,9 +202,9 @@ def delete(name, yes, database_url, redis_url, output):
     # (SQLite reuses the largest) would find this one's state
     # (only this database's keys: another database sharing the Redis database may have a
     # project of the same id, labelq.live.redis.keys)
-    from labelq.db import database_id
     from labelq.live.rebuild import delete_hot
     from labelq.live.redis.keys import Keys
+    from labelq.record.db import database_id
     r = redis_client(redis_url)
     k = Keys(pid, database_id(eng))
     r.srem(k.projects, pid)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from labelq.settings import load_settings
+from labelq.record.settings import load_settings
 
 
 @click.command("serve")
@@ -31,7 +31,7 @@ def serve(host: str, port: int, log_level: str, workers: int) -> None:
     from labelq.api.onewrite import install
     install()  # the hot path's answers in one write (labelq/api/onewrite.py)
     settings = load_settings()  # checked here, so a bad setting fails before any fork
-    from labelq.location import open_configured
+    from labelq.record.location import open_configured
     open_configured(settings)  # and a missing database (exit 9, saying where it looked)
     if not settings.operator_token:
         click.echo("note: LABELQ_OPERATOR_TOKEN is unset; operator endpoints are disabled",

@@ -15,8 +15,8 @@ STALE_APPLY_S = 60  # the applier folds labels within a second or so when it run
 @OUTPUT_OPTION
 def status(name, database_url, output):
     """Progress of project NAME: tasks by state, labels, budget, per-worker counts."""
-    from labelq.db import session_scope
-    from labelq.projects import get_project
+    from labelq.record.db import session_scope
+    from labelq.record.projects import get_project
     from labelq.reporting import status_report
 
     with session_scope(engine(database_url)) as s:

@@ -23,8 +23,8 @@ def workers():
 @OUTPUT_OPTION
 def enroll(name, handle, cost, capacity, categories, database_url, output):
     """Enroll annotator HANDLE in project NAME; prints the worker's token once."""
-    from labelq.db import session_scope
-    from labelq.projects import enroll_worker, get_project, unknown_categories
+    from labelq.record.db import session_scope
+    from labelq.record.projects import enroll_worker, get_project, unknown_categories
     with session_scope(engine(database_url)) as s:
         p = get_project(s, name)
         w, token = enroll_worker(s, p, handle, cost=cost, capacity=capacity,
@@ -51,10 +51,10 @@ def list_(name, database_url, output):
     from sqlmodel import select
 
     from labelq.dashboard import gold_summary
-    from labelq.db import session_scope
-    from labelq.goldstats import project_gold_scores
-    from labelq.models import Label, Project
-    from labelq.projects import get_project, list_workers
+    from labelq.record.db import session_scope
+    from labelq.record.goldstats import project_gold_scores
+    from labelq.record.models import Label, Project
+    from labelq.record.projects import get_project, list_workers
     with session_scope(engine(database_url)) as s:
         proj = get_project(s, name) if name else None
         counts = dict(s.exec(select(Label.worker_id, func.count()).group_by(Label.worker_id)).all())
@@ -77,8 +77,8 @@ def _status_command(status: str, verb: str):
     @DB_OPTION
     @OUTPUT_OPTION
     def cmd(handle, database_url, output):
-        from labelq.db import session_scope
-        from labelq.projects import set_worker_status
+        from labelq.record.db import session_scope
+        from labelq.record.projects import set_worker_status
 
         with session_scope(engine(database_url)) as s:
             set_worker_status(s, handle, status)
@@ -107,8 +107,8 @@ workers.add_command(remove)
 def reset_token_cmd(handle, database_url, output):
     """Give annotator HANDLE a new token, for one that was lost (tokens are stored hashed
     and cannot be shown again); the old token stops working within a second."""
-    from labelq.db import session_scope
-    from labelq.projects import reset_token
+    from labelq.record.db import session_scope
+    from labelq.record.projects import reset_token
     with session_scope(engine(database_url)) as s:
         w, token = reset_token(s, handle)
         emit_record({"handle": w.handle, "token": token}, output)
