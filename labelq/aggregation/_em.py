@@ -26,44 +26,56 @@ from collections.abc import Callable
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["EMResult", "informative_tasks", "run_em", "softmax_rows", "safe_log"]
+from .base import BoolArray, FloatArray, IntArray
+
+__all__ = ["EMResult", "MStep", "Trace", "informative_tasks", "run_em", "softmax_rows",
+           "safe_log"]
 
 TINY = 1e-300
 
 
-def safe_log(x: np.ndarray) -> np.ndarray:
+def safe_log(x: FloatArray) -> FloatArray:
     # log(0) -> log(1e-300) (~ -690): an impossible answer stays finite, so no NaN appears
-    return np.log(np.maximum(x, TINY))
+    out: FloatArray = np.log(np.maximum(x, TINY))
+    return out
 
 
-def softmax_rows(logits: np.ndarray) -> np.ndarray:
+def softmax_rows(logits: FloatArray) -> FloatArray:
     # subtract the row max so exp never overflows
-    z = logits - logits.max(axis=1, keepdims=True)
+    z: FloatArray = logits - logits.max(axis=1, keepdims=True)
     np.exp(z, out=z)
     z /= z.sum(axis=1, keepdims=True)
     return z
 
 
 class EMResult:
+    """The posteriors (n_tasks, K) EM ended at, the last M-step's watched ``params``, the
+    iterations run and whether the change fell below ``tol``."""
+
     __slots__ = ("posteriors", "params", "n_iter", "converged")
 
-    def __init__(self, posteriors, params, n_iter, converged):
+    def __init__(self, posteriors: FloatArray, params: FloatArray, n_iter: int,
+                 converged: bool) -> None:
         self.posteriors, self.params = posteriors, params
         self.n_iter, self.converged = n_iter, converged
 
 
-MStep = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
+#: ``m_step(AT_T, T) -> (E, log_prior, params)`` (see :func:`run_em`)
+MStep = Callable[[FloatArray, FloatArray], tuple[FloatArray, FloatArray, FloatArray]]
+#: ``trace(it, E, log_prior)`` (see :func:`run_em`)
+Trace = Callable[[int, FloatArray, FloatArray], None]
 
 
-def informative_tasks(A: sp.csr_matrix, gold: np.ndarray) -> np.ndarray:
+def informative_tasks(A: sp.csr_matrix, gold: IntArray) -> BoolArray:
     """Tasks whose labels say something about the workers: two or more labels, or gold."""
-    return (np.asarray(A.sum(axis=1)).ravel() >= 2) | (gold >= 0)
+    out: BoolArray = (np.asarray(A.sum(axis=1)).ravel() >= 2) | (gold >= 0)
+    return out
 
 
-def run_em(A: sp.csr_matrix, init: np.ndarray, m_step: Callable, gold: np.ndarray,
-           labelled: np.ndarray, tol: float, max_iter: int,
-           informative: np.ndarray | None = None,
-           trace: Callable | None = None) -> EMResult:
+def run_em(A: sp.csr_matrix, init: FloatArray, m_step: MStep, gold: IntArray,
+           labelled: BoolArray, tol: float, max_iter: int,
+           informative: BoolArray | None = None,
+           trace: Trace | None = None) -> EMResult:
     """Iterate M-step / E-step from the posteriors ``init`` until parameters settle.
 
     ``m_step(AT_T, T) -> (E, log_prior, params)``: ``AT_T`` is ``A.T @ T`` (expected counts),
@@ -76,6 +88,8 @@ def run_em(A: sp.csr_matrix, init: np.ndarray, m_step: Callable, gold: np.ndarra
     rows of ``A`` the M-step counts (see the module docstring); the E-step covers all.
     ``trace(it, E, log_prior)``, if given, is called after every M-step (1-based ``it``).
     """
+    if max_iter < 1:  # the callers check their own max_iter; this says why it matters
+        raise ValueError(f"run_em needs max_iter >= 1 (one M-step), got {max_iter}")
     A_m = A if informative is None else sp.diags(informative.astype(float)) @ A
     AT = A_m.T.tocsr()
     T = init.copy()
@@ -83,7 +97,7 @@ def run_em(A: sp.csr_matrix, init: np.ndarray, m_step: Callable, gold: np.ndarra
     T[rows] = 0.0
     T[rows, gold[rows]] = 1.0
     free = labelled & (gold < 0)
-    params_old = None
+    params_old: FloatArray | None = None
     converged = False
     it = 0
     for it in range(1, max_iter + 1):
@@ -99,4 +113,5 @@ def run_em(A: sp.csr_matrix, init: np.ndarray, m_step: Callable, gold: np.ndarra
         if max(dt, dp) < tol:
             converged = True
             break
+    assert params_old is not None  # max_iter >= 1: the loop ran
     return EMResult(T, params_old, it, converged)

@@ -9,37 +9,40 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..errors import InputError
-from .base import check_labels, count_matrix
+from .base import FloatArray, IntArray, check_labels, count_matrix
 
 __all__ = ["krippendorff_alpha", "krippendorff_alpha_counts", "fleiss_kappa",
            "fleiss_kappa_counts", "WorkerAccuracy", "worker_accuracy", "expected_accuracy"]
 
 
-def expected_accuracy(scores: np.ndarray, truth: np.ndarray, tol: float = 1e-12) -> float:
+def expected_accuracy(scores: ArrayLike, truth: IntArray, tol: float = 1e-12) -> float:
     """Accuracy of argmax(scores) against ``truth`` (entries < 0 ignored), ties counted as
     the expectation of a uniform random tie break. ``scores`` may be (n, C) or class
     indices (n,)."""
     known = truth >= 0
     if not known.any():
         return float("nan")
-    scores = np.asarray(scores)
+    arr = np.asarray(scores)
     t = truth[known]
-    if scores.ndim == 1:
-        return float(np.mean(scores[known] == t))
-    s = scores[known]
+    if arr.ndim == 1:
+        return float(np.mean(arr[known] == t))
+    s = arr[known]
     top = s >= s.max(axis=1, keepdims=True) - tol
     return float(np.mean(top[np.arange(t.size), t] / top.sum(axis=1)))
 
 
-def _counts(task, label, n_tasks, n_classes) -> np.ndarray:
+def _counts(task: ArrayLike, label: ArrayLike, n_tasks: int | None,
+            n_classes: int | None) -> FloatArray:
     d = check_labels(task, np.zeros(np.asarray(task).shape[0], dtype=np.int64), label,
                      n_tasks, 1, n_classes)
-    return count_matrix(d.task, d.label, d.n_tasks, d.n_classes).toarray()
+    out: FloatArray = count_matrix(d.task, d.label, d.n_tasks, d.n_classes).toarray()
+    return out
 
 
-def krippendorff_alpha_counts(counts) -> float:
+def krippendorff_alpha_counts(counts: ArrayLike) -> float:
     r"""Nominal Krippendorff's alpha from a (units x values) count matrix.
 
     Krippendorff (2011), *Computing Krippendorff's alpha-reliability*. Units with fewer than
@@ -70,14 +73,14 @@ def krippendorff_alpha_counts(counts) -> float:
     return float(1.0 - (n - 1) * observed / expected)
 
 
-def krippendorff_alpha(task, label, n_tasks: int | None = None,
+def krippendorff_alpha(task: ArrayLike, label: ArrayLike, n_tasks: int | None = None,
                        n_classes: int | None = None) -> float:
     """Nominal Krippendorff's alpha of long-format labels (each label is one value; a
     worker repeating a task contributes each repeat). See :func:`krippendorff_alpha_counts`."""
     return krippendorff_alpha_counts(_counts(task, label, n_tasks, n_classes))
 
 
-def fleiss_kappa_counts(counts, *, strict: bool = False) -> float:
+def fleiss_kappa_counts(counts: ArrayLike, *, strict: bool = False) -> float:
     r"""Fleiss' kappa from a (subjects x categories) count matrix.
 
     Fleiss (1971). With :math:`n_i` ratings of subject :math:`i`,
@@ -109,7 +112,7 @@ def fleiss_kappa_counts(counts, *, strict: bool = False) -> float:
     return float((P_i.mean() - P_e) / (1.0 - P_e))
 
 
-def fleiss_kappa(task, label, n_tasks: int | None = None, n_classes: int | None = None, *,
+def fleiss_kappa(task: ArrayLike, label: ArrayLike, n_tasks: int | None = None, n_classes: int | None = None, *,
                  strict: bool = False) -> float:
     """Fleiss' kappa of long-format labels; see :func:`fleiss_kappa_counts`."""
     return fleiss_kappa_counts(_counts(task, label, n_tasks, n_classes), strict=strict)
@@ -120,13 +123,13 @@ class WorkerAccuracy:
     """Per-worker comparison with a reference: ``n`` labels compared, ``correct`` of them
     equal to the reference, ``accuracy`` = correct / n (NaN where n = 0)."""
 
-    n: np.ndarray
-    correct: np.ndarray
-    accuracy: np.ndarray
+    n: IntArray
+    correct: IntArray
+    accuracy: FloatArray
 
 
-def worker_accuracy(task, worker, label, reference, n_workers: int | None = None
-                    ) -> WorkerAccuracy:
+def worker_accuracy(task: ArrayLike, worker: ArrayLike, label: ArrayLike,
+                    reference: ArrayLike, n_workers: int | None = None) -> WorkerAccuracy:
     """Compare every worker's labels with ``reference`` (class index per task; -1 = unknown,
     those labels are skipped). Pass the gold answers for accuracy against gold, or an
     aggregator's ``labels_`` for accuracy against the aggregate."""

@@ -42,13 +42,28 @@ fitted on n answers is itself uncertain by about 1/sqrt(n): 50 give +-0.14 at wo
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..errors import InputError
 from ._em import softmax_rows
-from .base import BaseAggregator, LabelArrays, check_gold, count_matrix, rank_within_task
+from .base import (
+    BaseAggregator,
+    BoolArray,
+    FloatArray,
+    IntArray,
+    LabelArrays,
+    check_gold,
+    count_matrix,
+    rank_within_task,
+)
 from .guard import ALPHA, AccuracyEstimate, accuracy_interval, credible_guard
+from .majority import MajorityVote
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 __all__ = ["AutoAggregator", "Evidence", "evidence", "CANDIDATES", "label_agreement"]
 
@@ -83,7 +98,7 @@ class Evidence:
     n_gold: int
 
 
-def evidence(d: LabelArrays, gold: np.ndarray | None = None) -> Evidence:
+def evidence(d: LabelArrays, gold: ArrayLike | None = None) -> Evidence:
     """The :class:`Evidence` of label arrays ``d`` (``gold``: class index or -1 per task)."""
     g = check_gold(gold, d.n_tasks, d.n_classes)
     per_task = np.bincount(d.task, minlength=d.n_tasks)
@@ -99,11 +114,12 @@ def evidence(d: LabelArrays, gold: np.ndarray | None = None) -> Evidence:
                     n_gold=int((labelled & (g >= 0)).sum()))
 
 
-def _log_score(probas: np.ndarray, answers: np.ndarray) -> np.ndarray:
-    return np.log(np.maximum(probas[np.arange(answers.size), answers], 1e-6))
+def _log_score(probas: FloatArray, answers: IntArray) -> FloatArray:
+    out: FloatArray = np.log(np.maximum(probas[np.arange(answers.size), answers], 1e-6))
+    return out
 
 
-def _temperature(logp: np.ndarray, answers: np.ndarray) -> float:
+def _temperature(logp: FloatArray, answers: IntArray) -> float:
     """The power t in p^t / sum p^t that maximises the log-likelihood of ``answers``
     (grid search in log space: one parameter, a few dozen held-out rows).
 
@@ -124,7 +140,7 @@ def _temperature(logp: np.ndarray, answers: np.ndarray) -> float:
     return best
 
 
-def label_agreement(d: LabelArrays) -> tuple[np.ndarray, np.ndarray]:
+def label_agreement(d: LabelArrays) -> tuple[FloatArray, FloatArray]:
     """Per label: 1.0 where another label of its task can check it (else 0.0), and its
     agreement with the majority of those other labels (ties count by share)."""
     counts = count_matrix(d.task, d.label, d.n_tasks, d.n_classes).toarray()
@@ -133,8 +149,9 @@ def label_agreement(d: LabelArrays) -> tuple[np.ndarray, np.ndarray]:
     others[idx, d.label] -= 1
     top = others.max(axis=1)
     tied = (others == top[:, None]).sum(axis=1)
-    agree = np.where((top > 0) & (others[idx, d.label] == top), 1.0 / tied, 0.0)
-    return (top > 0).astype(float), agree
+    agree: FloatArray = np.where((top > 0) & (others[idx, d.label] == top), 1.0 / tied, 0.0)
+    checked: FloatArray = (top > 0).astype(float)
+    return checked, agree
 
 
 class AutoAggregator(BaseAggregator):
@@ -166,8 +183,17 @@ class AutoAggregator(BaseAggregator):
     ``accuracy_`` (:class:`~labelq.aggregation.guard.AccuracyEstimate`), ``vote_probas_``.
     """
 
+    method_: str
+    reason_: str
+    evidence_: Evidence
+    scores_: dict[str, float]
+    temperature_: float
+    trustworthy_: bool
+    fitted_: BaseAggregator
+    guarded_: bool
     accuracy_: AccuracyEstimate
     disagreement_: dict[str, float | int]
+    vote_probas_: FloatArray
 
     uses_gold = True
     uses_categories = True
@@ -181,11 +207,11 @@ class AutoAggregator(BaseAggregator):
     #: instead of one step of agreement with the other labels
     EM_WEIGHT_LABELS = 100
     _weights_by_em = False
-    _calibration: np.ndarray | None = None
+    _calibration: BoolArray | None = None
 
     def __init__(self, min_gold: int = 8, folds: int = 5, min_support: float = 6.0,
                  trust_gold: int = 50, calibrate_gold: int = 20, seed: int = 0,
-                 model: str | None = None, alpha: float = ALPHA):
+                 model: str | None = None, alpha: float = ALPHA) -> None:
         if min_gold < 2:
             raise InputError(f"min_gold must be >= 2, got {min_gold}", field="min_gold")
         if folds < 2:
@@ -203,12 +229,27 @@ class AutoAggregator(BaseAggregator):
             raise InputError(f"alpha must be in [0, 1), got {alpha}", field="alpha")
         self.model, self.alpha = model, alpha
 
-    def _candidates(self, categories) -> tuple[str, ...]:
+    def fit(self, task: ArrayLike, worker: ArrayLike, label: ArrayLike, *,
+            n_tasks: int | None = None, n_workers: int | None = None,
+            n_classes: int | None = None, gold: ArrayLike | None = None,
+            categories: ArrayLike | None = None,
+            calibration: ArrayLike | None = None) -> Self:
+        """Fit on label arrays with ``gold`` (class index or -1 per task), the tasks'
+        ``categories`` (int per task) and ``calibration`` (bool per task: the gold answers
+        that may calibrate; default all); returns ``self``."""
+        return self.fit_with(task, worker, label,
+                             {"gold": gold, "categories": categories,
+                              "calibration": calibration},
+                             n_tasks=n_tasks, n_workers=n_workers, n_classes=n_classes)
+
+    def _candidates(self, categories: ArrayLike | None) -> tuple[str, ...]:
         if categories is not None and np.unique(categories).size > 1:
             return CANDIDATES + ("ds-category",)
         return CANDIDATES
 
-    def _fit_one(self, method: str, d: LabelArrays, gold, categories, weights=None):
+    def _fit_one(self, method: str, d: LabelArrays, gold: IntArray,
+                 categories: ArrayLike | None,
+                 weights: FloatArray | None = None) -> BaseAggregator:
         """``method`` fitted on ``d``; ``wmv`` with ``weights`` (from :meth:`_checked_weights`,
         which do not depend on the gold: computed once for every fold) or computed here."""
         from .registry import aggregate
@@ -223,7 +264,7 @@ class AutoAggregator(BaseAggregator):
                          n_workers=d.n_workers, n_classes=d.n_classes, gold=gold,
                          categories=categories, weights=weights, calibration=cal)
 
-    def _em_weights(self, d: LabelArrays, gold=None) -> np.ndarray:
+    def _em_weights(self, d: LabelArrays, gold: IntArray | None = None) -> FloatArray:
         """Per-worker log-odds ``log((K-1) p_j / (1 - p_j))`` (0 at or below chance) of the
         accuracies one-coin EM with a uniform class prior fits: the weighted vote iterated
         until its weights and posteriors agree. One step of agreement with the other labels
@@ -241,9 +282,11 @@ class AutoAggregator(BaseAggregator):
         if K < 2:
             return np.ones(d.n_workers)
         p = np.clip(oc.skills_, 1e-3, 1 - 1e-3)
-        return np.maximum(0.0, np.log((K - 1) * p / (1 - p)))
+        out: FloatArray = np.maximum(0.0, np.log((K - 1) * p / (1 - p)))
+        return out
 
-    def _checked_weights(self, d: LabelArrays, categories=None) -> np.ndarray:
+    def _checked_weights(self, d: LabelArrays,
+                         categories: ArrayLike | None = None) -> FloatArray:
         """Per-worker log-odds from how often a worker's label agrees with the majority of
         the *other* labels on its task (ties count by share). ``wmv``'s default compares
         with a vote that includes the worker's own label, so at one label per task every
@@ -276,9 +319,13 @@ class AutoAggregator(BaseAggregator):
             mc = self.CATEGORY_PRIOR
             p = (a_c.reshape(-1, C) + mc * p[:, None]) / (n_c.reshape(-1, C) + mc)
         p = np.clip(p, 1e-3, 1 - 1e-3)
-        return np.maximum(0.0, np.log((K - 1) * p / (1 - p))) if K > 1 else np.ones(p.shape)
+        out: FloatArray = (np.maximum(0.0, np.log((K - 1) * p / (1 - p))) if K > 1
+                           else np.ones(p.shape))
+        return out
 
-    def _fit(self, d: LabelArrays, gold=None, categories=None, calibration=None) -> None:
+    def _fit(self, d: LabelArrays, gold: ArrayLike | None = None,
+             categories: ArrayLike | None = None,
+             calibration: ArrayLike | None = None) -> None:
         g = check_gold(gold, d.n_tasks, d.n_classes)
         # gold answers that may calibrate: a sample of tasks like the others (gold questions
         # served by a schedule), not tasks chosen for being hard (suggested or reviewed)
@@ -300,7 +347,7 @@ class AutoAggregator(BaseAggregator):
             rich, rule_reason = self._choose_by_rule(ev, cands, n_cat)
         weights_by_em = self._weights_by_em
         fits = {"mv": self._fit_one("mv", d, g, categories)}  # reused if gold picks one
-        vote = self._vote_posterior(d, fits["mv"])
+        vote = self._probas("mv", d, fits["mv"])
         rich_fit = fits[rich] = self._fit_one(rich, d, g, categories)
         rich_p = self._probas(rich, d, rich_fit)
         guarded = credible_guard(rich_p, vote, self.alpha)
@@ -362,7 +409,8 @@ class AutoAggregator(BaseAggregator):
             self.accuracy_ = accuracy_interval(conf, model_beliefs=beliefs,
                                                floor=self._common_accuracy(d))
 
-    def _choose_by_rule(self, ev: Evidence, cands, n_categories: int) -> tuple[str, str]:
+    def _choose_by_rule(self, ev: Evidence, cands: tuple[str, ...],
+                        n_categories: int) -> tuple[str, str]:
         if ev.informative_share == 0:
             return "mv", "no task has two labels or a gold answer: nothing tells workers apart"
         cell = f"{ev.support:.1f} checkable labels per confusion cell"
@@ -386,9 +434,9 @@ class AutoAggregator(BaseAggregator):
                            f"weight per worker, fitted by one-coin EM")
         return "wmv", f"only {cell} (< {self.min_support:g}): one weight per worker"
 
-    def _choose_on_gold(self, d: LabelArrays, g: np.ndarray, categories, cands,
-                        rich: str, cal: np.ndarray
-                        ) -> tuple[str, tuple[np.ndarray, np.ndarray]]:
+    def _choose_on_gold(self, d: LabelArrays, g: IntArray, categories: ArrayLike | None,
+                        cands: tuple[str, ...], rich: str, cal: BoolArray
+                        ) -> tuple[str, tuple[FloatArray, FloatArray]]:
         """Cross-validate every candidate and the guarded default on the gold; returns the
         choice and, for the accuracy estimate, whether each held-out answer of the final
         method was right and its (calibrated) confidence.
@@ -442,8 +490,8 @@ class AutoAggregator(BaseAggregator):
         return choice, ((labels == answers).astype(float), conf)
 
     @staticmethod
-    def _thin_gold(d: LabelArrays, g: np.ndarray, gold_tasks: np.ndarray,
-                   per_task: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    def _thin_gold(d: LabelArrays, g: IntArray, gold_tasks: IntArray,
+                   per_task: IntArray, rng: np.random.Generator) -> BoolArray:
         """A mask over labels keeping, of each gold task, a random subset of as many labels
         as a task to export has, and every other label. The counts are matched by
         quantile: the gold task whose label count ranks r-th of n gets the (r + 1/2)/n
@@ -455,7 +503,8 @@ class AutoAggregator(BaseAggregator):
         the truth on 3 of 6 seeds before this)."""
         data = per_task[(per_task > 0) & (g < 0)]
         if data.size == 0 or gold_tasks.size == 0:
-            return np.ones(d.task.size, dtype=bool)
+            out: BoolArray = np.ones(d.task.size, dtype=bool)
+            return out
         n = per_task[gold_tasks]
         rank = np.empty(n.size, dtype=np.int64)
         rank[np.lexsort((rng.random(n.size), n))] = np.arange(n.size)  # ties at random
@@ -463,21 +512,25 @@ class AutoAggregator(BaseAggregator):
             np.int64)
         limit = np.full(d.n_tasks, np.iinfo(np.int64).max)
         limit[gold_tasks] = target
-        return rank_within_task(d.task, rng) < limit[d.task]
+        out = rank_within_task(d.task, rng) < limit[d.task]
+        return out
 
-    def _probas(self, method: str, d: LabelArrays, fitted) -> np.ndarray:
+    def _probas(self, method: str, d: LabelArrays, fitted: BaseAggregator) -> FloatArray:
         if method in ("mv", "wmv"):
+            assert isinstance(fitted, MajorityVote)  # what aggregate() builds for them
             return self._vote_posterior(d, fitted)
-        return fitted.probas_.copy()
+        out: FloatArray = fitted.probas_.copy()
+        return out
 
-    def _vote_posterior(self, d: LabelArrays, fitted) -> np.ndarray:
+    def _vote_posterior(self, d: LabelArrays, fitted: MajorityVote) -> FloatArray:
         """One-coin posterior of the vote scores (see the class docstring)."""
         K = d.n_classes
         scores = np.asarray(fitted.scores_, dtype=float)
         if getattr(fitted, "weight_unit_", None) is None:  # plain majority vote
             scores = scores * self._common_log_odds(d)
         if K == 1 or not np.any(scores):
-            return fitted.probas_.copy()
+            out: FloatArray = fitted.probas_.copy()
+            return out
         return softmax_rows(scores)
 
     @classmethod

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..errors import InputError
 from ._em import informative_tasks, run_em, safe_log
-from .base import LabelArrays, check_gold, count_matrix
+from .base import FloatArray, LabelArrays, check_gold, count_matrix
 from .dawid_skene import EMAggregator, mv_shares
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 __all__ = ["CategoryDawidSkene"]
 
@@ -42,14 +48,28 @@ class CategoryDawidSkene(EMAggregator):
 
     uses_categories = True
 
+    #: learned: (n_workers, n_categories, K, K) and the category-blind (n_workers, K, K)
+    errors_: FloatArray
+    global_errors_: FloatArray
+
     def __init__(self, shrinkage: float = 2.0, smoothing: float = 0.3, tol: float = 1e-6,
-                 max_iter: int = 300, diag_prior: float = 0.3):
+                 max_iter: int = 300, diag_prior: float = 0.3) -> None:
         super().__init__(smoothing=smoothing, tol=tol, max_iter=max_iter, diag_prior=diag_prior)
         if shrinkage < 0:
             raise InputError(f"shrinkage must be >= 0, got {shrinkage}", field="shrinkage")
         self.shrinkage = shrinkage
 
-    def _fit(self, d: LabelArrays, categories=None, gold=None) -> None:
+    def fit(self, task: ArrayLike, worker: ArrayLike, label: ArrayLike, *,
+            n_tasks: int | None = None, n_workers: int | None = None,
+            n_classes: int | None = None, gold: ArrayLike | None = None,
+            categories: ArrayLike | None = None) -> Self:
+        """Fit on label arrays with the tasks' ``categories`` (int per task; None: one
+        category) and ``gold`` (class index or -1 per task) clamped; returns ``self``."""
+        return self.fit_with(task, worker, label, {"categories": categories, "gold": gold},
+                             n_tasks=n_tasks, n_workers=n_workers, n_classes=n_classes)
+
+    def _fit(self, d: LabelArrays, categories: ArrayLike | None = None,
+             gold: ArrayLike | None = None) -> None:
         g = check_gold(gold, d.n_tasks, d.n_classes)
         if categories is None:
             cat = np.zeros(d.n_tasks, dtype=np.int64)
@@ -70,13 +90,16 @@ class CategoryDawidSkene(EMAggregator):
         fitted = labelled & informative
         onehot_cat = np.zeros((d.n_tasks, C))
         onehot_cat[np.arange(d.n_tasks), cat] = fitted
-        state = {}
+        state: dict[str, FloatArray] = {}
 
-        def m_step(counts, T):
+        def m_step(counts: FloatArray, T: FloatArray
+                   ) -> tuple[FloatArray, FloatArray, FloatArray]:
             c = counts.reshape(W, C, K, K)  # (worker, category, answer y, true k)
             tot = c.sum(axis=1) + pseudo
             glob = tot / np.maximum(tot.sum(axis=1, keepdims=True), 1e-300)
             rho = self._prior(T, fitted)
+            pi: FloatArray
+            rho_c: FloatArray
             if C == 1:  # nothing to shrink toward: exactly DawidSkene
                 pi, rho_c = glob[:, None], rho[None]
             else:

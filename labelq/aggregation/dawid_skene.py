@@ -2,20 +2,36 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
+
 import numpy as np
+import scipy.sparse as sp
+from numpy.typing import ArrayLike
 
 from ..errors import InputError
-from ._em import informative_tasks, run_em, safe_log
-from .base import BaseAggregator, LabelArrays, check_gold, count_matrix
+from ._em import EMResult, MStep, informative_tasks, run_em, safe_log
+from .base import (
+    BaseAggregator,
+    BoolArray,
+    FloatArray,
+    IntArray,
+    LabelArrays,
+    check_gold,
+    count_matrix,
+)
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 __all__ = ["EMAggregator", "DawidSkene", "OneCoinDawidSkene", "mv_shares"]
 
 
-def mv_shares(A_task_label: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def mv_shares(A_task_label: FloatArray) -> tuple[FloatArray, BoolArray]:
     """Initial posteriors: each task's share of votes per class (uniform when unlabelled)."""
     counts = np.asarray(A_task_label, dtype=float)
     n = counts.sum(axis=1)
-    labelled = n > 0
+    labelled: BoolArray = n > 0
     T = np.full_like(counts, 1.0 / counts.shape[1])
     T[labelled] = counts[labelled] / n[labelled, None]
     return T, labelled
@@ -33,11 +49,31 @@ def _check_em_params(tol: float, max_iter: int, smoothing: float,
         raise InputError(f"diag_prior must be >= 0, got {diag_prior}", field="diag_prior")
 
 
+class _Run(Protocol):
+    """One EM run, for at most ``n`` iterations (default: the aggregator's ``max_iter``)."""
+
+    def __call__(self, n: int | None = None, /) -> EMResult: ...
+
+
 class EMAggregator(BaseAggregator):
+    """The Dawid-Skene family: EM over :mod:`labelq.aggregation._em`, ``gold`` clamped, a
+    class-prior collapse guarded against (:meth:`_run_guarded`)."""
+
     uses_gold = True
 
+    #: learned: EM iterations run, whether they converged, the tasks with a label
+    n_iter_: int
+    converged_: bool
+    labelled_: BoolArray
+    #: learned: the class prior was held at the label shares after a collapse
+    collapsed_: bool
+    #: learned: the iterations the refit ran, chosen by held-out likelihood (or None)
+    stopped_at_: int | None
+    #: learned: the class prior (K,), or per category (n_categories, K)
+    priors_: FloatArray
+
     def __init__(self, smoothing: float = 0.3, tol: float = 1e-6, max_iter: int = 300,
-                 diag_prior: float = 0.3):
+                 diag_prior: float = 0.3) -> None:
         _check_em_params(tol, max_iter, smoothing, diag_prior)
         self.smoothing, self.tol, self.max_iter = smoothing, tol, max_iter
         self.diag_prior = diag_prior
@@ -48,9 +84,17 @@ class EMAggregator(BaseAggregator):
     #: ... for a class given in at least this share of the labels
     COLLAPSE_MIN_SHARE = 0.05
 
-    fixed_prior_: np.ndarray | None = None
+    fixed_prior_: FloatArray | None = None
 
-    def _prior(self, T: np.ndarray, labelled: np.ndarray) -> np.ndarray:
+    def fit(self, task: ArrayLike, worker: ArrayLike, label: ArrayLike, *,
+            n_tasks: int | None = None, n_workers: int | None = None,
+            n_classes: int | None = None, gold: ArrayLike | None = None) -> Self:
+        """Fit on label arrays, ``gold`` (class index or -1 per task) clamped; returns
+        ``self``."""
+        return self.fit_with(task, worker, label, {"gold": gold}, n_tasks=n_tasks,
+                             n_workers=n_workers, n_classes=n_classes)
+
+    def _prior(self, T: FloatArray, labelled: BoolArray) -> FloatArray:
         """Class prior from the tasks in ``labelled`` (the M-step passes the informative
         ones: a one-label task's posterior is its own label, and counting it would let the
         prior run away to one class when workers look noisy); the label shares instead
@@ -59,16 +103,20 @@ class EMAggregator(BaseAggregator):
             return self.fixed_prior_
         k = T.shape[1]
         mass = T[labelled].sum(axis=0) + self.smoothing
-        return mass / max(mass.sum(), 1e-300) if mass.sum() > 0 else np.full(k, 1.0 / k)
+        out: FloatArray = (mass / max(mass.sum(), 1e-300) if mass.sum() > 0
+                           else np.full(k, 1.0 / k))
+        return out
 
-    def _pseudo_counts(self, K: int) -> np.ndarray:
+    def _pseudo_counts(self, K: int) -> FloatArray:
         """Dirichlet pseudo-counts (answer y, true k) added to every confusion matrix."""
-        return self.smoothing + self.diag_prior * np.eye(K)
+        out: FloatArray = self.smoothing + self.diag_prior * np.eye(K)
+        return out
 
     def _fits_class_prior(self) -> bool:
         return True
 
-    def _run_guarded(self, d: LabelArrays, run, fitted: np.ndarray, stop=None):
+    def _run_guarded(self, d: LabelArrays, run: _Run, fitted: BoolArray,
+                     stop: Callable[[], int] | None = None) -> EMResult:
         """``run()`` (the EM), and again with the class prior held at the label shares if
         the fit *collapsed*: a class given in at least ``COLLAPSE_MIN_SHARE`` of the labels
         got a prior below ``COLLAPSE_RATIO`` times that share -- the model says it is
@@ -111,7 +159,8 @@ class EMAggregator(BaseAggregator):
             res = run(self.stopped_at_)
         return res
 
-    def _finish(self, d: LabelArrays, res, labelled: np.ndarray, gold: np.ndarray) -> None:
+    def _finish(self, d: LabelArrays, res: EMResult, labelled: BoolArray,
+                gold: IntArray) -> None:
         self.probas_ = res.posteriors
         self.n_iter_, self.converged_ = res.n_iter, res.converged
         self.labelled_ = labelled
@@ -155,18 +204,22 @@ class DawidSkene(EMAggregator):
     array([1, 0])
     """
 
-    def _m_step_factory(self, d: LabelArrays, fitted: np.ndarray):
+    #: learned: (n_workers, K, K), ``errors_[j, k, y] = P(j answers y | k)``
+    errors_: FloatArray
+
+    def _m_step_factory(self, d: LabelArrays, fitted: BoolArray) -> MStep:
         K, W = d.n_classes, d.n_workers
         pseudo = self._pseudo_counts(K)
 
-        def m_step(counts, T):
+        def m_step(counts: FloatArray, T: FloatArray
+                   ) -> tuple[FloatArray, FloatArray, FloatArray]:
             c = counts.reshape(W, K, K) + pseudo  # (worker, answer y, true k)
-            pi = c / np.maximum(c.sum(axis=1, keepdims=True), 1e-300)
+            pi: FloatArray = c / np.maximum(c.sum(axis=1, keepdims=True), 1e-300)
             prior = self._prior(T, fitted)
             return safe_log(pi).reshape(W * K, K), safe_log(prior), pi
         return m_step
 
-    def _fit(self, d: LabelArrays, gold=None) -> None:
+    def _fit(self, d: LabelArrays, gold: ArrayLike | None = None) -> None:
         g = check_gold(gold, d.n_tasks, d.n_classes)
         A = count_matrix(d.task, d.worker * d.n_classes + d.label, d.n_tasks,
                          d.n_workers * d.n_classes)
@@ -187,8 +240,8 @@ class DawidSkene(EMAggregator):
     HOLDOUT_FOLDS = 5
     HOLDOUT_SPLITS = 3
 
-    def _held_out_stop(self, d: LabelArrays, A, init, g, labelled, fitted,
-                       informative) -> int:
+    def _held_out_stop(self, d: LabelArrays, A: sp.csr_matrix, init: FloatArray, g: IntArray,
+                       labelled: BoolArray, fitted: BoolArray, informative: BoolArray) -> int:
         """How many EM iterations the refit after a collapse (or after a fit that did not
         converge; :meth:`EMAggregator._run_guarded`) may run: the one where the
         held-out likelihood of whole tasks peaks. The informative non-gold tasks are split
@@ -212,7 +265,8 @@ class DawidSkene(EMAggregator):
                 A_hold = A[hold]
                 curve = np.empty(self.max_iter)
 
-                def trace(it, E, log_prior, A_hold=A_hold, curve=curve):
+                def trace(it: int, E: FloatArray, log_prior: FloatArray,
+                          A_hold: sp.csr_matrix = A_hold, curve: FloatArray = curve) -> None:
                     z = np.asarray(A_hold @ E) + log_prior
                     top = z.max(axis=1, keepdims=True)
                     curve[it - 1] = float((top[:, 0] + np.log(np.exp(z - top).sum(axis=1)))
@@ -245,8 +299,11 @@ class OneCoinDawidSkene(EMAggregator):
     Learned: ``skills_`` (n_workers,) = :math:`p_j`, ``priors_``, ``n_iter_``, ``collapsed_``.
     """
 
+    #: learned: each worker's accuracy p_j (n_workers,)
+    skills_: FloatArray
+
     def __init__(self, smoothing: float = 0.3, tol: float = 1e-6, max_iter: int = 300,
-                 diag_prior: float = 0.3, class_prior: str = "fit"):
+                 diag_prior: float = 0.3, class_prior: str = "fit") -> None:
         super().__init__(smoothing=smoothing, tol=tol, max_iter=max_iter,
                          diag_prior=diag_prior)
         if class_prior not in ("fit", "uniform"):
@@ -257,12 +314,12 @@ class OneCoinDawidSkene(EMAggregator):
     def _fits_class_prior(self) -> bool:
         return self.class_prior == "fit"
 
-    def _prior(self, T: np.ndarray, labelled: np.ndarray) -> np.ndarray:
+    def _prior(self, T: FloatArray, labelled: BoolArray) -> FloatArray:
         if self.class_prior == "uniform":
             return np.full(T.shape[1], 1.0 / T.shape[1])
         return super()._prior(T, labelled)
 
-    def _fit(self, d: LabelArrays, gold=None) -> None:
+    def _fit(self, d: LabelArrays, gold: ArrayLike | None = None) -> None:
         g = check_gold(gold, d.n_tasks, d.n_classes)
         K, W, a, b = d.n_classes, d.n_workers, self.smoothing, self.diag_prior
         A = count_matrix(d.task, d.worker * K + d.label, d.n_tasks, W * K)
@@ -271,19 +328,23 @@ class OneCoinDawidSkene(EMAggregator):
         fitted = labelled & informative
         eye = np.eye(K, dtype=bool)
 
-        def m_step(counts, T):
+        def m_step(counts: FloatArray, T: FloatArray
+                   ) -> tuple[FloatArray, FloatArray, FloatArray]:
             c = counts.reshape(W, K, K)
             correct = c[:, eye].sum(axis=1)
             total = c.sum(axis=(1, 2))
-            p = (correct + a + b) / np.maximum(total + 2 * a + b, 1e-300)
+            p: FloatArray = (correct + a + b) / np.maximum(total + 2 * a + b, 1e-300)
+            pi: FloatArray
             if K == 1:
                 pi = np.ones((W, 1, 1))
             else:
                 pi = np.where(eye[None], p[:, None, None], ((1 - p) / (K - 1))[:, None, None])
             return safe_log(pi).reshape(W * K, K), safe_log(self._prior(T, fitted)), p
 
-        res = self._run_guarded(d, lambda: run_em(A, init, m_step, g, labelled, self.tol,
-                                                  self.max_iter, informative), fitted)
+        # called as run() only: without ``stop`` the guard never caps the iterations
+        res = self._run_guarded(d, lambda n=None: run_em(A, init, m_step, g, labelled,
+                                                         self.tol, n or self.max_iter,
+                                                         informative), fitted)
         self._finish(d, res, labelled, g)
         self.skills_ = res.params
         self.priors_ = self._prior(res.posteriors, fitted)

@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..errors import InputError
 from ._em import safe_log, softmax_rows
-from .base import BaseAggregator, LabelArrays, check_gold, count_matrix
+from .base import BaseAggregator, FloatArray, IntArray, LabelArrays, check_gold, count_matrix
 from .dawid_skene import mv_shares
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 __all__ = ["GLAD"]
 
 
-def _log_sigmoid(z: np.ndarray) -> np.ndarray:
+def _log_sigmoid(z: FloatArray) -> FloatArray:
     # log(1 / (1 + e^-z)) without overflow for large |z|
-    return -np.logaddexp(0.0, -z)
+    out: FloatArray = -np.logaddexp(0.0, -z)
+    return out
 
 
 class GLAD(BaseAggregator):
@@ -44,15 +51,31 @@ class GLAD(BaseAggregator):
 
     uses_gold = True
 
+    #: learned: worker abilities (n_workers,), task inverse difficulties (n_tasks,), the
+    #: class prior (K,), EM iterations run and whether they converged
+    alphas_: FloatArray
+    betas_: FloatArray
+    priors_: FloatArray
+    n_iter_: int
+    converged_: bool
+
     def __init__(self, alpha_prior: float = 1.0, beta_prior: float = 1.0,
                  smoothing: float = 0.3, tol: float = 1e-5, max_iter: int = 100,
-                 m_step_iter: int = 3):
+                 m_step_iter: int = 3) -> None:
         if not tol > 0 or max_iter < 1 or m_step_iter < 1:
             raise InputError("tol must be > 0, max_iter and m_step_iter >= 1")
         self.alpha_prior, self.beta_prior, self.smoothing = alpha_prior, beta_prior, smoothing
         self.tol, self.max_iter, self.m_step_iter = tol, max_iter, m_step_iter
 
-    def _fit(self, d: LabelArrays, gold=None) -> None:
+    def fit(self, task: ArrayLike, worker: ArrayLike, label: ArrayLike, *,
+            n_tasks: int | None = None, n_workers: int | None = None,
+            n_classes: int | None = None, gold: ArrayLike | None = None) -> Self:
+        """Fit on label arrays, ``gold`` (class index or -1 per task) clamped; returns
+        ``self``."""
+        return self.fit_with(task, worker, label, {"gold": gold}, n_tasks=n_tasks,
+                             n_workers=n_workers, n_classes=n_classes)
+
+    def _fit(self, d: LabelArrays, gold: ArrayLike | None = None) -> None:
         g = check_gold(gold, d.n_tasks, d.n_classes)
         K, n, W = d.n_classes, d.n_tasks, d.n_workers
         t, w, y = d.task, d.worker, d.label
@@ -88,7 +111,8 @@ class GLAD(BaseAggregator):
         self.priors_ = prior
         self.n_iter_, self.converged_ = it, converged
 
-    def _m_step(self, a, b, q, t, w, n, W):
+    def _m_step(self, a: FloatArray, b: FloatArray, q: FloatArray, t: IntArray, w: IntArray,
+                n: int, W: int) -> tuple[FloatArray, FloatArray]:
         """``m_step_iter`` rounds of diagonal Newton steps, first on every alpha_j, then on
         every b_i (a generalised EM step: it raises the expected log-likelihood without
         maximising it, which is all EM needs, at the cost of two passes over the labels)."""

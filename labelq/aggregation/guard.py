@@ -55,6 +55,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
+
+from .base import BoolArray, FloatArray, IntArray
 
 __all__ = ["Guarded", "credible_guard", "AccuracyEstimate", "accuracy_interval", "ALPHA"]
 
@@ -65,30 +68,31 @@ _Z = 1.959964  # two-sided 95 % normal quantile
 
 @dataclass(frozen=True)
 class Guarded:
-    labels: np.ndarray  # int (T,)
-    probas: np.ndarray  # float (T, K)
-    differ: np.ndarray  # bool (T,): the richer model's answer is not the vote's
-    overruled: np.ndarray  # bool (T,): ... and lies outside the vote's credible set
+    labels: IntArray  # (T,)
+    probas: FloatArray  # (T, K)
+    differ: BoolArray  # (T,): the richer model's answer is not the vote's
+    overruled: BoolArray  # (T,): ... and lies outside the vote's credible set
 
 
-def _argmax(p: np.ndarray) -> np.ndarray:
-    return np.argmax(p, axis=1).astype(np.int64)
+def _argmax(p: FloatArray) -> IntArray:
+    out: IntArray = np.argmax(p, axis=1).astype(np.int64)
+    return out
 
 
-def credible_guard(rich: np.ndarray, vote: np.ndarray, alpha: float = ALPHA) -> Guarded:
+def credible_guard(rich: ArrayLike, vote: ArrayLike, alpha: float = ALPHA) -> Guarded:
     """The richer model's posterior ``rich`` restricted to the classes whose vote
     posterior ``vote`` is at least ``alpha`` (the vote's own answer always is)."""
-    rich, vote = np.asarray(rich, float), np.asarray(vote, float)
-    T = rich.shape[0]
+    r, v = np.asarray(rich, float), np.asarray(vote, float)
+    T = r.shape[0]
     rows = np.arange(T)
-    v_ans = _argmax(vote)
-    allowed = vote >= alpha
+    v_ans = _argmax(v)
+    allowed = v >= alpha
     allowed[rows, v_ans] = True
-    r_ans = _argmax(rich)
-    labels = _argmax(np.where(allowed, rich, -1.0))
+    r_ans = _argmax(r)
+    labels = _argmax(np.where(allowed, r, -1.0))
     overruled = labels != r_ans
-    probas = rich.copy()
-    probas[overruled] = vote[overruled]
+    probas = r.copy()
+    probas[overruled] = v[overruled]
     return Guarded(labels=labels, probas=probas, differ=r_ans != v_ans, overruled=overruled)
 
 
@@ -125,9 +129,9 @@ def _strata() -> list[tuple[float, float]]:
     return list(zip(edges[:-1], edges[1:], strict=True))
 
 
-def accuracy_interval(confidence: np.ndarray, *, held_right: np.ndarray | None = None,
-                      held_conf: np.ndarray | None = None,
-                      model_beliefs: list[np.ndarray] | None = None,
+def accuracy_interval(confidence: ArrayLike, *, held_right: ArrayLike | None = None,
+                      held_conf: ArrayLike | None = None,
+                      model_beliefs: list[FloatArray] | None = None,
                       floor: float | None = None) -> AccuracyEstimate:
     """The accuracy of answers whose confidences are ``confidence`` (one per task).
 

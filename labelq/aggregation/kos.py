@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from .base import BaseAggregator, LabelArrays
+from .base import BaseAggregator, FloatArray, IntArray, LabelArrays, Seed
 
 __all__ = ["KOS"]
 
@@ -38,7 +38,11 @@ class KOS(BaseAggregator):
     or a perfect tie) gets (0.5, 0.5) and class 0.
     """
 
-    def __init__(self, n_iter: int = 20, degree_normalized: bool = True, rng=0):
+    #: learned: each task's score :math:`\hat x_i` (n_tasks,)
+    scores_: FloatArray
+
+    def __init__(self, n_iter: int = 20, degree_normalized: bool = True,
+                 rng: Seed = 0) -> None:
         if n_iter < 1:
             raise InputError(f"n_iter must be >= 1, got {n_iter}", field="n_iter")
         self.n_iter, self.degree_normalized, self.rng = n_iter, degree_normalized, rng
@@ -51,6 +55,8 @@ class KOS(BaseAggregator):
         t, w = d.task, d.worker
         A = np.where(d.label == 1, 1.0, -1.0)
         y_msg = gen.normal(1.0, 1.0, size=t.size)
+        div_x: IntArray | float
+        div_y: IntArray | float
         if self.degree_normalized:
             div_x = np.maximum(np.bincount(t, minlength=d.n_tasks)[t] - 1, 1)
             div_y = np.maximum(np.bincount(w, minlength=d.n_workers)[w] - 1, 1)
@@ -63,7 +69,8 @@ class KOS(BaseAggregator):
             ax = A * x_msg
             y_msg = (np.bincount(w, ax, minlength=d.n_workers)[w] - ax) / div_y
             y_msg /= max(np.sqrt(np.mean(y_msg ** 2)), 1e-300)
-        score = np.bincount(t, A * y_msg, minlength=d.n_tasks)
+        # float64 (weighted bincount; numpy's stubs say intp)
+        score = np.asarray(np.bincount(t, A * y_msg, minlength=d.n_tasks), dtype=np.float64)
         labelled = np.bincount(t, minlength=d.n_tasks) > 0
         scale = np.abs(score[labelled]).mean() if labelled.any() else 1.0
         scale = scale if scale > 0 else 1.0

@@ -2,34 +2,43 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..errors import InputError
-from .base import BaseAggregator, LabelArrays, count_matrix
+from .base import BaseAggregator, FloatArray, IntArray, LabelArrays, Seed, count_matrix
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 __all__ = ["MajorityVote", "WeightedMajorityVote", "vote_probas"]
 
 
-def vote_probas(scores: np.ndarray, smoothing: float) -> np.ndarray:
+def vote_probas(scores: FloatArray, smoothing: float) -> FloatArray:
     """Laplace-smoothed vote shares ``(s_ik + a) / (sum_k s_ik + K a)``; uniform on empty rows."""
     n_classes = scores.shape[1]
     num = scores + smoothing
     den = num.sum(axis=1, keepdims=True)
     empty = den[:, 0] <= 0
     den[empty] = 1.0
-    out = num / den
+    out: FloatArray = num / den
     out[empty] = 1.0 / n_classes
     return out
 
 
-def _pick(scores: np.ndarray, tie_break: str, rng) -> np.ndarray:
+def _pick(scores: FloatArray, tie_break: str, rng: Seed) -> IntArray:
+    out: IntArray
     if tie_break == "first":
-        return np.argmax(scores, axis=1).astype(np.int64)
+        out = np.argmax(scores, axis=1).astype(np.int64)
+        return out
     # random: add a tiny random key that only matters between exactly equal scores
     gen = np.random.default_rng(rng)
     top = scores.max(axis=1, keepdims=True)
     keys = np.where(scores == top, gen.random(scores.shape), -1.0)
-    return np.argmax(keys, axis=1).astype(np.int64)
+    out = np.argmax(keys, axis=1).astype(np.int64)
+    return out
 
 
 class MajorityVote(BaseAggregator):
@@ -46,7 +55,11 @@ class MajorityVote(BaseAggregator):
     Tasks without labels get class 0 and uniform probabilities.
     """
 
-    def __init__(self, smoothing: float = 1.0, tie_break: str = "first", rng=None):
+    #: the (weighted) vote counts per (task, class) of the last fit
+    scores_: FloatArray
+
+    def __init__(self, smoothing: float = 1.0, tie_break: str = "first",
+                 rng: Seed = None) -> None:
         if smoothing < 0:
             raise InputError(f"smoothing must be >= 0, got {smoothing}", field="smoothing")
         if tie_break not in ("first", "random"):
@@ -54,11 +67,12 @@ class MajorityVote(BaseAggregator):
                              field="tie_break")
         self.smoothing, self.tie_break, self.rng = smoothing, tie_break, rng
 
-    def _scores(self, d: LabelArrays, **extra) -> np.ndarray:
-        return count_matrix(d.task, d.label, d.n_tasks, d.n_classes).toarray()
+    def _scores(self, d: LabelArrays) -> FloatArray:
+        out: FloatArray = count_matrix(d.task, d.label, d.n_tasks, d.n_classes).toarray()
+        return out
 
-    def _fit(self, d: LabelArrays, **extra) -> None:
-        scores = self._scores(d, **extra)
+    def _fit(self, d: LabelArrays) -> None:
+        scores = self._scores(d)
         self.scores_ = scores
         self.probas_ = vote_probas(scores, self.smoothing)
         self.labels_ = _pick(scores, self.tie_break, self.rng)
@@ -82,7 +96,21 @@ class WeightedMajorityVote(MajorityVote):
 
     uses_categories = True
 
-    def _scores(self, d: LabelArrays, weights=None, categories=None) -> np.ndarray:
+    #: the mean positive weight (the unit of ``smoothing``) of the last fit
+    weight_unit_: float
+
+    def fit(self, task: ArrayLike, worker: ArrayLike, label: ArrayLike, *,
+            n_tasks: int | None = None, n_workers: int | None = None,
+            n_classes: int | None = None, weights: ArrayLike | None = None,
+            categories: ArrayLike | None = None) -> Self:
+        """Fit on label arrays with ``weights`` per worker or per (worker, category) and
+        the tasks' ``categories`` (see the class docstring); returns ``self``."""
+        return self.fit_with(task, worker, label,
+                             {"weights": weights, "categories": categories},
+                             n_tasks=n_tasks, n_workers=n_workers, n_classes=n_classes)
+
+    def _scores(self, d: LabelArrays, weights: ArrayLike | None = None,
+                categories: ArrayLike | None = None) -> FloatArray:
         if weights is None:
             weights = agreement_weights(d)
         w = np.asarray(weights, dtype=float)
@@ -109,16 +137,19 @@ class WeightedMajorityVote(MajorityVote):
             raise InputError(f"weights must be 1-D or 2-D, got shape {w.shape}", field="weights")
         pos = w[w > 0]
         self.weight_unit_ = float(pos.mean()) if pos.size else 1.0
-        return count_matrix(d.task, d.label, d.n_tasks, d.n_classes, per_label).toarray()
+        out: FloatArray = count_matrix(d.task, d.label, d.n_tasks, d.n_classes,
+                                       per_label).toarray()
+        return out
 
-    def _fit(self, d: LabelArrays, weights=None, categories=None) -> None:
+    def _fit(self, d: LabelArrays, weights: ArrayLike | None = None,
+             categories: ArrayLike | None = None) -> None:
         scores = self._scores(d, weights=weights, categories=categories)
         self.scores_ = scores
         self.probas_ = vote_probas(scores, self.smoothing * self.weight_unit_)
         self.labels_ = _pick(scores, self.tie_break, self.rng)
 
 
-def agreement_weights(d: LabelArrays) -> np.ndarray:
+def agreement_weights(d: LabelArrays) -> FloatArray:
     """Per-worker log-odds weight of agreeing with the plain majority vote (see WMV)."""
     mv = np.argmax(count_matrix(d.task, d.label, d.n_tasks, d.n_classes).toarray(), axis=1)
     agree = np.bincount(d.worker, weights=(d.label == mv[d.task]).astype(float),
@@ -126,4 +157,6 @@ def agreement_weights(d: LabelArrays) -> np.ndarray:
     total = np.bincount(d.worker, minlength=d.n_workers)
     p = (agree + 1.0) / (total + 2.0)  # Beta(1,1) smoothing: no worker is certain
     k = d.n_classes
-    return np.maximum(0.0, np.log((k - 1) * p / (1.0 - p))) if k > 1 else np.ones(d.n_workers)
+    out: FloatArray = (np.maximum(0.0, np.log((k - 1) * p / (1.0 - p))) if k > 1
+                       else np.ones(d.n_workers))
+    return out

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..errors import InputError
-from .base import argmax_first
+from ..policies.base import Policy
+from .base import FloatArray, IntArray, argmax_first
 
 __all__ = ["PosteriorAggregator"]
 
@@ -21,7 +23,11 @@ class PosteriorAggregator:
     can stand wherever an aggregator is expected. Ties go to the lowest class index.
     """
 
-    def __init__(self, probas):
+    probas_: FloatArray
+    labels_: IntArray
+    confidence_: FloatArray
+
+    def __init__(self, probas: ArrayLike) -> None:
         p = np.asarray(probas, dtype=float)
         if p.ndim != 2 or p.shape[1] < 1:
             raise InputError(f"probas must be (n_tasks, n_classes), got shape {p.shape}",
@@ -36,15 +42,15 @@ class PosteriorAggregator:
         self.confidence_ = p[np.arange(p.shape[0]), self.labels_]
 
     @classmethod
-    def from_policy(cls, policy, state) -> PosteriorAggregator:
+    def from_policy(cls, policy: Policy, state: object) -> PosteriorAggregator:
         """Use ``policy.predict_proba(state)`` as the posterior."""
         return cls(policy.predict_proba(state))
 
-    def fit(self, *args, **kwargs) -> PosteriorAggregator:
+    def fit(self, *args: object, **kwargs: object) -> PosteriorAggregator:
         return self
 
-    def fit_predict(self, *args, **kwargs) -> np.ndarray:
+    def fit_predict(self, *args: object, **kwargs: object) -> IntArray:
         return self.labels_
 
-    def fit_predict_proba(self, *args, **kwargs) -> np.ndarray:
+    def fit_predict_proba(self, *args: object, **kwargs: object) -> FloatArray:
         return self.probas_

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..errors import InputError
 from .auto import AutoAggregator
@@ -29,7 +30,7 @@ AGGREGATORS: dict[str, type[BaseAggregator]] = {
 }
 
 
-def get_aggregator(name: str, **params) -> BaseAggregator:
+def get_aggregator(name: str, **params: object) -> BaseAggregator:
     """Build the aggregator registered as ``name`` with constructor ``params``."""
     try:
         cls = AGGREGATORS[name]
@@ -42,10 +43,11 @@ def get_aggregator(name: str, **params) -> BaseAggregator:
         raise InputError(f"bad parameters for {name!r}: {exc}", field="method") from exc
 
 
-def aggregate(task, worker, label, method: str = "auto", n_tasks: int | None = None,
-              n_classes: int | None = None, categories=None, gold=None, *,
-              n_workers: int | None = None, weights=None, calibration=None,
-              **params) -> BaseAggregator:
+def aggregate(task: ArrayLike, worker: ArrayLike, label: ArrayLike, method: str = "auto",
+              n_tasks: int | None = None, n_classes: int | None = None,
+              categories: ArrayLike | None = None, gold: ArrayLike | None = None, *,
+              n_workers: int | None = None, weights: ArrayLike | None = None,
+              calibration: ArrayLike | None = None, **params: object) -> BaseAggregator:
     """Fit ``method`` on label arrays and return the fitted aggregator (the result).
 
     ``categories`` (int per task) is used by ``ds-category``, by ``auto`` and by ``wmv`` with
@@ -57,7 +59,7 @@ def aggregate(task, worker, label, method: str = "auto", n_tasks: int | None = N
     ``probas_`` and ``confidence_`` from the result.
     """
     agg = get_aggregator(method, **params)
-    kw: dict = {"n_tasks": n_tasks, "n_workers": n_workers, "n_classes": n_classes}
+    kw: dict[str, object] = {}
     if agg.uses_gold and gold is not None:
         kw["gold"] = np.asarray(gold)
     if isinstance(agg, (CategoryDawidSkene, AutoAggregator, ShrunkOneCoin)) and categories is not None:
@@ -67,4 +69,5 @@ def aggregate(task, worker, label, method: str = "auto", n_tasks: int | None = N
     if isinstance(agg, WeightedMajorityVote):
         kw["weights"] = weights
         kw["categories"] = categories
-    return agg.fit(task, worker, label, **kw)
+    return agg.fit_with(task, worker, label, kw, n_tasks=n_tasks, n_workers=n_workers,
+                        n_classes=n_classes)

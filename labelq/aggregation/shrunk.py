@@ -19,10 +19,16 @@ shared data sets).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..policies import _shrunk_em as em
-from .base import BaseAggregator, LabelArrays, check_gold
+from .base import BaseAggregator, FloatArray, LabelArrays, check_gold
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 __all__ = ["ShrunkOneCoin"]
 
@@ -41,12 +47,30 @@ class ShrunkOneCoin(BaseAggregator):
     uses_gold = True
     uses_categories = True
 
+    #: learned: accuracy per (worker, category) (W, S) and the class prior (K,)
+    accuracy_: FloatArray
+    class_prior_: FloatArray
+
     def __init__(self, prior_accuracy: float = 0.7, prior_strength: float = 10.0,
-                 strength: float = 4.0, iters: int = 10):
+                 strength: float = 4.0, iters: int = 10) -> None:
         self.prior_accuracy, self.prior_strength = prior_accuracy, prior_strength
         self.strength, self.iters = strength, iters
 
-    def _fit(self, d: LabelArrays, gold=None, categories=None, calibration=None) -> None:
+    def fit(self, task: ArrayLike, worker: ArrayLike, label: ArrayLike, *,
+            n_tasks: int | None = None, n_workers: int | None = None,
+            n_classes: int | None = None, gold: ArrayLike | None = None,
+            categories: ArrayLike | None = None,
+            calibration: ArrayLike | None = None) -> Self:
+        """Fit on label arrays with ``gold`` (class index or -1 per task) clamped, the tasks'
+        ``categories`` and ``calibration`` (see :meth:`_fit`); returns ``self``."""
+        return self.fit_with(task, worker, label,
+                             {"gold": gold, "categories": categories,
+                              "calibration": calibration},
+                             n_tasks=n_tasks, n_workers=n_workers, n_classes=n_classes)
+
+    def _fit(self, d: LabelArrays, gold: ArrayLike | None = None,
+             categories: ArrayLike | None = None,
+             calibration: ArrayLike | None = None) -> None:
         """``calibration`` (bool per task): the gold answers that may measure how far
         agreement departs from gold (default all; see ``fit_em``'s ``calibrate``)."""
         K = d.n_classes
