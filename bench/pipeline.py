@@ -60,9 +60,9 @@ def fresh_database(database: str, d: str):
 
 
 def project(url, n, workers=8, max_labels=3):
-    from labelq.db import engine_for, init_schema, session_scope
-    from labelq.models import Task
-    from labelq.projects import create_project, enroll_worker
+    from labelq.record.db import engine_for, init_schema, session_scope
+    from labelq.record.models import Task
+    from labelq.record.projects import create_project, enroll_worker
     eng = engine_for(url)
     init_schema(eng)
     with session_scope(eng) as s:
@@ -85,8 +85,8 @@ def latency(redis_url, n, requests):
     from labelq.live.hotstate import StateCache
     from labelq.live.rebuild import rebuild_project
     from labelq.live.redis.keys import Keys
+    from labelq.record.settings import Settings
     from labelq.service import Service
-    from labelq.settings import Settings
     r = redis.Redis.from_url(redis_url)
     r.flushdb()
     d = tempfile.mkdtemp()
@@ -101,7 +101,7 @@ def latency(redis_url, n, requests):
                   state_max_age=3600, worker_max_age=3600)
     for j in range(8):
         svc.next_assignment(f"b{j}")  # warm the caches; every worker is active
-    from labelq.db import database_id
+    from labelq.record.db import database_id
     k = Keys(pid, database_id(eng))
     decide_ms, inbox_ms = [], []
     applier = Applier(eng, r, cache=StateCache())  # one applier process (its pace meter)
@@ -138,9 +138,9 @@ def _annotate(url, redis_url, handles, seconds, ready, go, out, separate=False):
     ``go`` is set (every process has imported and warmed up by then)."""
     import redis
 
-    from labelq.db import engine_for
+    from labelq.record.db import engine_for
+    from labelq.record.settings import Settings
     from labelq.service import Service
-    from labelq.settings import Settings
     from workers.main import create_app
     app = create_app(redis_url)
     eng = engine_for(url)
@@ -225,8 +225,8 @@ def wait_applied(eng) -> None:
     from sqlalchemy import func
     from sqlmodel import select
 
-    from labelq.db import session_scope
-    from labelq.models import Label
+    from labelq.record.db import session_scope
+    from labelq.record.models import Label
     while True:
         with session_scope(eng) as s:
             left = s.exec(select(func.count()).select_from(Label)

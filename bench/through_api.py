@@ -148,9 +148,9 @@ def run(redis_url, servers, procs, n_tasks, seconds, annotators, load_procs,
 
     import redis
 
-    from labelq.db import session_scope
-    from labelq.models import Project
-    from labelq.projects import enroll_worker
+    from labelq.record.db import session_scope
+    from labelq.record.models import Project
+    from labelq.record.projects import enroll_worker
     r = redis.Redis.from_url(redis_url)
     r.flushdb()
     d = tempfile.mkdtemp()

@@ -11,8 +11,8 @@ from .main import app
 def export(self, job_id: str) -> str:
     from redis import Redis
 
-    from labelq.location import open_configured
-    from labelq.settings import load_settings
+    from labelq.record.location import open_configured
+    from labelq.record.settings import load_settings
 
     settings = load_settings()
     engine = open_configured(settings)

@@ -18,7 +18,7 @@ import os
 
 from celery import Celery
 
-from labelq.settings import Settings, load_settings
+from labelq.record.settings import Settings, load_settings
 
 __all__ = ["create_app", "app", "QUEUE", "SETTINGS"]
 

@@ -23,10 +23,10 @@ from functools import lru_cache
 
 from celery.signals import worker_process_init
 
-from labelq.db import database_id
 from labelq.live.applier import Applier
 from labelq.live.upkeep import maintain_project
 from labelq.live.warm import Warmer
+from labelq.record.db import database_id
 
 from .main import SETTINGS, app
 
@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 def _applier() -> Applier:
     import redis
 
-    from labelq.location import open_configured
+    from labelq.record.location import open_configured
     # the database must exist with its identity (``labelq init``): a worker never makes one
     return Applier(open_configured(SETTINGS), redis.Redis.from_url(SETTINGS.redis_url),
                    settings=SETTINGS)
