@@ -28,9 +28,9 @@ if os.environ.get("LOAD_TASKS_CODE"):  # --baseline: another checkout's labelq
     sys.path.insert(0, os.environ["LOAD_TASKS_CODE"])
 
 from bench._report import command_line, machine, write_section  # noqa: E402
-from labelq.db import engine_for, init_schema, session_scope  # noqa: E402
-from labelq.loading import load_tasks  # noqa: E402
-from labelq.projects import create_project, get_project  # noqa: E402
+from labelq.record.db import engine_for, init_schema, session_scope  # noqa: E402
+from labelq.record.loading import load_tasks  # noqa: E402
+from labelq.record.projects import create_project, get_project  # noqa: E402
 
 
 def make_file(path: Path, rows: int) -> None:
