@@ -7,7 +7,12 @@ the label set), and hands over to the engine (:mod:`labelq.live`):
 
 * **next** → :meth:`labelq.live.assign.Assigner.next` (pop the inbox, else decide at once);
 * **submit** → :meth:`labelq.live.submit.Submitter.submit` (group commit: ``SUBMIT_BEGIN``,
-  the SQL commit, ``SUBMIT_FINISH``; the OK only after the commit);
+  the SQL commit, ``SUBMIT_FINISH``; the OK only after the commit). Its result is a
+  :class:`~labelq.live.submit.Submitted`: :meth:`Service.submit_label` in a thread, and
+  :meth:`Service.submit_async` on an event loop — the API's one way in for a submit (its
+  route and its fast path alike), whose batches its committer thread runs;
+  :meth:`Service.submit` gives the result as a dict (the CLI). The label-set check is
+  :meth:`Service._job`'s alone;
 * **decline** → :func:`labelq.live.decline.decline`.
 
 The ordering that makes crashes safe is described there and in ``docs/architecture.md``.
@@ -19,9 +24,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 from sqlalchemy.engine import Engine
@@ -33,14 +38,31 @@ from .live.decide import decision_rng
 from .live.decline import decline
 from .live.hotstate import StateCache
 from .live.redis.scripts import Scripts
-from .live.submit import UNAVAILABLE, Submitter, unavailable
+from .live.submit import UNAVAILABLE, BatchOutcome, SubmitJob, Submitted, Submitter, unavailable
 from .live.tuning import TUNING, Tuning
 from .record.db import database_id, session_scope
 from .record.models import Project, Worker
 from .record.projects import get_worker
 from .record.settings import Settings, load_settings
 
-__all__ = ["Service", "Issued", "UNAVAILABLE", "unavailable"]
+__all__ = ["Service", "Issued", "Submitted", "Batches", "ToThread", "UNAVAILABLE",
+           "unavailable"]
+
+_K = TypeVar("_K", str, int)
+_V = TypeVar("_V", Worker, Project)
+
+
+class Batches(Protocol):
+    """Runs submits in batches of its own (the API's committer thread,
+    :class:`labelq.api.committer.Committer`): ``submit(job)`` resolves to the job's outcome
+    once its batch ran (:meth:`~labelq.live.submit.Submitter.run_batch`)."""
+
+    def submit(self, job: SubmitJob) -> Awaitable[BatchOutcome]: ...
+
+
+# runs a blocking call in a thread pool from an event loop (the API: Starlette's
+# run_in_threadpool)
+ToThread = Callable[[Callable[[], Submitted]], Awaitable[Submitted]]
 
 
 class Service:
@@ -57,9 +79,11 @@ class Service:
                  worker_max_age: float | None = None) -> None:
         self.engine, self.redis = engine, redis
         self.settings = settings or load_settings()
-        given = {"top_k": top_k, "state_max_age": state_max_age, "max_scan": max_scan,
-                 "worker_max_age": worker_max_age}
-        self.tuning = replace(tuning, **{k: v for k, v in given.items() if v is not None})
+        self.tuning = replace(
+            tuning, top_k=tuning.top_k if top_k is None else top_k,
+            state_max_age=tuning.state_max_age if state_max_age is None else state_max_age,
+            max_scan=tuning.max_scan if max_scan is None else max_scan,
+            worker_max_age=tuning.worker_max_age if worker_max_age is None else worker_max_age)
         self.notify = notify
         self.cache = cache or StateCache()
         self.scripts = Scripts(redis)
@@ -72,7 +96,7 @@ class Service:
         self.submitter = Submitter(self.live, self.assigner)
         self._workers: dict[str, tuple[float, Worker]] = {}
         self._projects: dict[int, tuple[float, Project]] = {}
-        self._renewing: set[tuple[str, Any]] = set()
+        self._renewing: set[tuple[str, str | int]] = set()
 
     # --- lookups ---------------------------------------------------------------------------
     def worker(self, handle: str) -> Worker:
@@ -86,20 +110,29 @@ class Service:
         self._workers[handle] = (time.monotonic(), worker)
         return worker
 
-    def _cached(self, cache: dict[Any, tuple[float, Any]], key: tuple[str, Any],
-                read: Callable[[Any], Any]) -> Any:
-        """``cache[key[1]]`` while younger than ``tuning.worker_max_age`` (renewed in the
-        background from half that age on), else ``read(key[1])``, which stores it."""
-        hit = cache.get(key[1])
-        if hit is not None:
-            age = time.monotonic() - hit[0]
-            if age < self.tuning.worker_max_age:
-                if age >= self.tuning.worker_max_age / 2:
-                    self._renew(key, lambda: read(key[1]))
-                return hit[1]
-        return read(key[1])
+    def _cached(self, cache: dict[_K, tuple[float, _V]], key: tuple[str, _K],
+                read: Callable[[_K], _V]) -> _V:
+        """``cache[key[1]]`` while younger than ``tuning.worker_max_age`` (:meth:`_fresh`),
+        else ``read(key[1])``, which stores it."""
+        got = self._fresh(cache, key, read)
+        return read(key[1]) if got is None else got
 
-    def _renew(self, key: tuple[str, Any], read: Callable[[], Any]) -> None:
+    def _fresh(self, cache: dict[_K, tuple[float, _V]], key: tuple[str, _K],
+               read: Callable[[_K], _V]) -> _V | None:
+        """``cache[key[1]]`` while younger than ``tuning.worker_max_age`` (renewed in the
+        background from half that age on), else None; no I/O (callable on an event
+        loop)."""
+        hit = cache.get(key[1])
+        if hit is None:
+            return None
+        age = time.monotonic() - hit[0]
+        if age >= self.tuning.worker_max_age:
+            return None
+        if age >= self.tuning.worker_max_age / 2:
+            self._renew(key, lambda: read(key[1]))
+        return hit[1]
+
+    def _renew(self, key: tuple[str, str | int], read: Callable[[], object]) -> None:
         """Read a cached row again in a background thread, once half its age is gone, so
         that a caller who keeps asking finds it fresh instead of waiting for the SQL read
         (a row served is never older than ``tuning.worker_max_age`` either way)."""
@@ -129,27 +162,6 @@ class Service:
         self._projects[project_id] = (time.monotonic(), project)
         return project
 
-    def cached_submit(self, handle: str, assignment_id: str, value: str, *,
-                      then_next: bool = False) -> Any:
-        """What :meth:`submit` hands the engine — a job for :meth:`~labelq.live.submit.
-        Submitter.run_batch` — when the worker and project rows are cached (no SQL to read
-        first: callable on an event loop), else None. Raises as :meth:`submit` would for a
-        label outside the label set."""
-        now = time.monotonic()
-        hit = self._workers.get(handle)
-        if hit is None or now - hit[0] >= self.tuning.worker_max_age:
-            return None
-        worker = hit[1]
-        got = self._projects.get(worker.project_id)
-        if got is None or now - got[0] >= self.tuning.worker_max_age:
-            return None
-        project = got[1]
-        if value not in project.labels:
-            raise InputError(f"label {value!r} is not in the label set {project.labels}",
-                             label=value)
-        return self.submitter.job(worker, project, assignment_id, value,
-                                  then_next=then_next and worker.status == "active")
-
     # --- operations ------------------------------------------------------------------------
     def next_assignment(self, handle: str) -> Issued | None:
         """The worker's next assignment, or ``None`` when there is nothing for them."""
@@ -168,25 +180,82 @@ class Service:
 
     def submit(self, handle: str, assignment_id: str, value: str, *,
                then_next: bool = False) -> dict[str, Any]:
-        """Record the label; returns only once it is committed to SQL. Concurrent submits of
-        this process's threads share one batch (group commit): one Redis pipeline for their
-        ``SUBMIT_BEGIN``, one SQL transaction, one pipeline for their ``SUBMIT_FINISH`` —
-        three stages, each overlapping the neighbouring batches' other stages.
+        """:meth:`submit_label`'s result as a dict (:meth:`~labelq.live.submit.Submitted.
+        as_dict`), for in-process callers (``labelq submit``, benchmarks)."""
+        return self.submit_label(handle, assignment_id, value, then_next=then_next).as_dict()
+
+    def submit_label(self, handle: str, assignment_id: str, value: str, *,
+                     then_next: bool = False) -> Submitted:
+        """Record the label; returns only once it is committed to SQL (blocking). Concurrent
+        submits of this process's threads share one batch (group commit): one Redis pipeline
+        for their ``SUBMIT_BEGIN``, one SQL transaction, one pipeline for their
+        ``SUBMIT_FINISH`` — three stages, each overlapping the neighbouring batches' other
+        stages.
 
         ``then_next``: also issue the worker's next assignment, as :meth:`next_assignment`
-        would, under ``"next"`` (an :class:`Issued`, or ``None`` when there is nothing for
-        them or they are paused); its inbox pop rides in the ``SUBMIT_FINISH`` pipeline, so
-        an annotator's submit-and-continue costs one request and no extra round trip. The
+        would (``next``: an :class:`Issued`, or ``None`` when there is nothing for them or
+        they are paused); its inbox pop rides in the ``SUBMIT_FINISH`` pipeline, so an
+        annotator's submit-and-continue costs one request and no extra round trip. The
         label is recorded first: an error there raises as without ``then_next``; after it,
-        an exhausted budget is ``"next": None`` (:meth:`idle_reason` says why), not an
-        error that would hide the recorded label."""
+        an exhausted budget is ``next`` None (:meth:`idle_reason` says why), not an error
+        that would hide the recorded label."""
         worker = self.worker(handle)
-        project = self.project(worker.project_id)
+        job = self._job(worker, self.project(worker.project_id), assignment_id, value,
+                        then_next)
+        return self.submitter.submit(job)
+
+    async def submit_async(self, handle: str, assignment_id: str, value: str, *,
+                           then_next: bool, batches: Batches,
+                           to_thread: ToThread) -> Submitted:
+        """:meth:`submit_label` for an event loop, the API's one way in for a submit, with
+        the result's ``idle_reason`` when ``then_next`` found no next assignment: when the worker and project rows are cached, the submit joins one of
+        ``batches`` (the API's committer thread) and a result the batch settled
+        (:meth:`~labelq.live.submit.Submitter.settled`: committed, its next assignment
+        popped in the batch or not asked for) is returned here, on the loop; what else it
+        needs — rows to read first, finishing it alone, deciding its next assignment at
+        once, why there is none — is one ``to_thread`` call (blocking work in a thread
+        pool). Raises as :meth:`submit_label` does."""
+        explain = handle if then_next else None
+        job = self._cached_job(handle, assignment_id, value, then_next)
+        if job is None:
+            return await to_thread(lambda: self._explained(self.submit_label(
+                handle, assignment_id, value, then_next=then_next), explain))
+        outcome = await batches.submit(job)
+        done = self.submitter.settled(job, outcome)
+        if done is not None and (done.next is not None or not then_next):
+            return done
+        return await to_thread(lambda: self._explained(self.submitter.complete(job, outcome),
+                                                       explain))
+
+    def _job(self, worker: Worker, project: Project, assignment_id: str, value: str,
+             then_next: bool) -> SubmitJob:
+        """The submit for the engine, once ``value`` is found in the label set (else
+        :class:`InputError`); the next assignment is asked for only for an active
+        worker."""
         if value not in project.labels:
             raise InputError(f"label {value!r} is not in the label set {project.labels}",
                              label=value)
-        return self.submitter.submit(worker, project, assignment_id, value,
-                                     then_next=then_next and worker.status == "active")
+        return self.submitter.job(worker, project, assignment_id, value,
+                                  then_next=then_next and worker.status == "active")
+
+    def _cached_job(self, handle: str, assignment_id: str, value: str,
+                    then_next: bool) -> SubmitJob | None:
+        """:meth:`_job` when the worker and project rows are cached (no SQL: callable on
+        an event loop), else None."""
+        worker = self._fresh(self._workers, ("w", handle), self._read_worker)
+        if worker is None:
+            return None
+        project = self._fresh(self._projects, ("p", worker.project_id), self._read_project)
+        if project is None:
+            return None
+        return self._job(worker, project, assignment_id, value, then_next)
+
+    def _explained(self, out: Submitted, handle: str | None) -> Submitted:
+        """``out`` with why there is no next assignment for worker ``handle`` when there
+        is none (a Redis read or two); ``handle`` None: ``out`` as it is."""
+        if handle is not None and out.next is None:
+            return replace(out, idle_reason=self.idle_reason(handle))
+        return out
 
     def decline(self, handle: str, assignment_id: str) -> dict[str, Any]:
         return decline(self.live, self.worker(handle), assignment_id)

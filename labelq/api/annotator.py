@@ -18,13 +18,16 @@ POST     /assignments/{id}/decline           give the assignment back
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
+from ..errors import NotFound
+from ..live.assign import Issued
+from ..live.submit import Submitted
 from ..record.db import session_scope
 from ..record.models import Worker, utc_from_ms
 from .auth import Annotator, current_annotator
@@ -43,14 +46,18 @@ from .schemas import (
     SubmitOut,
 )
 
-__all__ = ["router"]
+if TYPE_CHECKING:  # pragma: no cover - app imports this module
+    from ..service import Service
+    from .app import Runtime
+
+__all__ = ["router", "next_answer", "next_body", "submit_answer", "submit_body", "json_bytes"]
 
 router = APIRouter(prefix="/api/v1", tags=["annotator"], responses=ERROR_RESPONSES)
-_404 = {404: ERROR_RESPONSES[401] | {"description": "No live assignment with this id."}}
-_409 = {409: ERROR_RESPONSES[401] | {"description": "Conflicts with the current state: "
+_404: dict[int | str, dict[str, Any]] = {404: ERROR_RESPONSES[401] | {"description": "No live assignment with this id."}}
+_409: dict[int | str, dict[str, Any]] = {409: ERROR_RESPONSES[401] | {"description": "Conflicts with the current state: "
                                                     "another label already recorded, budget "
                                                     "exhausted, being submitted."}}
-_410 = {410: ERROR_RESPONSES[401] | {"description": "The lease expired (`lease_expired`), or "
+_410: dict[int | str, dict[str, Any]] = {410: ERROR_RESPONSES[401] | {"description": "The lease expired (`lease_expired`), or "
                                                     "was lost with Redis and its task no "
                                                     "longer takes the label (`lease_lost`): "
                                                     "not saved (`recorded: false`)."}}
@@ -59,8 +66,9 @@ AssignmentPath = Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$",
                       description="The assignment id the next call returned.")
 
 
-def _runtime(request: Request):
-    return request.app.state.labelq
+def _runtime(request: Request) -> Runtime:
+    rt: Runtime = request.app.state.labelq
+    return rt
 
 
 @router.get("/me", response_model=MeOut, summary="Who am I")
@@ -78,6 +86,8 @@ def progress(request: Request, who: Annotator = Depends(current_annotator)) -> P
     rt = _runtime(request)
     with session_scope(rt.engine) as session:
         worker = session.get(Worker, who.worker.id)
+        if worker is None:  # deleted with its project since the sign-in
+            raise NotFound(f"worker {who.handle!r} no longer exists", worker=who.handle)
         return ProgressOut(**worker_progress(session, rt.redis, worker))
 
 
@@ -103,10 +113,11 @@ def current(request: Request, who: Annotator = Depends(current_annotator)) -> Cu
     return CurrentOut(assignments=[Assignment(**a) for a in held])
 
 
-def _next_body(issued, who: Annotator, service) -> dict[str, Any]:
-    """``NextOut`` as a plain dict (every field, as FastAPI would have serialised it)."""
+def next_answer(issued: Issued | None, who: Annotator, reason: str | None) -> dict[str, Any]:
+    """``NextOut`` as a plain dict (every field, as FastAPI would have serialised it):
+    the assignment, else ``reason`` why there is none (no I/O)."""
     if issued is None:
-        return {"assignment": None, "message": service.idle_reason(who.handle)}
+        return {"assignment": None, "message": reason}
     return {"assignment": {
         "assignment_id": issued.assignment_id, "category": issued.category,
         "payload": issued.payload, "labels": list(who.project.labels),
@@ -114,36 +125,30 @@ def _next_body(issued, who: Annotator, service) -> dict[str, Any]:
         "expires_at": utc_from_ms(issued.expires_ms).isoformat()}, "message": None}
 
 
-def next_body(service, who: Annotator) -> dict[str, Any]:
+def next_body(service: Service, who: Annotator) -> dict[str, Any]:
     """``POST /assignments/next``'s answer (blocking: call it in the thread pool)."""
-    return _next_body(service.next_assignment(who.handle), who, service)
+    issued = service.next_assignment(who.handle)
+    return next_answer(issued, who, service.idle_reason(who.handle) if issued is None else None)
 
 
-def submit_body(service, who: Annotator, assignment_id: str, label: str,
-                then_next: bool) -> dict[str, Any]:
-    """``POST /assignments/{id}/label``'s answer (blocking: call it in the thread pool)."""
-    return submit_answer(service.submit(who.handle, assignment_id, label,
-                                        then_next=then_next), who, service, then_next)
+def submit_answer(out: Submitted, who: Annotator, then_next: bool) -> dict[str, Any]:
+    """``SubmitOut`` as a plain dict: the one place a submit's answer is written (no I/O;
+    with ``then_next`` and no next assignment, ``message`` is the result's
+    ``idle_reason``)."""
+    return {"assignment_id": out.assignment_id, "label": out.label,
+            "duplicate": out.duplicate,
+            "next": next_answer(out.next, who, out.idle_reason) if then_next else None}
 
 
-def complete_body(service, who: Annotator, job, outcome, then_next: bool) -> dict[str, Any]:
-    """:func:`submit_body` for a submit whose batch the hot path's committer ran
-    (blocking: call it in the thread pool)."""
-    return submit_answer(service.submitter.complete(job, outcome), who, service, then_next)
-
-
-def submit_answer(out: dict[str, Any], who: Annotator, service,
-                  then_next: bool) -> dict[str, Any]:
-    """``SubmitOut`` as a plain dict from the service's answer (with ``then_next`` and no
-    next assignment, the reason is read from Redis: blocking)."""
-    return {"assignment_id": out["assignment_id"], "label": out["label"],
-            "duplicate": out["duplicate"],
-            "next": _next_body(out.get("next"), who, service) if then_next else None}
-
-
-def issued_body(issued, who: Annotator) -> dict[str, Any]:
-    """``NextOut`` of an issued assignment (no I/O)."""
-    return _next_body(issued, who, None)
+async def submit_body(rt: Runtime, who: Annotator, assignment_id: str, label: str,
+                      then_next: bool) -> dict[str, Any]:
+    """``POST /assignments/{id}/label``'s answer, for the route and the hot path
+    (:mod:`.fastpath`) alike: the service's one way in for a submit on an event loop
+    (:meth:`~labelq.service.Service.submit_async`: the committer thread's batch, and at
+    most one thread-pool call for what else it needs)."""
+    out = await rt.service.submit_async(who.handle, assignment_id, label, then_next=then_next,
+                                        batches=rt.committer, to_thread=run_in_threadpool)
+    return submit_answer(out, who, then_next)
 
 
 def json_bytes(body: Any) -> bytes:
@@ -170,9 +175,7 @@ async def submit(body: SubmitIn, request: Request, assignment_id: AssignmentId =
     answers 200 with ``duplicate: true``; a different one, 409 ``duplicate_submission``.
     With ``?next=true`` the answer also carries my next assignment (``next``), as
     ``POST /assignments/next`` would give it — one request per label instead of two."""
-    # blocking (the group commit waits for SQL): in the thread pool, one hop
-    return _json(await run_in_threadpool(submit_body, _runtime(request).service, who,
-                                         assignment_id, body.label, next))
+    return _json(await submit_body(_runtime(request), who, assignment_id, body.label, next))
 
 
 @router.post("/assignments/{assignment_id}/decline", response_model=DeclineOut,

@@ -7,10 +7,12 @@ script ``GET /static/common.js``), ``GET /healthz``,
 and the OpenAPI schema at ``/openapi.json`` (browsable at ``/docs``). Route handlers are
 plain ``def`` (FastAPI runs them in its thread pool: the service does blocking SQL and
 Redis I/O), except the two hot ones — ``POST /api/v1/assignments/next`` and ``POST
-/api/v1/assignments/{id}/label`` — which are ``async def`` and make one explicit
-thread-pool call (service call and answer body together) and return a ready JSON
+/api/v1/assignments/{id}/label`` — which are ``async def`` and return a ready JSON
 ``Response``, so FastAPI neither validates nor serialises a response model for them (their
-``response_model`` still documents the schema). The annotator's sign-in dependency is
+``response_model`` still documents the schema): ``next`` makes one explicit thread-pool
+call (service call and answer body together); a label goes the way the hot path's does
+(:func:`.annotator.submit_body`: :meth:`~labelq.service.Service.submit_async`, whose batch
+the committer thread runs, and at most one thread-pool call). The annotator's sign-in dependency is
 ``async`` (a cached sign-in costs no thread hop). The :class:`~labelq.service.Service` and
 its state cache are thread-safe.
 """
@@ -26,6 +28,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
+from starlette.types import Receive, Scope, Send
 
 from .. import __version__
 from ..errors import ServiceUnavailable
@@ -34,6 +37,7 @@ from ..record.location import open_configured
 from ..record.settings import Settings, load_settings
 from ..service import Service
 from . import annotator, operator
+from .auth import Annotator
 from .committer import Committer
 from .errors import install_error_handlers
 from .fastpath import HotPath
@@ -70,20 +74,21 @@ class Runtime:
     engine: Engine
     redis: Any
     service: Service
-    send_task: Callable[[str, list], None]
+    send_task: Callable[[str, list[Any]], None]
     export_dir: Path
+    # the submits' group commit (one thread, started by the first submit): the batches of
+    # Service.submit_async, for the route and the hot path alike
+    committer: Committer
     # signed-in annotators by token hash: (monotonic time, Annotator), kept
     # ``signin_max_age`` seconds (a pause or removal takes effect within that long, as in
     # the service's own worker cache)
-    signins: dict = field(default_factory=dict)
+    signins: dict[str, tuple[float, Annotator]] = field(default_factory=dict)
     signin_max_age: float = 1.0
-    # the hot path's group commit (one thread, started by the first submit)
-    committer: Any = None
 
 
 def create_app(settings: Settings | None = None, *, max_body: int = DEFAULT_MAX_BODY,
                export_dir: str | Path = "exports",
-               send_task: Callable[[str, list], None] | None = None) -> FastAPI:
+               send_task: Callable[[str, list[Any]], None] | None = None) -> FastAPI:
     """The application. ``send_task(name, args)`` enqueues a worker task by name
     (``workers.client.send_task``; the core never imports Celery). Without it labels are
     still applied — the beat wakes the applier — but export jobs cannot start (503).
@@ -99,7 +104,7 @@ def create_app(settings: Settings | None = None, *, max_body: int = DEFAULT_MAX_
     redis = redis_lib.Redis.from_url(settings.redis_url, socket_timeout=10,
                                      health_check_interval=30)
     if send_task is None:
-        def send_task(name: str, args: list) -> None:
+        def send_task(name: str, args: list[Any]) -> None:
             if name != "labelq.apply_labels":  # the beat wakes the applier anyway
                 raise ServiceUnavailable("this server has no task queue to run jobs on")
 
@@ -116,8 +121,7 @@ def create_app(settings: Settings | None = None, *, max_body: int = DEFAULT_MAX_
                     "them; operators with `LABELQ_OPERATOR_TOKEN`. Every error is JSON "
                     "with a machine-readable `code` and a `message`.")
     app.state.labelq = Runtime(settings, engine, redis, service, send_task,
-                                Path(export_dir).resolve(),
-                                committer=Committer(service.submitter))
+                                Path(export_dir).resolve(), Committer(service.submitter))
     install_error_handlers(app)
     app.include_router(annotator.router)
     app.include_router(operator.router)
@@ -173,13 +177,13 @@ class _App(FastAPI):
     (:class:`~.fastpath.HotPath`, ahead of the middleware stack); what the hot path does
     not take goes to :meth:`asgi`, FastAPI's own entry."""
 
-    hot_path: Any = None
+    hot_path: HotPath | None = None
 
-    async def __call__(self, scope, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.hot_path is not None:
             await self.hot_path(scope, receive, send)
         else:
             await super().__call__(scope, receive, send)
 
-    async def asgi(self, scope, receive, send) -> None:
+    async def asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
         await super().__call__(scope, receive, send)

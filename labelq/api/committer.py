@@ -19,24 +19,31 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
-from typing import Any
+
+from ..live.submit import BatchOutcome, SubmitJob, Submitter
 
 __all__ = ["Committer"]
 
+_Waiting = tuple[SubmitJob, asyncio.Future[BatchOutcome]]
+# a submit's future, and its outcome or what the batch raised for it
+_Done = tuple[asyncio.Future[BatchOutcome], BatchOutcome | None, BaseException | None]
+
 
 class Committer:
-    def __init__(self, submitter: Any) -> None:
+    """The :class:`~labelq.service.Batches` of an API process (``Runtime.committer``)."""
+
+    def __init__(self, submitter: Submitter) -> None:
         self.submitter = submitter
-        self._queue: queue.SimpleQueue[tuple[Any, asyncio.Future[Any]]] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[_Waiting] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
 
-    def submit(self, job: Any) -> asyncio.Future[Any]:
-        """Queue ``job`` (a submit, :meth:`~labelq.live.submit.Submitter.job`) for the next
-        batch; call on an event loop. The future resolves to the group's outcome (for
+    def submit(self, job: SubmitJob) -> asyncio.Future[BatchOutcome]:
+        """Queue ``job`` for the next batch; call on an event loop. The future resolves to
+        the job's outcome (for :meth:`~labelq.live.submit.Submitter.settled` and
         :meth:`~labelq.live.submit.Submitter.complete`) once the batch ran, or raises what
         the batch could not do (an outage: :func:`~labelq.live.submit.unavailable`)."""
-        fut = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[BatchOutcome] = asyncio.get_running_loop().create_future()
         if self._thread is None:
             self._start()
         self._queue.put((job, fut))
@@ -61,10 +68,11 @@ class Committer:
                     break
             try:
                 items = self.submitter.run_batch([job for job, _ in batch])
-                done = [(fut, it.result, it.error) for (_, fut), it in zip(batch, items, strict=True)]
+                done: list[_Done] = [(fut, it.result, it.error)
+                                     for (_, fut), it in zip(batch, items, strict=True)]
             except BaseException as exc:  # noqa: BLE001 - every submit of the batch hears it
                 done = [(fut, None, exc) for _, fut in batch]
-            by_loop: dict[asyncio.AbstractEventLoop, list[tuple[Any, ...]]] = {}
+            by_loop: dict[asyncio.AbstractEventLoop, list[_Done]] = {}
             for one in done:
                 by_loop.setdefault(one[0].get_loop(), []).append(one)
             for loop, ones in by_loop.items():
@@ -74,11 +82,11 @@ class Committer:
                     pass
 
 
-def _resolve(done: list[tuple[Any, ...]]) -> None:
+def _resolve(done: list[_Done]) -> None:
     for fut, result, error in done:
         if fut.cancelled():
             continue
-        if error is not None:
-            fut.set_exception(error)
-        else:
+        if error is None and result is not None:
             fut.set_result(result)
+        else:
+            fut.set_exception(error or RuntimeError("the batch left a submit without outcome"))

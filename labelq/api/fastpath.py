@@ -19,13 +19,15 @@ as the sign-in dependency would):
 
 Anything else goes to the FastAPI application unchanged (the body replayed), which bounds
 the body (:class:`~.limits.BodyLimit`), validates, signs in and answers errors as before,
-so every answer but the happy one is the application's own. The work is the service's:
-``next`` is one thread-pool call (:func:`.annotator.next_body`); a label joins the
-committer's next batch (:mod:`.committer`: the group commit in one thread, no thread-pool
-hop) and, committed with its next assignment popped in the same batch, is answered on the
-event loop; what else a submit needs (rows to read first, finishing it alone, deciding its
-next assignment at once) is one thread-pool call. An error the service raises is answered
-by the application's exception handlers (:func:`.errors.answer_exception`).
+so every answer but the happy one is the application's own. The work is the service's,
+reached as the route reaches it: ``next`` is one thread-pool call
+(:func:`.annotator.next_body`); a label is :func:`.annotator.submit_body`, the service's
+one way in for a submit (:meth:`~labelq.service.Service.submit_async`: it joins the
+committer's next batch — :mod:`.committer`, the group commit in one thread, no thread-pool
+hop — and, committed with its next assignment popped in the same batch, is answered on the
+event loop; what else it needs — rows to read first, finishing it alone, deciding its next
+assignment at once — is one thread-pool call). An error the service raises is answered by
+the application's exception handlers (:func:`.errors.answer_exception`).
 """
 
 from __future__ import annotations
@@ -33,18 +35,23 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..live.assign import Issued
 from ..record.projects import hash_token
-from .annotator import complete_body, issued_body, json_bytes, next_body, submit_body
-from .auth import sign_in
+from .annotator import json_bytes, next_body, submit_body
+from .auth import Annotator, sign_in
 from .errors import answer_exception
 from .onewrite import ONE_WRITE
+
+if TYPE_CHECKING:  # pragma: no cover - app imports this module
+    from fastapi import FastAPI
+
+    from .app import Runtime
 
 __all__ = ["HotPath"]
 
@@ -62,14 +69,14 @@ class HotPath:
     application (its state, and ``scope["app"]`` of an error answered here); ``max_body``:
     BodyLimit's bound — a body taken here declares a ``Content-Length`` within it."""
 
-    def __init__(self, app, fastapi, max_body: int) -> None:
+    def __init__(self, app: ASGIApp, fastapi: FastAPI, max_body: int) -> None:
         self.app, self.fastapi, self.max_body = app, fastapi, max_body
 
-    async def __call__(self, scope, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        path = scope["path"]
+        path: str = scope["path"]
         if path == _NEXT:
             aid = None
         else:
@@ -80,16 +87,16 @@ class HotPath:
             aid = m.group(1)
         then_next = _QUERY.get(scope["query_string"])
         app = self.fastapi
-        who = None
+        who: Annotator | None = None
         if then_next is not None and self._bounded(scope, aid is not None):
             who = await self._signed_in(scope, app)
         if who is None:
             await self.app(scope, receive, send)
             return
         scope["app"] = app
-        body = b""
+        label = None
         if aid is not None:  # read the body (its declared length is within the bound)
-            chunks = []
+            chunks: list[bytes] = []
             while True:
                 message = await receive()
                 if message["type"] != "http.request":
@@ -102,12 +109,12 @@ class HotPath:
             if label is None:
                 await self.app(scope, _replay(body, receive), send)
                 return
-        rt = app.state.labelq
+        rt: Runtime = app.state.labelq
         try:
-            if aid is None:
+            if aid is None or label is None:
                 out = await run_in_threadpool(next_body, rt.service, who)
             else:
-                out = await _submit(rt, who, aid, label, then_next)
+                out = await submit_body(rt, who, aid, label, bool(then_next))
         except Exception as exc:  # noqa: BLE001 - answered as the application would
             await answer_exception(Request(scope), exc)(scope, receive, send)
             return
@@ -117,7 +124,7 @@ class HotPath:
                                 (b"content-type", b"application/json")]})
         await send({"type": "http.response.body", "body": data})
 
-    def _bounded(self, scope, has_body: bool) -> bool:
+    def _bounded(self, scope: Scope, has_body: bool) -> bool:
         """Whether the body is plainly bounded: one ``Content-Length`` within the limit
         (``next``: none, or 0), no ``Transfer-Encoding``; else the application (with
         BodyLimit) decides."""
@@ -129,7 +136,7 @@ class HotPath:
         return length is not None and length.isdigit() and int(length) <= self.max_body
 
     @staticmethod
-    async def _signed_in(scope, app) -> Any:
+    async def _signed_in(scope: Scope, app: FastAPI) -> Annotator | None:
         """The signed-in annotator, or None (the application decides). A sign-in older
         than ``signin_max_age`` is renewed here, in the thread pool, as the application's
         sign-in dependency would renew it."""
@@ -139,7 +146,7 @@ class HotPath:
         if auth is None or not auth.startswith(b"Bearer ") or b" " in auth[7:] \
                 or len(auth) == 7:
             return None
-        rt = app.state.labelq
+        rt: Runtime = app.state.labelq
         token = auth[7:].decode("latin-1")
         key = _KEYS.get(auth)
         if key is None:  # the token's hash, once per token (a sha256 per request was 2 %)
@@ -149,7 +156,7 @@ class HotPath:
         hit = rt.signins.get(key)
         if hit is None:  # not signed in yet: the application signs in (or answers 401)
             return None
-        who = hit[1]
+        who: Annotator | None = hit[1]
         age = time.monotonic() - hit[0]
         if age >= rt.signin_max_age:
             who = await run_in_threadpool(_sign_in_again, rt, token, key)
@@ -162,39 +169,14 @@ class HotPath:
         return who
 
 
-async def _submit(rt, who, aid: str, label: str, then_next: bool) -> dict[str, Any]:
-    """``POST /assignments/{id}/label``'s answer. With the worker and project rows cached,
-    the submit joins the committer's next batch (:mod:`.committer`) and a committed one
-    whose next assignment rode in the batch (or that asked for none) is answered here,
-    on the event loop; anything more (a submit to finish alone, a next assignment to
-    decide at once, why there is none) in one thread-pool call, as is a submit whose rows
-    are to be read first."""
-    service = rt.service
-    job = service.cached_submit(who.handle, aid, label, then_next=then_next)
-    if job is None:
-        return await run_in_threadpool(submit_body, service, who, aid, label, then_next)
-    outcome = await rt.committer.submit(job)
-    submitter = service.submitter
-    if then_next:
-        popped = submitter.ready(job, outcome) if job.then_next else None
-        if popped is not None:
-            issued = Issued.of(popped.assignment_id, popped.task, popped.row,
-                               popped.expires_ms)
-            return {"assignment_id": aid, "label": label, "duplicate": False,
-                    "next": issued_body(issued, who)}
-    elif submitter.committed(outcome):
-        return {"assignment_id": aid, "label": label, "duplicate": False, "next": None}
-    return await run_in_threadpool(complete_body, service, who, job, outcome, then_next)
-
-
-def _renew(rt, token: str, key: str) -> None:
+def _renew(rt: Runtime, token: str, key: str) -> None:
     try:
         _sign_in_again(rt, token, key)
     finally:
         _RENEWING.discard(key)
 
 
-def _sign_in_again(rt, token: str, key: str) -> Any:
+def _sign_in_again(rt: Runtime, token: str, key: str) -> Annotator | None:
     """A renewed sign-in, or None when it fails (the application answers then)."""
     try:
         return sign_in(rt, token, key)
@@ -202,10 +184,10 @@ def _sign_in_again(rt, token: str, key: str) -> Any:
         return None
 
 
-def _one_header(scope, name: bytes) -> bytes | None:
+def _one_header(scope: Scope, name: bytes) -> bytes | None:
     """The value of header ``name`` (lower case) when it is given exactly once, else None:
     a repeated header is not plainly well-formed (the application decides)."""
-    found = None
+    found: bytes | None = None
     for key, value in scope["headers"]:
         if key == name:
             if found is not None:
@@ -214,12 +196,12 @@ def _one_header(scope, name: bytes) -> bytes | None:
     return found
 
 
-def _label(scope, body: bytes) -> str | None:
+def _label(scope: Scope, body: bytes) -> str | None:
     """The label of a plainly well-formed body, else None (the application decides)."""
     if _one_header(scope, b"content-type") != b"application/json":
         return None
     try:
-        got = orjson.loads(body)
+        got: Any = orjson.loads(body)
     except orjson.JSONDecodeError:  # (json.loads may take more: the application decides)
         return None
     if type(got) is not dict or len(got) != 1:
@@ -230,10 +212,10 @@ def _label(scope, body: bytes) -> str | None:
     return label
 
 
-def _replay(body: bytes, receive):
+def _replay(body: bytes, receive: Receive) -> Receive:
     sent = False
 
-    async def replay():
+    async def replay() -> Message:
         nonlocal sent
         if not sent:
             sent = True

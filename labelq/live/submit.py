@@ -16,11 +16,18 @@ a labelled assignment is an idempotent OK (``"duplicate": true``) from the same 
 the same value, :class:`DuplicateSubmission` with another value. A submit with
 ``then_next`` pops the worker's inbox in the ``SUBMIT_FINISH`` pipeline and goes on to
 :meth:`.assign.Assigner.next`.
+
+A submit is a :class:`SubmitJob` (built by the facade, :class:`labelq.service.Service`,
+which checks the label against the label set) and its result a :class:`Submitted`. Threads
+call :meth:`Submitter.submit` (the group above); the API's committer thread runs its own
+batches (:meth:`Submitter.run_batch`), and the event loop then takes a submit's result at
+once when the batch did everything (:meth:`Submitter.settled`), else finishes it in a
+thread (:meth:`Submitter.complete`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy import bindparam
@@ -39,7 +46,7 @@ from ..errors import (
 )
 from ..record.db import session_scope
 from ..record.models import Assignment, Label, Project, Task, Worker, utc_from_ms
-from .assign import Assigner
+from .assign import Assigner, Issued
 from .context import Live, now_ms
 from .decide import WorkerInfo, reserve_for
 from .group import Group, Item
@@ -47,7 +54,8 @@ from .leaseid import parse_assignment_id
 from .reaper import record_expired
 from .redis.scripts import Began, Finished, Pop, Popped, Refusal, Released
 
-__all__ = ["Submitter", "Inserts", "UNAVAILABLE", "unavailable"]
+__all__ = ["Submitter", "SubmitJob", "Submitted", "BatchOutcome", "Inserts", "UNAVAILABLE",
+           "unavailable"]
 
 
 def _unavailable_errors() -> tuple[type[BaseException], ...]:
@@ -81,14 +89,44 @@ def unavailable(exc: BaseException, *, recorded: bool | None) -> ServiceUnavaila
 
 
 @dataclass(frozen=True, slots=True)
-class _Job:
-    """One submit in a batch."""
+class SubmitJob:
+    """One submit, as the group commit (or a caller's own batch, :meth:`Submitter.run_batch`)
+    takes it: ``value`` is in the project's label set (the facade checked it), and
+    ``then_next`` is set only for an active worker."""
 
     worker: Worker
     project: Project
     assignment_id: str
     value: str
     then_next: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Submitted:
+    """What a submit did: the label ``label`` for ``assignment_id`` is committed to SQL,
+    ``duplicate`` when an earlier, identical submission had recorded it. ``asked_next``:
+    the next assignment was asked for with it (an active worker's ``then_next``), and
+    ``next`` is that assignment, or None when there is nothing for them (the budget
+    spent included: the label is recorded all the same). ``idle_reason``: why there is no
+    next, in words for the worker, when the facade was asked for it
+    (:meth:`labelq.service.Service.submit_async`)."""
+
+    assignment_id: str
+    label: str
+    duplicate: bool
+    asked_next: bool = False
+    next: Issued | None = None
+    idle_reason: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The in-process answer (``labelq submit``, :meth:`labelq.service.Service.submit`):
+        ``assignment_id``, ``label``, ``duplicate``, and ``next`` (an :class:`Issued` or
+        None) when it was asked for."""
+        out: dict[str, Any] = {"assignment_id": self.assignment_id, "label": self.label,
+                               "duplicate": self.duplicate}
+        if self.asked_next:
+            out["next"] = self.next
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +145,11 @@ class _Alone:
     began: Began | Refusal
 
 
+# a submit's outcome once its batch ran (:meth:`Submitter.run_batch`), for
+# :meth:`Submitter.settled` and :meth:`Submitter.complete`
+BatchOutcome = _Committed | _Alone
+
+
 class Submitter:
     """The submit path of one process (its threads share the group commit)."""
 
@@ -116,24 +159,24 @@ class Submitter:
         self.inserts = Inserts.of(live.engine)
         self._group = Group(self._begin, self._commit, self._finish)
 
-    def submit(self, worker: Worker, project: Project, assignment_id: str, value: str, *,
-               then_next: bool = False) -> dict[str, Any]:
-        """Record the label (``value`` is in the project's label set); returns once it is
-        committed to SQL. ``then_next`` (an active worker): also the next assignment, under
-        ``"next"`` (``None`` when there is nothing for them, the budget included)."""
-        job = _Job(worker, project, assignment_id, value, then_next)
-        return self.complete(job, self._group.call(job))
-
     def job(self, worker: Worker, project: Project, assignment_id: str, value: str, *,
-            then_next: bool = False) -> _Job:
-        """A submit for :meth:`run_batch` (the same arguments as :meth:`submit`)."""
-        return _Job(worker, project, assignment_id, value, then_next)
+            then_next: bool = False) -> SubmitJob:
+        """A submit of ``value`` (in the project's label set) for :meth:`submit` or
+        :meth:`run_batch`; ``then_next`` only for an active worker."""
+        return SubmitJob(worker, project, assignment_id, value, then_next)
 
-    def run_batch(self, jobs: list[_Job]) -> list[Item]:
+    def submit(self, job: SubmitJob) -> Submitted:
+        """Record the label through the group commit; returns once it is committed to SQL
+        (blocking), with the next assignment when the job asks for it."""
+        outcome: BatchOutcome = self._group.call(job)
+        return self.complete(job, outcome)
+
+    def run_batch(self, jobs: list[SubmitJob]) -> list[Item]:
         """The group commit's three stages on ``jobs`` in the calling thread, one batch (for
         a caller that gathers the batch itself, as the API's committer thread does). Each
-        item ends with ``result`` (the outcome to hand to :meth:`complete`) or ``error``
-        (raise it: the batch could not record it, see :func:`unavailable`)."""
+        item ends with ``result`` (its :data:`BatchOutcome`, for :meth:`settled` or
+        :meth:`complete`) or ``error`` (raise it: the batch could not record it, see
+        :func:`unavailable`)."""
         items = [Item(job) for job in jobs]
         for stage in (self._begin, self._commit, self._finish):
             live = [it for it in items if it.result is None and it.error is None]
@@ -148,44 +191,46 @@ class Submitter:
         return items
 
     @staticmethod
-    def committed(outcome: Any) -> bool:
-        """Whether the batch committed and finished the submit (nothing left but its
-        answer and, if asked for, its next assignment)."""
-        return isinstance(outcome, _Committed)
-
-    @staticmethod
-    def ready(job: _Job, outcome: Any) -> Popped | None:
-        """The next assignment of a committed ``then_next`` submit when :meth:`complete`
-        would only read it from the pipelined pop (no Redis or SQL left to do), else
-        None."""
-        if isinstance(outcome, _Committed) and outcome.popped is not None:
+    def settled(job: SubmitJob, outcome: BatchOutcome) -> Submitted | None:
+        """The submit's result when its batch did all there is to do (no I/O: callable on
+        an event loop): the label committed and finished, and the next assignment not
+        asked for or popped with its task's row in the batch's pipeline. Else None:
+        :meth:`complete` finishes it (blocking)."""
+        if not isinstance(outcome, _Committed):
+            return None
+        if not job.then_next:
+            return Submitted(job.assignment_id, job.value, False)
+        if outcome.popped is not None:
             got = outcome.popped[1]
             if isinstance(got, Popped) and got.row is not None:
-                return got
+                return Submitted(job.assignment_id, job.value, False, True,
+                                 Issued.of(got.assignment_id, got.task, got.row,
+                                           got.expires_ms))
         return None
 
-    def complete(self, job: _Job, outcome: Any) -> dict[str, Any]:
-        """A submit's answer once its batch ran (``outcome``: the group's result): a
-        submit the batch could not finish is finished alone, and the next assignment is
-        issued when asked for (blocking: Redis, SQL)."""
-        worker, project = job.worker, job.project
-        assignment_id, value, then_next = job.assignment_id, job.value, job.then_next
+    def complete(self, job: SubmitJob, outcome: BatchOutcome) -> Submitted:
+        """A submit's result once its batch ran: a submit the batch could not finish is
+        finished alone, and the next assignment is issued when asked for (blocking: Redis,
+        SQL)."""
+        worker = job.worker
         popped = None
         if isinstance(outcome, _Committed):
-            out = {"assignment_id": assignment_id, "label": value, "duplicate": False}
+            out = Submitted(job.assignment_id, job.value, False)
             popped = outcome.popped
         else:
-            out = self._alone(worker, project, assignment_id, value, outcome.began)
-        if then_next:
-            try:
-                out["next"] = self.assigner.next(worker, popped)
-            except BudgetExhausted:
-                # the label is recorded (and its answer must say so): the budget that ran
-                # out is a reason for no next assignment, as capacity and a pause are
-                out["next"] = None
-            except UNAVAILABLE as exc:
-                raise unavailable(exc, recorded=True) from exc
-        return out
+            out = self._alone(worker, job.project, job.assignment_id, job.value,
+                              outcome.began)
+        if not job.then_next:
+            return out
+        try:
+            issued = self.assigner.next(worker, popped)
+        except BudgetExhausted:
+            # the label is recorded (and its answer must say so): the budget that ran
+            # out is a reason for no next assignment, as capacity and a pause are
+            issued = None
+        except UNAVAILABLE as exc:
+            raise unavailable(exc, recorded=True) from exc
+        return replace(out, asked_next=True, next=issued)
 
     def insert(self, conn: Any, rows: list[tuple[Any, ...]], now: int) -> None:
         """INSERT the ``Assignment`` and ``Label`` rows of ``(worker, project, aid, value,
@@ -194,7 +239,7 @@ class Submitter:
 
     # --- one submit alone ----------------------------------------------------------------
     def _alone(self, worker: Worker, project: Project, assignment_id: str, value: str,
-               began: Began | Refusal) -> dict[str, Any]:
+               began: Began | Refusal) -> Submitted:
         """A submit the batch could not finish: refused by ``SUBMIT_BEGIN`` (a retry? an
         error), or in a transaction that hit a constraint (retried alone)."""
         live, handle = self.live, worker.handle
@@ -235,23 +280,23 @@ class Submitter:
                 raise LeaseExpired(f"assignment {assignment_id!r} expired while its label "
                                    "was being saved", assignment=assignment_id) from None
             raise
-        return self._finish_one(worker, project, assignment_id, {
-            "assignment_id": assignment_id, "label": value, "duplicate": False})
+        return self._finish_one(worker, project, assignment_id,
+                                Submitted(assignment_id, value, False))
 
-    def _recover(self, worker: Worker, aid: str, value: str) -> Began | dict[str, Any]:
+    def _recover(self, worker: Worker, aid: str, value: str) -> Began | Submitted:
         try:
             return self._take_again(worker, aid, value)
         except UNAVAILABLE as exc:
             raise unavailable(exc, recorded=False) from exc
 
-    def _take_again(self, worker: Worker, aid: str, value: str) -> Began | dict[str, Any]:
+    def _take_again(self, worker: Worker, aid: str, value: str) -> Began | Submitted:
         """A submit that found no lease: if the lease was lost with Redis (the id names its
         task and a reservation time a lease's length ago at most, and the record has no
         row of it), issue it again (``RESERVE``: not seen by the worker, below the task's
         cap, within the worker's capacity and the budget — the hot state rebuilt first if
         Redis lost it) and begin the submit; the caller commits the label. Else raise an
         error that says the label was not saved. A concurrent retry that recorded it
-        meanwhile answers as a duplicate (the returned dict)."""
+        meanwhile answers as a duplicate (the returned :class:`Submitted`)."""
         live = self.live
         lid = parse_assignment_id(aid)
         not_saved = "your label was not saved"
@@ -300,7 +345,7 @@ class Submitter:
         return began
 
     def _finish_one(self, worker: Worker, project: Project, assignment_id: str,
-                    done: dict[str, Any]) -> dict[str, Any]:
+                    done: Submitted) -> Submitted:
         """``SUBMIT_FINISH`` of one label SQL holds: committed alone, or a retried
         submission (a duplicate), whose reservation is finished in Redis too if nobody did
         — the first attempt may have died between its commit and its ``SUBMIT_FINISH`` (an
@@ -325,7 +370,7 @@ class Submitter:
                                  ).scalar()
         return bool(state == "expired")
 
-    def _existing(self, worker: Worker, aid: str, value: str) -> dict[str, Any] | None:
+    def _existing(self, worker: Worker, aid: str, value: str) -> Submitted | None:
         with session_scope(self.live.engine) as session:
             row = session.exec(select(Label.worker_id, Label.value)
                                .where(Label.assignment_id == aid)).first()
@@ -337,7 +382,7 @@ class Submitter:
         if row[1] != value:
             raise DuplicateSubmission(f"assignment {aid!r} already has the label {row[1]!r}",
                                       assignment=aid)
-        return {"assignment_id": aid, "label": value, "duplicate": True}
+        return Submitted(aid, value, True)
 
     # --- the batch's three stages (group commit) --------------------------------------------
     # each item's result is a _Committed once its label is committed and finished, else an
@@ -348,7 +393,7 @@ class Submitter:
         now = now_ms()
         pipe = scripts.pipeline()
         for it in batch:
-            job: _Job = it.args
+            job: SubmitJob = it.args
             scripts.submit_begin(self.live.keys(job.worker.project_id), job.assignment_id,
                                  job.worker.seq, now, pipeline=pipe)
         try:
@@ -369,7 +414,7 @@ class Submitter:
             with self.live.engine.begin() as conn:
                 rows = []
                 for it in batch:
-                    job: _Job = it.args
+                    job: SubmitJob = it.args
                     began: Began = it.state
                     rows.append((job.worker, job.project, job.assignment_id, job.value,
                                  began.gold, _task_id(conn, job.worker.project_id, began)))
@@ -392,7 +437,7 @@ class Submitter:
         live = self.live
         scripts = live.scripts
         pipe = scripts.pipeline()
-        jobs: list[_Job] = [it.args for it in batch]
+        jobs: list[SubmitJob] = [it.args for it in batch]
         for job in jobs:
             scripts.submit_finish(live.keys(job.worker.project_id), job.assignment_id,
                                   job.project.max_labels, pipeline=pipe,
