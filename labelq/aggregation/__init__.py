@@ -26,11 +26,12 @@ from .glad import GLAD
 from .kos import KOS
 from .majority import MajorityVote, WeightedMajorityVote
 from .posterior import PosteriorAggregator
-from .registry import AGGREGATORS, aggregate, get_aggregator
+from .registry import AGGREGATORS, AggregatorParams, aggregate, get_aggregator
 from .shrunk import ShrunkOneCoin
 
 __all__ = [
-    "AGGREGATORS", "AutoAggregator", "BaseAggregator", "CategoryDawidSkene", "DawidSkene",
+    "AGGREGATORS", "AggregatorParams", "AutoAggregator", "BaseAggregator",
+    "CategoryDawidSkene", "DawidSkene",
     "Evidence", "GLAD", "KOS", "MajorityVote", "OneCoinDawidSkene", "PosteriorAggregator",
     "ShrunkOneCoin",
     "WeightedMajorityVote", "WorkerAccuracy", "aggregate", "evidence", "expected_accuracy",

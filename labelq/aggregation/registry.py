@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypedDict
+
 import numpy as np
 from numpy.typing import ArrayLike
 
 from ..errors import InputError
 from .auto import AutoAggregator
-from .base import BaseAggregator
+from .base import BaseAggregator, Seed
 from .category_ds import CategoryDawidSkene
 from .dawid_skene import DawidSkene, OneCoinDawidSkene
 from .glad import GLAD
@@ -15,7 +18,52 @@ from .kos import KOS
 from .majority import MajorityVote, WeightedMajorityVote
 from .shrunk import ShrunkOneCoin
 
-__all__ = ["AGGREGATORS", "get_aggregator", "aggregate"]
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = ["AGGREGATORS", "AggregatorParams", "get_aggregator", "aggregate"]
+
+
+class AggregatorParams(TypedDict, total=False):
+    """Constructor parameters of the registered aggregators, by name; each method takes its
+    own (see its class), and one it does not take is an :class:`InputError`."""
+
+    # mv, wmv
+    tie_break: str
+    # mv, wmv, kos
+    rng: Seed
+    # mv, wmv, ds, onecoin, ds-category, glad
+    smoothing: float
+    # ds, onecoin, ds-category, glad
+    tol: float
+    max_iter: int
+    # ds, onecoin, ds-category
+    diag_prior: float
+    # onecoin
+    class_prior: str
+    # ds-category
+    shrinkage: float
+    # glad
+    alpha_prior: float
+    beta_prior: float
+    m_step_iter: int
+    # kos
+    n_iter: int
+    degree_normalized: bool
+    # shrunk
+    prior_accuracy: float
+    prior_strength: float
+    strength: float
+    iters: int
+    # auto
+    min_gold: int
+    folds: int
+    min_support: float
+    trust_gold: int
+    calibrate_gold: int
+    seed: int
+    model: str | None
+    alpha: float
 
 AGGREGATORS: dict[str, type[BaseAggregator]] = {
     "mv": MajorityVote,
@@ -30,15 +78,16 @@ AGGREGATORS: dict[str, type[BaseAggregator]] = {
 }
 
 
-def get_aggregator(name: str, **params: object) -> BaseAggregator:
+def get_aggregator(name: str, **params: Unpack[AggregatorParams]) -> BaseAggregator:
     """Build the aggregator registered as ``name`` with constructor ``params``."""
     try:
         cls = AGGREGATORS[name]
     except KeyError:
         raise InputError(f"unknown aggregation method {name!r}; choose from "
                          f"{', '.join(AGGREGATORS)}", field="method") from None
+    factory: Callable[..., BaseAggregator] = cls  # each class takes its own parameters
     try:
-        return cls(**params)
+        return factory(**params)
     except TypeError as exc:
         raise InputError(f"bad parameters for {name!r}: {exc}", field="method") from exc
 
@@ -47,7 +96,8 @@ def aggregate(task: ArrayLike, worker: ArrayLike, label: ArrayLike, method: str 
               n_tasks: int | None = None, n_classes: int | None = None,
               categories: ArrayLike | None = None, gold: ArrayLike | None = None, *,
               n_workers: int | None = None, weights: ArrayLike | None = None,
-              calibration: ArrayLike | None = None, **params: object) -> BaseAggregator:
+              calibration: ArrayLike | None = None,
+              **params: Unpack[AggregatorParams]) -> BaseAggregator:
     """Fit ``method`` on label arrays and return the fitted aggregator (the result).
 
     ``categories`` (int per task) is used by ``ds-category``, by ``auto`` and by ``wmv`` with
