@@ -11,14 +11,19 @@ the binary papers).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .errors import FileFormatError, InputError
 from .record.reading import csv_records, read_text
 from .record.reading import name as check_name
+
+if TYPE_CHECKING:
+    from .policies.base import IntArray
 
 MAX_NAME = 500  # characters of a task, worker or label name (as a task id: models.Task)
 
@@ -39,11 +44,11 @@ class LabelData:
     tasks: list[str]
     workers: list[str]
     classes: list[str]
-    task: np.ndarray  # int64 (n_labels,)
-    worker: np.ndarray  # int64 (n_labels,)
-    label: np.ndarray  # int64 (n_labels,) class index
-    truth: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
-    category: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    task: IntArray  # (n_labels,)
+    worker: IntArray  # (n_labels,)
+    label: IntArray  # (n_labels,) class index
+    truth: IntArray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    category: IntArray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
     categories: list[str] = field(default_factory=list)
     name: str = ""
 
@@ -70,7 +75,7 @@ class LabelData:
     def n_labels(self) -> int:
         return int(self.task.size)
 
-    def accuracy(self, predicted: np.ndarray) -> float:
+    def accuracy(self, predicted: IntArray) -> float:
         """Share of tasks with a known truth whose predicted class index equals it."""
         known = self.truth >= 0
         return float(np.mean(predicted[known] == self.truth[known])) if known.any() else float("nan")
@@ -99,7 +104,7 @@ def _resolve(header: list[str], name: str) -> str | None:
     return None
 
 
-def csv_rows(path: Path, required: tuple[str, ...]):
+def csv_rows(path: Path, required: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
     """Yield (line_number, row dict) of a CSV file, read strictly by
     :func:`labelq.record.reading.csv_records` (encoding, quotes, column count, NUL, field size). A
     required column may go by one of its :data:`ALIASES` (``item,annotator,response``

@@ -56,6 +56,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..policies.base import BoolArray, IntArray
 from .scoring import GoldScores
 
 __all__ = ["QualityRule"]
@@ -84,18 +85,22 @@ class QualityRule:
         if self.rule not in self.RULES:
             raise ValueError(f"rule must be one of {', '.join(self.RULES)}, got {self.rule!r}")
 
-    def pause_mask(self, scores: GoldScores) -> np.ndarray:
+    def pause_mask(self, scores: GoldScores) -> BoolArray:
         """bool (n_workers,): True for workers to pause."""
         pooled = not self.per_category
         total = scores.total.sum(axis=1) if pooled else scores.total
+        evidence: BoolArray
         if self.rule == "sequential":
             evidence = scores.log_evidence_below(self.threshold, pooled) \
                 >= -math.log1p(-self.confidence)
         else:
             evidence = scores.prob_below(self.threshold, pooled) > self.confidence
-        flag = (total >= self.min_gold) & evidence
-        return flag if pooled else flag.any(axis=1)
+        flag: BoolArray = (total >= self.min_gold) & evidence
+        if pooled:
+            return flag
+        per_worker: BoolArray = np.any(flag, axis=1)
+        return per_worker
 
-    def workers_to_pause(self, scores: GoldScores) -> np.ndarray:
+    def workers_to_pause(self, scores: GoldScores) -> IntArray:
         """Indices of the workers to pause, ascending."""
         return np.flatnonzero(self.pause_mask(scores))

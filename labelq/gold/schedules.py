@@ -38,7 +38,7 @@ and ``history.gold_correct`` carry the record (the live pipeline keeps them in R
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, is_dataclass
 from typing import ClassVar
 
 import numpy as np
@@ -181,7 +181,8 @@ class OnboardingDecay(Schedule):
         """Injection probability for the task after ``n_done`` answered ones."""
         if n_done < self.n:
             return 1.0
-        return max(self.floor, self.rate * 0.5 ** ((n_done - self.n) / self.half_life))
+        decayed: float = self.rate * 0.5 ** ((n_done - self.n) / self.half_life)
+        return max(self.floor, decayed)
 
     def should_inject(self, history: WorkerHistory, rng: np.random.Generator) -> bool:
         if history.n_done < self.n:
@@ -243,7 +244,7 @@ def schedule_from_spec(text: str) -> Schedule:
         raise PolicyError(f"unknown gold schedule {name!r} in {raw!r}; known: "
                           f"{', '.join(sorted(SCHEDULES))}", spec=raw)
     cls = SCHEDULES[name]
-    allowed = [f.name for f in fields(cls)]
+    allowed: list[str] = [f.name for f in fields(cls)] if is_dataclass(cls) else []  # all are
     params: dict[str, int | float | str] = {}
     for part in filter(str.strip, rest.split(",")) if rest.strip() else ():
         key, eq, value = part.partition("=")

@@ -21,8 +21,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import stats
 from scipy.special import betainc, betaln
+
+from ..policies.base import FloatArray
 
 __all__ = ["BetaPrior", "GoldScores"]
 
@@ -44,8 +47,8 @@ class BetaPrior:
 class GoldScores:
     """Gold counts: ``correct[w, k]`` right answers out of ``total[w, k]``."""
 
-    correct: np.ndarray  # float (n_workers, n_categories)
-    total: np.ndarray  # float (n_workers, n_categories)
+    correct: FloatArray  # (n_workers, n_categories)
+    total: FloatArray  # (n_workers, n_categories)
     prior: BetaPrior = BetaPrior()
 
     def __post_init__(self) -> None:
@@ -63,7 +66,7 @@ class GoldScores:
         shape = (n_workers, n_categories)
         return cls(np.zeros(shape), np.zeros(shape), prior)
 
-    def record(self, workers: Any, categories: Any, correct: Any) -> None:
+    def record(self, workers: ArrayLike, categories: ArrayLike, correct: ArrayLike) -> None:
         """Add gold answers in place (arrays or scalars; repeated pairs all count)."""
         w, k, c = np.broadcast_arrays(np.asarray(workers, dtype=np.int64),
                                       np.asarray(categories, dtype=np.int64),
@@ -71,31 +74,35 @@ class GoldScores:
         np.add.at(self.total, (w, k), 1.0)
         np.add.at(self.correct, (w, k), c.astype(float))
 
-    def posterior(self, pooled: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    def posterior(self, pooled: bool = False) -> tuple[FloatArray, FloatArray]:
         """Beta parameters (α, β) of the posterior, (W, K) or (W,) when pooled."""
         c, n = (self.correct.sum(axis=1), self.total.sum(axis=1)) if pooled \
             else (self.correct, self.total)
         return self.prior.a + c, self.prior.b + n - c
 
-    def mean(self, pooled: bool = False) -> np.ndarray:
+    def mean(self, pooled: bool = False) -> FloatArray:
         a, b = self.posterior(pooled)
-        return a / (a + b)
+        out: FloatArray = a / (a + b)
+        return out
 
     def credible_interval(self, level: float = 0.95,
-                          pooled: bool = False) -> tuple[np.ndarray, np.ndarray]:
+                          pooled: bool = False) -> tuple[FloatArray, FloatArray]:
         """Equal-tailed interval holding ``level`` of the posterior mass."""
         if not 0 < level < 1:
             raise ValueError(f"level must be in (0, 1), got {level!r}")
         a, b = self.posterior(pooled)
         tail = (1 - level) / 2
-        return stats.beta.ppf(tail, a, b), stats.beta.ppf(1 - tail, a, b)
+        low: FloatArray = stats.beta.ppf(tail, a, b)
+        high: FloatArray = stats.beta.ppf(1 - tail, a, b)
+        return low, high
 
-    def prob_below(self, threshold: float, pooled: bool = False) -> np.ndarray:
+    def prob_below(self, threshold: float, pooled: bool = False) -> FloatArray:
         """Posterior probability that the accuracy is below ``threshold``."""
         a, b = self.posterior(pooled)
-        return stats.beta.cdf(threshold, a, b)
+        out: FloatArray = stats.beta.cdf(threshold, a, b)
+        return out
 
-    def log_evidence_below(self, threshold: float, pooled: bool = False) -> np.ndarray:
+    def log_evidence_below(self, threshold: float, pooled: bool = False) -> FloatArray:
         """log M, where M = ∫_{a<θ} [L(a) / L(θ)] π(a | a < θ) da is the likelihood ratio of
         the data under accuracies below θ = ``threshold`` (the prior restricted to [0, θ])
         against accuracy θ.
@@ -113,9 +120,10 @@ class GoldScores:
         c, n_c = a - self.prior.a, b - self.prior.b
         a0, b0 = self.prior.a, self.prior.b
         with np.errstate(divide="ignore"):
-            return (betaln(a, b) + np.log(betainc(a, b, threshold))
-                    - betaln(a0, b0) - np.log(betainc(a0, b0, threshold))
-                    - c * np.log(threshold) - n_c * np.log1p(-threshold))
+            out: FloatArray = (betaln(a, b) + np.log(betainc(a, b, threshold))
+                               - betaln(a0, b0) - np.log(betainc(a0, b0, threshold))
+                               - c * np.log(threshold) - n_c * np.log1p(-threshold))
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         return {"correct": self.correct.tolist(), "total": self.total.tolist(),

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..policies.base import Problem
+from ..policies.base import BoolArray, FloatArray, IntArray, Problem
 from .workers import WorkerPool
 
 __all__ = ["Environment"]
@@ -31,17 +31,18 @@ __all__ = ["Environment"]
 
 @dataclass
 class Environment:
-    truth: np.ndarray  # int (n_tasks,), -1 where unknown
+    # (the Optional fields cost, capacity and gold are filled in by __post_init__)
+    truth: IntArray  # (n_tasks,), -1 where unknown
     n_workers: int
     n_classes: int
-    task_category: np.ndarray  # int (n_tasks,)
+    task_category: IntArray  # (n_tasks,)
     n_categories: int = 1
-    worker_cost: np.ndarray | None = None  # float (n_workers,)
-    worker_capacity: np.ndarray | None = None  # int (n_workers,), -1 = unlimited
-    is_gold: np.ndarray | None = None  # bool (n_tasks,): truth revealed to the policy
+    worker_cost: FloatArray | None = None  # (n_workers,)
+    worker_capacity: IntArray | None = None  # (n_workers,), -1 = unlimited
+    is_gold: BoolArray | None = None  # (n_tasks,): truth revealed to the policy
     pool: WorkerPool | None = None  # synthetic answers
-    theta: np.ndarray | None = None  # float (n_tasks, n_classes), optional latent labels
-    recorded: np.ndarray | None = None  # int (n_tasks, n_workers), -1 = not recorded
+    theta: FloatArray | None = None  # (n_tasks, n_classes), optional latent labels
+    recorded: IntArray | None = None  # (n_tasks, n_workers), -1 = not recorded
     name: str = ""
 
     def __post_init__(self) -> None:
@@ -66,15 +67,19 @@ class Environment:
         return int(self.truth.size)
 
     @property
-    def available(self) -> np.ndarray:
+    def available(self) -> BoolArray:
         """bool (n_tasks, n_workers): pairs that may be asked at all."""
+        out: BoolArray
         if self.recorded is not None:
-            return self.recorded >= 0
+            out = self.recorded >= 0
+            return out
         return np.ones((self.n_tasks, self.n_workers), dtype=bool)
 
     def problem(self, budget: float = float("inf"),
                 max_labels_per_task: int | None = None) -> Problem:
         """The :class:`Problem` a policy sees (no truth, except for gold tasks)."""
+        assert self.worker_cost is not None and self.worker_capacity is not None
+        assert self.is_gold is not None
         gold_answer = np.where(self.is_gold, self.truth, -1)
         return Problem(
             n_tasks=self.n_tasks, n_workers=self.n_workers, n_classes=self.n_classes,
@@ -115,8 +120,8 @@ class Environment:
             return label
         assert self.pool is not None
         if self.theta is not None:
-            latent = int(min(np.searchsorted(np.cumsum(self.theta[task]), rng.random(),
-                                             side="right"), self.n_classes - 1))
+            latent = min(int(np.searchsorted(np.cumsum(self.theta[task]), rng.random(),
+                                             side="right")), self.n_classes - 1)
         else:
             latent = int(self.truth[task])
         return int(self.pool.answer(worker, self.task_category[task], latent, rng, tasks=task))

@@ -29,7 +29,7 @@ import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -37,7 +37,11 @@ from ..errors import InputError
 from ..policies import build
 from .environment import Environment
 from .gold import GoldRules, n_gold, parse_gold_amount, with_gold
-from .runner import Checkpoint, run_policy
+from .runner import Aggregator, Checkpoint, run_policy
+
+if TYPE_CHECKING:
+    from ..aggregation.registry import AggregatorParams
+    from ..policies.base import FloatArray, IntArray
 
 __all__ = ["EnvSource", "Experiment", "PointSummary", "run_experiment", "load_aggregator",
            "run_rngs"]
@@ -85,24 +89,25 @@ class EnvSource:
         return f"--data {self.value}" if self.kind == "data" else f"--synthetic {self.value}"
 
 
-def load_aggregator(method: str, *, categories: np.ndarray | None = None,
-                    model: str | None = None) -> Callable[..., np.ndarray]:
+def load_aggregator(method: str, *, categories: IntArray | None = None,
+                    model: str | None = None) -> Aggregator:
     """An aggregator ``f(task, worker, label, n_tasks, n_classes)`` from
     ``labelq.aggregation.aggregate`` (built separately); :class:`InputError` if absent.
     ``categories`` (per task) reach the category-aware methods as the export gives them;
     ``model`` is ``auto``'s richer model (``shrunk`` when the policy is ``auto``, as the
     export of an ``auto`` project does)."""
     try:
-        from ..aggregation import aggregate  # type: ignore[attr-defined]
+        from ..aggregation import aggregate
     except ImportError as exc:
         raise InputError(f"--aggregate {method}: labelq.aggregation is not available "
                          f"({exc})") from exc
 
-    def run(task, worker, label, n_tasks, n_classes, gold=None):
+    def run(task: IntArray, worker: IntArray, label: IntArray, n_tasks: int, n_classes: int,
+            gold: IntArray | None = None) -> FloatArray | IntArray:
         if task.size == 0:
             return np.full((n_tasks, n_classes), 1.0 / n_classes)
-        extra = {"model": model} if model is not None else {}
-        out = aggregate(task, worker, label, method, n_tasks, n_classes, gold=gold,
+        extra: AggregatorParams = {"model": model} if model is not None else {}
+        out: object = aggregate(task, worker, label, method, n_tasks, n_classes, gold=gold,
                         categories=categories, **extra)
         for attr in ("proba", "probas", "probas_", "labels", "labels_"):
             if hasattr(out, attr):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from ..errors import ConfigError
@@ -60,7 +61,7 @@ def write_json(exp: Experiment, path: str | Path) -> None:
     Path(path).write_text(json.dumps(exp.to_dict(), indent=2) + "\n")
 
 
-def pyplot():
+def pyplot() -> ModuleType:
     """matplotlib's pyplot on the file-only Agg backend; matplotlib is the ``plot`` extra
     (only plots need it), so its absence is a :class:`ConfigError` saying what to install."""
     try:

@@ -54,8 +54,9 @@ the smaller checkpoints are the prefix of the run whose spend fits. Each checkpo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -63,7 +64,7 @@ from ..aggregation.agreement import expected_accuracy
 from ..errors import PolicyError
 from ..gold.schedules import WorkerHistory
 from ..gold.scoring import GoldScores
-from ..policies.base import Observation, Policy
+from ..policies.base import FloatArray, IntArray, Observation, Policy
 from .environment import Environment
 from .gold import GoldRules
 
@@ -73,9 +74,16 @@ MODES = ("push", "pull", "task")
 
 _EPS = 1e-9
 
-# (task, worker, label, n_tasks, n_classes) -> (n_tasks,) class indices or (n_tasks, C) probas;
-# with served gold (``gold=`` of run_policy) also called with gold=(n_tasks,) answers or -1
-Aggregator = Callable[[np.ndarray, np.ndarray, np.ndarray, int, int], np.ndarray]
+
+class Aggregator(Protocol):
+    """``(task, worker, label, n_tasks, n_classes)`` -> (n_tasks,) class indices or
+    (n_tasks, C) probabilities; with served gold (``gold=`` of :func:`run_policy`) also
+    called with ``gold=`` (n_tasks,) answers or -1."""
+
+    def __call__(self, task: IntArray, worker: IntArray, label: IntArray, n_tasks: int,
+                 n_classes: int, /, gold: IntArray | None = None
+                 ) -> FloatArray | IntArray: ...
+
 
 
 @dataclass
@@ -89,7 +97,7 @@ class Checkpoint:
     gold_labels: int = 0  # gold answers among ``labels`` (served or chosen by the policy)
     paused: int = 0  # workers the quality rule paused so far
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, float | int | None]:
         return asdict(self)
 
 
@@ -108,7 +116,7 @@ def record_choices(policy: Policy) -> list[tuple[int, int]]:
     return choices
 
 
-def completed(state, per_task: np.ndarray) -> int:
+def completed(state: object, per_task: IntArray) -> int:
     """Tasks completed: the policy's own ``state.done`` if it keeps one, else labelled tasks."""
     done = getattr(state, "done", None)
     if isinstance(done, np.ndarray) and done.dtype == bool and done.shape == per_task.shape:
@@ -176,7 +184,7 @@ def run_policy(policy: Policy, env: Environment, budgets: Sequence[float],
         if aggregate is not None:
             args = (np.asarray(log_t, dtype=np.int64), np.asarray(log_w, dtype=np.int64),
                     np.asarray(log_l, dtype=np.int64), T, env.n_classes)
-            pred = aggregate(*args, gold=gold_answers) if served else aggregate(*args)  # type: ignore[call-arg]
+            pred = aggregate(*args, gold=gold_answers) if served else aggregate(*args)
             acc_agg = expected_accuracy(pred, eval_truth)
         checkpoints.append(Checkpoint(budget=budget, spent=spent, labels=len(log_t),
                                       tasks_completed=completed(state, per_task),

@@ -24,33 +24,41 @@ the task index (``tasks=``) the bound pool needs. Every other model ignores both
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeAlias
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..errors import InputError
+from ..policies.base import BoolArray, FloatArray, IntArray
 
 __all__ = ["WorkerPool", "SchoolsPool", "accuracy_tensor", "make_pool", "WORKER_MODELS",
-           "POOL_MODELS"]
+           "POOL_MODELS", "ModelParam"]
+
+#: a worker model's parameter: a number, or a pair (``beta=(a, b)``)
+ModelParam: TypeAlias = float | tuple[float, float]
 
 
-def accuracy_tensor(p: np.ndarray, n_classes: int) -> np.ndarray:
+def accuracy_tensor(p: ArrayLike, n_classes: int) -> FloatArray:
     """Confusion tensor (W, S, C, C) from accuracies ``p`` of shape (W, S)."""
-    p = np.asarray(p, dtype=float)
-    if p.ndim != 2:
-        raise ValueError(f"accuracies must be (workers, categories), got shape {p.shape}")
-    if np.any((p < 0) | (p > 1)):
+    acc = np.asarray(p, dtype=float)
+    if acc.ndim != 2:
+        raise ValueError(f"accuracies must be (workers, categories), got shape {acc.shape}")
+    if np.any((acc < 0) | (acc > 1)):
         raise ValueError("accuracies must lie in [0, 1]")
     eye = np.eye(n_classes)
     off = (1.0 - eye) / max(n_classes - 1, 1)
-    return p[:, :, None, None] * eye + (1.0 - p)[:, :, None, None] * off
+    out: FloatArray = acc[:, :, None, None] * eye + (1.0 - acc)[:, :, None, None] * off
+    return out
 
 
 @dataclass
 class WorkerPool:
     """A set of simulated workers. ``conf`` has shape (W, S, C, C), rows sum to one."""
 
-    conf: np.ndarray
+    conf: FloatArray
 
     def __post_init__(self) -> None:
         self.conf = np.asarray(self.conf, dtype=float)
@@ -58,27 +66,28 @@ class WorkerPool:
             raise ValueError(f"conf must be (W, S, C, C), got shape {self.conf.shape}")
         if not np.allclose(self.conf.sum(axis=3), 1.0):
             raise ValueError("each conf[w, s, y, :] must sum to 1")
-        self._cdf = np.cumsum(self.conf, axis=3)
+        self._cdf: FloatArray = np.cumsum(self.conf, axis=3)
 
     @property
     def n_workers(self) -> int:
-        return self.conf.shape[0]
+        return int(self.conf.shape[0])
 
     @property
     def n_categories(self) -> int:
-        return self.conf.shape[1]
+        return int(self.conf.shape[1])
 
     @property
     def n_classes(self) -> int:
-        return self.conf.shape[2]
+        return int(self.conf.shape[2])
 
-    def accuracy(self) -> np.ndarray:
+    def accuracy(self) -> FloatArray:
         """(W, S) probability of a correct answer, averaged over true classes."""
-        return np.diagonal(self.conf, axis1=2, axis2=3).mean(axis=2)
+        out: FloatArray = np.diagonal(self.conf, axis1=2, axis2=3).mean(axis=2)
+        return out
 
-    def answer(self, workers: np.ndarray | int, categories: np.ndarray | int,
-               truths: np.ndarray | int, rng: np.random.Generator,
-               tasks: np.ndarray | int | None = None) -> np.ndarray:
+    def answer(self, workers: IntArray | int, categories: IntArray | int,
+               truths: IntArray | int, rng: np.random.Generator,
+               tasks: IntArray | int | None = None) -> IntArray:
         """Sample answers (class indices), vectorised over equally shaped index arrays.
         ``tasks`` (the task indices) matter only to a pool bound to its tasks
         (:meth:`for_tasks`); the confusion-tensor models ignore them."""
@@ -86,9 +95,10 @@ class WorkerPool:
                                       np.asarray(truths))
         cdf = self._cdf[w, s, y]  # (..., C)
         u = rng.random(w.shape)[..., None]
-        return np.minimum((u >= cdf).sum(axis=-1), self.n_classes - 1).astype(np.int64)
+        out: IntArray = np.minimum((u >= cdf).sum(axis=-1), self.n_classes - 1).astype(np.int64)
+        return out
 
-    def for_tasks(self, truth: np.ndarray, rng: np.random.Generator) -> WorkerPool:
+    def for_tasks(self, truth: IntArray, rng: np.random.Generator) -> WorkerPool:
         """The pool for a task set with this ``truth`` (int per task). The models whose
         answers depend on the task only through its category and class draw nothing and
         return the pool itself; :class:`SchoolsPool` draws its decoys here."""
@@ -102,10 +112,10 @@ class SchoolsPool(WorkerPool):
     ``decoy_class[i]`` is decoy i's wrong class, -1 on ordinary tasks (``None`` until
     :meth:`for_tasks` has drawn them)."""
 
-    bloc: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    bloc: BoolArray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     p: float = 0.8
     decoys: float = 0.3
-    decoy_class: np.ndarray | None = None
+    decoy_class: IntArray | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -114,7 +124,7 @@ class SchoolsPool(WorkerPool):
             raise ValueError(f"bloc must be one flag per worker ({self.n_workers}), got "
                              f"shape {self.bloc.shape}")
 
-    def for_tasks(self, truth: np.ndarray, rng: np.random.Generator) -> SchoolsPool:
+    def for_tasks(self, truth: IntArray, rng: np.random.Generator) -> SchoolsPool:
         """A copy bound to ``round(decoys · n_tasks)`` decoys, drawn among the tasks with a
         truth, each with a wrong class drawn uniformly among the other classes."""
         truth = np.asarray(truth, dtype=np.int64)
@@ -126,15 +136,16 @@ class SchoolsPool(WorkerPool):
         return SchoolsPool(self.conf, bloc=self.bloc, p=self.p, decoys=self.decoys,
                            decoy_class=decoy)
 
-    def is_decoy(self) -> np.ndarray:
+    def is_decoy(self) -> BoolArray:
         if self.decoy_class is None:
             raise ValueError("the schools pool has no decoys yet: bind it to its tasks with "
                              "for_tasks(truth, rng)")
-        return self.decoy_class >= 0
+        out: BoolArray = self.decoy_class >= 0
+        return out
 
-    def answer(self, workers: np.ndarray | int, categories: np.ndarray | int,
-               truths: np.ndarray | int, rng: np.random.Generator,
-               tasks: np.ndarray | int | None = None) -> np.ndarray:
+    def answer(self, workers: IntArray | int, categories: IntArray | int,
+               truths: IntArray | int, rng: np.random.Generator,
+               tasks: IntArray | int | None = None) -> IntArray:
         if tasks is None:
             raise ValueError("the schools model answers per task: pass tasks=")
         self.is_decoy()  # bound to its tasks
@@ -149,15 +160,18 @@ class SchoolsPool(WorkerPool):
         other = rng.integers(self.n_classes - 1, size=w.shape)
         other = other + (other >= wrong)
         bloc_answer = np.where(rng.random(w.shape) < self.p, wrong, other)
-        return np.where(swayed, bloc_answer, out).astype(np.int64)
+        answers: IntArray = np.where(swayed, bloc_answer, out).astype(np.int64)
+        return answers
 
 
-def _spammer_hammer(n_workers, n_categories, n_classes, rng, hammer=0.95, spammer=None,
-                    share=None):
+def _spammer_hammer(n_workers: int, n_categories: int, n_classes: int,
+                    rng: np.random.Generator, hammer: float = 0.95,
+                    spammer: float | None = None, share: float | None = None) -> FloatArray:
     """BBTA's model: each worker is a hammer (accuracy ``hammer``) on one category and a
     spammer (random answers) on the others. With ``share`` given instead, a share of
     workers are hammers on every category and the rest spammers (Karger/Ho et al.)."""
     spam = 1.0 / n_classes if spammer is None else spammer
+    p: FloatArray
     if share is not None:
         is_hammer = rng.random(n_workers) < share
         p = np.where(is_hammer, hammer, spam)[:, None].repeat(n_categories, axis=1)
@@ -167,14 +181,16 @@ def _spammer_hammer(n_workers, n_categories, n_classes, rng, hammer=0.95, spamme
     return p
 
 
-def _one_coin(n_workers, n_categories, n_classes, rng, good=0.9, other=0.6, p=None,
-              beta=None):
+def _one_coin(n_workers: int, n_categories: int, n_classes: int, rng: np.random.Generator,
+              good: float = 0.9, other: float = 0.6, p: float | None = None,
+              beta: tuple[float, float] | None = None) -> FloatArray:
     """Per-category one-coin: ``good`` on one category, ``other`` elsewhere (BBTA's model).
     ``p=x`` gives every worker accuracy x; ``beta=(a, b)`` draws accuracies from Beta(a, b)
     (Opt-KG's workers, Beta(4, 1))."""
+    acc: FloatArray
     if beta is not None:
-        acc = rng.beta(beta[0], beta[1], size=n_workers)
-        return acc[:, None].repeat(n_categories, axis=1)
+        acc = rng.beta(beta[0], beta[1], size=n_workers)[:, None].repeat(n_categories, axis=1)
+        return acc
     if p is not None:
         return np.full((n_workers, n_categories), float(p))
     acc = np.full((n_workers, n_categories), other)
@@ -182,7 +198,8 @@ def _one_coin(n_workers, n_categories, n_classes, rng, good=0.9, other=0.6, p=No
     return acc
 
 
-def _malicious(n_workers, n_categories, n_classes, rng, good=0.9, bad=0.3, other=0.6):
+def _malicious(n_workers: int, n_categories: int, n_classes: int, rng: np.random.Generator,
+               good: float = 0.9, bad: float = 0.3, other: float = 0.6) -> FloatArray:
     """BBTA's malicious model: ``good`` on one category, ``bad`` (< chance) on another,
     ``other`` elsewhere."""
     acc = np.full((n_workers, n_categories), other)
@@ -193,13 +210,16 @@ def _malicious(n_workers, n_categories, n_classes, rng, good=0.9, bad=0.3, other
     return acc
 
 
-def _uniform_acc(n_workers, n_categories, n_classes, rng, low=0.5, high=1.0):
+def _uniform_acc(n_workers: int, n_categories: int, n_classes: int, rng: np.random.Generator,
+                 low: float = 0.5, high: float = 1.0) -> FloatArray:
     """Accuracy ~ U(low, high), the same on every category (B-KUBE's workers)."""
-    acc = rng.uniform(low, high, size=n_workers)
-    return acc[:, None].repeat(n_categories, axis=1)
+    acc: FloatArray = rng.uniform(low, high, size=n_workers)[:, None].repeat(n_categories,
+                                                                            axis=1)
+    return acc
 
 
-def _schools(n_workers, n_categories, n_classes, rng, p=0.8, bloc=0.6, decoys=0.3):
+def _schools(n_workers: int, n_categories: int, n_classes: int, rng: np.random.Generator,
+             p: float = 0.8, bloc: float = 0.6, decoys: float = 0.3) -> SchoolsPool:
     """Schools of thought (:class:`SchoolsPool`): ``round(bloc · W)`` workers drawn into the
     majority bloc; the decoys are drawn with the tasks (:meth:`SchoolsPool.for_tasks`)."""
     for name, value in (("p", p), ("bloc", bloc), ("decoys", decoys)):
@@ -211,10 +231,12 @@ def _schools(n_workers, n_categories, n_classes, rng, p=0.8, bloc=0.6, decoys=0.
     return SchoolsPool(conf, bloc=members, p=float(p), decoys=float(decoys))
 
 
-# models that build their own pool (not an accuracy array)
-POOL_MODELS = {"schools": _schools}
+# models that build their own pool (not an accuracy array); each takes (n_workers,
+# n_categories, n_classes, rng) and its own keywords
+POOL_MODELS: dict[str, Callable[..., WorkerPool]] = {"schools": _schools}
 
-WORKER_MODELS = {
+# models given as (W, S) accuracies
+WORKER_MODELS: dict[str, Callable[..., FloatArray]] = {
     "spammer-hammer": _spammer_hammer,
     "one-coin": _one_coin,
     "malicious": _malicious,
@@ -223,15 +245,17 @@ WORKER_MODELS = {
 
 
 def make_pool(model: str, n_workers: int, n_categories: int, n_classes: int,
-              rng: np.random.Generator, **params) -> WorkerPool:
+              rng: np.random.Generator, **params: ModelParam) -> WorkerPool:
     """Build a named worker model (``spammer-hammer``, ``one-coin``, ``malicious``,
     ``uniform-accuracy``, ``confusion`` with Dirichlet-drawn confusion matrices, or
     ``schools``, whose pool must then be bound to its tasks: :meth:`WorkerPool.for_tasks`)."""
     if model in POOL_MODELS:
-        pool: WorkerPool = POOL_MODELS[model](n_workers, n_categories, n_classes, rng, **params)
-        return pool
+        return POOL_MODELS[model](n_workers, n_categories, n_classes, rng, **params)
     if model == "confusion":
-        diag = float(params.get("strength", 4.0))
+        strength = params.get("strength", 4.0)
+        if isinstance(strength, tuple):
+            raise InputError(f"confusion: strength must be a number, got {strength!r}")
+        diag = float(strength)
         alpha = np.ones((n_classes, n_classes)) + (diag - 1.0) * np.eye(n_classes)
         conf = np.stack([rng.dirichlet(alpha[y], size=(n_workers, n_categories))
                          for y in range(n_classes)], axis=2)
