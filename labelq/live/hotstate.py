@@ -26,14 +26,16 @@ import zlib
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
 import orjson
+from sqlalchemy import bindparam, func
 from sqlalchemy.engine import Engine
-from sqlmodel import Session
+from sqlmodel import Session, col, select
 
 from ..policies import build
 from ..policies.base import Policy
 from ..record.db import database_id, session_scope
-from ..record.models import Project
+from ..record.models import Project, Task, Worker
 from ..record.problem import (
     ProjectView,
     count_workers,
@@ -43,6 +45,7 @@ from ..record.problem import (
     max_applied,
     to_observation,
 )
+from . import snapshot as binary
 from .redis.keys import Keys
 
 __all__ = ["Hot", "StateCache", "encode_snapshot", "decode_snapshot", "write_snapshot",
@@ -106,11 +109,33 @@ def _settings(project: Project) -> tuple[Any, ...]:
 
 
 def encode_snapshot(hot: Hot) -> bytes:
+    """The snapshot of ``hot``: binary (:mod:`.snapshot`), with the view's task arrays,
+    so that a process's load reads them back with no O(tasks) Python work and no task
+    rows from SQL; zlib JSON for a state the binary form does not take."""
+    envelope = {"dims": list(hot.view.dims), "seq": hot.seq, "limits": _limits(hot.project),
+                "epoch": hot.epoch, "policy": hot.project.policy}
     with gc_paused():
-        data = {"dims": list(hot.view.dims), "seq": hot.seq, "limits": _limits(hot.project),
-                "epoch": hot.epoch,
-                "policy": hot.project.policy, "state": hot.policy.state_to_dict(hot.state)}
+        view = hot.view
+        try:
+            return binary.encode({
+                **envelope, "labels": list(hot.project.labels),
+                "state": _state_tree(hot.policy, hot.state),
+                "view": {"categories": list(view.categories),
+                         "task_category": view.task_category, "is_gold": view.is_gold,
+                         "gold_answer": view.gold_answer, "task_id": view.task_id}})
+        except (binary.NotBinary, TypeError):
+            pass
+        data = {**envelope, "state": hot.policy.state_to_dict(hot.state)}
         return zlib.compress(_json(data), 1)
+
+
+def _state_tree(policy: Policy, state: Any) -> Any:
+    """What ``policy.state_to_dict`` gives, but numpy arrays kept as arrays where that is
+    the base class's (which only turns them into lists: the policy's ``state_from_dict``
+    reads arrays as it reads lists — tests/live/test_cold_start.py checks every policy)."""
+    if type(policy).state_to_dict is Policy.state_to_dict and hasattr(state, "__dict__"):
+        return dict(vars(state))
+    return policy.state_to_dict(state)
 
 
 _ORJSON = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
@@ -148,6 +173,10 @@ def _default(obj: Any) -> Any:
 
 
 def decode_snapshot(blob: bytes) -> dict[str, Any]:
+    """The envelope and ``"state"`` (for ``state_from_dict``: numpy arrays where the
+    binary form kept them); a binary snapshot also has ``"labels"`` and ``"view"``."""
+    if binary.is_binary(blob):
+        return binary.decode(blob)
     raw = zlib.decompress(blob)
     # orjson (a fifth of json.loads' time) for what _json wrote with it; anything else
     # (NaN, big integers, an older writer's snapshot) the standard library reads as written
@@ -326,23 +355,30 @@ class StateCache:
             from ..errors import NotFound
             raise NotFound(f"no project with id {project_id}", project_id=project_id)
         session.expunge(project)
-        view = load_view(session, project)
-        policy = build(project.policy)
-        hot = None
         database = database_id(session)
+        # the epoch before what it guards is read (the snapshot, the tasks' gold): a gold
+        # answer marked or corrected meanwhile then shows as a newer epoch than this
+        # state's, and the state is loaded again
         epoch = _meta(redis, session, project_id)[1]
+        policy = build(project.policy)
+        snap = None
         blob = redis.get(Keys(project_id, database).state) if redis is not None else None
         if blob:
             with gc_paused():
                 snap = decode_snapshot(blob)
-            if tuple(snap["dims"]) == view.dims and snap["policy"] == project.policy and \
-                    snap["seq"] <= max_applied(session, project_id) and \
-                    snap.get("epoch", 0) == epoch and \
-                    (not policy.budget_aware or snap.get("limits") == _limits(project)):
-                with gc_paused():
-                    state = policy.state_from_dict(snap["state"])
-                hot = Hot(view, policy, state, int(snap["seq"]))
-            del snap
+        view = _snapshot_view(session, project, snap, epoch) if snap is not None else None
+        if view is None:
+            view = load_view(session, project)
+        hot = None
+        if snap is not None and tuple(snap["dims"]) == view.dims and \
+                snap["policy"] == project.policy and \
+                snap["seq"] <= max_applied(session, project_id) and \
+                snap.get("epoch", 0) == epoch and \
+                (not policy.budget_aware or snap.get("limits") == _limits(project)):
+            with gc_paused():
+                state = policy.state_from_dict(snap["state"])
+            hot = Hot(view, policy, state, int(snap["seq"]))
+        del snap
         if hot is None:
             hot = Hot(view, policy, policy.init_state(view.problem()), 0)
         hot.epoch, hot.database = epoch, database
@@ -350,6 +386,28 @@ class StateCache:
             hot.dirty = {}
         _replay(session, hot)
         return hot
+
+
+def _snapshot_view(session: Session, project: Project, snap: dict[str, Any],
+                   epoch: int) -> ProjectView | None:
+    """The project's view with its task arrays from a binary snapshot ``snap`` (None when
+    it has none or they may differ from SQL's), its workers' from SQL. Tasks never change
+    once loaded but by ``labelq gold mark``/``gold correct``, which bump the epoch, and by
+    loading more (the count); the label set orders the gold answers."""
+    got = snap.get("view")
+    if got is None or snap.get("epoch", 0) != epoch or snap.get("labels") != project.labels:
+        return None
+    assert project.id is not None  # a stored project
+    n_tasks = _n_tasks(session, project.id)
+    arrays = [got["task_category"], got["is_gold"], got["gold_answer"], got["task_id"]]
+    if snap["dims"][0] != n_tasks or \
+            any(not isinstance(a, np.ndarray) or a.shape != (n_tasks,) for a in arrays):
+        return None
+    workers = session.connection().execute(_WORKERS, {"p": project.id}).all()
+    cost = np.array([w[0] for w in workers], dtype=float)
+    capacity = np.array([-1 if w[1] is None else w[1] for w in workers], dtype=np.int64)
+    return ProjectView(project, list(got["categories"]), arrays[0], arrays[1], arrays[2],
+                       cost, capacity, arrays[3])
 
 
 def _meta(redis: Any, session: Session, project_id: int) -> tuple[int, int]:
@@ -371,9 +429,10 @@ def bump_epoch(redis: Any, k: Keys) -> int:
 
 
 def _n_tasks(session: Session, project_id: int) -> int:
-    from sqlalchemy import func
-    from sqlmodel import select
+    return int(session.connection().execute(_COUNT_TASKS, {"p": project_id}).scalar_one())
 
-    from ..record.models import Task
-    return int(session.exec(select(func.count()).select_from(Task)
-                            .where(Task.project_id == project_id)).one())
+
+_COUNT_TASKS = (select(func.count()).select_from(Task)
+                .where(col(Task.project_id) == bindparam("p")))
+_WORKERS = (select(col(Worker.cost), col(Worker.capacity))
+            .where(col(Worker.project_id) == bindparam("p")).order_by(col(Worker.seq)))

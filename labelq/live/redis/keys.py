@@ -46,7 +46,8 @@ key (after the prefix)     type    TTL    meaning
                                           the applier from SQL: gold on suspicion)
 ``spent``                  STRING  none   cost of the recorded labels (float)
 ``reserved_cost``          STRING  none   cost of the live leases (float)
-``state``                  STRING  none   zlib JSON snapshot of the policy state
+``state``                  STRING  none   snapshot of the policy state and the view's task
+                                          arrays (binary: ``labelq.live.snapshot``)
 ``state_seq``              STRING  none   last ``Label.applied_seq`` folded into ``state``
 ``pushed_seq``             STRING  none   last ``Label.applied_seq`` whose tasks' priorities
                                           and ``applied`` counts are written here (set by
