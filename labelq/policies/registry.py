@@ -63,6 +63,17 @@ def names() -> list[str]:
 
 
 def get_class(name: str) -> type[Policy]:
+    key = _ALIASES.get(name, name)
+    if key not in _REGISTRY and not _LOADED:
+        # the module named after the policy first, if there is one: a process's first
+        # state load then need not import every policy (scipy's among them: seconds of a
+        # cold start's first request, issue 36); any other name loads them all
+        try:
+            importlib.import_module(f"{__package__ or 'labelq.policies'}.{key}")
+        except ImportError:
+            pass
+    if key in _REGISTRY:
+        return _REGISTRY[key]
     load_policies()
     key = _ALIASES.get(name, name)
     try:
