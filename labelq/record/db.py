@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import secrets
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
-from typing import Any
 
-from sqlalchemy import event, inspect, make_url
-from sqlalchemy.engine import Engine
+from sqlalchemy import URL, event, inspect, make_url
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+from sqlalchemy.orm import Session as OrmSession
+from sqlalchemy.pool import ConnectionPoolEntry
 from sqlmodel import Session, SQLModel, create_engine, select
 
 from ..errors import ServiceUnavailable
@@ -35,7 +36,7 @@ ADDED_INDEXES: dict[str, tuple[str, ...]] = {
 }
 
 
-def _sqlite_pragmas(dbapi_conn, _record) -> None:
+def _sqlite_pragmas(dbapi_conn: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA foreign_keys=ON")
     cur.execute("PRAGMA journal_mode=WAL")
@@ -111,6 +112,8 @@ def _is_missing_table(exc: Exception) -> bool:
 
 def _ensure_identity(engine: Engine) -> str:
     """The identity row, made if missing (two ``init`` racing: the loser reads the winner's)."""
+    import secrets  # (only init makes an identity: no command's start pays for hmac)
+
     from .models import DatabaseIdentity
     uid = _read_identity(engine)
     if uid is not None:
@@ -126,11 +129,12 @@ def _ensure_identity(engine: Engine) -> str:
     return uid
 
 
-def database_id(bind: Any) -> str:
+def database_id(bind: Engine | Connection | OrmSession) -> str:
     """The identity of the database behind ``bind`` (an engine, a connection or a
     session), read from SQL once per engine and process, then from memory. Raises
     :class:`SchemaMissing` (exit code 9) for a database ``labelq init`` has not set up."""
-    engine: Engine = bind.get_bind() if isinstance(bind, Session) else getattr(bind, "engine", bind)
+    # (an engine's .engine is itself, a connection's its engine)
+    engine = (bind.get_bind() if isinstance(bind, OrmSession) else bind).engine
     uid = _ids.get(engine)
     if uid is not None:
         return uid
@@ -150,7 +154,7 @@ def forget_database_id(engine: Engine) -> None:
         _ids.pop(engine, None)
 
 
-def masked_url(url: Any) -> str:
+def masked_url(url: str | URL) -> str:
     """A database URL as it may be shown: its password replaced by ``***``."""
     try:
         return make_url(url).render_as_string(hide_password=True)

@@ -22,12 +22,18 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
+
+if TYPE_CHECKING:  # (sqlalchemy is imported only by what opens a database)
+    from sqlalchemy.engine import Engine
+
+    from .settings import Settings
 
 __all__ = ["CONFIG_NAME", "Location", "locate", "default_database_url", "find_config",
            "open_configured",
@@ -72,16 +78,17 @@ def find_config(cwd: str | Path | None = None) -> Path | None:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        import tomllib  # Python >= 3.11
-    except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
         try:
-            import tomli as tomllib  # type: ignore[no-redef]
+            import tomli as tomllib
         except ModuleNotFoundError:
             return _read_simple(path)
     try:
         with path.open("rb") as f:
-            return tomllib.load(f)
+            data: dict[str, Any] = tomllib.load(f)
+            return data
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path}: not a valid TOML file: {exc}", file=str(path)) from exc
 
@@ -144,7 +151,7 @@ def locate(explicit: str | None = None, env: Mapping[str, str] | None = None,
                                        "above, LABELQ_DATABASE_URL unset")
 
 
-def open_database(location: Location, sqlalchemy_url: str | None = None) -> Any:
+def open_database(location: Location, sqlalchemy_url: str | None = None) -> Engine:
     """The engine of an existing, initialised database (its identity read and cached), or
     :class:`labelq.errors.ServiceUnavailable` (exit code 9) saying where it looked and to
     run ``labelq init``. Never creates a file, a table or a row."""
@@ -182,7 +189,7 @@ def write_config(folder: str | Path, url: str) -> Path:
     return path
 
 
-def open_configured(settings: Any) -> Any:
+def open_configured(settings: Settings) -> Engine:
     """:func:`open_database` for the database ``settings`` name (the API's, the Celery
     worker's): said to come from where :func:`locate` finds it, when it is that one."""
     found = locate()

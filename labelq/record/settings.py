@@ -4,8 +4,8 @@
 variable                   meaning                                default
 =========================  =====================================  ==========================
 LABELQ_DATABASE_URL        SQLAlchemy URL of the durable record   the nearest labelq.toml's,
-                           (labelq.location: where it is looked   else the per-user
-                           for, in order)                         $XDG_DATA_HOME/labelq/
+                           (labelq.record.location: where it is   else the per-user
+                           looked for, in order)                  $XDG_DATA_HOME/labelq/
                                                                   labelq.db
 LABELQ_REDIS_URL           Redis URL of the hot state and broker  redis://localhost:6379/0
                            (a host, a port 1-65535, a database
@@ -244,7 +244,7 @@ def check_environment(env: Mapping[str, str] | None = None) -> Settings:
 def _default_database_url(env: Mapping[str, str]) -> str:
     if env.get("LABELQ_DATABASE_URL"):
         return Settings.database_url  # (not used: the variable is)
-    from .location import default_database_url  # (labelq.location: labelq.toml, per-user)
+    from .location import default_database_url  # (labelq.toml, per-user)
     return default_database_url(env)
 
 
