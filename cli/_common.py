@@ -7,44 +7,55 @@ import functools
 import io
 import json
 import os
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import click
 
-from labelq.errors import ServiceUnavailable
+from labelq.errors import LabelqError, ServiceUnavailable
 from labelq.record.location import Location, locate, open_database, sqlite_path
 from labelq.record.settings import load_settings
+
+if TYPE_CHECKING:
+    import redis
+    from sqlalchemy.engine import Engine
+
+# a command function: Click calls it with its parameters by name; it prints, returns nothing
+Command = Callable[..., None]
+# what -o/--output names (OUTPUT_OPTION's formats; a command may offer fewer)
+Output = Literal["table", "json", "csv"]
 
 # the database the running command opened (``labelq`` names it in a "not found" error)
 OPENED: list[Location] = []
 
-class LazyChoice(click.Choice):
+class LazyChoice(click.Choice[str]):
     """A choice whose values come from a module imported only when they are needed (an
     option given, the command's own ``--help``): ``labelq --help`` and the commands that
     do not aggregate must not import the aggregation methods to list their names."""
 
-    def __init__(self, load, case_sensitive: bool = True) -> None:
-        self._load, self._choices = load, None
+    def __init__(self, load: Callable[[], Iterable[str]], case_sensitive: bool = True) -> None:
+        self._load = load
+        self._choices: tuple[str, ...] | None = None
         super().__init__((), case_sensitive=case_sensitive)
 
-    @property  # type: ignore[override]
-    def choices(self):
+    @property
+    def choices(self) -> tuple[str, ...]:
         if self._choices is None:
             self._choices = tuple(self._load())
         return self._choices
 
     @choices.setter
-    def choices(self, value) -> None:
-        self._choices = tuple(value) if value else None
+    def choices(self, value: Iterable[str]) -> None:
+        self._choices = tuple(value) or None
 
 
-class OutputFormat(click.Choice):
+class OutputFormat(click.Choice[str]):
     """``-o/--output`` names a format, in every command; a value that is not one (``-o
     answers.csv``: the file it once meant in ``labelq aggregate``) gets an error saying
     where files go (``--out FILE``)."""
 
-    def convert(self, value, param, ctx):
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> str:
         try:
             return super().convert(value, param, ctx)
         except click.BadParameter:
@@ -54,18 +65,18 @@ class OutputFormat(click.Choice):
 
 
 def output_option(*formats: str, default: str | None = None, envvar: str | None = None,
-                  json_flag: bool = True):
+                  json_flag: bool = True) -> Callable[[Command], Command]:
     """``-o/--output FORMAT`` (what is printed on stdout) and ``--json``, which means
     ``-o json`` in every command that prints data. The command gets ``output``."""
     formats = formats or ("table", "json", "csv")
     default = default or formats[0]
 
-    def decorate(f):
+    def decorate(f: Command) -> Command:
         @functools.wraps(f)
-        def wrapper(*args, as_json=False, **kwargs):
+        def wrapper(*args: object, as_json: bool = False, **kwargs: object) -> None:
             if as_json:
                 kwargs["output"] = "json"
-            return f(*args, **kwargs)
+            f(*args, **kwargs)
         if json_flag:
             wrapper = click.option("--json", "as_json", is_flag=True,
                                    help="Print JSON (the same as -o json).")(wrapper)
@@ -88,7 +99,7 @@ REDIS_OPTION = click.option("--redis-url", envvar="LABELQ_REDIS_URL", default=No
                             help="Redis URL of the hot state and broker [env: LABELQ_REDIS_URL].")
 
 
-def redis_client(url: str | None = None):
+def redis_client(url: str | None = None) -> redis.Redis:
     import redis
 
     url = url or load_settings().redis_url
@@ -101,14 +112,14 @@ def redis_client(url: str | None = None):
 
 
 def _located(database_url: str | None) -> tuple[Location, str]:
-    """Where the database is (``labelq.location``), and its SQLAlchemy URL; the other
+    """Where the database is (``labelq.record.location``), and its SQLAlchemy URL; the other
     variables are read (and validated) too, with the URL given replacing its own."""
     location = locate(database_url)
     settings = load_settings({**os.environ, "LABELQ_DATABASE_URL": location.url})
     return location, settings.sqlalchemy_url
 
 
-def engine(database_url: str | None = None):
+def engine(database_url: str | None = None) -> Engine:
     """The engine of the configured database, which must exist with its schema (``labelq
     init`` makes it; no other command creates a database, a file or a table): else exit
     code 9, saying where it looked."""
@@ -118,7 +129,7 @@ def engine(database_url: str | None = None):
     return eng
 
 
-def init_engine(database_url: str | None = None):
+def init_engine(database_url: str | None = None) -> tuple[Engine, Location, str]:
     """``labelq init``: the configured database, created with its schema where missing
     (a SQLite file's folder too); on a database of an earlier labelq, the schema upgrade.
     Returns (engine, location, database identity)."""
@@ -135,7 +146,8 @@ def init_engine(database_url: str | None = None):
     return eng, location, uid
 
 
-def emit(rows: Sequence[dict[str, Any]], fmt: str, columns: Sequence[str] | None = None) -> None:
+def emit(rows: Sequence[Mapping[str, object]], fmt: Output,
+         columns: Sequence[str] | None = None) -> None:
     """Print rows as an aligned table, a JSON array or CSV."""
     columns = list(columns or (rows[0].keys() if rows else []))
     if fmt == "json":
@@ -159,7 +171,7 @@ def emit(rows: Sequence[dict[str, Any]], fmt: str, columns: Sequence[str] | None
         click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
 
 
-def emit_record(record: dict[str, Any], fmt: str) -> None:
+def emit_record(record: Mapping[str, object], fmt: Output) -> None:
     """Print one record: ``key  value`` lines, one JSON object (not a list of one: one
     record is an object, a collection is a list, in every command as in the API), or CSV
     with its header."""
@@ -173,7 +185,7 @@ def emit_record(record: dict[str, Any], fmt: str) -> None:
         emit([record], fmt)
 
 
-def emit_next(assignment: dict[str, Any] | None, idle: str | None, fmt: str) -> None:
+def emit_next(assignment: Mapping[str, object] | None, idle: str | None, fmt: Output) -> None:
     """A next assignment (``None``: there is none now, ``idle`` says why, on stderr). With
     JSON, the API's answer to ``POST /assignments/next``: ``{"assignment": ... or null,
     "message": ... or null}``."""
@@ -188,8 +200,9 @@ def emit_next(assignment: dict[str, Any] | None, idle: str | None, fmt: str) -> 
         emit_record(assignment, fmt)
 
 
-def emit_submission(out: dict[str, Any], assignment: dict[str, Any] | None, then_next: bool,
-                    idle: str | None, fmt: str) -> None:
+def emit_submission(out: Mapping[str, object], assignment: Mapping[str, object] | None,
+                    then_next: bool,
+                    idle: str | None, fmt: Output) -> None:
     """A submission's answer and, with ``--next``, the next ``assignment`` (``None``:
     ``idle`` says why on stderr). With JSON, one document, the API's answer to ``POST
     /assignments/{id}/label``: the submission with its ``next`` (``null`` without
@@ -207,7 +220,7 @@ def emit_submission(out: dict[str, Any], assignment: dict[str, Any] | None, then
         emit_record(assignment, fmt)
 
 
-def emit_nothing(message: str, fmt: str) -> None:
+def emit_nothing(message: str, fmt: Output) -> None:
     """No record to print (no assignment for the worker now): say why on stderr, and give
     a JSON reader an empty list rather than nothing."""
     click.echo(message, err=True)
@@ -238,7 +251,19 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def spec_text(policy: dict) -> str:
+class _Stored(Protocol):
+    id: int | None
+
+
+def stored_id(row: _Stored) -> int:
+    """The id of a row read from the database (a model's ``id`` is typed ``int | None``:
+    ``None`` only before a new row is flushed)."""
+    if row.id is None:
+        raise LabelqError(f"{type(row).__name__} has no id yet (not stored)")
+    return row.id
+
+
+def spec_text(policy: dict[str, Any]) -> str:
     """A project's stored policy as it is written on the command line (``name:k=v``)."""
     from labelq.policies import PolicySpec
     return str(PolicySpec.from_json(policy))

@@ -6,6 +6,7 @@ import csv
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
@@ -13,13 +14,17 @@ from labelq.errors import FileFormatError, InputError
 
 from ._common import LazyChoice, output_option
 
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
 
 def _methods() -> list[str]:
     from labelq.aggregation import AGGREGATORS
     return list(AGGREGATORS)
 
 
-def _read_weights(path: str, workers: list[str]):
+def _read_weights(path: str, workers: list[str]) -> npt.NDArray[np.float64]:
     """``worker,weight`` CSV -> per-worker weights (workers not listed get weight 0)."""
     import numpy as np
 
@@ -55,7 +60,9 @@ def _read_weights(path: str, workers: list[str]):
 @click.option("--out", type=click.Path(dir_okay=False),
               help="write the per-task CSV to this file (default: stdout)")
 @output_option("csv", "json")
-def aggregate_cmd(labels, method, categories, truth, weights, gold, out, output):
+def aggregate_cmd(labels: str, method: str, categories: str | None, truth: str | None,
+                  weights: str | None, gold: bool, out: str | None,
+                  output: Literal["csv", "json"]) -> None:
     """Aggregate LABELS.csv (columns task,worker,label) into one label per task.
 
     Writes task, label (original value), confidence, p_<class> per class and n_labels as
@@ -67,7 +74,12 @@ def aggregate_cmd(labels, method, categories, truth, weights, gold, out, output)
     """
     import numpy as np
 
-    from labelq.aggregation import aggregate, expected_accuracy, krippendorff_alpha
+    from labelq.aggregation import (
+        AutoAggregator,
+        aggregate,
+        expected_accuracy,
+        krippendorff_alpha,
+    )
     from labelq.datasets import read_labels
 
     as_json = output == "json"
@@ -101,7 +113,7 @@ def aggregate_cmd(labels, method, categories, truth, weights, gold, out, output)
     ties = int(np.sum(known & (top.sum(axis=1) > 1)))
     accuracy = expected_accuracy(result.probas_, data.truth) if known.any() else None
     if as_json:
-        summary = {
+        summary: dict[str, Any] = {
             "method": method, "chosen": getattr(result, "method_", method),
             "reason": getattr(result, "reason_", None), "file": str(labels),
             "n_tasks": data.n_tasks,
@@ -114,7 +126,8 @@ def aggregate_cmd(labels, method, categories, truth, weights, gold, out, output)
             "n_truth": int(known.sum()), "accuracy": accuracy, "ties_with_truth": ties,
             "out": out,
         }
-        if hasattr(result, "accuracy_"):  # auto: its estimate, interval and disagreement
+        if isinstance(result, AutoAggregator):  # its estimate, interval and disagreement
+            # (not hasattr(result, "accuracy_"): shrunk's accuracy_ is its workers')
             summary["accuracy_estimate"] = result.accuracy_.as_dict()
             summary["disagreement"] = result.disagreement_
         click.echo(json.dumps(summary, indent=2))
@@ -124,7 +137,7 @@ def aggregate_cmd(labels, method, categories, truth, weights, gold, out, output)
                    err=not out)
 
 
-def _nan_to_none(x: float):
+def _nan_to_none(x: float) -> float | None:
     return None if x != x else x
 
 

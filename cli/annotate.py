@@ -16,7 +16,15 @@ import click
 
 from labelq.errors import Conflict, Forbidden, InputError, LabelqError, NotFound, ServiceUnavailable
 
-from ._common import OUTPUT_OPTION, emit, emit_next, emit_nothing, emit_record, emit_submission
+from ._common import (
+    OUTPUT_OPTION,
+    Output,
+    emit,
+    emit_next,
+    emit_nothing,
+    emit_record,
+    emit_submission,
+)
 
 _BY_STATUS = {401: Forbidden, 403: Forbidden, 404: NotFound, 409: Conflict, 410: Conflict,
               413: InputError, 422: InputError, 503: ServiceUnavailable}
@@ -40,7 +48,7 @@ def call(api_url: str, token: str, method: str, path: str,
         raise ServiceUnavailable(f"the labelq server at {api_url} does not answer: {exc}"
                                  ) from exc
     try:
-        data = r.json()
+        data: dict[str, Any] = r.json()
     except ValueError:
         data = {"message": r.text[:200]}
     if r.is_error:
@@ -58,7 +66,7 @@ def annotate() -> None:
 @TOKEN_OPTION
 @API_OPTION
 @OUTPUT_OPTION
-def next_(token: str, api_url: str, output: str) -> None:
+def next_(token: str, api_url: str, output: Output) -> None:
     """Get your next assignment (its id, the task payload and the label set)."""
     out = call(api_url, token, "POST", "/assignments/next")
     emit_next(out["assignment"], out.get("message") or "no task for you now", output)
@@ -68,7 +76,7 @@ def next_(token: str, api_url: str, output: str) -> None:
 @TOKEN_OPTION
 @API_OPTION
 @OUTPUT_OPTION
-def current(token: str, api_url: str, output: str) -> None:
+def current(token: str, api_url: str, output: Output) -> None:
     """The assignments you hold now (issued, not yet answered, declined or expired), without
     taking a new one; `next` would return the same one again."""
     held = call(api_url, token, "GET", "/assignments/current")["assignments"]
@@ -99,7 +107,7 @@ def current(token: str, api_url: str, output: str) -> None:
               help="Also take your next assignment, in the same request (printed after "
                    "the submission; with -o json, as its `next` field, null when there is "
                    "none; on stderr why there is none).")
-def submit(assignment: str, label: str, token: str, api_url: str, output: str,
+def submit(assignment: str, label: str, token: str, api_url: str, output: Output,
            then_next: bool) -> None:
     """Answer ASSIGNMENT with LABEL (safe to repeat)."""
     path = f"/assignments/{assignment}/label" + ("?next=true" if then_next else "")
@@ -114,7 +122,7 @@ def submit(assignment: str, label: str, token: str, api_url: str, output: str,
 @TOKEN_OPTION
 @API_OPTION
 @OUTPUT_OPTION
-def decline(assignment: str, token: str, api_url: str, output: str) -> None:
+def decline(assignment: str, token: str, api_url: str, output: Output) -> None:
     """Give ASSIGNMENT back to the pool."""
     emit_record(call(api_url, token, "POST", f"/assignments/{assignment}/decline"), output)
 
@@ -123,7 +131,7 @@ def decline(assignment: str, token: str, api_url: str, output: str) -> None:
 @TOKEN_OPTION
 @API_OPTION
 @OUTPUT_OPTION
-def progress(token: str, api_url: str, output: str) -> None:
+def progress(token: str, api_url: str, output: Output) -> None:
     """Your labels, gold results and remaining capacity."""
     out = call(api_url, token, "GET", "/me/progress")
     if output == "json":  # the API's answer, gold nested as there

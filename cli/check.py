@@ -2,11 +2,30 @@
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 import click
 
 from labelq.record.settings import load_settings
 
-from ._common import DB_OPTION, OUTPUT_OPTION, REDIS_OPTION, emit
+from ._common import DB_OPTION, OUTPUT_OPTION, REDIS_OPTION, Output, emit
+
+
+class _Check(TypedDict):
+    """One row of ``labelq check``."""
+
+    check: str
+    ok: bool
+    detail: str
+
+
+class _KeysCheck(_Check, total=False):
+    """The Redis keys' row (without the counts when Redis could not be scanned)."""
+
+    database: str | None
+    keys: int
+    other_databases: list[dict[str, str | int]]
+    legacy_keys: int
 
 
 def _database(url: str) -> tuple[bool, str]:
@@ -21,8 +40,9 @@ def _database(url: str) -> tuple[bool, str]:
         parsed = make_url(url)
     except Exception as exc:  # noqa: BLE001
         return False, f"{shown}: {exc}"
-    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:") \
-            and not Path(parsed.database).exists():
+    file = parsed.database
+    if parsed.get_backend_name() == "sqlite" and file and file != ":memory:" \
+            and not Path(file).exists():
         return False, f"{shown}: no such database file (run labelq init)"  # (not created here)
     try:
         eng = engine_for(url)
@@ -54,7 +74,7 @@ def _redis(url: str) -> tuple[bool, str]:
     return True, f"{url} (Redis {info.get('redis_version', '?')})"
 
 
-def _keys(rd: str, db: str) -> dict:
+def _keys(rd: str, db: str) -> _KeysCheck:
     """The hot state's keys on this Redis database, by the SQL database they belong to
     (``labelq.live.redis.keys.parse_key``): this one's, other databases' (counted and
     named, never touched) and keys of a labelq before keys named their database."""
@@ -114,7 +134,8 @@ def _workers(url: str, timeout: float) -> tuple[bool, str]:
 @click.option("--timeout", type=float, default=2.0, show_default=True,
               help="Seconds to wait for Celery workers to answer.")
 @OUTPUT_OPTION
-def check(database_url, redis_url, timeout, output):
+def check(database_url: str | None, redis_url: str | None, timeout: float,
+          output: Output) -> None:
     """Check that this deployment can run: the database (and its schema), Redis, and a
     Celery worker answering on the broker (without one, labels are recorded but never
     applied). Exit code 9 when a check fails."""
@@ -125,7 +146,7 @@ def check(database_url, redis_url, timeout, output):
     location = locate(database_url)  # where every other command would look
     db = Settings(database_url=location.url).sqlalchemy_url
     rd = redis_url or settings.redis_url
-    rows = []
+    rows: list[_Check] = []
     for what, (ok, detail) in (("database", _database(db)), ("redis", _redis(rd))):
         rows.append({"check": what, "ok": ok, "detail": detail})
     rows[0]["detail"] = f"{rows[0]['detail']} (from {location.source})"

@@ -27,9 +27,21 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
 import click
+
+from ._common import stored_id
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+    import redis
+    from sqlalchemy.engine import Engine
+
+    from labelq.simulate.workers import WorkerPool
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -37,10 +49,11 @@ ROOT = Path(__file__).resolve().parent.parent
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
-def _redis(url: str | None):
+def _redis(url: str | None) -> tuple[redis.Redis, str, _Stop | None]:
     """(client, url, server or None): the configured Redis, else an embedded one."""
     import redis
     if url:
@@ -79,12 +92,17 @@ def _redis(url: str | None):
     server = TcpFakeServer(("127.0.0.1", port), server_type="redis")
     threading.Thread(target=server.serve_forever, daemon=True).start()
     click.echo(f"Running on an embedded in-process Redis (fakeredis) at {url}.")
-    return redis.Redis.from_url(url), url, _Stop(lambda: (server.shutdown(),
-                                                          server.server_close()))
+
+    def stop() -> None:
+        server.shutdown()
+        server.server_close()
+    return redis.Redis.from_url(url), url, _Stop(stop)
 
 
 class _Stop:
-    def __init__(self, fn) -> None:
+    """How to stop the Redis the demo started (``shutdown()``)."""
+
+    def __init__(self, fn: Callable[[], object]) -> None:
         self.shutdown = fn
 
 
@@ -95,11 +113,21 @@ GOLD_SCHEDULE = "onboarding:n=6,rate=0.1,half_life=400,floor=0.05,suspect=0.5,su
 # confidence 0.99 is the 1 % false-pause target (issue 34; the posterior rule at 0.95 pauses
 # 18 % of annotators exactly at the bar within the 40 gold questions, docs/gold.md). min_gold
 # plays no part in that bound.
-QUALITY = {"threshold": 0.6, "min_gold": 8, "confidence": 0.99, "rule": "sequential"}
+class _Quality(TypedDict):
+    """The demo project's quality rule (``project create --quality``)."""
+
+    threshold: float
+    min_gold: int
+    confidence: float
+    rule: str
+
+
+QUALITY = _Quality(threshold=0.6, min_gold=8, confidence=0.99, rule="sequential")
 CARELESS_ACCURACY = 0.35
 
 
-def _pool(n_workers: int, n_careless: int, n_categories: int, rng):
+def _pool(n_workers: int, n_careless: int, n_categories: int,
+          rng: np.random.Generator) -> WorkerPool:
     """Skilled annotators: accuracy U(0.65, 0.95) in each category; the last ``n_careless``
     ones answer correctly with probability ``CARELESS_ACCURACY`` (they misread the guide)."""
     from labelq.simulate.workers import WorkerPool, accuracy_tensor
@@ -109,8 +137,22 @@ def _pool(n_workers: int, n_careless: int, n_categories: int, rng):
     return WorkerPool(accuracy_tensor(acc, 2))
 
 
-def _setup(db_url, *, n_tasks, n_gold, n_workers, n_categories, max_labels, budget,
-           policy, gold_schedule, rng):
+class _Setup(NamedTuple):
+    """The demo's project as made: its engine, id, label set, and each task's true
+    answer (an index into ``labels``) and category (an index), gold tasks last."""
+
+    engine: Engine
+    project_id: int
+    labels: list[str]
+    truth: npt.NDArray[np.int64]
+    categories: npt.NDArray[np.int64]
+
+
+def _setup(db_url: str, *, n_tasks: int, n_gold: int, n_workers: int, n_categories: int,
+           max_labels: int, budget: float, policy: str, gold_schedule: str,
+           rng: np.random.Generator) -> _Setup:
+    from sqlalchemy import insert
+
     from labelq.record.db import engine_for, init_schema, session_scope
     from labelq.record.models import Task
     from labelq.record.projects import create_project, enroll_worker
@@ -122,18 +164,19 @@ def _setup(db_url, *, n_tasks, n_gold, n_workers, n_categories, max_labels, budg
     cats = rng.integers(n_categories, size=n_tasks + n_gold)
     with session_scope(eng) as s:
         p = create_project(s, "demo", labels, policy=policy, max_labels=max_labels,
-                           budget=budget, gold_schedule=gold_schedule, quality=QUALITY)
-        s.connection().execute(Task.__table__.insert(), [
-            {"project_id": p.id, "seq": i, "external_id": f"{'g' if i >= n_tasks else 't'}{i}",
+                           budget=budget, gold_schedule=gold_schedule, quality=dict(QUALITY))
+        pid = stored_id(p)
+        s.connection().execute(insert(Task), [
+            {"project_id": pid, "seq": i, "external_id": f"{'g' if i >= n_tasks else 't'}{i}",
              "category": f"c{cats[i]}", "payload": {"text": f"item {i}"},
              "is_gold": i >= n_tasks, "gold_answer": labels[truth[i]] if i >= n_tasks else None}
             for i in range(n_tasks + n_gold)])
         for j in range(n_workers):
             enroll_worker(s, p, f"demo-{uuid.uuid4().hex[:6]}-{j}")
-        return eng, p.id, labels, truth, cats
+        return _Setup(eng, pid, labels, truth, cats)
 
 
-def _start_celery(env: dict, log: Path) -> subprocess.Popen:
+def _start_celery(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "workers.main", "worker", "-c", "1",
          "-Q", env["LABELQ_CELERY_QUEUE"], "--loglevel", "info", "--without-gossip",
@@ -174,8 +217,9 @@ def _start_celery(env: dict, log: Path) -> subprocess.Popen:
                    "and the exports.")
 @click.option("--redis-url", envvar="LABELQ_REDIS_URL", default=None,
               help="Redis to use [env: LABELQ_REDIS_URL]; embedded when absent/unreachable.")
-def demo_cmd(n_tasks, n_gold, n_workers, n_careless, n_categories, labels_per_task, policy,
-             seed, gold_schedule, out, keep, redis_url) -> None:
+def demo_cmd(n_tasks: int, n_gold: int, n_workers: int, n_careless: int, n_categories: int,
+             labels_per_task: float, policy: str, seed: int, gold_schedule: str,
+             out: Path | None, keep: bool, redis_url: str | None) -> None:
     """Run the live pipeline end to end on a synthetic project and report its accuracy.
 
     Works in a temporary folder, deleted at the end unless --keep (or --out DIR); a kept
@@ -213,12 +257,12 @@ def demo_cmd(n_tasks, n_gold, n_workers, n_careless, n_categories, labels_per_ta
             shutil.rmtree(out, ignore_errors=True)
 
 
-def _demo(out: Path, temporary: bool, *, n_tasks, n_gold, n_workers, n_careless,
-          n_categories, labels_per_task, policy, seed, gold_schedule, redis_url,
-          t0) -> None:
+def _demo(out: Path, temporary: bool, *, n_tasks: int, n_gold: int, n_workers: int,
+          n_careless: int, n_categories: int, labels_per_task: float, policy: str, seed: int,
+          gold_schedule: str, redis_url: str | None, t0: float) -> None:
     import numpy as np
     from sqlalchemy import func
-    from sqlmodel import select
+    from sqlmodel import col, select
 
     from labelq.errors import BudgetExhausted, Forbidden
     from labelq.live.rebuild import delete_hot
@@ -301,7 +345,7 @@ def _demo(out: Path, temporary: bool, *, n_tasks, n_gold, n_workers, n_careless,
         while time.monotonic() < deadline:
             with session_scope(eng) as s:
                 left = s.exec(select(func.count()).select_from(Label).where(
-                    Label.project_id == pid, Label.applied_seq.is_(None))).one()
+                    Label.project_id == pid, col(Label.applied_seq).is_(None))).one()
             if left == 0:
                 break
             time.sleep(0.2)
@@ -346,20 +390,23 @@ def _evidence_text() -> str:
             f"{QUALITY['threshold']}")
 
 
-def _tie_score(row: dict, truth: str, labels: list[str]) -> float:
+def _tie_score(row: dict[str, Any], truth: str, labels: list[str]) -> float:
     """1/k if the truth is among the row's k top classes (a uniform tie break), else 0."""
     p = [row[f"p_{c}"] for c in labels]
     top = [c for c, v in zip(labels, p, strict=True) if v >= max(p) - 1e-9]
     return 1.0 / len(top) if truth in top else 0.0
 
 
-def _report(eng, pid, n_tasks, accuracy, policy, truth, labels, out: Path,
+def _report(eng: Engine, pid: int, n_tasks: int, accuracy: npt.NDArray[np.float64],
+            policy: str, truth: npt.NDArray[np.int64], labels: list[str], out: Path,
             write: bool = True, careless_seqs: tuple[int, ...] = ()) -> None:
     """Export as ``labelq export demo`` and ``labelq export demo --raw`` do (when the folder
     is kept) and score each aggregation against the truth."""
     from sqlalchemy import case, func
-    from sqlmodel import select
+    from sqlmodel import col, select
 
+    from labelq.aggregation import AutoAggregator
+    from labelq.errors import NotFound
     from labelq.exporting import (
         aggregate_project,
         aggregated_rows,
@@ -375,19 +422,23 @@ def _report(eng, pid, n_tasks, accuracy, policy, truth, labels, out: Path,
     truth_of = {f"t{i}": labels[truth[i]] for i in range(n_tasks)}
     with session_scope(eng) as s:
         project = s.get(Project, pid)
+        if project is None:
+            raise NotFound(f"no project {pid} in {eng.url}")
         n_raw, n_gold_answers = s.exec(
-            select(func.count(), func.coalesce(func.sum(case((Label.is_gold, 1), else_=0)), 0))
+            select(func.count(),
+                   func.coalesce(func.sum(case((col(Label.is_gold), 1), else_=0)), 0))
             .where(Label.project_id == pid)).one()
         workers = s.exec(select(Worker.seq, Worker.status).where(Worker.project_id == pid)
                          .order_by(Worker.seq)).all()
         from labelq.record.models import Task
         gold = {seq: (int(n), int(right or 0)) for seq, n, right in s.exec(
             select(Worker.seq, func.count(),
-                   func.sum(case((Label.value == Task.gold_answer, 1), else_=0)))
-            .join(Label, Label.worker_id == Worker.id).join(Task, Task.id == Label.task_id)
-            .where(Label.project_id == pid, Label.is_gold.is_(True))
+                   func.sum(case((col(Label.value) == col(Task.gold_answer), 1), else_=0)))
+            .join(Label, col(Label.worker_id) == col(Worker.id))
+            .join(Task, col(Task.id) == col(Label.task_id))
+            .where(Label.project_id == pid, col(Label.is_gold).is_(True))
             .group_by(Worker.seq)).all()}
-        scores = {}
+        scores: dict[tuple[str, bool], tuple[float, int]] = {}
         for method, exclude in (("policy", False), ("mv", False), ("ds", False),
                                 ("ds", True)):
             pl = load_project_labels(s, project, exclude_paused=exclude)
@@ -402,7 +453,8 @@ def _report(eng, pid, n_tasks, accuracy, policy, truth, labels, out: Path,
         exported = [r for r in aggregated_rows(pl, result) if r["n_labels"] > 0]
         export_acc = (sum(r["label"] == truth_of[r["task"]] for r in exported) / len(exported)
                       if exported else float("nan"))
-        estimate = getattr(result, "accuracy_", None)
+        # (auto's estimate of its accuracy: shrunk's accuracy_ is its workers')
+        estimate = result.accuracy_ if isinstance(result, AutoAggregator) else None
         if write:  # what `labelq export demo` and `labelq export demo --raw` write
             notes = [n for n in aggregation_notes(pl, project.aggregation, result) if n]
             with atomic_output(str(out / "answers.csv")) as fh:
@@ -426,7 +478,7 @@ def _report(eng, pid, n_tasks, accuracy, policy, truth, labels, out: Path,
     caught = [q for q in careless if q in paused]
     others = [q for q in paused if q not in careless]
 
-    def gold_of(q):
+    def gold_of(q: int) -> str:
         n, right = gold.get(q, (0, 0))
         return f"{right}/{n}"
     click.echo(f"Tasks labelled: {scores[('mv', False)][1]}/{n_tasks}. The gold quality rule "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
@@ -13,12 +14,19 @@ from ._common import (
     OUTPUT_OPTION,
     REDIS_OPTION,
     LazyChoice,
+    Output,
     OutputFormat,
     emit,
     emit_record,
     engine,
     redis_client,
 )
+
+if TYPE_CHECKING:
+    from redis import Redis
+
+# the file formats of an export
+ExportFormat = Literal["csv", "jsonl"]
 
 
 def _methods() -> tuple[str, ...]:
@@ -47,8 +55,9 @@ def _methods() -> tuple[str, ...]:
 @click.option("--wait", is_flag=True, help="With --background: show progress until done.")
 @DB_OPTION
 @REDIS_OPTION
-def export(name, method, fmt, out, raw, exclude_paused, background, wait, database_url,
-           redis_url):
+def export(name: str, method: str | None, fmt: ExportFormat, out: str, raw: bool,
+           exclude_paused: bool, background: bool, wait: bool, database_url: str | None,
+           redis_url: str | None) -> None:
     """Export project NAME: one row per task with the aggregated label, its confidence,
     per-class probabilities and the number of labels (gold questions are left out; a task
     with no label yet has an empty label); or, with --raw, every label."""
@@ -98,7 +107,8 @@ def export(name, method, fmt, out, raw, exclude_paused, background, wait, databa
                    "tasks); ds: also Dawid-Skene's answer from all the labels, for every task.")
 @DB_OPTION
 @OUTPUT_OPTION
-def export_dataset(name, directory, truth, database_url, output):
+def export_dataset(name: str, directory: str, truth: Literal["gold", "ds"],
+                   database_url: str | None, output: Output) -> None:
     """Write project NAME's labels as a data set folder DIRECTORY (labels.csv, truth.csv,
     task_types.csv) that `labelq simulate --data DIRECTORY` replays: which policy would have
     done best with these annotators?"""
@@ -117,8 +127,9 @@ def export_dataset(name, directory, truth, database_url, output):
                    "score; try --truth ds", err=True)
 
 
-def _export_background(name, method, fmt, out, raw, exclude_paused, wait, database_url,
-                       redis_url):
+def _export_background(name: str, method: str | None, fmt: ExportFormat, out: str, raw: bool,
+                       exclude_paused: bool, wait: bool, database_url: str | None,
+                       redis_url: str | None) -> None:
     from labelq.errors import InputError
     from labelq.jobs import create_export_job
     from labelq.record.db import session_scope
@@ -139,7 +150,7 @@ def _export_background(name, method, fmt, out, raw, exclude_paused, wait, databa
         _follow(redis, job_id)
 
 
-def _follow(redis, job_id: str, timeout: float = 3600) -> dict:
+def _follow(redis: Redis, job_id: str, timeout: float = 3600) -> dict[str, Any]:
     from labelq.errors import LabelqError
     from labelq.jobs import get_job
 
@@ -173,7 +184,7 @@ def _follow(redis, job_id: str, timeout: float = 3600) -> dict:
 @click.option("--wait", is_flag=True, help="Show progress until the job ends.")
 @REDIS_OPTION
 @OUTPUT_OPTION
-def job(job_id, wait, redis_url, output):
+def job(job_id: str, wait: bool, redis_url: str | None, output: Output) -> None:
     """Show the state and progress of export job JOB_ID."""
     from labelq.jobs import get_job, job_view
 
@@ -191,7 +202,7 @@ def job(job_id, wait, redis_url, output):
               help="Aggregate the per-worker table compares against (default: the project's).")
 @DB_OPTION
 @OUTPUT_OPTION
-def agreement(name, method, database_url, output):
+def agreement(name: str, method: str | None, database_url: str | None, output: Output) -> None:
     """Agreement in project NAME: Krippendorff's alpha, Fleiss' kappa and per-worker
     accuracy against gold and against the aggregate."""
     from labelq.exporting import aggregate_project, agreement_report, load_project_labels

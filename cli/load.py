@@ -3,12 +3,30 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING, Literal
 
 import click
 
 from labelq.errors import LabelqError
 
-from ._common import DB_OPTION, OUTPUT_OPTION, REDIS_OPTION, emit, emit_record, engine, redis_client
+from ._common import (
+    DB_OPTION,
+    OUTPUT_OPTION,
+    REDIS_OPTION,
+    Output,
+    emit,
+    emit_record,
+    engine,
+    redis_client,
+    stored_id,
+)
+
+if TYPE_CHECKING:
+    from click._termui_impl import ProgressBar  # (what click.progressbar returns)
+    from redis import Redis
+
+# a task file's format (None: from its extension)
+FileFormat = Literal["csv", "jsonl"]
 
 FORMAT_OPTION = click.option("--format", "fmt", type=click.Choice(["csv", "jsonl"]),
                              default=None, help="File format (default: from the extension).")
@@ -18,7 +36,8 @@ class _Progress:
     """A progress bar on stderr, opened on the first report (when the total is known)."""
 
     def __init__(self, label: str) -> None:
-        self.label, self.bar, self.done = label, None, 0
+        self.label, self.done = label, 0
+        self.bar: ProgressBar[int] | None = None
 
     def __call__(self, written: int, total: int) -> None:
         if self.bar is None:
@@ -33,7 +52,8 @@ class _Progress:
             self.bar.__exit__(None, None, None)
 
 
-def _load(name, file, fmt, database_url, gold: bool, output: str = "table") -> None:
+def _load(name: str, file: str, fmt: FileFormat | None, database_url: str | None, gold: bool,
+          output: Output = "table") -> None:
     from labelq.record.db import session_scope
     from labelq.record.loading import load_tasks
     from labelq.record.projects import get_project
@@ -57,7 +77,7 @@ def _load(name, file, fmt, database_url, gold: bool, output: str = "table") -> N
 
 
 @click.group()
-def tasks():
+def tasks() -> None:
     """Load tasks to be labeled."""
 
 
@@ -67,7 +87,8 @@ def tasks():
 @FORMAT_OPTION
 @DB_OPTION
 @OUTPUT_OPTION
-def tasks_load(name, file, fmt, database_url, output):
+def tasks_load(name: str, file: str, fmt: FileFormat | None, database_url: str | None,
+               output: Output) -> None:
     """Load tasks from FILE (CSV or JSONL with `id`, optional `category`, any payload
     fields) into project NAME. All or nothing; ids already present are skipped."""
     _load(name, file, fmt, database_url, gold=False, output=output)
@@ -78,7 +99,7 @@ def tasks_load(name, file, fmt, database_url, output):
 @click.argument("task_id")
 @DB_OPTION
 @OUTPUT_OPTION
-def tasks_show(name, task_id, database_url, output):
+def tasks_show(name: str, task_id: str, database_url: str | None, output: Output) -> None:
     """Show task TASK_ID of project NAME (gold questions too): category, payload, gold
     answer, and every label with its worker, time and assignment."""
     from labelq.record.db import session_scope
@@ -100,7 +121,7 @@ def tasks_show(name, task_id, database_url, output):
 
 
 @click.group()
-def gold():
+def gold() -> None:
     """Gold questions (tasks whose answer is known): load them, mark loaded tasks as gold,
     correct an answer."""
 
@@ -111,7 +132,8 @@ def gold():
 @FORMAT_OPTION
 @DB_OPTION
 @OUTPUT_OPTION
-def gold_load(name, file, fmt, database_url, output):
+def gold_load(name: str, file: str, fmt: FileFormat | None, database_url: str | None,
+              output: Output) -> None:
     """Load gold questions from FILE (as for tasks, plus `answer`, which must be in the
     project's label set) into project NAME."""
     _load(name, file, fmt, database_url, gold=True, output=output)
@@ -124,7 +146,8 @@ def gold_load(name, file, fmt, database_url, output):
 @DB_OPTION
 @REDIS_OPTION
 @OUTPUT_OPTION
-def gold_correct(name, task_id, answer, database_url, redis_url, output):
+def gold_correct(name: str, task_id: str, answer: str, database_url: str | None,
+                 redis_url: str | None, output: Output) -> None:
     """Set the answer of gold question TASK_ID in project NAME to ANSWER, when the one
     loaded was wrong: the annotators' gold scores and exports follow at once, running
     policies fold their state again, and paused annotators the corrected scores no longer
@@ -140,10 +163,10 @@ def gold_correct(name, task_id, answer, database_url, redis_url, output):
     with session_scope(engine(database_url)) as s:
         project = get_project(s, name)
         out = correct_gold(s, project, task_id, answer)
-        pid = project.id
+        pid = stored_id(project)
         paused = dict(s.exec(select(Worker.seq, Worker.handle).where(
             Worker.project_id == pid, Worker.status == "paused")).all())
-        cleared = []
+        cleared: list[str] = []
         if project.quality and paused:
             still = set(flagged(s, project, list(paused), load_view(s, project).categories))
             cleared = [h for seq, h in paused.items() if seq not in still]
@@ -177,7 +200,9 @@ def gold_correct(name, task_id, answer, database_url, redis_url, output):
 @DB_OPTION
 @REDIS_OPTION
 @OUTPUT_OPTION
-def gold_mark(name, task_id, answer, file, fmt, database_url, redis_url, output):
+def gold_mark(name: str, task_id: str | None, answer: str | None, file: str | None,
+              fmt: FileFormat | None, database_url: str | None, redis_url: str | None,
+              output: Output) -> None:
     """Make tasks of project NAME gold questions with known answers (an expert's review):
     TASK_ID ANSWER, or every row of --file. Their labels become gold answers that score the
     annotators who gave them (the quality rule judges them at once), they are served as
@@ -189,15 +214,17 @@ def gold_mark(name, task_id, answer, file, fmt, database_url, redis_url, output)
     from labelq.record.db import session_scope
     from labelq.record.projects import GoldMark, get_project, read_gold_marks
 
-    if (file is None) == (task_id is None) or (task_id is None) != (answer is None):
-        raise click.UsageError("give TASK_ID ANSWER, or --file FILE (not both)")
-    eng = engine(database_url)
-    if file is not None:
+    if file is not None and task_id is None and answer is None:
+        eng = engine(database_url)
         click.echo(f"validating {file} ...", err=True)
         with session_scope(eng) as s:
             marks = read_gold_marks(file, get_project(s, name), fmt)
-    else:
+    elif file is None and task_id is not None and answer is not None:
+        eng = engine(database_url)
         marks = [GoldMark(task_id, answer)]
+    else:
+        raise click.UsageError("give TASK_ID ANSWER, or --file FILE (not both)")
+    redis: Redis | None
     try:
         redis = redis_client(redis_url)
     except LabelqError as exc:
@@ -230,7 +257,8 @@ def gold_mark(name, task_id, answer, file, fmt, database_url, redis_url, output)
                    "atomically, instead of printing them.")
 @DB_OPTION
 @OUTPUT_OPTION
-def gold_suggest(name, n, seed, out, database_url, output):
+def gold_suggest(name: str, n: int, seed: int, out: str | None, database_url: str | None,
+                 output: Output) -> None:
     """The loaded tasks of project NAME (labelled, not gold yet) whose expert answer would
     teach the most: where the candidate aggregations (mv, wmv, onecoin, ds, ds-category)
     disagree and where the workers who label the most split, spread over the workers

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
@@ -12,22 +13,28 @@ from ._common import (
     DB_OPTION,
     OUTPUT_OPTION,
     REDIS_OPTION,
+    Command,
+    Output,
     emit_next,
     emit_record,
     emit_submission,
     engine,
     redis_client,
+    stored_id,
 )
+
+if TYPE_CHECKING:
+    from labelq.service import Service
 
 TOKEN_OPTION = click.option(
     "--token", envvar="LABELQ_TOKEN", required=True,
     help="The annotator's token (printed at enrollment) [env: LABELQ_TOKEN].")
 
 
-def check_token(handle: str, token: str, database_url=None) -> list[str]:
+def check_token(handle: str, token: str, database_url: str | None = None) -> list[str]:
     """The token must be HANDLE's own: an annotator acts only as themselves. Returns the
     label set of their project."""
-    from labelq.errors import Forbidden
+    from labelq.errors import Forbidden, NotFound
     from labelq.record.db import session_scope
     from labelq.record.models import Project
     from labelq.record.projects import worker_by_token
@@ -39,10 +46,13 @@ def check_token(handle: str, token: str, database_url=None) -> list[str]:
         if worker.status == "removed":  # as the API answers
             raise Forbidden(f"worker {handle!r} has been removed from the project",
                             worker=handle)
-        return list(s.get(Project, worker.project_id).labels)
+        project = s.get(Project, worker.project_id)
+        if project is None:  # (a worker's project is kept while the worker is)
+            raise NotFound(f"worker {handle!r} has no project", worker=handle)
+        return list(project.labels)
 
 
-def service(database_url=None, redis_url=None):
+def service(database_url: str | None = None, redis_url: str | None = None) -> Service:
     from labelq.record.db import database_id
     from labelq.record.settings import load_settings
     from labelq.service import Service
@@ -58,7 +68,7 @@ def service(database_url=None, redis_url=None):
                    notify=notify_for(database_id(eng)))
 
 
-def _worker_options(f):
+def _worker_options(f: Command) -> Command:
     f = click.option("--loglevel", default="info", show_default=True)(f)
     f = click.option("--beat/--no-beat", default=True, show_default=True,
                      help="Also run the periodic upkeep (lease expiry, new tasks).")(f)
@@ -94,7 +104,7 @@ def worker_cmd(concurrency: int, beat: bool, loglevel: str) -> None:
 @click.command("worker")
 @_worker_options
 @click.pass_context
-def worker_alias(ctx, concurrency: int, beat: bool, loglevel: str) -> None:
+def worker_alias(ctx: click.Context, concurrency: int, beat: bool, loglevel: str) -> None:
     """The same as `labelq run-worker` (its earlier name; annotators are `labelq workers`)."""
     ctx.invoke(worker_cmd, concurrency=concurrency, beat=beat, loglevel=loglevel)
 
@@ -104,7 +114,8 @@ def worker_alias(ctx, concurrency: int, beat: bool, loglevel: str) -> None:
 @DB_OPTION
 @REDIS_OPTION
 @OUTPUT_OPTION
-def rebuild_cmd(name: str, database_url, redis_url, output: str) -> None:
+def rebuild_cmd(name: str, database_url: str | None, redis_url: str | None,
+                output: Output) -> None:
     """Reconstruct all Redis state of project NAME from SQL (after a flush)."""
     from labelq.live.rebuild import rebuild_project
     from labelq.record.db import session_scope
@@ -112,7 +123,7 @@ def rebuild_cmd(name: str, database_url, redis_url, output: str) -> None:
 
     eng = engine(database_url)
     with session_scope(eng) as session:
-        pid = get_project(session, name).id
+        pid = stored_id(get_project(session, name))
     r = redis_client(redis_url)
     emit_record(rebuild_project(eng, r, pid), output)
     from labelq.record.db import database_id
@@ -126,7 +137,8 @@ def rebuild_cmd(name: str, database_url, redis_url, output: str) -> None:
 @DB_OPTION
 @REDIS_OPTION
 @OUTPUT_OPTION
-def next_cmd(handle: str, token: str, database_url, redis_url, output: str) -> None:
+def next_cmd(handle: str, token: str, database_url: str | None, redis_url: str | None,
+             output: Output) -> None:
     """Issue the next assignment to worker HANDLE."""
     labels = check_token(handle, token, database_url)
     svc = service(database_url, redis_url)
@@ -147,8 +159,9 @@ def next_cmd(handle: str, token: str, database_url, redis_url, output: str) -> N
               help="Also issue HANDLE's next assignment (printed after the submission; "
                    "with -o json, as its `next` field, null when there is none; on stderr "
                    "why there is none), as 'labelq annotate submit --next' does.")
-def submit_cmd(handle: str, assignment: str, label: str, token: str, database_url, redis_url,
-               output: str, then_next: bool) -> None:
+def submit_cmd(handle: str, assignment: str, label: str, token: str,
+               database_url: str | None, redis_url: str | None, output: Output,
+               then_next: bool) -> None:
     """Record LABEL for ASSIGNMENT issued to worker HANDLE (durable before it answers)."""
     labels = check_token(handle, token, database_url)
     svc = service(database_url, redis_url)
@@ -166,8 +179,8 @@ def submit_cmd(handle: str, assignment: str, label: str, token: str, database_ur
 @DB_OPTION
 @REDIS_OPTION
 @OUTPUT_OPTION
-def decline_cmd(handle: str, assignment: str, token: str, database_url, redis_url,
-                output: str) -> None:
+def decline_cmd(handle: str, assignment: str, token: str, database_url: str | None,
+                redis_url: str | None, output: Output) -> None:
     """Give ASSIGNMENT back; the task returns to the pool."""
     check_token(handle, token, database_url)
     emit_record(service(database_url, redis_url).decline(handle, assignment), output)

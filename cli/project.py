@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import click
 
@@ -10,13 +11,18 @@ from ._common import (
     DB_OPTION,
     OUTPUT_OPTION,
     REDIS_OPTION,
+    Output,
     emit,
     emit_record,
     engine,
     init_engine,
     redis_client,
     spec_text,
+    stored_id,
 )
+
+if TYPE_CHECKING:
+    from labelq.record.models import Project
 
 GOLD_OPTION = click.option(
     "--gold-schedule", default=None,
@@ -46,7 +52,7 @@ LABEL_NAMES_OPTION = click.option(
               help="Make ./labelq.db and a ./labelq.toml naming it: every labelq command run "
                    "in this folder or below then uses it.")
 @OUTPUT_OPTION
-def init(database_url, here, output):
+def init(database_url: str | None, here: bool, output: Output) -> None:
     """Create the database and its schema — the only command that does (safe to repeat;
     on a database of an earlier labelq, adds the columns added since and its identity).
 
@@ -73,17 +79,33 @@ def init(database_url, here, output):
 
 
 @click.group()
-def project():
+def project() -> None:
     """Create and inspect projects."""
 
 
-def _project_row(p, full: bool = False) -> dict:
+class ProjectRow(TypedDict):
+    """A project as ``project create|update|list|show`` print it."""
+
+    name: str
+    labels: list[str]
+    label_names: dict[str, str] | None
+    instructions: str | None
+    policy: str
+    budget: float | None
+    max_labels: int | None
+    aggregation: str
+    gold_schedule: str | None
+    quality: dict[str, Any] | None
+    created: str
+
+
+def _project_row(p: Project, full: bool = False) -> ProjectRow:
     """A project as the commands print it; ``full``: the instructions whole (else their
     first line, cut at 60 characters)."""
     text = p.instructions
     if text and not full:
         first = text.splitlines()[0]
-        text = first[:60] + ("…" if len(first) > 60 or "\n" in p.instructions else "")
+        text = first[:60] + ("…" if len(first) > 60 or "\n" in text else "")
     return {"name": p.name, "labels": p.labels, "label_names": p.label_names or None,
             "instructions": text, "policy": spec_text(p.policy),
             "budget": p.budget, "max_labels": p.max_labels, "aggregation": p.aggregation,
@@ -108,8 +130,10 @@ def _project_row(p, full: bool = False) -> dict:
 @LABEL_NAMES_OPTION
 @DB_OPTION
 @OUTPUT_OPTION
-def create(name, labels, policy, budget, max_labels, aggregation, gold_schedule, quality,
-           instructions, label_names, database_url, output):
+def create(name: str, labels: str, policy: str, budget: float | None, max_labels: int | None,
+           aggregation: str | None, gold_schedule: str | None, quality: str | None,
+           instructions: str | None, label_names: str | None, database_url: str | None,
+           output: Output) -> None:
     """Create project NAME."""
     from labelq.record.db import session_scope
     from labelq.record.projects import create_project, read_instructions
@@ -134,8 +158,9 @@ def create(name, labels, policy, budget, max_labels, aggregation, gold_schedule,
 @LABEL_NAMES_OPTION
 @DB_OPTION
 @OUTPUT_OPTION
-def update(name, budget, max_labels, aggregation, gold_schedule, quality, instructions,
-           label_names, database_url, output):
+def update(name: str, budget: float | None, max_labels: int | None, aggregation: str | None,
+           gold_schedule: str | None, quality: str | None, instructions: str | None,
+           label_names: str | None, database_url: str | None, output: Output) -> None:
     """Change settings of project NAME (the policy stays: create a new project to change it).
     Instructions and label names reach the labeling page at an annotator's next sign-in
     or reload."""
@@ -157,7 +182,7 @@ def update(name, budget, max_labels, aggregation, gold_schedule, quality, instru
 @project.command("list")
 @DB_OPTION
 @OUTPUT_OPTION
-def list_(database_url, output):
+def list_(database_url: str | None, output: Output) -> None:
     """List projects."""
     from labelq.record.db import session_scope
     from labelq.record.projects import list_projects
@@ -169,7 +194,7 @@ def list_(database_url, output):
 @click.argument("name")
 @DB_OPTION
 @OUTPUT_OPTION
-def show(name, database_url, output):
+def show(name: str, database_url: str | None, output: Output) -> None:
     """Show project NAME."""
     from labelq.record.db import session_scope
     from labelq.record.projects import get_project
@@ -183,7 +208,8 @@ def show(name, database_url, output):
 @DB_OPTION
 @REDIS_OPTION
 @OUTPUT_OPTION
-def delete(name, yes, database_url, redis_url, output):
+def delete(name: str, yes: bool, database_url: str | None, redis_url: str | None,
+           output: Output) -> None:
     """Delete project NAME with its tasks, gold, annotators (their tokens stop working) and
     labels — export first what you want to keep. Stop its annotators' traffic first."""
     from labelq.record.db import session_scope
@@ -192,7 +218,7 @@ def delete(name, yes, database_url, redis_url, output):
     eng = engine(database_url)
     with session_scope(eng) as s:
         p = get_project(s, name)
-        pid, counts = p.id, project_counts(s, p)
+        pid, counts = stored_id(p), project_counts(s, p)
     what = ", ".join(f"{k}: {n}" for k, n in counts.items())
     if not yes:
         raise click.UsageError(f"this would delete project {name!r} with {what}; "

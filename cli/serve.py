@@ -2,9 +2,30 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Literal, TypedDict
+
 import click
 
 from labelq.record.settings import load_settings
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from labelq.record.settings import Settings
+
+LogLevel = Literal["critical", "error", "warning", "info", "debug"]
+
+
+class _ServerOptions(TypedDict):
+    """What ``serve`` passes to ``uvicorn.run``, with one process or several."""
+
+    host: str
+    port: int
+    log_level: LogLevel
+    proxy_headers: bool
+    server_header: bool
+    timeout_graceful_shutdown: int
+    access_log: bool
 
 
 @click.command("serve")
@@ -18,7 +39,7 @@ from labelq.record.settings import load_settings
               envvar="LABELQ_API_WORKERS",
               help="API processes sharing the port; about one per core, since each spends "
                    "about half a millisecond of CPU per label (docs/benchmarks.md) [env: LABELQ_API_WORKERS].")
-def serve(host: str, port: int, log_level: str, workers: int) -> None:
+def serve(host: str, port: int, log_level: LogLevel, workers: int) -> None:
     """Serve the annotator and operator API, the labeling page at /label and the
     operator's dashboard at /dashboard.
 
@@ -42,16 +63,16 @@ def serve(host: str, port: int, log_level: str, workers: int) -> None:
                f"http://{shown}:{port}/docs · labels are applied by 'labelq run-worker'", err=True)
     # the access log's lines are INFO: below that level they are dropped, so uvicorn need
     # not format one per request (about 2 % of a busy API process's CPU)
-    opts = dict(host=host, port=port, log_level=log_level, proxy_headers=False,
-                server_header=False, timeout_graceful_shutdown=10,
-                access_log=log_level in ("info", "debug"))
+    opts = _ServerOptions(host=host, port=port, log_level=log_level, proxy_headers=False,
+                          server_header=False, timeout_graceful_shutdown=10,
+                          access_log=log_level in ("info", "debug"))
     if workers > 1:  # each process builds its own app (engine, Redis, service)
         uvicorn.run("cli.serve:app_from_env", factory=True, workers=workers, **opts)
     else:
         uvicorn.run(app_from_env(settings), **opts)
 
 
-def app_from_env(settings=None):
+def app_from_env(settings: Settings | None = None) -> FastAPI:
     """The application with the ``LABELQ_*`` settings and the Celery task sender (the
     factory each ``--workers`` process calls)."""
     from labelq.api import create_app

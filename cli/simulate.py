@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Literal, TextIO
 
 import click
 
@@ -82,9 +83,13 @@ def parse_budgets(text: str) -> list[float]:
               metavar="[FILE]", help="Print the results as JSON (the same as -o json); "
               "--json FILE, its earlier meaning, still writes them to FILE as --out does.")
 @click.option("--markdown", is_flag=True, help="Print the table as Markdown (-o markdown).")
-def simulate(data_dir, synthetic_spec, policies, budgets, runs, seed, jobs, max_labels,
-             aggregate, mode, shuffle, gold, gold_schedule, quality, json_out, plot_out, output,
-             json_opt, markdown):
+def simulate(data_dir: str | None, synthetic_spec: str | None, policies: tuple[str, ...],
+             budgets: str, runs: int, seed: int, jobs: int, max_labels: int | None,
+             aggregate: str | None, mode: Literal["push", "pull", "task"] | None,
+             shuffle: bool, gold: str | None, gold_schedule: str | None, quality: str | None,
+             json_out: str | None, plot_out: str | None,
+             output: Literal["table", "markdown", "json"], json_opt: str | None,
+             markdown: bool) -> None:
     """Accuracy against budget for each policy (mean ± standard error over runs).
 
     Progress goes to stderr: a bar on a terminal, else a log line every 10% of the runs."""
@@ -110,6 +115,7 @@ def simulate(data_dir, synthetic_spec, policies, budgets, runs, seed, jobs, max_
         SyntheticSpec.parse(synthetic_spec)
         source = EnvSource("synthetic", synthetic_spec)
     else:
+        assert data_dir is not None  # (one of the two, checked above)
         if not (Path(data_dir) / "labels.csv").is_file():
             raise InputError(f"{data_dir}: no labels.csv (expected a data set folder)",
                              path=str(data_dir))
@@ -163,7 +169,7 @@ class _LogProgress:
     """Progress as log lines on ``stream``: at the start, every 10% and at the end, with
     the time taken so far."""
 
-    def __init__(self, stream) -> None:
+    def __init__(self, stream: TextIO) -> None:
         import time
         self.stream, self.start, self.shown = stream, time.monotonic(), -1
 

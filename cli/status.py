@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ._common import DB_OPTION, OUTPUT_OPTION, emit, emit_record, engine, spec_text
+from ._common import DB_OPTION, OUTPUT_OPTION, Output, emit, emit_record, engine, spec_text
 
 STALE_APPLY_S = 60  # the applier folds labels within a second or so when it runs
 
@@ -13,7 +13,7 @@ STALE_APPLY_S = 60  # the applier folds labels within a second or so when it run
 @click.argument("name")
 @DB_OPTION
 @OUTPUT_OPTION
-def status(name, database_url, output):
+def status(name: str, database_url: str | None, output: Output) -> None:
     """Progress of project NAME: tasks by state, labels, budget, per-worker counts."""
     from labelq.record.db import session_scope
     from labelq.record.projects import get_project

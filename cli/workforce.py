@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, Literal
+
 import click
 
-from ._common import DB_OPTION, OUTPUT_OPTION, emit, emit_record, engine
+from ._common import DB_OPTION, OUTPUT_OPTION, Output, emit, emit_record, engine
+
+if TYPE_CHECKING:
+    from labelq.record.goldstats import ProjectGold
+
+# what pause, resume and remove set an annotator to (labelq.record.models.WORKER_STATUSES)
+WorkerStatus = Literal["active", "paused", "removed"]
 
 
 @click.group()
-def workers():
+def workers() -> None:
     """Enroll and manage annotators."""
 
 
@@ -21,7 +29,8 @@ def workers():
 @click.option("--categories", default="", help="Comma-separated task categories (empty: any).")
 @DB_OPTION
 @OUTPUT_OPTION
-def enroll(name, handle, cost, capacity, categories, database_url, output):
+def enroll(name: str, handle: str, cost: float, capacity: int | None, categories: str,
+           database_url: str | None, output: Output) -> None:
     """Enroll annotator HANDLE in project NAME; prints the worker's token once."""
     from labelq.record.db import session_scope
     from labelq.record.projects import enroll_worker, get_project, unknown_categories
@@ -43,12 +52,12 @@ def enroll(name, handle, cost, capacity, categories, database_url, output):
 @click.option("--project", "name", default=None, help="Only this project's workers.")
 @DB_OPTION
 @OUTPUT_OPTION
-def list_(name, database_url, output):
+def list_(name: str | None, database_url: str | None, output: Output) -> None:
     """List annotators with their label counts and gold accuracy: gold_accuracy is raw
     (right / answered), gold_smoothed the Beta posterior mean the quality rule reads, with
     its 95% interval; gold_by_category the same per category."""
     from sqlalchemy import func
-    from sqlmodel import select
+    from sqlmodel import col, select
 
     from labelq.dashboard import gold_summary
     from labelq.record.db import session_scope
@@ -57,10 +66,13 @@ def list_(name, database_url, output):
     from labelq.record.projects import get_project, list_workers
     with session_scope(engine(database_url)) as s:
         proj = get_project(s, name) if name else None
-        counts = dict(s.exec(select(Label.worker_id, func.count()).group_by(Label.worker_id)).all())
+        # (keyed as Worker.id is typed: None only before a worker is flushed)
+        counts: dict[int | None, int] = {
+            worker: n for worker, n in s.exec(select(col(Label.worker_id), func.count())
+                                              .group_by(col(Label.worker_id))).all()}
         projects = {p.id: p for p in s.exec(select(Project)).all()}
-        gold = {}
-        rows = []
+        gold: dict[int, ProjectGold] = {}
+        rows: list[dict[str, Any]] = []
         for w in list_workers(s, proj):
             if w.project_id not in gold:
                 gold[w.project_id] = project_gold_scores(s, projects[w.project_id])
@@ -71,12 +83,12 @@ def list_(name, database_url, output):
     emit(rows, output)
 
 
-def _status_command(status: str, verb: str):
+def _status_command(status: WorkerStatus, verb: str) -> click.Command:
     @click.command(verb)
     @click.argument("handle")
     @DB_OPTION
     @OUTPUT_OPTION
-    def cmd(handle, database_url, output):
+    def cmd(handle: str, database_url: str | None, output: Output) -> None:
         from labelq.record.db import session_scope
         from labelq.record.projects import set_worker_status
 
@@ -104,7 +116,7 @@ workers.add_command(remove)
 @click.argument("handle")
 @DB_OPTION
 @OUTPUT_OPTION
-def reset_token_cmd(handle, database_url, output):
+def reset_token_cmd(handle: str, database_url: str | None, output: Output) -> None:
     """Give annotator HANDLE a new token, for one that was lost (tokens are stored hashed
     and cannot be shown again); the old token stops working within a second."""
     from labelq.record.db import session_scope
