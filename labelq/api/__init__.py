@@ -16,7 +16,7 @@ Importing this package does not import FastAPI; ``create_app`` does.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from fastapi import FastAPI
@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["create_app"]
 
 
-def create_app(settings: Settings | None = None, **kwargs) -> FastAPI:
+def create_app(settings: Settings | None = None, **kwargs: Any) -> FastAPI:
     """The FastAPI application for ``settings`` (default: the ``LABELQ_*`` environment);
     ``send_task`` (see :func:`labelq.api.app.create_app`) enqueues worker tasks."""
     from .app import create_app as _create_app

@@ -18,6 +18,7 @@ import hashlib
 import hmac
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -28,6 +29,9 @@ from ..record.db import session_scope
 from ..record.models import Project, Worker
 from ..record.projects import hash_token, worker_by_token
 from .errors import OperatorDisabled, Unauthorized
+
+if TYPE_CHECKING:  # pragma: no cover - app imports this module
+    from .app import Runtime
 
 __all__ = ["Annotator", "current_annotator", "require_operator", "sign_in"]
 
@@ -56,7 +60,7 @@ async def current_annotator(request: Request, creds: HTTPAuthorizationCredential
     that runs in the thread pool."""
     if creds is None or not creds.credentials:
         raise Unauthorized("sign in: send 'Authorization: Bearer <your token>'")
-    rt = request.app.state.labelq
+    rt: Runtime = request.app.state.labelq
     key = hash_token(creds.credentials)
     hit = rt.signins.get(key)
     if hit is not None and time.monotonic() - hit[0] < rt.signin_max_age:
@@ -69,7 +73,7 @@ async def current_annotator(request: Request, creds: HTTPAuthorizationCredential
     return who
 
 
-def sign_in(rt, token: str, key: str) -> Annotator:
+def sign_in(rt: Runtime, token: str, key: str) -> Annotator:
     with session_scope(rt.engine) as session:
         worker = worker_by_token(session, token)
         if worker is None:

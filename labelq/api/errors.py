@@ -31,6 +31,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..errors import LabelqError, ServiceUnavailable
 from ..service import UNAVAILABLE
@@ -119,16 +120,16 @@ class OutageLog:
 class _OutageWatch:
     """ASGI middleware: during an outage, a response below 500 means it is over."""
 
-    def __init__(self, app, outage: OutageLog) -> None:
+    def __init__(self, app: ASGIApp, outage: OutageLog) -> None:
         self.app, self.outage = app, outage
 
-    async def __call__(self, scope, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or self.outage.since is None:
             await self.app(scope, receive, send)
             return
         status: list[int] = []
 
-        async def watch(message) -> None:
+        async def watch(message: Message) -> None:
             if message["type"] == "http.response.start":
                 status.append(message["status"])
             await send(message)

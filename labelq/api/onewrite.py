@@ -13,7 +13,11 @@ serve``); without it (another server, another uvicorn protocol) the mark is igno
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:  # pragma: no cover - uvicorn is imported only by install()
+    from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
 __all__ = ["ONE_WRITE", "install"]
 
@@ -25,8 +29,9 @@ class _Gather:
 
     __slots__ = ("real", "chunks")
 
-    def __init__(self, real: Any) -> None:
-        self.real, self.chunks = real, []
+    def __init__(self, real: asyncio.Transport) -> None:
+        self.real = real
+        self.chunks: list[bytes] = []
 
     def write(self, data: bytes) -> None:
         self.chunks.append(data)
@@ -44,10 +49,13 @@ class _Gather:
         return getattr(self.real, name)
 
 
-def _cycle_class() -> Any:
+def _cycle_class() -> type[RequestResponseCycle]:
     from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
-    class OneWriteCycle(RequestResponseCycle):  # type: ignore[misc, valid-type]
+    class OneWriteCycle(RequestResponseCycle):
+        _labelq_one_write = True  # install() puts it in place once
+        # the start message held until its body: an ASGI send event (uvicorn types these
+        # as a union of TypedDicts, which the ONE_WRITE key is not part of)
         _held: Any = None
 
         async def send(self, message: Any) -> None:
@@ -61,7 +69,9 @@ def _cycle_class() -> Any:
                 return
             self._held = None
             real = self.transport
-            gather = self.transport = _Gather(real)
+            gather = _Gather(real)
+            # _Gather stands in for the transport: it keeps writes, delegates the rest
+            self.transport = cast(asyncio.Transport, gather)
             try:
                 await super().send(held)
                 await super().send(message)
@@ -81,8 +91,8 @@ def install() -> bool:
     base = getattr(httptools_impl, "RequestResponseCycle", None)
     if base is None or getattr(base, "_labelq_one_write", False):
         return base is not None
-    cls = _cycle_class()
-    cls._labelq_one_write = True
-    httptools_impl.RequestResponseCycle = cls
+    # (setattr: replacing uvicorn's class is the point, which a plain assignment to a class
+    # name does not say to a type checker)
+    setattr(httptools_impl, "RequestResponseCycle", _cycle_class())
     return True
 

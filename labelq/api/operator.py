@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 import uuid
 from pathlib import Path
+from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi import Path as PathParam
@@ -65,8 +66,8 @@ __all__ = ["router"]
 
 router = APIRouter(prefix="/api/v1", tags=["operator"], responses=ERROR_RESPONSES,
                    dependencies=[Depends(require_operator)])
-_404 = {404: ERROR_RESPONSES[401] | {"description": "No such project or job."}}
-_409 = {409: ERROR_RESPONSES[401] | {"description": "Handle taken, or job not done yet."}}
+_404: dict[int | str, dict[str, Any]] = {404: ERROR_RESPONSES[401] | {"description": "No such project or job."}}
+_409: dict[int | str, dict[str, Any]] = {409: ERROR_RESPONSES[401] | {"description": "Handle taken, or job not done yet."}}
 
 EXPORT_TASK = "labelq.export"  # workers/jobs.py
 MEDIA_TYPES = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson"}
@@ -209,12 +210,12 @@ def job_result(request: Request, job_id: str = JobPath) -> FileResponse:
                         filename=f"{stem}-{job_id[:8]}.{fmt}")
 
 
-def _export_job(request: Request, job_id: str) -> dict:
+def _export_job(request: Request, job_id: str) -> dict[str, Any]:
     job = get_job(request.app.state.labelq.redis, job_id)
     if job.get("kind") != "export":
         raise NotFound(f"no export job {job_id!r}", job=job_id)
     return job
 
 
-def _job_out(job: dict) -> JobOut:
+def _job_out(job: dict[str, Any]) -> JobOut:
     return JobOut(**job_view(job))  # labelq job -o json prints the same

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import and_, case, func
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from ..live.redis.keys import Keys
 from ..record.db import database_id
@@ -21,16 +21,18 @@ __all__ = ["worker_progress"]
 
 def worker_progress(session: Session, redis: Any, worker: Worker) -> dict[str, Any]:
     labels, gold, correct = session.exec(
-        select(func.count(Label.id),
-               func.coalesce(func.sum(case((Label.is_gold, 1), else_=0)), 0),
-               func.coalesce(func.sum(case((and_(Label.is_gold,
-                                                 Label.value == Task.gold_answer), 1),
+        select(func.count(col(Label.id)),
+               func.coalesce(func.sum(case((col(Label.is_gold), 1), else_=0)), 0),
+               func.coalesce(func.sum(case((and_(col(Label.is_gold),
+                                                 col(Label.value) == col(Task.gold_answer)), 1),
                                            else_=0)), 0))
-        .join(Task, Task.id == Label.task_id)
-        .where(Label.worker_id == worker.id)).one()
-    closed = dict(session.exec(select(Assignment.state, func.count()).where(
-        Assignment.worker_id == worker.id, Assignment.state.in_(ENDED_UNLABELLED))
-        .group_by(Assignment.state)).all())
+        .join(Task, col(Task.id) == col(Label.task_id))
+        .where(col(Label.worker_id) == worker.id)).one()
+    closed: dict[str, int] = {state: n for state, n in session.exec(
+        select(col(Assignment.state), func.count()).where(
+            col(Assignment.worker_id) == worker.id,
+            col(Assignment.state).in_(ENDED_UNLABELLED))
+        .group_by(col(Assignment.state))).all()}
     k = Keys(worker.project_id, database_id(session))
     used = redis.hget(k.wcount, worker.seq)  # labels + live leases, when the state is hot
     in_use = max(int(used), int(labels)) if used is not None else int(labels)

@@ -156,11 +156,11 @@ class TokenOut(_Out):
 class ExportIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     method: Literal[METHODS] | None = Field(  # type: ignore[valid-type]
-        None, description="Aggregation method (default: the project's).")
+        default=None, description="Aggregation method (default: the project's).")
     format: Literal["csv", "jsonl"] = "csv"
-    raw: bool = Field(False, strict=True,
+    raw: bool = Field(default=False, strict=True,
                       description="Every label instead of one row per task.")
-    exclude_paused: bool = Field(False, strict=True)
+    exclude_paused: bool = Field(default=False, strict=True)
 
 
 class JobOut(_Out):
