@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -112,8 +113,6 @@ def _is_missing_table(exc: Exception) -> bool:
 
 def _ensure_identity(engine: Engine) -> str:
     """The identity row, made if missing (two ``init`` racing: the loser reads the winner's)."""
-    import secrets  # (only init makes an identity: no command's start pays for hmac)
-
     from .models import DatabaseIdentity
     uid = _read_identity(engine)
     if uid is not None:
