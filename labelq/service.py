@@ -112,24 +112,24 @@ class Service:
 
     def _cached(self, cache: dict[_K, tuple[float, _V]], key: tuple[str, _K],
                 read: Callable[[_K], _V]) -> _V:
-        """``cache[key[1]]`` while younger than ``tuning.worker_max_age`` (:meth:`_fresh`),
-        else ``read(key[1])``, which stores it."""
-        got = self._fresh(cache, key, read)
-        return read(key[1]) if got is None else got
-
-    def _fresh(self, cache: dict[_K, tuple[float, _V]], key: tuple[str, _K],
-               read: Callable[[_K], _V]) -> _V | None:
         """``cache[key[1]]`` while younger than ``tuning.worker_max_age`` (renewed in the
-        background from half that age on), else None; no I/O (callable on an event
-        loop)."""
+        background from half that age on), else ``read(key[1])``, which stores it."""
         hit = cache.get(key[1])
-        if hit is None:
+        if hit is not None:
+            age = time.monotonic() - hit[0]
+            if age < self.tuning.worker_max_age:
+                if age >= self.tuning.worker_max_age / 2:
+                    self._renew(key, lambda: read(key[1]))
+                return hit[1]
+        return read(key[1])
+
+    def _peek(self, cache: dict[_K, tuple[float, _V]], key: _K) -> _V | None:
+        """``cache[key]`` while younger than ``tuning.worker_max_age``, else None: no I/O
+        and no renewal (on an event loop; a caller that finds None goes to a thread, where
+        :meth:`_cached` reads the row again)."""
+        hit = cache.get(key)
+        if hit is None or time.monotonic() - hit[0] >= self.tuning.worker_max_age:
             return None
-        age = time.monotonic() - hit[0]
-        if age >= self.tuning.worker_max_age:
-            return None
-        if age >= self.tuning.worker_max_age / 2:
-            self._renew(key, lambda: read(key[1]))
         return hit[1]
 
     def _renew(self, key: tuple[str, str | int], read: Callable[[], object]) -> None:
@@ -242,10 +242,10 @@ class Service:
                     then_next: bool) -> SubmitJob | None:
         """:meth:`_job` when the worker and project rows are cached (no SQL: callable on
         an event loop), else None."""
-        worker = self._fresh(self._workers, ("w", handle), self._read_worker)
+        worker = self._peek(self._workers, handle)
         if worker is None:
             return None
-        project = self._fresh(self._projects, ("p", worker.project_id), self._read_project)
+        project = self._peek(self._projects, worker.project_id)
         if project is None:
             return None
         return self._job(worker, project, assignment_id, value, then_next)
