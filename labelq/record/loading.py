@@ -26,18 +26,24 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from json.encoder import encode_basestring_ascii as _json_str
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import func, insert
-from sqlmodel import Session, select
+from sqlalchemy import Connection, Table, func, insert
+from sqlmodel import Session, SQLModel, col, select
 
 from ..errors import Conflict, FileFormatError
 from .models import Project, Task, utcnow
-from .reading import check_value, csv_rows, detect_format, jsonl_lines, name, records
+from .reading import PLAIN, check_value, csv_rows, detect_format, jsonl_lines, name, records
+
+if TYPE_CHECKING:
+    import numpy as np
+    import psycopg
+    from numpy.typing import NDArray
 
 __all__ = ["ParsedRow", "parse_task_file", "check_task_file", "load_tasks", "LoadResult"]
 
@@ -53,7 +59,7 @@ class ParsedRow:
     line: int
     external_id: str
     category: str
-    payload: dict
+    payload: dict[str, Any]
     answer: str | None
 
 
@@ -65,9 +71,13 @@ class LoadResult:
 
 
 _Row = tuple[int, str, str, str, "str | None"]  # line, id, category, payload JSON, answer
+# a row as inserted (COLUMNS): project, seq, id, category, payload JSON, is_gold, answer,
+# and the creation time as the driver takes it (text for sqlite3, a datetime for psycopg)
+_Insert = tuple[int, int, str, str, str, bool, "str | None", object]
+TASK: Table = SQLModel.metadata.tables["task"]
 
 
-def _foreign_key_checked_once(conn, project: Project) -> bool:
+def _foreign_key_checked_once(conn: Connection, project: Project) -> bool:
     """On PostgreSQL, where the role may (a superuser, or granted SET on the parameter),
     check ``task``'s one foreign key once for the whole load instead of once a row: lock
     the project's row as the per-row check would (``FOR KEY SHARE``: it cannot be deleted
@@ -99,15 +109,18 @@ class _BulkWriter:
     batches, so that the server stores a batch while the next one is read — :meth:`pause`
     ends it before another statement on the connection."""
 
-    def __init__(self, conn) -> None:
+    def __init__(self, conn: Connection) -> None:
         self.conn = conn
         self.dialect = conn.dialect
-        self.dbapi = conn.connection.driver_connection
-        self._cursor: Any = None
-        self._copy: Any = None
-        self._copy_cm: Any = None
+        dbapi = conn.connection.driver_connection
+        if dbapi is None:  # pragma: no cover - a connection in use has its driver's
+            raise RuntimeError("the connection is closed")
+        self.dbapi: Any = dbapi  # sqlite3's or psycopg's connection: the dialect says which
+        self._cursor: psycopg.Cursor[Any] | None = None
+        self._copy: psycopg.Copy | None = None
+        self._copy_cm: AbstractContextManager[psycopg.Copy] | None = None
 
-    def write(self, rows: list[tuple]) -> None:
+    def write(self, rows: list[_Insert]) -> None:
         if not rows:
             return
         if self.dialect.name == "sqlite":
@@ -119,21 +132,23 @@ class _BulkWriter:
                 cur.close()
         elif self.dialect.name == "postgresql" and self.dialect.driver == "psycopg":
             if self._copy is None:
-                self._cursor = self.dbapi.cursor()
-                self._copy_cm = self._cursor.copy(
-                    f"COPY task ({', '.join(COLUMNS)}) FROM STDIN")
-                self._copy = self._copy_cm.__enter__()
+                cursor: psycopg.Cursor[Any] = self.dbapi.cursor()
+                self._cursor = cursor
+                cm = cursor.copy(f"COPY task ({', '.join(COLUMNS)}) FROM STDIN")
+                self._copy = cm.__enter__()
+                self._copy_cm = cm
             self._copy.write("".join([_copy_line(r) for r in rows]))
         else:  # any other database: portable executemany
-            i_payload = COLUMNS.index("payload")
-            self.conn.execute(insert(Task.__table__),
-                              [{c: (json.loads(v) if i == i_payload else v)
-                                for i, (c, v) in enumerate(zip(COLUMNS, r, strict=True))} for r in rows])
+            self.conn.execute(insert(TASK), [
+                dict(zip(COLUMNS, (pid, seq, ext, category, json.loads(payload), gold, answer,
+                                   created), strict=True))
+                for pid, seq, ext, category, payload, gold, answer, created in rows])
 
     def pause(self, exc: BaseException | None = None) -> None:
         """End the COPY in progress, if any (with ``exc``: abort it)."""
-        if self._copy is not None:
-            cm, cursor, self._copy, self._cursor = self._copy_cm, self._cursor, None, None
+        cm, cursor = self._copy_cm, self._cursor
+        if cm is not None and cursor is not None:
+            self._copy = self._copy_cm = self._cursor = None
             try:
                 cm.__exit__(type(exc) if exc else None, exc, None)
             finally:
@@ -149,7 +164,7 @@ def _copy_text(value: str) -> str:
 _NULL = "\\N"
 
 
-def _copy_line(r: tuple) -> str:
+def _copy_line(r: _Insert) -> str:
     pid, seq, ext, category, payload, gold, answer, created = r
     return (f"{pid}\t{seq}\t{_copy_text(ext)}\t{_copy_text(category)}\t"
             f"{_copy_text(payload)}\t{'t' if gold else 'f'}\t"
@@ -164,38 +179,65 @@ def _missing_id(path: Path, header: list[str]) -> FileFormatError:
     return FileFormatError(str(path), 1, "id", f"missing column; header is {header}")
 
 
-def _checked_ids(path: Path, kind: str, gold: bool, allowed: set[str]
-                 ) -> Iterator[tuple[int, str, ParsedRow | None]]:
-    """First pass: ``(line, id, row)`` of every row, each checked as the loader checks it
-    (all but duplicate ids); ``row`` is the parsed row for JSONL, None for CSV."""
-    if kind == "csv":
-        header, rows = csv_rows(path)
-        col = {h: i for i, h in enumerate(header)}
-        i_id, i_cat, i_ans = col.get("id"), col.get("category"), col.get("answer")
-        for line, row in rows:
-            if i_id is None:
-                raise _missing_id(path, header)
-            ext = name(row[i_id], path, line, "id", required=True, max_length=MAX_ID)
-            yield line, ext, None
-            name(None if i_cat is None else row[i_cat], path, line, "category",
-                 required=False, max_length=MAX_TEXT)
-            if gold:
-                answer = name(None if i_ans is None else row[i_ans], path, line, "answer",
-                              required=True, max_length=MAX_TEXT)
-                if allowed and answer not in allowed:
-                    raise FileFormatError(str(path), line, "answer",
-                                          f"{answer!r} is not in the label set "
-                                          f"{sorted(allowed)}")
-            # the payload's values are strings of UTF-8 text (no lone surrogate) whose NULs
-            # the reader refused: check_value has nothing left to find in them
-        return
+def _check_csv(path: Path, gold: bool, allowed: set[str], seen: _SeenIds,
+               each: Callable[[int, str], None] | None) -> int:
+    """First pass over a CSV file: every row checked as the loader checks it, its id added
+    to ``seen`` (before the row's other fields are checked: a duplicate id on the line
+    comes first); returns the number of rows. The common case (a plain name: a string
+    within its length that :data:`~labelq.record.reading.PLAIN` matches) is checked
+    inline; anything else goes to :func:`~labelq.record.reading.name`, which names the
+    problem (or takes the value: an empty category)."""
+    header, rows = csv_rows(path)
+    col = {h: i for i, h in enumerate(header)}
+    i_id, i_cat, i_ans = col.get("id"), col.get("category"), col.get("answer")
+    if i_id is None:
+        for _ in rows:  # (a file of no rows is "no rows to load")
+            raise _missing_id(path, header)
+        return 0
+    plain = PLAIN.fullmatch
+    hashes, lines, block = seen.hashes, seen.lines, seen.BLOCK
+    n = 0
+    for line, row in rows:
+        ext = row[i_id]
+        if len(ext) > MAX_ID or not plain(ext):
+            ext = name(ext, path, line, "id", required=True, max_length=MAX_ID)
+        hashes.append(hash(ext))
+        lines.append(line)
+        if len(hashes) >= block:
+            seen.check()
+        n += 1
+        if each is not None:
+            each(line, ext)
+        if i_cat is not None:
+            category = row[i_cat]
+            if category and (len(category) > MAX_TEXT or not plain(category)):
+                name(category, path, line, "category", required=False, max_length=MAX_TEXT)
+        if gold:
+            answer = name(None if i_ans is None else row[i_ans], path, line, "answer",
+                          required=True, max_length=MAX_TEXT)
+            if allowed and answer not in allowed:
+                raise FileFormatError(str(path), line, "answer",
+                                      f"{answer!r} is not in the label set {sorted(allowed)}")
+        # the payload's values are strings of UTF-8 text (no lone surrogate) whose NULs
+        # the reader refused: check_value has nothing left to find in them
+    return n
+
+
+def _check_records(path: Path, kind: str, gold: bool, allowed: set[str], seen: _SeenIds,
+                   each: Callable[[int, str], None] | None) -> int:
+    """First pass over a JSONL file, as :func:`_check_csv` over a CSV one."""
+    n = 0
     for line, obj in records(path, kind):
         ext = name(obj.get("id"), path, line, "id", required=True, max_length=MAX_ID)
-        yield line, ext, None
-        yield line, ext, _finish(path, kind, line, ext, obj, gold, allowed)
+        seen.add(line, ext)
+        _finish(path, kind, line, ext, obj, gold, allowed)
+        n += 1
+        if each is not None:
+            each(line, ext)
+    return n
 
 
-def _finish(path: Path, kind: str, line: int, ext: str, row: dict, gold: bool,
+def _finish(path: Path, kind: str, line: int, ext: str, row: dict[str, Any], gold: bool,
             allowed: set[str]) -> ParsedRow:
     """A record's row once its id is known not to be a duplicate: every other check."""
     category = name(row.get("category"), path, line, "category", required=False,
@@ -227,23 +269,27 @@ def _id_at(path: Path, kind: str, at: int) -> tuple[str, int | None]:
     """The id on line ``at`` and the first line before it holding the same id, if any
     (the second check of a duplicate hash: the file read again, up to there)."""
     first: dict[str, int] = {}
-    for line, ext, _c, _p, _a in _rows(path, kind, gold=False):
-        if line == at:
-            return ext, first.get(ext)
-        first.setdefault(ext, line)
+    for batch in _batches(path, kind, gold=False):
+        for line, ext, _c, _p, _a in batch:
+            if line == at:
+                return ext, first.get(ext)
+            first.setdefault(ext, line)
     raise AssertionError(f"no row on line {at}")  # pragma: no cover
 
 
 class _SeenIds:
     """The ids a pass has seen, as 64-bit hashes (8 bytes an id, in sorted numpy blocks);
     a repeated hash is confirmed by reading the file again (:func:`_id_at`). Checked a
-    block at a time: :meth:`check` raises the duplicate that comes first in the file."""
+    block at a time: :meth:`check` raises the duplicate that comes first in the file.
+    Checked blocks are merged as a binary counter merges (two of one size make one of
+    twice the size), so that a block is looked up in a few sorted arrays, not in one
+    array per block before it (the lookups grew with the square of the rows)."""
 
     BLOCK = 1 << 16
 
     def __init__(self, path: Path, kind: str) -> None:
         self.path, self.kind = path, kind
-        self.blocks: list = []  # sorted int64 arrays of earlier blocks
+        self.blocks: list[NDArray[np.int64]] = []  # sorted, each under half the one before
         self.hashes: list[int] = []
         self.lines: list[int] = []
 
@@ -260,12 +306,13 @@ class _SeenIds:
         if not self.hashes:
             return
         arr = np.array(self.hashes, dtype=np.int64)
+        order = np.argsort(arr, kind="stable")
+        ordered = arr[order]
         repeated = np.zeros(len(arr), dtype=bool)
         for block in self.blocks:
-            at = np.searchsorted(block, arr).clip(max=len(block) - 1)
-            repeated |= block[at] == arr
-        order = np.argsort(arr, kind="stable")
-        same = arr[order[1:]] == arr[order[:-1]]
+            at = np.searchsorted(block, ordered).clip(max=len(block) - 1)
+            repeated[order[block[at] == ordered]] = True
+        same = ordered[1:] == ordered[:-1]
         repeated[order[1:][same]] = True  # all but the first of equal hashes in the block
         for i in np.flatnonzero(repeated):  # in file order
             ext, first = _id_at(self.path, self.kind, self.lines[i])
@@ -273,8 +320,12 @@ class _SeenIds:
                 self.hashes.clear()  # (checked: not again as the error goes up)
                 raise FileFormatError(str(self.path), self.lines[i], "id",
                                       f"duplicate id {ext!r} (first on line {first})")
-        arr.sort()
-        self.blocks.append(arr)
+        self.blocks.append(ordered)
+        while len(self.blocks) > 1 and len(self.blocks[-2]) <= 2 * len(self.blocks[-1]):
+            last = self.blocks.pop()
+            merged = np.concatenate([self.blocks.pop(), last])
+            merged.sort(kind="stable")  # two sorted runs: merged in one linear pass
+            self.blocks.append(merged)
         self.hashes.clear()
         self.lines.clear()
 
@@ -290,19 +341,11 @@ def check_task_file(path: str | Path, *, gold: bool = False,
     kind = detect_format(path, fmt)
     allowed = set(label_set or [])
     seen = _SeenIds(path, kind)
-    n = 0
     try:
-        for line, ext, parsed in _checked_ids(path, kind, gold, allowed):
-            if parsed is None:  # the id
-                seen.add(line, ext)
-                if kind == "csv":
-                    n += 1
-                    if each:
-                        each(line, ext)
-                continue
-            n += 1
-            if each:
-                each(line, ext)
+        if kind == "csv":
+            n = _check_csv(path, gold, allowed, seen, each)
+        else:
+            n = _check_records(path, kind, gold, allowed, seen, each)
         seen.check()
     except FileFormatError:
         seen.check()  # a duplicate id on an earlier line (or this one) comes first
@@ -319,22 +362,18 @@ def parse_task_file(path: str | Path, *, gold: bool = False, label_set: list[str
     check_task_file(path, gold=gold, label_set=label_set, fmt=fmt)
     kind = detect_format(path, fmt)
     return [ParsedRow(line, ext, category, json.loads(payload), answer)
-            for line, ext, category, payload, answer in _rows(path, kind, gold)]
+            for batch in _batches(path, kind, gold)
+            for line, ext, category, payload, answer in batch]
 
 
-def _rows(path: Path, kind: str, gold: bool) -> Iterator[_Row]:
+def _batches(path: Path, kind: str, gold: bool) -> Iterator[list[_Row]]:
     """Second pass over a file the first pass found good: ``(line, id, category, payload
-    as JSON text, answer)`` of every row, without checking again."""
+    as JSON text, answer)`` of every row, :data:`CHUNK` rows a list, without checking
+    again."""
     if kind == "csv":
-        header, rows = csv_rows(path)
-        col = {h: i for i, h in enumerate(header)}
-        i_id, i_cat, i_ans = col["id"], col.get("category"), col.get("answer")
-        keys = [(i, _json_str(h) + ": ") for i, h in enumerate(header) if h not in RESERVED]
-        for line, row in rows:
-            payload = "{" + ", ".join([k + _json_str(row[i]) for i, k in keys]) + "}"
-            yield (line, row[i_id], "" if i_cat is None else row[i_cat], payload,
-                   (row[i_ans] if i_ans is not None else None) if gold else None)
+        yield from _csv_batches(path, gold)
         return
+    batch: list[_Row] = []
     for line, raw in jsonl_lines(path):
         obj = json.loads(raw)
         ext = name(obj.get("id"), path, line, "id", required=True, max_length=MAX_ID)
@@ -343,9 +382,41 @@ def _rows(path: Path, kind: str, gold: bool) -> Iterator[_Row]:
         answer = (name(obj.get("answer"), path, line, "answer", required=True,
                        max_length=MAX_TEXT) if gold else None)
         payload = {k: v for k, v in obj.items() if k not in RESERVED}
-        if isinstance(payload.get("payload"), dict):
-            payload = payload["payload"]
-        yield line, ext, category, json.dumps(payload), answer
+        inner = payload.get("payload")
+        batch.append((line, ext, category,
+                      json.dumps(inner if isinstance(inner, dict) else payload), answer))
+        if len(batch) >= CHUNK:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _csv_batches(path: Path, gold: bool) -> Iterator[list[_Row]]:
+    header, rows = csv_rows(path)
+    col = {h: i for i, h in enumerate(header)}
+    i_id, i_cat, i_ans = col["id"], col.get("category"), col.get("answer")
+    keys = [(i, _json_str(h) + ": ") for i, h in enumerate(header) if h not in RESERVED]
+    batch: list[_Row] = []
+    if len(keys) == 1 and i_cat is not None and not gold:  # the common file, at its fastest
+        (i_text, key), = keys
+        key = "{" + key
+        for line, row in rows:
+            batch.append((line, row[i_id], row[i_cat], key + _json_str(row[i_text]) + "}",
+                          None))
+            if len(batch) >= CHUNK:
+                yield batch
+                batch = []
+    else:
+        for line, row in rows:
+            payload = "{" + ", ".join([k + _json_str(row[i]) for i, k in keys]) + "}"
+            batch.append((line, row[i_id], "" if i_cat is None else row[i_cat], payload,
+                          (row[i_ans] if i_ans is not None else None) if gold else None))
+            if len(batch) >= CHUNK:
+                yield batch
+                batch = []
+    if batch:
+        yield batch
 
 
 class _Present:
@@ -355,9 +426,9 @@ class _Present:
     def __init__(self, session: Session, project: Project) -> None:
         self.session, self.project_id = session, project.id
         self.kind: dict[int, bool | None] = {}
-        result = session.execute(select(Task.external_id, Task.is_gold)
-                                 .where(Task.project_id == project.id)
-                                 .execution_options(yield_per=50_000))
+        result = session.exec(select(col(Task.external_id), col(Task.is_gold))
+                              .where(col(Task.project_id) == project.id)
+                              .execution_options(yield_per=50_000))
         for ext, is_gold in result:
             h = hash(ext)
             if h in self.kind and self.kind[h] != bool(is_gold):
@@ -371,9 +442,10 @@ class _Present:
         out: dict[str, bool] = {}
         for start in range(0, len(ids), CONFIRM):
             part = ids[start:start + CONFIRM]
-            out.update((e, bool(g)) for e, g in self.session.execute(
-                select(Task.external_id, Task.is_gold)
-                .where(Task.project_id == self.project_id, Task.external_id.in_(part))))
+            out.update((e, bool(g)) for e, g in self.session.exec(
+                select(col(Task.external_id), col(Task.is_gold))
+                .where(col(Task.project_id) == self.project_id,
+                       col(Task.external_id).in_(part))))
         return out
 
     def sort(self, rows: list[tuple[int, str]]) -> tuple[list[tuple[int, str]], dict[str, bool]]:
@@ -392,6 +464,9 @@ def load_tasks(session: Session, project: Project, path: str | Path, *, gold: bo
     ``progress(written, total)`` is called as rows are written."""
     path = Path(path)
     kind = detect_format(path, fmt)
+    pid = project.id
+    if pid is None:
+        raise ValueError(f"project {project.name!r} is not in the database yet")
     present = _Present(session, project)
     # an id already loaded as the other kind is not "already present": skipping it would
     # leave gold loaded from task ids with no gold at all (and the reverse)
@@ -418,7 +493,8 @@ def load_tasks(session: Session, project: Project, path: str | Path, *, gold: bo
             if len(pending) >= CHUNK:
                 settle()
 
-    rows = check_task_file(path, gold=gold, label_set=project.labels, fmt=fmt, each=each)
+    rows = check_task_file(path, gold=gold, label_set=project.labels, fmt=fmt,
+                           each=each if present.kind else None)
     settle()
     if n_clash:
         what, other = ("gold questions", "tasks") if gold else ("tasks", "gold questions")
@@ -431,13 +507,13 @@ def load_tasks(session: Session, project: Project, path: str | Path, *, gold: bo
                "gold questions ids of their own (e.g. prefix them with 'gold-')."
                if gold else "Give these tasks ids of their own."), project=project.name)
     total = rows - skipped
-    seq0 = session.exec(select(func.coalesce(func.max(Task.seq) + 1, 0))
-                        .where(Task.project_id == project.id)).one()
+    seq0: int = session.exec(select(func.coalesce(func.max(Task.seq) + 1, 0))
+                             .where(col(Task.project_id) == pid)).one()
     conn = session.connection()
     checks_off = _foreign_key_checked_once(conn, project)
     writer = _BulkWriter(conn)
-    created: Any = utcnow()
-    ts_proc = Task.__table__.c.created.type.bind_processor(conn.dialect)
+    created: object = utcnow()  # as the driver takes it
+    ts_proc = TASK.c.created.type.bind_processor(conn.dialect)
     if ts_proc:
         created = ts_proc(created)
     if conn.dialect.name == "sqlite" and isinstance(created, datetime):
@@ -447,9 +523,8 @@ def load_tasks(session: Session, project: Project, path: str | Path, *, gold: bo
         if adapt is not None:
             created = adapt(created)
     written = 0
-    batch: list[_Row] = []
 
-    def flush() -> None:
+    def flush(batch: list[_Row]) -> None:
         nonlocal written
         if present.kind:
             writer.pause()  # the queries below need the connection
@@ -457,21 +532,15 @@ def load_tasks(session: Session, project: Project, path: str | Path, *, gold: bo
             keep = [r for r in batch if r[1] not in there]
         else:
             keep = batch
-        pid = project.id
         writer.write([(pid, seq0 + written + k, ext, category, payload, gold, answer, created)
                 for k, (_line, ext, category, payload, answer) in enumerate(keep)])
         written += len(keep)
-        batch.clear()
         if progress and keep:
             progress(written, total)
 
     try:
-        for row in _rows(path, kind, gold):
-            batch.append(row)
-            if len(batch) >= CHUNK:
-                flush()
-        if batch:
-            flush()
+        for batch in _batches(path, kind, gold):
+            flush(batch)
     except BaseException as exc:
         writer.pause(exc)
         raise

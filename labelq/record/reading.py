@@ -44,7 +44,7 @@ from ..errors import FileFormatError, InputError
 
 __all__ = ["read_text", "text_chunks", "csv_records", "csv_rows", "jsonl_records",
            "jsonl_lines", "records", "name", "detect_format", "check_value", "MAX_FIELD",
-           "MAX_DEPTH"]
+           "MAX_DEPTH", "PLAIN"]
 
 MAX_FIELD = 1 << 20  # characters of one CSV field
 MAX_DEPTH = 64  # nesting of JSON objects and arrays in one line
@@ -53,7 +53,7 @@ MAX_INT = 2**63  # JSON integers: within 64 bits, as PostgreSQL's jsonb, orjson 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 # a name that passes every check of name() (the common case, matched at once)
-_PLAIN = re.compile(r"[^\s\x00-\x1f\x7f\ud800-\udfff]"
+PLAIN = re.compile(r"[^\s\x00-\x1f\x7f\ud800-\udfff]"
                     r"(?:[^\x00-\x1f\x7f\ud800-\udfff]*[^\s\x00-\x1f\x7f\ud800-\udfff])?")
 
 csv.field_size_limit(max(csv.field_size_limit(), MAX_FIELD + 1))
@@ -90,14 +90,15 @@ def detect_format(path: Path, fmt: str | None) -> str:
                      "pass --format csv or --format jsonl", path=str(path))
 
 
-def records(path: str | Path, fmt: str | None = None) -> Iterator[tuple[int, dict]]:
+def records(path: str | Path, fmt: str | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(line, record)`` of a CSV or JSONL file (the format from ``fmt`` or the name),
     read as a stream: the file is decoded a chunk at a time, so memory does not grow with
     its size (a byte that is not UTF-8 is still named with its line)."""
     path = Path(path)
     kind = detect_format(path, fmt)
-    if kind == "csv":
-        return csv_rows(path)[1]
+    if kind == "csv":  # (as csv_records: rows as {column: value})
+        seen_nul = [False]
+        return _csv_records(path, _universal_lines(text_chunks(path), seen_nul), seen_nul)
     return _jsonl_records(path, _lf_lines(text_chunks(path)))
 
 
@@ -381,7 +382,7 @@ def name(value: Any, path: Path, line: int, field: str, *, required: bool,
     or a JSON number read as its text; no control characters; at most ``max_length``
     characters; no surrounding whitespace (refused, naming the field, not stripped). An
     empty value is ``""`` unless ``required``."""
-    if type(value) is str and len(value) <= max_length and _PLAIN.fullmatch(value):
+    if type(value) is str and len(value) <= max_length and PLAIN.fullmatch(value):
         return value
     if value is None or value == "":
         if required:
