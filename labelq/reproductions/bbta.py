@@ -35,12 +35,18 @@ import argparse
 import functools
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 
-from ..policies import Observation, Problem, build, names
-from ..simulate.workers import make_pool
+from ..policies import Observation, Policy, Problem, build, names
+from ..policies.base import BoolArray, FloatArray, IntArray
+from ..simulate.workers import ModelParam, make_pool
+
+if TYPE_CHECKING:
+    from ..policies.bbta import BBTAState
 
 __all__ = [
     "Bench", "make_bench", "complete_labels", "permute_bench", "run_data", "synthetic_bench",
@@ -49,9 +55,10 @@ __all__ = [
     "compare", "main", "BENCHMARKS", "DEFAULT_METHODS"]
 
 # name -> (N, S, K, share of the positive class) ; breast-cancer's N and share are the data's
-BENCHMARKS = {"ionosphere": (351, 3, 30, 225 / 351), "breast-cancer": (569, 4, 40, None),
-              "pima": (768, 5, 50, 268 / 768)}
-MODEL_PARAMS = {"spammer-hammer": {"hammer": 1.0}, "one-coin": {"good": 0.9, "other": 0.6},
+BENCHMARKS: dict[str, tuple[int, int, int, float | None]] = {
+    "ionosphere": (351, 3, 30, 225 / 351), "breast-cancer": (569, 4, 40, None),
+    "pima": (768, 5, 50, 268 / 768)}
+MODEL_PARAMS: dict[str, dict[str, ModelParam]] = {"spammer-hammer": {"hammer": 1.0}, "one-coin": {"good": 0.9, "other": 0.6},
                 "malicious": {"good": 0.9, "bad": 0.3, "other": 0.6}}
 DEFAULT_METHODS = ["bbta:explore=1", "bbta:explore=0", "optkg-multi", "optkg", "random",
                    "crowdsense", "iethresh"]
@@ -64,18 +71,33 @@ class Bench:
     """A task set: truth and category per task, the worker count, optional recorded labels."""
 
     name: str
-    truth: np.ndarray
-    category: np.ndarray
+    truth: IntArray
+    category: IntArray
     n_categories: int
     n_workers: int
     n_classes: int = 2
-    recorded: np.ndarray | None = None  # (N, K) class index or -1, for a replay
+    recorded: IntArray | None = None  # (N, K) class index or -1, for a replay
 
 
-def _kmeans(x: np.ndarray, k: int) -> np.ndarray:
+class CompareResult(TypedDict):
+    """:func:`compare`'s result: accuracy per method and budget (mean and s.e. over the
+    runs), and the budget-free methods' (labels per task, accuracy) per eps."""
+
+    dataset: str
+    model: str
+    runs: int
+    budgets: list[float]
+    mean: dict[str, FloatArray]
+    se: dict[str, FloatArray]
+    sweeps: dict[str, dict[float, tuple[float, float]]]
+
+
+def _kmeans(x: FloatArray, k: int) -> IntArray:
     from sklearn.cluster import KMeans
 
-    return KMeans(n_clusters=k, n_init=10, random_state=0).fit_predict(x).astype(np.int64)
+    out: IntArray = KMeans(n_clusters=k, n_init=10, random_state=0).fit_predict(x).astype(
+        np.int64)
+    return out
 
 
 @functools.lru_cache(maxsize=8)
@@ -84,6 +106,7 @@ def make_bench(name: str, *, datasets_dir: str | None = None) -> Bench:
     the returned arrays as read-only."""
     if name == "athlete-completed":
         b = make_bench("athlete", datasets_dir=datasets_dir)
+        assert b.recorded is not None  # a replay
         return Bench(name, b.truth, b.category, b.n_categories, b.n_workers, b.n_classes,
                      complete_labels(b.recorded, rank=b.n_categories))
     if name == "athlete":
@@ -101,7 +124,7 @@ def make_bench(name: str, *, datasets_dir: str | None = None) -> Bench:
         raise ValueError(f"unknown dataset {name!r}; known: athlete, athlete-completed, "
                          f"{', '.join(BENCHMARKS)}")
     n, s, k, share = BENCHMARKS[name]
-    if name == "breast-cancer":
+    if share is None:  # breast-cancer: the data's own truth
         from sklearn.datasets import load_breast_cancer
 
         x, y = load_breast_cancer(return_X_y=True)
@@ -110,8 +133,8 @@ def make_bench(name: str, *, datasets_dir: str | None = None) -> Bench:
     return synthetic_bench(name, n, s, k, share)
 
 
-def complete_labels(recorded: np.ndarray, rank: int, lam: float = 1.0,
-                    iters: int = 50) -> np.ndarray:
+def complete_labels(recorded: IntArray, rank: int, lam: float = 1.0,
+                    iters: int = 50) -> IntArray:
     """Fill the missing entries (-1) of a binary (N, K) label matrix, as the paper does for its
     real data sets (Section 5.2; it used GROUSE): a rank-``rank`` factorisation U V^T of the
     +-1 matrix fitted to the observed entries by ridge-regularised alternating least squares
@@ -132,7 +155,7 @@ def complete_labels(recorded: np.ndarray, rank: int, lam: float = 1.0,
         for j in range(m.shape[1]):
             a = uu[obs[:, j]]
             vv[j] = np.linalg.solve(a.T @ a + ridge, a.T @ m[obs[:, j], j])
-    out = recorded.copy()
+    out: IntArray = recorded.copy()
     out[~obs] = ((uu @ vv.T)[~obs] > 0).astype(recorded.dtype)
     return out
 
@@ -148,7 +171,7 @@ def synthetic_bench(name: str, n: int, s: int, k: int, share: float) -> Bench:
     return Bench(name, truth, _kmeans(x, s), s, k)
 
 
-def simulate_answers(bench: Bench, model: str, rng: np.random.Generator) -> np.ndarray:
+def simulate_answers(bench: Bench, model: str, rng: np.random.Generator) -> IntArray:
     """(N, K) answer of every worker on every task (recorded labels for a replay)."""
     if bench.recorded is not None:
         return bench.recorded
@@ -172,7 +195,7 @@ def permute_bench(bench: Bench, rng: np.random.Generator) -> Bench:
 
 
 def run_data(bench: Bench, model: str, seed: int, r: int,
-             permute: bool = True) -> tuple[Bench, np.ndarray]:
+             permute: bool = True) -> tuple[Bench, IntArray]:
     """Run r's task set and answers: fresh answers from the worker model, or for a replay the
     recorded labels (tasks and workers randomly relabelled unless ``permute`` is False)."""
     rng = np.random.default_rng([seed, r, 1])
@@ -181,7 +204,7 @@ def run_data(bench: Bench, model: str, seed: int, r: int,
     return bench, simulate_answers(bench, model, rng)
 
 
-def expected_accuracy(proba: np.ndarray, truth: np.ndarray) -> float:
+def expected_accuracy(proba: FloatArray, truth: IntArray) -> float:
     """Accuracy of the argmax with ties broken uniformly at random, in expectation."""
     known = truth >= 0
     top = proba[known] == proba[known].max(axis=1, keepdims=True)
@@ -194,8 +217,8 @@ def _problem(bench: Bench) -> Problem:
                    n_categories=bench.n_categories)
 
 
-def run_policy(spec: str, bench: Bench, answers: np.ndarray, budgets: list[float],
-               rng: np.random.Generator) -> tuple[np.ndarray, float]:
+def run_policy(spec: str, bench: Bench, answers: IntArray, budgets: list[float],
+               rng: np.random.Generator) -> tuple[FloatArray, float]:
     """Run one push policy; accuracy at each budget (labels per task) and labels used/N.
 
     A policy that stops early (returns None) keeps its last accuracy for larger budgets."""
@@ -226,7 +249,7 @@ def run_policy(spec: str, bench: Bench, answers: np.ndarray, budgets: list[float
     return acc, used / n
 
 
-def run_sweep(name: str, eps: float, bench: Bench, answers: np.ndarray, cap: float,
+def run_sweep(name: str, eps: float, bench: Bench, answers: IntArray, cap: float,
               rng: np.random.Generator) -> tuple[float, float]:
     """One budget-free run (IEThresh, CrowdSense) to its end or ``cap`` labels per task:
     (labels per task used, accuracy)."""
@@ -234,18 +257,20 @@ def run_sweep(name: str, eps: float, bench: Bench, answers: np.ndarray, cap: flo
     return used, float(acc[0])
 
 
-def _interp(points: list[tuple[float, float]], budgets: list[float]) -> np.ndarray:
+def _interp(points: list[tuple[float, float]], budgets: list[float]) -> FloatArray:
     pts = sorted(points)
     xs = np.array([p[0] for p in pts])
     ys = np.array([p[1] for p in pts])
-    out = np.interp(budgets, xs, ys)
+    out: FloatArray = np.interp(budgets, xs, ys)
     out[(np.asarray(budgets) < xs.min()) | (np.asarray(budgets) > xs.max())] = np.nan
     return out
 
 
 def compare(dataset: str | Bench, model: str, runs: int, budgets: list[float],
-            methods: list[str] | None = None, seed: int = 0, progress=None,
-            sweeps: dict[str, list[float]] | None = None, permute: bool = True) -> dict:
+            methods: list[str] | None = None, seed: int = 0,
+            progress: Callable[[int], object] | None = None,
+            sweeps: dict[str, list[float]] | None = None,
+            permute: bool = True) -> CompareResult:
     """Mean and standard error of accuracy per method and budget over ``runs`` runs.
 
     ``dataset`` is a benchmark name or a ``Bench``; ``sweeps`` overrides the eps grids of
@@ -257,7 +282,7 @@ def compare(dataset: str | Bench, model: str, runs: int, budgets: list[float],
     known = set(names())
     methods = [m for m in (methods or DEFAULT_METHODS) if m.split(":")[0] in known]
     cap = max(budgets)
-    curves: dict[str, list[np.ndarray]] = {m: [] for m in methods if m not in grids}
+    curves: dict[str, list[FloatArray]] = {m: [] for m in methods if m not in grids}
     sweep_pts: dict[str, dict[float, list[tuple[float, float]]]] = {
         m: {e: [] for e in grids[m]} for m in methods if m in grids}
     for r in range(runs):
@@ -271,8 +296,8 @@ def compare(dataset: str | Bench, model: str, runs: int, budgets: list[float],
                 curves[m].append(run_policy(m, bench_r, answers, budgets, rng)[0])
         if progress:
             progress(r)
-    out: dict = {"dataset": dataset, "model": model, "runs": runs, "budgets": budgets,
-                 "mean": {}, "se": {}, "sweeps": {}}
+    out = CompareResult(dataset=dataset, model=model, runs=runs, budgets=budgets, mean={},
+                        se={}, sweeps={})
     for m, cs in curves.items():
         a = np.array(cs)
         out["mean"][m] = a.mean(axis=0)
@@ -286,7 +311,7 @@ def compare(dataset: str | Bench, model: str, runs: int, budgets: list[float],
     return out
 
 
-def good_workers(bench: Bench, answers: np.ndarray, threshold: float = 0.85) -> np.ndarray:
+def good_workers(bench: Bench, answers: IntArray, threshold: float = 0.85) -> BoolArray:
     """bool (S, K): worker j's accuracy on context s, over all its answers there, is at least
     ``threshold`` (an oracle view used only by ``diagnose``)."""
     good = np.zeros((bench.n_categories, bench.n_workers), dtype=bool)
@@ -310,7 +335,7 @@ DIAGNOSTIC_VARIANTS = {
 }
 
 
-def diagnostic_policy(spec: str):
+def diagnostic_policy(spec: str) -> Policy:
     """Unregistered BBTA(N'=1) variants for ``diagnose`` only (not the paper's defaults):
     ``eta*X`` (eta multiplied by X) or ``diag:NAME`` with NAME in ``DIAGNOSTIC_VARIANTS``;
     any other spec is built from the registry."""
@@ -320,7 +345,8 @@ def diagnostic_policy(spec: str):
         scale = float(spec[4:])
 
         class _Scaled(BBTA):
-            def _eta(self, steps, n_workers):  # noqa: ANN001, ANN202
+            @staticmethod
+            def _eta(steps: int, n_workers: int) -> float:
                 return scale * BBTA._eta(steps, n_workers)
 
         return _Scaled(BBTA.Params(explore=1))
@@ -332,15 +358,17 @@ def diagnostic_policy(spec: str):
                          f"{', '.join(DIAGNOSTIC_VARIANTS)}")
 
     class _Variant(BBTA):
-        _drawn: tuple[int, np.ndarray] | None = None
+        _drawn: tuple[int, BoolArray] | None = None
 
-        def select_pair(self, state, mask, rng):  # noqa: ANN001, ANN202
+        def select_pair(self, state: BBTAState, mask: BoolArray,
+                        rng: np.random.Generator) -> tuple[int, int] | None:
             pair = super().select_pair(state, mask, rng)
             if pair is not None:
                 self._drawn = (pair[0], mask[pair[0]].copy())
             return pair
 
-        def _draw_probability(self, state, i, j, eta, loss_s, open_):  # noqa: ANN001, ANN202
+        def _draw_probability(self, state: BBTAState, i: int, j: int, eta: float,
+                              loss_s: FloatArray, open_: BoolArray) -> float:
             if name == "drawn" and self._drawn is not None and self._drawn[0] == i:
                 allowed = self._drawn[1] & open_
                 w = self._exp_weights(eta, loss_s[allowed])
@@ -348,14 +376,14 @@ def diagnostic_policy(spec: str):
             return super()._draw_probability(state, i, j, eta, loss_s, open_)
 
         @staticmethod
-        def _vote_loss(scores, label):  # noqa: ANN001, ANN205
+        def _vote_loss(scores: FloatArray, label: int) -> float:
             if name == "tie1":
                 top = scores == scores.max()
                 return 0.0 if top[label] and top.sum() == 1 else 1.0
             return BBTA._vote_loss(scores, label)
 
         @staticmethod
-        def _explore_loss(state, s):  # noqa: ANN001, ANN205
+        def _explore_loss(state: BBTAState, s: int) -> FloatArray:
             if name != "impute":
                 return BBTA._explore_loss(state, s)
             tasks = np.flatnonzero(state.explore & (state.category == s))
@@ -371,7 +399,7 @@ def diagnostic_policy(spec: str):
                 total[lab < 0] += loss.mean()
             return total
 
-        def update(self, state, obs):  # noqa: ANN001, ANN202
+        def update(self, state: BBTAState, obs: Observation) -> IntArray:
             touched = super().update(state, obs)
             if name == "rescore" and touched.size:
                 touched = np.flatnonzero(state.category == state.category[obs.task])
@@ -458,7 +486,7 @@ def parse_tables(markdown: str) -> list[tuple[str, str, list[float], dict[str, n
         if not (line.startswith("#### ") and "(accuracy at labels per task)" in line):
             continue
         dataset, model = (x.strip() for x in line[5:].split(",")[:2])
-        rows = []
+        rows: list[list[str]] = []
         for row in lines[k + 2:]:
             if not row.startswith("|"):
                 if rows:
@@ -472,7 +500,7 @@ def parse_tables(markdown: str) -> list[tuple[str, str, list[float], dict[str, n
     return out
 
 
-def to_markdown(res: dict) -> str:
+def to_markdown(res: CompareResult) -> str:
     b = res["budgets"]
     head = "| method | " + " | ".join(f"{x:g}" for x in b) + " |"
     lines = [head, "|---|" + "---|" * len(b)]

@@ -38,11 +38,14 @@ import argparse
 import sys
 import time
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypedDict
 
 import numpy as np
 
 from ..policies import Observation, Problem, build
+from ..policies.base import FloatArray, IntArray
 from ..policies.bkube import AGREEMENT_RULES, agreement_credit, completed_tasks
 
 __all__ = ["Instance", "make_instance", "agreement_estimates", "estimate_report",
@@ -59,10 +62,43 @@ DEFAULT_BUDGETS = [100, 150, 200, 250, 300]
 class Instance:
     """One draw of workers and truth."""
 
-    p: np.ndarray  # (K,) accuracy
-    cost: np.ndarray  # (K,)
-    capacity: np.ndarray  # (K,)
-    truth: np.ndarray  # (T,)
+    p: FloatArray  # (K,) accuracy
+    cost: FloatArray  # (K,)
+    capacity: IntArray  # (K,)
+    truth: IntArray  # (T,)
+
+
+class _GridCell(TypedDict):
+    completed: float
+    error: float
+    error_se: float
+    n_err: int
+    spent: float
+    labels: float
+    accuracy: float
+    per_run: dict[str, FloatArray]  # "error", "completed": one entry per run
+
+
+class GridCell(_GridCell, total=False):
+    """The means of one (budget, policy) of :func:`run_grid` over the runs."""
+
+    estimates: dict[str, tuple[float, float]]  # with ``estimates``: (mean, s.e.) per key
+
+
+#: :func:`run_grid`'s result, by (budget, policy spec)
+Grid = dict[tuple[float, str], GridCell]
+
+
+class CompareRow(TypedDict):
+    """One budget of :func:`compare`."""
+
+    budget: float
+    d_error: float
+    d_error_se: float
+    d_completed: float
+    d_completed_se: float
+    error_ok: bool
+    done_ok: bool
 
 
 SPAMMER_POSITIONS = ("random", "first")
@@ -93,8 +129,8 @@ def make_instance(n_tasks: int, worker_set: str, rng: np.random.Generator,
     return Instance(p, cost, capacity, truth)
 
 
-def agreement_estimates(task_labels: list, n_workers: int, n_classes: int,
-                        rule: str) -> tuple[np.ndarray, np.ndarray]:
+def agreement_estimates(task_labels: Sequence[Sequence[Sequence[int]]], n_workers: int,
+                        n_classes: int, rule: str) -> tuple[FloatArray, IntArray]:
     """Replay a run's labels (``task_labels[i]`` = ``[worker, label]`` pairs of task i in
     arrival order) and return ``(agree, pulls)`` per worker under the agreement ``rule`` of
     :mod:`labelq.policies.bkube`: ``at-label`` scores each label once against the majority
@@ -122,7 +158,8 @@ def agreement_estimates(task_labels: list, n_workers: int, n_classes: int,
 TOP = 5  # workers in the "top by density" summaries of estimate_report
 
 
-def estimate_report(task_labels: list, inst: Instance) -> dict[str, float]:
+def estimate_report(task_labels: Sequence[Sequence[Sequence[int]]],
+                    inst: Instance) -> dict[str, float]:
     """How good the value estimates ``v̂ = 2p̂ − 1`` are at the end of a run, for each agreement
     rule, against the true ``v = 2p − 1`` (binary), over the workers with at least one label:
 
@@ -218,11 +255,11 @@ def run_policy(spec: str, inst: Instance, budget: float, rng: np.random.Generato
 
 def run_grid(n_tasks: int, worker_set: str, budgets: list[float], policies: list[str],
              runs: int, seed: int = 0, repeat: bool = True, spammers: str = "random",
-             estimates: bool = False) -> dict:
+             estimates: bool = False) -> Grid:
     """Mean metrics per (budget, policy): ``{(budget, spec): {metric: mean, ...}}``; with
     ``estimates`` also ``result[key]["estimates"]`` = ``{name: (mean, s.e.)}`` of the
     :func:`estimate_report` keys over the runs."""
-    acc: dict = {}
+    acc: dict[tuple[float, str], list[dict[str, float]]] = {}
     for r in range(runs):
         inst = make_instance(n_tasks, worker_set,
                              np.random.default_rng([seed, n_tasks, ord(worker_set), r]),
@@ -235,7 +272,7 @@ def run_grid(n_tasks: int, worker_set: str, budgets: list[float], policies: list
                 out = run_policy(spec, inst, budget, rng, repeat=repeat,
                                  estimates=estimates)
                 acc.setdefault((budget, spec), []).append(out)
-    result = {}
+    result: Grid = {}
     for key, rows in acc.items():
         errs = np.array([o["error"] for o in rows])
         result[key] = {
@@ -249,7 +286,7 @@ def run_grid(n_tasks: int, worker_set: str, budgets: list[float], policies: list
             "per_run": {m: np.array([o[m] for o in rows]) for m in ("error", "completed")},
         }
         if estimates:
-            est = {}
+            est: dict[str, tuple[float, float]] = {}
             for name in sorted({n for o in rows for n in o if "[" in n or n in _EST_PLAIN}):
                 x = np.array([o.get(name, np.nan) for o in rows])
                 x = x[np.isfinite(x)]
@@ -263,12 +300,12 @@ def run_grid(n_tasks: int, worker_set: str, budgets: list[float], policies: list
 _EST_PLAIN = ("top_oracle", "cost_oracle", "radius", "pulls")
 
 
-def compare(result: dict, budgets: list[float], a: str, b: str) -> list[dict]:
+def compare(result: Grid, budgets: list[float], a: str, b: str) -> list[CompareRow]:
     """Per budget, paired differences ``a - b`` over the runs (same workers and truth):
     mean and standard error of the error difference (runs where both completed a task) and
     of the completed-tasks difference; ``error_ok``/``done_ok`` say whether ``a``'s mean error
     is <= ``b``'s and its mean completed >= ``b``'s (the means of the table)."""
-    out = []
+    out: list[CompareRow] = []
     for bud in budgets:
         ra, rb = result[(bud, a)], result[(bud, b)]
         de = ra["per_run"]["error"] - rb["per_run"]["error"]
@@ -286,7 +323,7 @@ def compare(result: dict, budgets: list[float], a: str, b: str) -> list[dict]:
     return out
 
 
-def format_compare(rows: list[dict], a: str, b: str) -> str:
+def format_compare(rows: list[CompareRow], a: str, b: str) -> str:
     """Markdown table of :func:`compare`."""
     lines = [f"| B | error {a} − {b} (± s.e.) | error ≤ | done {a} − {b} (± s.e.) | done ≥ |",
              "|---:|---:|:---:|---:|:---:|"]
@@ -297,7 +334,7 @@ def format_compare(rows: list[dict], a: str, b: str) -> str:
     return "\n".join(lines)
 
 
-def format_table(result: dict, budgets: list[float], policies: list[str]) -> str:
+def format_table(result: Grid, budgets: list[float], policies: list[str]) -> str:
     """Markdown: one row per budget; error (± s.e.) and completed tasks per policy."""
     head = "| B | " + " | ".join(f"{p} error | {p} done" for p in policies) + " |"
     sep = "|---:|" + "---:|---:|" * len(policies)
@@ -311,7 +348,7 @@ def format_table(result: dict, budgets: list[float], policies: list[str]) -> str
     return "\n".join(lines)
 
 
-def format_estimates(result: dict, budgets: list[float], policies: list[str]) -> str:
+def format_estimates(result: Grid, budgets: list[float], policies: list[str]) -> str:
     """Markdown: per (budget, policy whose labels are replayed) and agreement rule, the bias
     of ``v̂`` (± s.e. over runs), over the spammers, the RMSE, and the mean true ``v`` and cost
     of the top-5 workers by ``(v̂ + radius)/c``, by ``v̂/c`` and by ``v/c``."""
@@ -333,7 +370,7 @@ def format_estimates(result: dict, budgets: list[float], policies: list[str]) ->
     return "\n".join(lines)
 
 
-def format_detail(result: dict, budgets: list[float], policies: list[str]) -> str:
+def format_detail(result: Grid, budgets: list[float], policies: list[str]) -> str:
     """Markdown: mean accuracy ``p`` of the workers asked (per label) and labels issued."""
     head = "| B | " + " | ".join(f"{p} p of labels | {p} labels" for p in policies) + " |"
     lines = [head, "|---:|" + "---:|---:|" * len(policies)]

@@ -17,20 +17,58 @@ import argparse
 import math
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 import numpy as np
 
 from ..policies import Observation, build
-from ..policies.primal_dual import MAIN, PrimalDual
+from ..policies.base import FloatArray, IntArray
+from ..policies.primal_dual import MAIN, PrimalDual, PrimalDualState
 from ..simulate.environment import Environment
-from ..simulate.workers import make_pool
+from ..simulate.workers import ModelParam, make_pool
 
 __all__ = ["Setting", "SETTINGS", "make_environment", "run_primal_dual", "random_regular",
            "run_baseline", "kos_aggregator", "compare", "main"]
 
-Aggregator = Callable[[np.ndarray, np.ndarray, np.ndarray, int, int, int], np.ndarray]
+#: (task, worker, label, n_tasks, n_workers, n_classes) -> (n_tasks, n_classes) probabilities
+Aggregator = Callable[[IntArray, IntArray, IntArray, int, int, int], FloatArray]
+
+
+class PrimalDualRun(TypedDict):
+    """:func:`run_primal_dual`'s result."""
+
+    labels: int
+    gold_labels: int
+    error: float
+    labels_per_task: float
+    state: PrimalDualState
+
+
+class BaselineRun(TypedDict):
+    """:func:`run_baseline`'s result."""
+
+    labels: int
+    labels_per_task: float
+    error: float
+    mv_error: float
+
+
+class CompareRow(TypedDict):
+    """One ε of :func:`compare`."""
+
+    setting: str
+    eps: float
+    runs: int
+    pd_labels: float
+    pd_error: float
+    pd_error_sd: float
+    base_labels: float
+    base_error: float
+    base_error_sd: float
+    mv_error: float
+    wins: int
 
 
 @dataclass(frozen=True)
@@ -40,7 +78,7 @@ class Setting:
     name: str
     k: int
     model: str
-    params: dict = field(default_factory=dict)
+    params: dict[str, ModelParam] = field(default_factory=dict)
     s: int = 20
 
 
@@ -69,7 +107,7 @@ def make_environment(setting: Setting, n: int, m: int, gamma: float, capacity: i
                        name=setting.name)
 
 
-def _error(proba: np.ndarray, truth: np.ndarray) -> float:
+def _error(proba: FloatArray, truth: IntArray) -> float:
     """Error rate; an exact tie (no evidence) counts as half an error (a coin flip)."""
     tie = np.isclose(proba[:, 0], proba[:, 1])
     wrong = np.argmax(proba, axis=1) != truth
@@ -77,7 +115,7 @@ def _error(proba: np.ndarray, truth: np.ndarray) -> float:
 
 
 def run_primal_dual(env: Environment, policy: PrimalDual, rng: np.random.Generator,
-                    exact: bool = False) -> dict:
+                    exact: bool = False) -> PrimalDualRun:
     """Workers arrive in a random order; each asks until the policy says ``None``.
 
     Every decision goes through ``select_task``, except — unless ``exact`` — a main-phase
@@ -90,7 +128,8 @@ def run_primal_dual(env: Environment, policy: PrimalDual, rng: np.random.Generat
     n_all = env.n_tasks
     all_tasks = np.arange(n_all)
     labels = gold_labels = 0
-    cat, truth, pool = env.task_category, env.truth, env.pool
+    cat, truth, pool, is_gold = env.task_category, env.truth, env.pool, env.is_gold
+    assert pool is not None and is_gold is not None  # a synthetic environment
     for w in rng.permutation(env.n_workers):
         w = int(w)
         done = np.zeros(n_all, dtype=bool)
@@ -108,19 +147,19 @@ def run_primal_dual(env: Environment, policy: PrimalDual, rng: np.random.Generat
                 break
             done[task] = True
             answer = int(pool.answer(w, cat[task], truth[task], rng))
-            gold = bool(env.is_gold[task])
+            gold = bool(is_gold[task])
             policy.update(state, Observation(task, w, answer, gold=gold,
                                              truth=int(truth[task]) if gold else -1))
             labels += 1
             gold_labels += int(gold)
-    real = ~env.is_gold
+    real = ~is_gold
     error = _error(policy.predict_proba(state)[real], truth[real])
     return {"labels": labels, "gold_labels": gold_labels, "error": error,
             "labels_per_task": labels / int(real.sum()), "state": state}
 
 
 def random_regular(n: int, n_workers: int, per_task: int,
-                   rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+                   rng: np.random.Generator) -> tuple[IntArray, IntArray]:
     """Random (per_task, ~n·per_task/W)-regular bipartite assignment (Karger et al.).
 
     Slots are filled by consecutive random permutations of the workers, so worker degrees
@@ -137,7 +176,8 @@ def random_regular(n: int, n_workers: int, per_task: int,
     return tasks[keep], workers[keep]
 
 
-def kos_aggregator(task, worker, label, n_tasks, n_workers, n_classes) -> np.ndarray:
+def kos_aggregator(task: IntArray, worker: IntArray, label: IntArray, n_tasks: int,
+                   n_workers: int, n_classes: int) -> FloatArray:
     """KOS message passing from :mod:`labelq.aggregation` (``probas_``)."""
     from ..aggregation import aggregate
 
@@ -146,8 +186,9 @@ def kos_aggregator(task, worker, label, n_tasks, n_workers, n_classes) -> np.nda
 
 
 def run_baseline(env: Environment, per_task: int, rng: np.random.Generator,
-                 aggregator: Aggregator = kos_aggregator) -> dict:
+                 aggregator: Aggregator = kos_aggregator) -> BaselineRun:
     """Random regular assignment over the non-gold tasks, aggregated by ``aggregator``."""
+    assert env.pool is not None and env.is_gold is not None  # a synthetic environment
     real = np.flatnonzero(~env.is_gold)
     t, w = random_regular(real.size, env.n_workers, per_task, rng)
     answers = env.pool.answer(w, env.task_category[real][t], env.truth[real][t], rng)
@@ -159,15 +200,20 @@ def run_baseline(env: Environment, per_task: int, rng: np.random.Generator,
             "mv_error": _error(votes, env.truth[real])}
 
 
-def compare(setting: Setting, eps_values, runs: int, seed: int = 0, n: int = 1000,
+def compare(setting: Setting, eps_values: Iterable[float], runs: int, seed: int = 0, n: int = 1000,
             m: int = 300, capacity: int = 200, gamma: float = 0.3, exact: bool = False,
-            aggregator: Aggregator = kos_aggregator) -> list[dict]:
+            aggregator: Aggregator = kos_aggregator) -> list[CompareRow]:
     """For each ε: mean labels/task and error of primal-dual and of the baseline at
     ``ceil`` of each run's labels/task, over ``runs`` paired runs (seeds ``default_rng([seed, r])``)."""
-    rows = []
+    rows: list[CompareRow] = []
     for eps in eps_values:
         policy = build(f"primal-dual:eps={eps},gamma={gamma},s={setting.s}")
-        pd_l, pd_e, base_l, base_e, mv_e = [], [], [], [], []
+        assert isinstance(policy, PrimalDual)
+        pd_l: list[float] = []
+        pd_e: list[float] = []
+        base_l: list[float] = []
+        base_e: list[float] = []
+        mv_e: list[float] = []
         for r in range(runs):
             rng = np.random.default_rng([seed, r])
             env = make_environment(setting, n, m, gamma, capacity, rng)
@@ -189,7 +235,7 @@ def compare(setting: Setting, eps_values, runs: int, seed: int = 0, n: int = 100
     return rows
 
 
-def format_table(rows: list[dict]) -> str:
+def format_table(rows: list[CompareRow]) -> str:
     out = ["| ε | PD labels/task | PD error | random labels/task | random+KOS error "
            "| random+MV error | PD better than KOS in |", "|---|---|---|---|---|---|---|"]
     for r in rows:
