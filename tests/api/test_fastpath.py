@@ -55,3 +55,35 @@ def test_hot_path_answers_as_the_application_does(stack):
         bad = c.post(f"/api/v1/assignments/{answers[0]['assignment_id']}/label",
                      content=b'{"label": "pos", "x": 1}', headers=_JSON)
         assert bad.status_code == 422 and bad.json()["code"] == "validation_error"
+
+
+def test_a_paused_annotators_label_with_next_is_recorded_alike_by_both_paths(stack):
+    """A submit whose next assignment is not asked of the engine (the annotator was paused
+    while holding an assignment) is finished in the thread pool, and both paths answer it
+    the same: the label recorded, ``next`` null with the reason, and its replay a
+    duplicate with the same ``next``."""
+    import time
+
+    from labelq.record.db import session_scope
+    from labelq.record.projects import set_worker_status
+
+    # Given an annotator holding an assignment, whom the operator then pauses
+    make_project(stack, "hot-paused", n_tasks=4)
+    token = stack.enroll("hot-paused", "ann-hot-paused")
+    with stack.client(token) as c:
+        a = c.post("/api/v1/assignments/next").json()["assignment"]
+        with session_scope(stack.engine) as s:
+            set_worker_status(s, "ann-hot-paused", "paused")
+        time.sleep(1.2)  # past the server's worker cache (1 s): the pause is seen
+        # When they submit it with ?next=true by the hot path, then again by FastAPI's
+        path = f"/api/v1/assignments/{a['assignment_id']}/label?next=true"
+        first = c.post(path, content=b'{"label": "pos"}', headers=_JSON)
+        again = c.post(path, content=b'{"label": "pos"}', headers=_JSON_CHARSET)
+    # Then the label is recorded, with no next assignment and the reason why, by both
+    reason = "you are paused: no new assignments until the operator resumes you"
+    assert first.status_code == 200, first.text
+    assert first.json() == {"assignment_id": a["assignment_id"], "label": "pos",
+                            "duplicate": False,
+                            "next": {"assignment": None, "message": reason}}
+    assert again.status_code == 200, again.text
+    assert again.json() == {**first.json(), "duplicate": True}
