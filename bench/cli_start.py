@@ -1,6 +1,6 @@
 """Benchmark: how long a CLI command takes from start to exit (issue 36).
 
-    python bench/cli_start.py [--runs 20] [--before REV] [--tasks 50]
+    python bench/cli_start.py [--runs 20] [--before REV] [--tasks 50] [--bytecode as-env]
 
 Makes a small project in a fresh SQLite database (a temporary folder: ``labelq init``,
 ``project create``, ``tasks load``, two annotators), then times, as wall time of a fresh
@@ -11,6 +11,15 @@ tree's run by run, so both see the same load on a shared machine. Each process i
 ``python -c 'from cli.main import main; main()'`` (what the ``labelq`` script runs, without
 a pyenv shim's own start-up), on the same database. Writes the medians to
 docs/benchmarks.md (section ``cli-start``).
+
+Bytecode: an installed labelq starts from its compiled ``.pyc`` files (pip writes them at
+install). The runs write and read theirs under the temporary folder
+(``PYTHONPYCACHEPREFIX``, both trees alike; a first, untimed run of each command fills it),
+whatever ``PYTHONDONTWRITEBYTECODE`` says: with it set and no cache, every run would
+compile the project's own modules from source again. ``--bytecode as-env`` keeps the
+environment's setting instead (this machine's sessions set PYTHONDONTWRITEBYTECODE=1,
+and the script did not override it before: the run recorded in fb97f9b was likely made
+so).
 """
 
 from __future__ import annotations
@@ -62,11 +71,23 @@ def main() -> None:
     ap.add_argument("--before", default=None, help="git revision to compare with")
     ap.add_argument("--tasks", type=int, default=50)
     ap.add_argument("--section", default="cli-start")
+    ap.add_argument("--bytecode", choices=["warm", "as-env"], default="warm",
+                    help="warm: each tree's .pyc cached in the temporary folder (default); "
+                         "as-env: as PYTHONDONTWRITEBYTECODE and PYTHONPYCACHEPREFIX say")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         folder = Path(d)
         env = {k: v for k, v in os.environ.items() if not k.startswith("LABELQ_")}
         env["LABELQ_DATABASE_URL"] = f"sqlite:///{folder / 'cli.db'}"
+        if args.bytecode == "warm":
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
+            env["PYTHONPYCACHEPREFIX"] = str(folder / "pycache")
+        bytecode = ("bytecode cached in the temporary folder (PYTHONPYCACHEPREFIX), as an "
+                    "installed labelq's .pyc" if args.bytecode == "warm" else
+                    "bytecode as the environment said (PYTHONDONTWRITEBYTECODE="
+                    f"{os.environ.get('PYTHONDONTWRITEBYTECODE', '') or 'unset'}: "
+                    + ("the project's modules compiled from source in every run)"
+                       if os.environ.get("PYTHONDONTWRITEBYTECODE") else "cached)"))
         trees = {"this tree": ROOT}
         if args.before:
             old = folder / "before"
@@ -77,7 +98,7 @@ def main() -> None:
             trees[f"before ({args.before})"] = old
         setup(ROOT, folder, env, args.tasks)
         times: dict[tuple[str, str], list[float]] = {}
-        for tree in trees.values():  # warm the bytecode caches
+        for tree in trees.values():  # warm the bytecode caches (and the file cache)
             for _, cmd in COMMANDS:
                 run(tree, cmd, env)
         for _ in range(args.runs):
@@ -93,7 +114,7 @@ def main() -> None:
              f"Wall time of a fresh process per command (`python -c 'from cli.main import "
              f"main; main()'`, what the `labelq` script runs; a pyenv shim adds its own "
              f"~0.1-0.2 s), a small project ({args.tasks} tasks, 2 annotators, SQLite); "
-             f"median, 10th and 90th percentile of {args.runs} runs"
+             f"{bytecode}; median, 10th and 90th percentile of {args.runs} runs"
              + (", the trees alternated run by run." if len(names) > 1 else "."), "",
              "| command | " + " | ".join(f"{n} median s (p10-p90)" for n in names)
              + (" | speed-up |" if len(names) > 1 else ""),
