@@ -7,7 +7,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from sqlalchemy import func
-from sqlmodel import Session, select
+from sqlalchemy import select as sa_select
+from sqlmodel import Session, col
 
 from .record.models import ENDED_UNLABELLED, Assignment, Label, Project, Task, Worker, as_utc
 from .record.projects import get_task
@@ -23,10 +24,17 @@ def project_status(session: Session, project: Project) -> dict[str, Any]:
     counts (labels, gold answered, assignments declined and let expire), and ``finished``:
     why no label will be asked for again (:func:`_finished`), or None while it runs.
     From the status counters (:mod:`labelq.tally`): no query reads every label."""
+    return _project_status(session, project)[0]
+
+
+def _project_status(session: Session, project: Project
+                    ) -> tuple[dict[str, Any], dict[tuple[int, str], int]]:
+    """:func:`project_status` and what :func:`_ended` read (the gold warnings use it)."""
     from .record.tally import counts, worker_rows
 
     cap = project.max_labels
-    c = counts(session, project.id)
+    pid = _project_id(project)
+    c = counts(session, pid)
     by_state: dict[str, int] = {k: 0 for k in TASK_STATES}
     by_category: dict[str, dict[str, int]] = {}
     for (category, n), tasks in c.hist.items():
@@ -36,17 +44,16 @@ def project_status(session: Session, project: Project) -> dict[str, Any]:
         by_state[st] += tasks
         by_category.setdefault(category, {k: 0 for k in TASK_STATES})[st] += tasks
     for category, tasks in c.gold.items():
+        if not tasks:
+            continue
         by_state["gold"] += tasks
         by_category.setdefault(category, {k: 0 for k in TASK_STATES})["gold"] += tasks
+    rows = worker_rows(session, pid)
     workers = [(h, st, cost, cap_, c.labels[wid], c.gold_answers[wid])
-               for wid, h, st, cost, cap_ in worker_rows(session, project.id)]
-    closed: dict[tuple[str, str], int] = {
-        (h, st): int(n) for h, st, n in session.exec(
-            select(Worker.handle, Assignment.state, func.count())
-            .join(Assignment, Assignment.worker_id == Worker.id)
-            .where(Worker.project_id == project.id,
-                   Assignment.state.in_(ENDED_UNLABELLED))
-            .group_by(Worker.handle, Assignment.state)).all()}
+               for wid, h, st, cost, cap_ in rows]
+    # assignments ended without a label, per worker: a range of ix_assignment_worker_state
+    # per worker and state (the join from the worker side SQLite could plan as a scan)
+    closed = _ended(session, [wid for wid, *_ in rows])
     spent = float(sum(cost * n for _, _, cost, _, n, _ in workers))
     labels = int(sum(n for *_, n, _g in workers))
     oldest = c.oldest_unapplied
@@ -71,10 +78,10 @@ def project_status(session: Session, project: Project) -> dict[str, Any]:
         "left": left,
         "workers": [{"handle": h, "status": st, "cost": c, "capacity": cap_,
                      "labels": n, "gold_answered": int(g),
-                     "declined": closed.get((h, "declined"), 0),
-                     "expired": closed.get((h, "expired"), 0)}
-                    for h, st, c, cap_, n, g in workers],
-    }
+                     "declined": closed.get((wid, "declined"), 0),
+                     "expired": closed.get((wid, "expired"), 0)}
+                    for (wid, *_), (h, st, c, cap_, n, g) in zip(rows, workers, strict=True)],
+    }, closed
 
 
 def status_report(session: Session, project: Project) -> dict[str, Any]:
@@ -82,12 +89,67 @@ def status_report(session: Session, project: Project) -> dict[str, Any]:
     :func:`project_status` plus the gold warnings (annotators close to having seen every
     gold question). Imports no aggregation, policy or scipy module: ``labelq status``
     starts at once."""
-    st = project_status(session, project)
+    st, ended = _project_status(session, project)
     st["gold_warnings"] = []
     if project.gold_schedule:  # (none without a gold schedule: no numpy to import then)
-        from .record.goldstats import gold_exhaustion
-        st["gold_warnings"] = gold_exhaustion(session, project)
+        st["gold_warnings"] = _gold_warnings(session, project, st, ended)
     return st
+
+
+def _project_id(project: Project) -> int:
+    assert project.id is not None, "a project read from the database has its id"
+    return project.id
+
+
+def _ended(session: Session, worker_ids: list[int]) -> dict[tuple[int, str], int]:
+    """(worker id, state) -> assignments of those workers ended without a label (declined,
+    expired) or still issued: index-only counts of ``ix_assignment_worker_state``."""
+    if not worker_ids:
+        return {}
+    w, st = col(Assignment.worker_id), col(Assignment.state)
+    return {(int(wid), str(s)): int(n) for wid, s, n in session.connection().execute(
+        sa_select(w, st, func.count())
+        .where(w.in_(worker_ids), st.in_((*ENDED_UNLABELLED, "issued")))
+        .group_by(w, st)).all()}
+
+
+def _gold_warnings(session: Session, project: Project, st: dict[str, Any],
+                   ended: dict[tuple[int, str], int]) -> list[dict[str, Any]]:
+    """:func:`labelq.record.goldstats.gold_exhaustion`'s warnings, the same list, without
+    reading the project's assignments: the gold pool from the counters, and an annotator
+    can have seen at most as many gold questions as their gold answers plus their
+    assignments ended without a label (or issued); only those this bound leaves near the
+    pool's end are counted, by the partial index ``ix_assignment_gold``."""
+    import numpy as np
+
+    from .gold.pool import ExhaustionRule
+    from .record.tally import worker_rows
+
+    rule = ExhaustionRule()
+    pool = int(st["tasks"]["gold"])
+    active = sorted((wid, h) for wid, h, status, *_ in worker_rows(session, _project_id(project))
+                    if status == "active")
+    if not active:
+        return []
+    by_handle = {w["handle"]: w for w in st["workers"]}
+    bound = np.array([by_handle[h]["gold_answered"] + by_handle[h]["declined"]
+                      + by_handle[h]["expired"] + ended.get((wid, "issued"), 0)
+                      for wid, h in active])
+    maybe = np.atleast_1d(rule.near_exhaustion(np.full(len(active), pool), bound))
+    ask = [wid for (wid, _), m in zip(active, maybe, strict=True) if m]
+    seen: dict[int, int] = {}
+    w = col(Assignment.worker_id)
+    for i in range(0, len(ask), 500):
+        seen.update((int(wid), int(n)) for wid, n in session.connection().execute(
+            sa_select(w, func.count(func.distinct(col(Assignment.task_id))))
+            .where(col(Assignment.project_id) == project.id,
+                   col(Assignment.is_gold) == True,  # noqa: E712 - the partial index's own term
+                   w.in_(ask[i:i + 500]))
+            .group_by(w)).all())
+    n_seen = np.array([seen.get(wid, 0) for wid, _ in active])
+    near = np.atleast_1d(rule.near_exhaustion(np.full(len(active), pool), n_seen))
+    return [{"worker": h, "gold_seen": int(n), "gold_pool": pool}
+            for (_, h), n, flag in zip(active, n_seen, near, strict=True) if flag]
 
 
 def _finished(project: Project, tasks: dict[str, int], left: float | None,
@@ -108,12 +170,14 @@ def iter_raw_labels(session: Session, project: Project, batch: int = 5000
                     ) -> Iterator[dict[str, Any]]:
     """Every label in arrival order, with the assignment it answered (the id annotators
     see and quote)."""
-    q = (select(Task.external_id, Worker.handle, Label.value, Label.received, Label.is_gold,
-                Task.category, Label.assignment_id)
-         .join(Task, Task.id == Label.task_id).join(Worker, Worker.id == Label.worker_id)
-         .where(Label.project_id == project.id).order_by(Label.id)
+    q = (sa_select(col(Task.external_id), col(Worker.handle), col(Label.value),
+                   col(Label.received), col(Label.is_gold), col(Task.category),
+                   col(Label.assignment_id))
+         .join(Task, col(Task.id) == col(Label.task_id))
+         .join(Worker, col(Worker.id) == col(Label.worker_id))
+         .where(col(Label.project_id) == project.id).order_by(col(Label.id))
          .execution_options(yield_per=batch))
-    for ext, handle, value, received, gold, cat, aid in session.exec(q):
+    for ext, handle, value, received, gold, cat, aid in session.connection().execute(q):
         yield {"task": ext, "worker": handle, "label": value,
                "received": received.isoformat(), "is_gold": bool(gold), "category": cat,
                "assignment": aid}
@@ -123,9 +187,11 @@ def task_detail(session: Session, project: Project, external_id: str) -> dict[st
     """One task as the operator audits it: category, payload, gold answer, and every label
     with its worker, time and assignment."""
     task = get_task(session, project, external_id)
-    rows = session.exec(select(Worker.handle, Label.value, Label.received, Label.assignment_id)
-                        .join(Worker, Worker.id == Label.worker_id)
-                        .where(Label.task_id == task.id).order_by(Label.id)).all()
+    rows = session.connection().execute(
+        sa_select(col(Worker.handle), col(Label.value), col(Label.received),
+                  col(Label.assignment_id))
+        .join(Worker, col(Worker.id) == col(Label.worker_id))
+        .where(col(Label.task_id) == task.id).order_by(col(Label.id))).all()
     marked = as_utc(task.marked).isoformat() if task.marked is not None else None
     return {"task": task.external_id, "category": task.category, "gold": task.is_gold,
             "gold_answer": task.gold_answer, "marked": marked, "payload": task.payload,

@@ -29,11 +29,14 @@ __all__ = ["get_engine", "init_schema", "session_scope", "engine_for", "ADDED_CO
 ADDED_COLUMNS: dict[str, tuple[str, ...]] = {
     "project": ("instructions", "label_names"),
     "task": ("marked",),
+    "status_tally": ("version",),
 }
 # Indexes added to a table after its first release (``create_all`` skips an existing
 # table's indexes too): ``init_schema`` creates each one a database lacks.
 ADDED_INDEXES: dict[str, tuple[str, ...]] = {
     "label": ("ix_label_project_applied",),
+    "task": ("ix_task_project_marked",),
+    "assignment": ("ix_assignment_gold",),
 }
 
 

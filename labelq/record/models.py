@@ -14,11 +14,12 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import JSON, Column, Index, Text, UniqueConstraint
+from sqlalchemy import JSON, Column, Index, Text, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
 __all__ = ["DatabaseIdentity", "Project", "Task", "Worker", "Assignment", "Label",
-           "StatusTally", "TaskTally", "WorkerTally", "utcnow", "as_utc", "utc_from_ms",
+           "StatusTally", "TaskTally", "GoldTally", "WorkerTally", "DashboardFigures",
+           "utcnow", "as_utc", "utc_from_ms",
            "WORKER_STATUSES", "ASSIGNMENT_STATES", "ENDED_UNLABELLED"]
 
 WORKER_STATUSES = ("active", "paused", "removed")
@@ -89,6 +90,11 @@ class Task(SQLModel, table=True):
         UniqueConstraint("project_id", "external_id", name="uq_task_external"),
         UniqueConstraint("project_id", "seq", name="uq_task_seq"),
         Index("ix_task_project_gold", "project_id", "is_gold"),
+        # the tasks made gold after loading (labelq gold mark): few, read by status on
+        # every request (labelq/record/tally.py); partial, so loading pays nothing for it
+        Index("ix_task_project_marked", "project_id", "marked",
+              sqlite_where=text("marked IS NOT NULL"),
+              postgresql_where=text("marked IS NOT NULL")),
     )
     id: int | None = Field(default=None, primary_key=True)
     project_id: int = Field(foreign_key="project.id")
@@ -119,7 +125,12 @@ class Worker(SQLModel, table=True):
 
 
 class Assignment(SQLModel, table=True):
-    __table_args__ = (Index("ix_assignment_worker_state", "worker_id", "state"),)
+    # ix_assignment_gold: the gold questions each annotator was given (status's gold
+    # warnings) as a range of a partial index, not a scan of the project's assignments
+    __table_args__ = (Index("ix_assignment_worker_state", "worker_id", "state"),
+                      Index("ix_assignment_gold", "project_id", "worker_id", "task_id",
+                            sqlite_where=text("is_gold = 1"),
+                            postgresql_where=text("is_gold")))
     id: str = Field(primary_key=True, max_length=40)
     project_id: int = Field(foreign_key="project.id", index=True)
     task_id: int = Field(foreign_key="task.id", index=True)
@@ -159,10 +170,15 @@ class StatusTally(SQLModel, table=True):
     project_id: int = Field(primary_key=True)
     applied_seq: int = 0
     n_tasks: int = 0
+    # the counters' layout (labelq.record.tally.VERSION); NULL: counters of an earlier
+    # labelq, folded again from the labels (added by labelq.record.db.ADDED_COLUMNS)
+    version: int | None = None
 
 
 class TaskTally(SQLModel, table=True):
-    """Tasks of a project's category by their number of folded labels (gold included)."""
+    """Tasks of a project's category by their number of folded labels: every task but the
+    gold questions loaded as gold (:class:`GoldTally`); those made gold later (``labelq
+    gold mark``) stay here, and status moves them to gold when it reads."""
 
     __tablename__ = "task_tally"
     project_id: int = Field(primary_key=True)
@@ -171,14 +187,40 @@ class TaskTally(SQLModel, table=True):
     tasks: int = 0
 
 
+class GoldTally(SQLModel, table=True):
+    """A project's gold questions loaded as gold, per category (their state never changes,
+    whatever their labels)."""
+
+    __tablename__ = "gold_tally"
+    project_id: int = Field(primary_key=True)
+    category: str = Field(primary_key=True, max_length=200)
+    tasks: int = 0
+
+
 class WorkerTally(SQLModel, table=True):
-    """An annotator's folded labels, and those on gold questions."""
+    """An annotator's folded labels, and those answering gold questions loaded as gold (the
+    answers to tasks made gold later are read when status is)."""
 
     __tablename__ = "worker_tally"
     worker_id: int = Field(primary_key=True)
     project_id: int = Field(index=True)
     labels: int = 0
     gold: int = 0
+
+
+class DashboardFigures(SQLModel, table=True):
+    """The dashboard's heavy figures of a project (agreement, the accuracy estimate and its
+    curve, gold per annotator, throughput, gold suggestions), computed in the background
+    (the beat's ``labelq.figures``, labelq/dashboard.py) and served with their age."""
+
+    __tablename__ = "dashboard_figures"
+    project_id: int = Field(primary_key=True)
+    computed: datetime | None = None      # when the figures were computed
+    took_s: float = 0.0                   # how long that took
+    labels: int = 0                       # labels they saw
+    key: str = Field(default="", max_length=500)  # what they were computed from
+    body: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    claimed: datetime | None = None       # a computation in progress since then
 
 
 def dumps(obj: Any) -> str:

@@ -5,39 +5,61 @@ category), labels and gold answers per annotator. Counted over every label on ea
 that took seconds at a few thousand labels under load and grows with the labels; here
 they come from counters:
 
-* ``task_tally``: tasks per (category, number of labels) — gold tasks included; a task's
-  state follows from its count and the project's cap when read, so a raised cap needs no
-  recount;
-* ``worker_tally``: labels and gold answers per annotator;
+* ``task_tally``: tasks per (category, number of labels) — every task but the gold
+  questions loaded as gold; a task's state follows from its count and the project's cap
+  when read, so a raised cap needs no recount;
+* ``gold_tally``: the gold questions loaded as gold, per category (gold whatever their
+  labels);
+* ``worker_tally``: labels and gold answers (to gold questions loaded as gold) per
+  annotator;
 * ``status_tally``: how far they are folded — every label with ``applied_seq <=
   applied_seq`` (the applier's order: its batches commit in that order, under its lock, so
-  nothing below the mark can appear later) and every task with ``seq < n_tasks``.
+  nothing below the mark can appear later) and every task with ``seq < n_tasks`` — and
+  the counters' layout (:data:`VERSION`; those of an earlier labelq are folded again).
 
 :func:`fold` moves the mark forward over the labels applied since (the applier calls it
 after each run, the beat's upkeep too), in one transaction that only commits if nobody
-moved the mark meanwhile. :func:`counts` is the counters plus what they do not hold yet:
-tasks loaded since, labels applied since the mark and labels not applied yet (both read by
-``ix_label_project_applied``: as many as there are), the gold questions' own counts (a task
-made gold later changes state, not count: read per gold question) — never every label.
+moved the mark meanwhile. :func:`counts` is the counters plus what they do not hold yet,
+each read as an index range, as many rows as there are: tasks loaded since
+(``uq_task_seq``), labels applied since the mark and labels not applied yet (two ranges of
+``ix_label_project_applied``), and the tasks made gold after loading (``labelq gold mark``:
+``ix_task_project_marked``, partial), whose state moved to gold and whose labels became
+gold answers whatever the counters hold of them — never every label, nor every gold
+question.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import Table, and_, func, select
 from sqlalchemy.exc import OperationalError, ProgrammingError
-from sqlmodel import Session
+from sqlmodel import Session, SQLModel, col
 
-from .models import Label, StatusTally, Task, TaskTally, Worker, WorkerTally
+from .models import GoldTally, Label, StatusTally, Task, TaskTally, Worker, WorkerTally
 
-__all__ = ["Counts", "counts", "fold", "forget"]
+__all__ = ["Counts", "counts", "fold", "forget", "worker_rows", "VERSION"]
 
+VERSION = 2  # 2: loaded gold questions in gold_tally, marked ones read when status is
 _CHUNK = 500  # task ids per IN (...) list
+
+# a task's place in the counters: loaded as gold (gold_tally), or by its label count
+_LOADED_GOLD = and_(col(Task.is_gold).is_(True), col(Task.marked).is_(None))
+
+
+def _table(model: type[SQLModel]) -> Table:
+    table: Table = getattr(model, "__table__")
+    return table
+
+
+def _id(x: int | None) -> int:
+    """A primary key read back (never NULL; its column is typed ``int | None``)."""
+    assert x is not None
+    return x
 
 
 @dataclass
@@ -46,184 +68,286 @@ class Counts:
     gold questions per category, labels and gold answers per worker id, the labels not
     applied yet and the oldest one's time."""
 
-    hist: Counter = field(default_factory=Counter)            # (category, n) -> tasks
-    gold: Counter = field(default_factory=Counter)            # category -> gold questions
-    labels: Counter = field(default_factory=Counter)          # worker id -> labels
-    gold_answers: Counter = field(default_factory=Counter)    # worker id -> gold answers
+    hist: Counter[tuple[str, int]] = field(default_factory=Counter)  # (category, n) -> tasks
+    gold: Counter[str] = field(default_factory=Counter)       # category -> gold questions
+    labels: Counter[int] = field(default_factory=Counter)     # worker id -> labels
+    gold_answers: Counter[int] = field(default_factory=Counter)  # worker id -> gold answers
     unapplied: int = 0
     oldest_unapplied: datetime | None = None
 
 
-def _mark(session: Session, pid: int) -> tuple[int, int, bool]:
-    """(applied_seq, n_tasks, whether the counters exist) of project ``pid``: (0, 0) when
-    none were folded, or on a database whose schema predates them (``labelq init`` adds
-    the tables; until then everything is read as not folded)."""
+@dataclass
+class _Mark:
+    applied: int = 0
+    n_tasks: int = 0
+    exists: bool = False          # the counters' tables exist
+    version: int | None = None    # the layout of the project's counters
+    row: bool = False             # the project has a status_tally row
+
+    @property
+    def usable(self) -> bool:
+        """Whether the counters hold anything of this layout."""
+        return self.exists and self.version == VERSION and bool(self.applied or self.n_tasks)
+
+
+def _mark(session: Session, pid: int) -> _Mark:
+    """How far project ``pid``'s counters are folded: nothing on a database whose schema
+    predates them (``labelq init`` adds the tables and columns; until then everything is
+    read as not folded)."""
     try:
         with session.begin_nested():
-            row = session.exec(select(StatusTally.applied_seq, StatusTally.n_tasks)  # type: ignore[call-overload]
-                               .where(StatusTally.project_id == pid)).first()
+            row = session.connection().execute(
+                select(col(StatusTally.applied_seq), col(StatusTally.n_tasks),
+                       col(StatusTally.version))
+                .where(col(StatusTally.project_id) == pid)).first()
+            session.connection().execute(select(col(GoldTally.tasks)).limit(1)).all()
     except (OperationalError, ProgrammingError):
-        return 0, 0, False
-    return (int(row[0]), int(row[1]), True) if row is not None else (0, 0, True)
+        return _Mark()
+    if row is None:
+        return _Mark(exists=True)
+    return _Mark(int(row[0]), int(row[1]), True, None if row[2] is None else int(row[2]),
+                 True)
 
 
-def _chunks(ids: list[int]) -> Iterable[list[int]]:
+def _chunks(ids: Sequence[int]) -> Iterable[list[int]]:
+    ids = sorted(ids)
     for i in range(0, len(ids), _CHUNK):
         yield ids[i:i + _CHUNK]
 
 
-def _folded_counts(session: Session, pid: int, task_ids: list[int], upto: int
-                   ) -> dict[int, tuple[str, int]]:
-    """task id -> (category, labels with ``applied_seq <= upto``) for ``task_ids`` (two
-    index lookups per chunk: no join, which SQLite planned as a scan of the labels)."""
-    out: dict[int, tuple[str, int]] = {}
-    for chunk in _chunks(sorted(task_ids)):
-        n = dict(session.exec(select(Label.task_id, func.count())  # type: ignore[call-overload]
-                              .where(Label.project_id == pid,
-                                     Label.task_id.in_(chunk),  # type: ignore[attr-defined]
-                                     Label.applied_seq <= upto)  # type: ignore[operator]
-                              .group_by(Label.task_id)).all())
-        for tid, cat in session.exec(select(Task.id, Task.category)  # type: ignore[call-overload]
-                                     .where(Task.id.in_(chunk))).all():  # type: ignore[union-attr]
-            out[int(tid)] = (cat, int(n.get(tid, 0)))
+@dataclass(frozen=True)
+class _TaskCount:
+    category: str
+    labels: int        # labels with applied_seq <= the mark
+    loaded_gold: bool  # a gold question loaded as gold (counted in gold_tally)
+
+
+def _folded_counts(session: Session, pid: int, task_ids: Iterable[int], upto: int
+                   ) -> dict[int, _TaskCount]:
+    """task id -> its category, labels with ``applied_seq <= upto`` and whether it is a gold
+    question loaded as gold, for ``task_ids`` (two index lookups per chunk: no join, which
+    SQLite planned as a scan of the labels)."""
+    out: dict[int, _TaskCount] = {}
+    for chunk in _chunks(list(task_ids)):
+        n: dict[int, int] = {int(t): int(c) for t, c in session.connection().execute(
+            select(col(Label.task_id), func.count())
+            .where(col(Label.project_id) == pid, col(Label.task_id).in_(chunk),
+                   col(Label.applied_seq) <= upto)
+            .group_by(col(Label.task_id))).all()}
+        for tid, cat, loaded_gold in session.connection().execute(
+                select(col(Task.id), col(Task.category), _LOADED_GOLD)
+                .where(col(Task.id).in_(chunk))).all():
+            out[_id(tid)] = _TaskCount(cat, n.get(_id(tid), 0), bool(loaded_gold))
     return out
 
 
-def _new_tasks(session: Session, pid: int, since: int, upto: int | None = None) -> Counter:
-    """Tasks with ``since <= seq (< upto)`` by category."""
-    cond = [Task.project_id == pid, Task.seq >= since]
+def _new_tasks(session: Session, pid: int, since: int, upto: int | None = None
+               ) -> tuple[Counter[str], Counter[str]]:
+    """Tasks with ``since <= seq (< upto)`` by category: (the others, loaded gold)."""
+    cond = [col(Task.project_id) == pid, col(Task.seq) >= since]
     if upto is not None:
-        cond.append(Task.seq < upto)
-    return Counter({cat: int(c) for cat, c in session.exec(  # type: ignore[call-overload]
-        select(Task.category, func.count()).where(*cond).group_by(Task.category)).all()})
+        cond.append(col(Task.seq) < upto)
+    plain: Counter[str] = Counter()
+    gold: Counter[str] = Counter()
+    for cat, loaded_gold, c in session.connection().execute(
+            select(col(Task.category), _LOADED_GOLD.label("g"), func.count()).where(*cond)
+            .group_by(col(Task.category), "g")).all():
+        (gold if loaded_gold else plain)[cat] += int(c)
+    return plain, gold
 
 
-def _move(hist: Counter, folded: dict[int, tuple[str, int]], delta: Counter) -> None:
-    """Each task of ``delta`` from its folded count to that plus its new labels."""
-    for tid, (cat, before) in folded.items():
-        hist[(cat, before)] -= 1
-        hist[(cat, before + delta[tid])] += 1
+def _move(hist: Counter[tuple[str, int]], folded: Mapping[int, _TaskCount],
+          delta: Mapping[int, int]) -> None:
+    """Each task of ``delta`` (but the loaded gold questions: not in ``hist``) from its
+    folded count to that plus its new labels."""
+    for tid, tc in folded.items():
+        if not tc.loaded_gold:
+            hist[(tc.category, tc.labels)] -= 1
+            hist[(tc.category, tc.labels + delta.get(tid, 0))] += 1
+
+
+def _marked(session: Session, pid: int) -> set[int]:
+    """The ids of the tasks made gold after loading (the partial index's range)."""
+    return {_id(t) for t in session.connection().execute(
+        select(col(Task.id)).where(col(Task.project_id) == pid,
+                                   col(Task.marked).is_not(None))).scalars()}
 
 
 def counts(session: Session, pid: int) -> Counts:
     """Project ``pid``'s status counts now (see the module docstring)."""
-    applied, n_tasks, _ = _mark(session, pid)
+    m = _mark(session, pid)
+    applied, n_tasks = (m.applied, m.n_tasks) if m.usable else (0, 0)
     out = Counts()
-    for cat, n, tasks in session.exec(select(TaskTally.category, TaskTally.n_labels,  # type: ignore[call-overload]
-                                             TaskTally.tasks)
-                                      .where(TaskTally.project_id == pid)).all() \
-            if (applied or n_tasks) else []:
-        out.hist[(cat, int(n))] += int(tasks)
-    if applied or n_tasks:
-        for wid, n, g in session.exec(select(WorkerTally.worker_id, WorkerTally.labels,  # type: ignore[call-overload]
-                                             WorkerTally.gold)
-                                      .where(WorkerTally.project_id == pid)).all():
+    if m.usable:
+        for cat, n, tasks in session.connection().execute(
+                select(col(TaskTally.category), col(TaskTally.n_labels), col(TaskTally.tasks))
+                .where(col(TaskTally.project_id) == pid)).all():
+            out.hist[(cat, int(n))] += int(tasks)
+        for cat, tasks in session.connection().execute(
+                select(col(GoldTally.category), col(GoldTally.tasks))
+                .where(col(GoldTally.project_id) == pid)).all():
+            out.gold[cat] += int(tasks)
+        for wid, n, g in session.connection().execute(
+                select(col(WorkerTally.worker_id), col(WorkerTally.labels),
+                       col(WorkerTally.gold))
+                .where(col(WorkerTally.project_id) == pid)).all():
             out.labels[int(wid)] += int(n)
             out.gold_answers[int(wid)] += int(g)
+    # the tasks made gold after loading: their labels are gold answers (counted below, in
+    # full), never in the counters' gold answers
+    marked = _marked(session, pid)
     # the labels the counters do not hold: applied after the mark, and not applied yet
-    delta: Counter = Counter()
-    late = or_(Label.applied_seq > applied, Label.applied_seq.is_(None))  # type: ignore[operator, union-attr]
-    for tid, wid, gold, seq, received in session.exec(  # type: ignore[call-overload]
-            select(Label.task_id, Label.worker_id, Label.is_gold, Label.applied_seq,
-                   Label.received).where(Label.project_id == pid, late)).all():
-        delta[int(tid)] += 1
-        out.labels[int(wid)] += 1
-        if gold:
-            out.gold_answers[int(wid)] += 1
-        if seq is None:
-            out.unapplied += 1
-            if out.oldest_unapplied is None or received < out.oldest_unapplied:
-                out.oldest_unapplied = received
+    # (two ranges of ix_label_project_applied; an OR of both SQLite read as a scan)
+    delta: Counter[int] = Counter()
+    cols = (col(Label.task_id), col(Label.worker_id), col(Label.is_gold), col(Label.received))
+    for unapplied, cond in ((False, col(Label.applied_seq) > applied),
+                            (True, col(Label.applied_seq).is_(None))):
+        for tid, wid, gold, received in session.connection().execute(
+                select(*cols).where(col(Label.project_id) == pid, cond)).all():
+            delta[int(tid)] += 1
+            out.labels[int(wid)] += 1
+            if gold and int(tid) not in marked:
+                out.gold_answers[int(wid)] += 1
+            if unapplied:
+                out.unapplied += 1
+                if out.oldest_unapplied is None or received < out.oldest_unapplied:
+                    out.oldest_unapplied = received
     # tasks loaded since the mark (read after the labels: a task of theirs is among them)
-    for cat, c in _new_tasks(session, pid, n_tasks).items():
+    plain, loaded_gold = _new_tasks(session, pid, n_tasks)
+    for cat, c in plain.items():
         out.hist[(cat, 0)] += c
-    _move(out.hist, _folded_counts(session, pid, list(delta), applied), delta)
-    # gold questions: their state is "gold" whatever their count
-    gold_ids = [int(t[0]) for t in session.exec(select(Task.id)  # type: ignore[call-overload]
-                                             .where(Task.project_id == pid,
-                                                    Task.is_gold.is_(True))).all()]  # type: ignore[attr-defined]
-    for tid, (cat, n) in _folded_counts(session, pid, gold_ids, applied).items():
-        out.hist[(cat, n + delta[tid])] -= 1
-        out.gold[cat] += 1
+    out.gold.update(loaded_gold)
+    _move(out.hist, _folded_counts(session, pid, delta, applied), delta)
+    # the tasks made gold after loading: counted by their labels in ``hist`` (as every
+    # task but the loaded gold), they are gold questions now; their labels gold answers
+    for tid, tc in _folded_counts(session, pid, marked, applied).items():
+        out.hist[(tc.category, tc.labels + delta.get(tid, 0))] -= 1
+        out.gold[tc.category] += 1
+    for chunk in _chunks(list(marked)):
+        for wid, c in session.connection().execute(
+                select(col(Label.worker_id), func.count())
+                .where(col(Label.project_id) == pid, col(Label.task_id).in_(chunk),
+                       col(Label.is_gold).is_(True))
+                .group_by(col(Label.worker_id))).all():
+            out.gold_answers[int(wid)] += int(c)
     return out
+
+
+def _reset(session: Session, pid: int, m: _Mark) -> bool:
+    """Counters of another layout (an earlier labelq's): dropped and the mark put back to
+    nothing folded, in the caller's transaction; False if someone else did it first."""
+    st = _table(StatusTally)
+    done = session.connection().execute(
+        st.update().where(st.c.project_id == pid,
+                          st.c.applied_seq == m.applied, st.c.n_tasks == m.n_tasks,
+                          st.c.version.is_(None) if m.version is None
+                          else st.c.version == m.version)
+        .values(applied_seq=0, n_tasks=0, version=VERSION))
+    if done.rowcount == 0:
+        return False
+    for model in (TaskTally, GoldTally, WorkerTally):
+        t = _table(model)
+        session.connection().execute(t.delete().where(t.c.project_id == pid))
+    return True
 
 
 def fold(session: Session, pid: int) -> int:
     """Move project ``pid``'s counters forward over the labels applied and the tasks loaded
     since the mark; returns the labels folded. Commits nothing itself: the caller's
     transaction; refused (0, nothing written) when the counters moved meanwhile."""
-    applied, n_tasks, exists = _mark(session, pid)
-    if not exists:
+    m = _mark(session, pid)
+    if not m.exists:
         return 0
-    upto = int(session.exec(select(func.coalesce(func.max(Label.applied_seq), 0))  # type: ignore[call-overload]
-                            .where(Label.project_id == pid)).one()[0])
-    tasks_now = int(session.exec(select(func.coalesce(func.max(Task.seq) + 1, 0))  # type: ignore[call-overload]
-                                 .where(Task.project_id == pid)).one()[0])
+    if not m.row:
+        session.add(StatusTally(project_id=pid, applied_seq=0, n_tasks=0, version=VERSION))
+        session.flush()  # (two first folds racing: the loser's flush fails, nothing kept)
+        m = _Mark(0, 0, True, VERSION, True)
+    elif m.version != VERSION:
+        if not _reset(session, pid, m):
+            return 0
+        m = _Mark(0, 0, True, VERSION, True)
+    applied, n_tasks = m.applied, m.n_tasks
+    conn = session.connection()
+    upto = int(conn.execute(select(func.max(col(Label.applied_seq)))
+                            .where(col(Label.project_id) == pid)).scalar_one() or 0)
+    last = conn.execute(select(func.max(col(Task.seq)))
+                        .where(col(Task.project_id) == pid)).scalar_one()
+    tasks_now = 0 if last is None else int(last) + 1
     if upto <= applied and tasks_now <= n_tasks:
         return 0
-    hist: Counter = Counter()
-    for cat, c in _new_tasks(session, pid, n_tasks, tasks_now).items():
+    hist: Counter[tuple[str, int]] = Counter()
+    plain, new_gold = _new_tasks(session, pid, n_tasks, tasks_now)
+    for cat, c in plain.items():
         hist[(cat, 0)] += c
-    delta: Counter = Counter()
-    labels: Counter = Counter()
-    gold: Counter = Counter()
-    for tid, wid, g in session.exec(select(Label.task_id, Label.worker_id, Label.is_gold)  # type: ignore[call-overload]
-                                    .where(Label.project_id == pid,
-                                           Label.applied_seq > applied,  # type: ignore[operator]
-                                           Label.applied_seq <= upto)).all():  # type: ignore[operator]
+    delta: Counter[int] = Counter()
+    labels: Counter[int] = Counter()
+    gold_given: Counter[tuple[int, int]] = Counter()  # (worker, task) of gold labels
+    for tid, wid, g in session.connection().execute(
+            select(col(Label.task_id), col(Label.worker_id), col(Label.is_gold))
+            .where(col(Label.project_id) == pid, col(Label.applied_seq) > applied,
+                   col(Label.applied_seq) <= upto)
+            .execution_options(yield_per=50_000)):
         delta[int(tid)] += 1
         labels[int(wid)] += 1
         if g:
-            gold[int(wid)] += 1
-    _move(hist, _folded_counts(session, pid, list(delta), applied), delta)
-    conn = session.connection()
-    if not exists or (applied, n_tasks) == (0, 0):
-        found = session.exec(select(StatusTally.project_id)  # type: ignore[call-overload]
-                             .where(StatusTally.project_id == pid)).first()
-        if found is None:
-            session.add(StatusTally(project_id=pid, applied_seq=0, n_tasks=0))
-            session.flush()
-    moved = conn.execute(
-        StatusTally.__table__.update()  # type: ignore[attr-defined]
-        .where(StatusTally.project_id == pid, StatusTally.applied_seq == applied,
-               StatusTally.n_tasks == n_tasks)
+            gold_given[(int(wid), int(tid))] += 1
+    folded = _folded_counts(session, pid, delta, applied)
+    gold: Counter[int] = Counter()
+    for (wid, tid), c in gold_given.items():  # answers to loaded gold (marked: when read)
+        tc = folded.get(tid)
+        if tc is not None and tc.loaded_gold:
+            gold[wid] += c
+    _move(hist, folded, delta)
+    st = _table(StatusTally)
+    moved = session.connection().execute(
+        st.update()
+        .where(st.c.project_id == pid, st.c.applied_seq == applied,
+               st.c.n_tasks == n_tasks, st.c.version == VERSION)
         .values(applied_seq=upto, n_tasks=max(tasks_now, n_tasks)))
     if moved.rowcount == 0:
         return 0
-    _add(session, TaskTally, pid, {k: v for k, v in hist.items() if v},
-         lambda k: {"category": k[0], "n_labels": k[1]}, lambda v: {"tasks": v})
+    _add(session, TaskTally, pid, {k: (v,) for k, v in hist.items() if v},
+         lambda k: {"category": k[0], "n_labels": k[1]}, ("tasks",))
+    _add(session, GoldTally, pid, {k: (v,) for k, v in new_gold.items() if v},
+         lambda k: {"category": k}, ("tasks",))
     _add(session, WorkerTally, pid, {w: (labels[w], gold[w]) for w in labels},
-         lambda k: {"worker_id": k}, lambda v: {"labels": v[0], "gold": v[1]})
+         lambda k: {"worker_id": k}, ("labels", "gold"))
     return sum(delta.values())
 
 
-def _add(session: Session, model: Any, pid: int, changes: dict, key, value) -> None:
-    """Add ``changes`` to the counter rows of ``model`` (made where missing)."""
-    table = model.__table__
+def _add(session: Session, model: type[SQLModel], pid: int,
+         changes: Mapping[Any, tuple[int, ...]], key: Callable[[Any], dict[str, Any]],
+         columns: tuple[str, ...]) -> None:
+    """Add ``changes`` (values of ``columns``) to the counter rows of ``model``, made where
+    missing."""
+    table = _table(model)
     conn = session.connection()
     for k, v in changes.items():
-        where = [getattr(table.c, c) == x for c, x in key(k).items()]
-        if model is TaskTally:
+        where = [table.c[c] == x for c, x in key(k).items()]
+        if model is not WorkerTally:
             where.append(table.c.project_id == pid)
-        inc = {c: getattr(table.c, c) + x for c, x in value(v).items()}
+        inc = {c: table.c[c] + x for c, x in zip(columns, v, strict=True)}
         if conn.execute(table.update().where(*where).values(**inc)).rowcount == 0:
-            conn.execute(table.insert().values(project_id=pid, **key(k), **value(v)))
+            conn.execute(table.insert().values(project_id=pid, **key(k),
+                                               **dict(zip(columns, v, strict=True))))
 
 
 def forget(session: Session, pid: int) -> None:
     """Drop project ``pid``'s counters (the project is deleted)."""
     conn = session.connection()
-    try:
-        with session.begin_nested():
-            for model in (TaskTally, WorkerTally, StatusTally):
-                conn.execute(model.__table__.delete()  # type: ignore[attr-defined]
-                             .where(model.__table__.c.project_id == pid))  # type: ignore[attr-defined]
-    except (OperationalError, ProgrammingError):
-        pass  # a database without the counters' tables
+    for model in (TaskTally, GoldTally, WorkerTally, StatusTally):
+        try:
+            with session.begin_nested():
+                t = _table(model)
+                conn.execute(t.delete().where(t.c.project_id == pid))
+        except (OperationalError, ProgrammingError):
+            pass  # a database without this counter's table
 
 
-def worker_rows(session: Session, pid: int) -> list[tuple[int, str, str, float, Any]]:
+def worker_rows(session: Session, pid: int) -> list[tuple[int, str, str, float, int | None]]:
     """(id, handle, status, cost, capacity) of the project's workers, by seq."""
-    return [tuple(r) for r in session.exec(  # type: ignore[call-overload, misc]
-        select(Worker.id, Worker.handle, Worker.status, Worker.cost, Worker.capacity)
-        .where(Worker.project_id == pid).order_by(Worker.seq)).all()]
+    return [(_id(i), h, st, float(c), cap) for i, h, st, c, cap in session.connection().execute(
+        select(col(Worker.id), col(Worker.handle), col(Worker.status), col(Worker.cost),
+               col(Worker.capacity))
+        .where(col(Worker.project_id) == pid).order_by(col(Worker.seq))).all()]
+

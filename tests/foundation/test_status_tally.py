@@ -10,7 +10,13 @@ from sqlmodel import select
 
 from labelq.record.db import engine_for, init_schema, session_scope
 from labelq.record.models import Assignment, Label, Project, Task, Worker, utcnow
-from labelq.record.projects import create_project, enroll_worker, get_project
+from labelq.record.projects import (
+    GoldMark,
+    create_project,
+    enroll_worker,
+    get_project,
+    mark_gold,
+)
 from labelq.record.tally import fold
 from labelq.reporting import project_status
 
@@ -111,9 +117,10 @@ def test_status_from_counters_equals_a_full_count(db_url):
         assert fold(s, get_project(s, "t").id) == 0  # nothing new
     _check(engine)
     with session_scope(engine) as s:           # a labelled task made gold, a raised cap
-        t = s.exec(select(Task).where(Task.external_id == "t7")).one()
-        t.is_gold, t.gold_answer = True, "a"
-        s.get(Project, t.project_id).max_labels = 5
+        # (as labelq gold mark does it: the task marked, its labels gold answers)
+        p = get_project(s, "t")
+        mark_gold(s, p, [GoldMark("t7", "a")])
+        s.get(Project, p.id).max_labels = 5
     _check(engine)
     _label(engine, rng, 15, seq)
     with session_scope(engine) as s:
