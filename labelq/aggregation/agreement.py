@@ -112,8 +112,8 @@ def fleiss_kappa_counts(counts: ArrayLike, *, strict: bool = False) -> float:
     return float((P_i.mean() - P_e) / (1.0 - P_e))
 
 
-def fleiss_kappa(task: ArrayLike, label: ArrayLike, n_tasks: int | None = None, n_classes: int | None = None, *,
-                 strict: bool = False) -> float:
+def fleiss_kappa(task: ArrayLike, label: ArrayLike, n_tasks: int | None = None,
+                 n_classes: int | None = None, *, strict: bool = False) -> float:
     """Fleiss' kappa of long-format labels; see :func:`fleiss_kappa_counts`."""
     return fleiss_kappa_counts(_counts(task, label, n_tasks, n_classes), strict=strict)
 

@@ -41,8 +41,8 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
 __all__ = ["BaseAggregator", "LabelArrays", "check_labels", "check_gold", "count_matrix",
-           "argmax_first", "rank_within_task", "LabelSource", "FloatArray", "IntArray", "BoolArray",
-           "Seed"]
+           "argmax_first", "rank_within_task", "LabelSource", "FloatArray", "IntArray",
+           "BoolArray", "Seed"]
 
 #: what an ``rng`` parameter takes: what ``np.random.default_rng`` does (a seed or a Generator)
 Seed: TypeAlias = (int | np.random.Generator | np.random.BitGenerator | np.random.SeedSequence
@@ -220,7 +220,8 @@ class BaseAggregator:
     def fit_predict(self, task: ArrayLike, worker: ArrayLike, label: ArrayLike,
                     **kw: object) -> IntArray:
         """``fit(task, worker, label, **kw).labels_``."""
-        fit: Callable[..., BaseAggregator] = self.fit  # this class's fit, with the keywords it names
+        # this class's own fit, with the keywords it names
+        fit: Callable[..., BaseAggregator] = self.fit
         return fit(task, worker, label, **kw).labels_
 
     def fit_predict_proba(self, task: ArrayLike, worker: ArrayLike, label: ArrayLike,

@@ -58,8 +58,9 @@ __all__ = [
 BENCHMARKS: dict[str, tuple[int, int, int, float | None]] = {
     "ionosphere": (351, 3, 30, 225 / 351), "breast-cancer": (569, 4, 40, None),
     "pima": (768, 5, 50, 268 / 768)}
-MODEL_PARAMS: dict[str, dict[str, ModelParam]] = {"spammer-hammer": {"hammer": 1.0}, "one-coin": {"good": 0.9, "other": 0.6},
-                "malicious": {"good": 0.9, "bad": 0.3, "other": 0.6}}
+MODEL_PARAMS: dict[str, dict[str, ModelParam]] = {
+    "spammer-hammer": {"hammer": 1.0}, "one-coin": {"good": 0.9, "other": 0.6},
+    "malicious": {"good": 0.9, "bad": 0.3, "other": 0.6}}
 DEFAULT_METHODS = ["bbta:explore=1", "bbta:explore=0", "optkg-multi", "optkg", "random",
                    "crowdsense", "iethresh"]
 SWEEPS = {"iethresh": [0.99, 0.95, 0.9],
