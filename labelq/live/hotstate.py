@@ -20,6 +20,7 @@ Declines are applied by the applier from the ``declines`` list and are not repla
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 import zlib
@@ -50,6 +51,8 @@ from .redis.keys import Keys
 
 __all__ = ["Hot", "StateCache", "encode_snapshot", "decode_snapshot", "write_snapshot",
            "fold_from_sql", "bump_epoch"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -364,8 +367,13 @@ class StateCache:
         snap = None
         blob = redis.get(Keys(project_id, database).state) if redis is not None else None
         if blob:
-            with gc_paused():
-                snap = decode_snapshot(blob)
+            try:
+                with gc_paused():
+                    snap = decode_snapshot(blob)
+            except Exception:  # noqa: BLE001 - a snapshot it cannot read (damaged, or
+                # another version's layout) is only a shortcut missed: fold from SQL
+                log.warning("project %s: unreadable state snapshot ignored", project_id,
+                            exc_info=True)
         view = _snapshot_view(session, project, snap, epoch) if snap is not None else None
         if view is None:
             view = load_view(session, project)

@@ -85,10 +85,16 @@ def test_every_policy_reads_its_binary_snapshot_as_its_json_one(name):
 def test_binary_snapshot_keeps_nan_infinity_none_and_dtypes():
     tree = {"a": np.array([1.5, np.nan, -np.inf]), "b": np.arange(6, dtype=np.int32)
             .reshape(2, 3), "c": np.zeros(0), "flag": np.array([True, False]),
-            "x": float("nan"), "y": None, "z": [1, 2, 3], "nested": {"e": np.ones(3)}}
-    back = snapshot.decode(snapshot.encode(tree))
+            "x": float("nan"), "y": None, "z": [1, 2, 3], "nested": {"e": np.ones(3)},
+            "big": np.array([-1, 2**40, 7]), "small": np.array([-3, 100, 2]),
+            "u": np.array([0, 2**63 + 5], dtype=np.uint64), "ids": np.arange(70_000)}
+    blob = snapshot.encode(tree)
+    back = snapshot.decode(blob)
     assert _same(back, tree)
     assert back["b"].dtype == np.int32 and back["flag"].dtype == bool
+    assert back["big"].dtype == back["small"].dtype == back["ids"].dtype == np.int64
+    assert back["u"].dtype == np.uint64
+    assert len(blob) < 70_000 * 4 + 2_000  # the small integers narrowed (ids: int32)
     back["a"][0] = 2.0  # writable: states are updated in place
     with pytest.raises(snapshot.NotBinary):
         snapshot.encode({"o": np.array([object()], dtype=object)})
@@ -198,3 +204,20 @@ def test_the_snapshot_round_trips_through_encode(r, sqlite_url):
     assert back["seq"] == hot.seq and back["limits"] == [50.0, None]
     assert back["labels"] == ["a", "b"]
     np.testing.assert_array_equal(back["view"]["task_id"], hot.view.task_id)
+
+
+@pytest.mark.parametrize("damage", [b"LQS2o\x05\x00\x00\x00{}", b"LQS2", b"not a snapshot"])
+def test_an_unreadable_snapshot_is_ignored_and_the_state_folded_from_sql(r, sqlite_url, damage):
+    rng = np.random.default_rng(5)
+    eng, pid = make_project(sqlite_url, n_tasks=12, workers=3, policy="auto")
+    s = Service(eng, r, settings=Settings(database_url=sqlite_url))
+    n = _label(s, 9, 3, rng)
+    Applier(eng, r, cache=StateCache()).apply_pending(pid, snapshot_every_s=0)
+    k = Keys(pid, database_id(eng))
+    r.set(k.state, damage)
+    hot = StateCache().get(eng, r, pid)
+    with session_scope(eng) as sess:
+        ref = fold_from_sql(sess, sess.get(Project, pid))
+    assert hot.seq == ref.seq == n
+    np.testing.assert_allclose(hot.policy.predict_proba(hot.state),
+                               ref.policy.predict_proba(ref.state))
