@@ -1,7 +1,8 @@
 """Benchmark: the first ``next`` after a cold start of a 1,000,000-task project (issue 36).
 
     python bench/cold_start.py [--tasks 1000000] [--labels 200000] [--runs 3]
-                               [--postgres postgresql://127.0.0.1/postgres] [--no-write]
+                               [--postgres postgresql://127.0.0.1/postgres]
+                               [--cases restart,flushed] [--compare REF] [--no-write]
 
 Builds a project of ``--tasks`` tasks (a CSV loaded by the streaming loader,
 ``labelq.record.loading.load_tasks``) with ``--labels`` labels already applied (written
@@ -17,7 +18,9 @@ annotator who has none yet:
   finds no hot state and it is rebuilt from SQL.
 
 Also reported: when the server first accepted a connection (imports, app set-up), so the
-first ``next``'s own share shows. Medians go to docs/benchmarks.md, section ``cold-start``,
+first ``next``'s own share shows. ``--compare REF`` starts the servers from another commit
+too (a temporary git worktree), alternated with this tree's in every run — on this shared
+machine only a same-sitting ratio means much. Medians go to docs/benchmarks.md, section ``cold-start``,
 unless ``--no-write``.
 """
 
@@ -125,21 +128,32 @@ def build(url: str, csv: Path, n_labels: int, labellers: int, probes: int,
     return pid, tokens, took
 
 
-def hot_state(url: str, redis_url: str, pid: int) -> float:
-    """The project's hot state, as a running system leaves it (priorities, counters, the
-    policy-state snapshot); seconds it took in this process."""
+def hot_state(url: str, redis_url: str, pid: int, tree: Path) -> tuple[float, dict[bytes, bytes]]:
+    """The project's hot state as a running system leaves it (priorities, counters, the
+    policy-state snapshot), made by the code of ``tree`` (its snapshot's format is that
+    code's): (seconds it took, every key's DUMP, for :func:`restore`)."""
     import redis
-
-    from labelq.live.rebuild import rebuild_project
-    from labelq.record.db import engine_for
     r = redis.Redis.from_url(redis_url)
     r.flushdb()
-    eng = engine_for(url)
     t = time.perf_counter()
-    rebuild_project(eng, r, pid)
+    subprocess.run([sys.executable, "-c", "import sys; from labelq.live.rebuild import "
+                    "rebuild_project; from labelq.record.db import engine_for; "
+                    "import redis; rebuild_project(engine_for(sys.argv[1]), "
+                    "redis.Redis.from_url(sys.argv[2]), int(sys.argv[3]))",
+                    url, redis_url, str(pid)], cwd=tree, check=True,
+                   env={**os.environ, "PYTHONPATH": str(tree)})
     took = time.perf_counter() - t
-    eng.dispose()
-    return took
+    return took, {key: r.dump(key) for key in r.scan_iter(count=1000)}
+
+
+def restore(redis_url: str, dump: dict[bytes, bytes]) -> None:
+    import redis
+    r = redis.Redis.from_url(redis_url)
+    r.flushdb()
+    pipe = r.pipeline(transaction=False)
+    for key, value in dump.items():
+        pipe.restore(key, 0, value)
+    pipe.execute()
 
 
 def free_port() -> int:
@@ -182,18 +196,20 @@ def first_next(port: int, token: str, procs: list[subprocess.Popen[bytes]], t0: 
 
 
 def one_run(env: dict[str, str], token: str, log_dir: Path, tag: str, procs_n: int,
-            limit: float) -> tuple[float, float]:
+            limit: float, tree: Path) -> tuple[float, float]:
+    """One start of ``labelq serve`` and ``labelq run-worker`` with the code of ``tree``."""
+    env = {**env, "PYTHONPATH": str(tree)}
     port = free_port()
     started: list[subprocess.Popen[bytes]] = []
     t0 = time.monotonic()
     try:
         started.append(subprocess.Popen(
             [sys.executable, "-m", "cli.main", "serve", "--port", str(port),
-             "--log-level", "warning"], cwd=ROOT, env=env, start_new_session=True,
+             "--log-level", "warning"], cwd=tree, env=env, start_new_session=True,
             stdout=open(log_dir / f"api-{tag}.log", "wb"), stderr=subprocess.STDOUT))
         started.append(subprocess.Popen(
             [sys.executable, "-m", "cli.main", "run-worker", "-c", str(procs_n),
-             "--loglevel", "warning"], cwd=ROOT, env=env, start_new_session=True,
+             "--loglevel", "warning"], cwd=tree, env=env, start_new_session=True,
             stdout=open(log_dir / f"worker-{tag}.log", "wb"), stderr=subprocess.STDOUT))
         return first_next(port, token, started, t0, limit)
     finally:
@@ -210,28 +226,31 @@ def one_run(env: dict[str, str], token: str, log_dir: Path, tag: str, procs_n: i
                 proc.wait(30)
 
 
-def bench_database(database: str, args: argparse.Namespace, csv: Path,
-                   d: str) -> dict[str, Any]:
-    import redis
+def bench_database(database: str, args: argparse.Namespace, csv: Path, d: str,
+                   trees: list[tuple[str, Path]]) -> dict[str, Any]:
     url, cleanup = fresh_database(database, d)
     try:
-        pid, tokens, took = build(url, csv, args.labels, args.labellers, 2 * args.runs,
-                                  args.policy)
-        took["hot state"] = hot_state(url, args.redis_url, pid)
+        pid, tokens, took = build(url, csv, args.labels, args.labellers,
+                                  2 * args.runs * len(trees), args.policy)
+        dumps = {}
+        for name, tree in trees:
+            took[f"hot state ({name})"], dumps[name] = hot_state(url, args.redis_url, pid, tree)
         print(f"{database}: built {took}", flush=True)
         env = {**os.environ, "LABELQ_DATABASE_URL": url, "LABELQ_REDIS_URL": args.redis_url,
-               "LABELQ_CELERY_QUEUE": QUEUE, "PYTHONPATH": str(ROOT)}
-        r = redis.Redis.from_url(args.redis_url)
-        out: dict[str, list[tuple[float, float]]] = {"restart": [], "flushed": []}
+               "LABELQ_CELERY_QUEUE": QUEUE}
+        out: dict[tuple[str, str], list[tuple[float, float]]] = {}
         probe = iter(tokens)
-        for i in range(args.runs):  # the two cases alternated
-            for case in ("restart", "flushed"):
-                if case == "flushed":
-                    r.flushdb()
-                got = one_run(env, next(probe), Path(d), f"{case}{i}", args.procs, args.limit)
-                out[case].append(got)
-                print(f"{database} {case} run {i + 1}: listening {got[0]:.2f} s, "
-                      f"first next {got[1]:.2f} s", flush=True)
+        for i in range(args.runs):  # the cases and the trees alternated
+            for case in args.cases:
+                order = trees if i % 2 == 0 else trees[::-1]
+                for name, tree in order:
+                    # the hot state as that code left it, or none (a flushed Redis)
+                    restore(args.redis_url, dumps[name] if case == "restart" else {})
+                    got = one_run(env, next(probe), Path(d), f"{case}{i}-{name[:8]}",
+                                  args.procs, args.limit, tree)
+                    out.setdefault((case, name), []).append(got)
+                    print(f"{database} {case} {name} run {i + 1}: listening {got[0]:.2f} s, "
+                          f"first next {got[1]:.2f} s", flush=True)
         return {"took": took, "runs": out}
     finally:
         cleanup()
@@ -251,28 +270,58 @@ def main() -> None:
                     help="give up on a start after this many seconds")
     ap.add_argument("--redis-url", default="redis://127.0.0.1:6379/11")
     ap.add_argument("--postgres", default=None, help="also PostgreSQL at this URL")
+    ap.add_argument("--cases", default="restart,flushed",
+                    help="restart (Redis hot state kept), flushed (Redis flushed)")
+    ap.add_argument("--compare", metavar="REF", default=None,
+                    help="A/B: also start the servers from git commit REF (a temporary "
+                         "worktree), alternated with this tree in every run")
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args()
+    args.cases = [c for c in args.cases.split(",") if c]
+    if not args.cases or set(args.cases) - {"restart", "flushed"}:
+        ap.error("--cases: restart and/or flushed")
     if args.labels > args.tasks:
         ap.error("--labels: at most one label per task here (at most --tasks)")
     loads = [os.getloadavg()[0]]
+    here = _git("rev-parse", "--short", "HEAD")
+    dirty = _git("status", "--porcelain", "--untracked-files=no", "--", "labelq", "cli",
+                 "workers")
+    trees = [(f"this tree ({here}{', modified' if dirty else ''})", ROOT)]
     results = {}
     with tempfile.TemporaryDirectory() as d:
-        csv = Path(d) / "tasks.csv"
-        make_file(csv, args.tasks)
-        for database in ["sqlite"] + ([args.postgres] if args.postgres else []):
-            results["SQLite" if database == "sqlite" else "PostgreSQL"] = \
-                bench_database(database, args, csv, d)
-            loads.append(os.getloadavg()[0])
+        if args.compare:
+            base = Path(d) / "base"
+            sha = _git("rev-parse", "--short", args.compare)
+            subprocess.run(["git", "worktree", "add", "--detach", str(base), args.compare],
+                           cwd=ROOT, check=True, capture_output=True)
+            trees.append((sha, base))
+        try:
+            csv = Path(d) / "tasks.csv"
+            make_file(csv, args.tasks)
+            for database in ["sqlite"] + ([args.postgres] if args.postgres else []):
+                results["SQLite" if database == "sqlite" else "PostgreSQL"] = \
+                    bench_database(database, args, csv, d, trees)
+                loads.append(os.getloadavg()[0])
+        finally:
+            if args.compare:
+                subprocess.run(["git", "worktree", "remove", "--force", str(base)], cwd=ROOT)
+    labels = {"restart": "processes restarted, Redis hot state kept",
+              "flushed": "Redis flushed: hot state rebuilt from SQL"}
     rows = []
     for name, res in results.items():
-        for case, label in (("restart", "processes restarted, Redis hot state kept"),
-                            ("flushed", "Redis flushed: hot state rebuilt from SQL")):
-            runs = res["runs"][case]
-            listen = statistics.median(x[0] for x in runs)
-            first = statistics.median(x[1] for x in runs)
-            every = ", ".join(f"{x[1]:.1f}" for x in runs)
-            rows.append(f"| {name} | {label} | {listen:.2f} | **{first:.2f}** | {every} |")
+        for case in args.cases:
+            for tree, _path in trees:
+                runs = res["runs"][(case, tree)]
+                listen = statistics.median(x[0] for x in runs)
+                first = statistics.median(x[1] for x in runs)
+                every = ", ".join(f"{x[1]:.1f}" for x in runs)
+                rows.append(f"| {name} | {labels[case]} | {tree} | {listen:.2f} | "
+                            f"**{first:.2f}** | {every} |")
+            if len(trees) == 2:
+                a = statistics.median(x[1] for x in res["runs"][(case, trees[1][0])])
+                b = statistics.median(x[1] for x in res["runs"][(case, trees[0][0])])
+                rows.append(f"| {name} | {labels[case]} | before / after | | "
+                            f"**{a / b:.2f}x** | |")
     lines = [
         f"## Cold start: the first `next` after a start at {args.tasks:,} tasks (issue 36)",
         "",
@@ -285,11 +334,12 @@ def main() -> None:
         f"serve` and `labelq run-worker -c {args.procs}` started together as real "
         "processes; time from just before their start to the first `POST "
         "/api/v1/assignments/next` that handed an annotator (with nothing open) an "
-        f"assignment; median of {args.runs} starts per row (the two cases alternated). "
-        "Target: ≤ 5 s.",
+        f"assignment; median of {args.runs} starts per row"
+        + (" (the code trees alternated in every run, each start with the hot state its "
+           "own code wrote)" if len(trees) == 2 else "") + ". Target: ≤ 5 s.",
         "",
-        "| database | case | server listening (s) | first `next` (s) | each start (s) |",
-        "|---|---|---|---|---|",
+        "| database | case | code | server listening (s) | first `next` (s) | each start (s) |",
+        "|---|---|---|---|---|---|",
         *rows,
         "",
         "Set-up, once per database (s): " + "; ".join(
@@ -300,6 +350,11 @@ def main() -> None:
     print(text)
     if not args.no_write:
         write_section("cold-start", text)
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, check=True, capture_output=True,
+                          text=True).stdout.strip()
 
 
 if __name__ == "__main__":
