@@ -22,21 +22,35 @@ once here and shared by the CLI and the API.
 
 from __future__ import annotations
 
+import json
+import logging
 import threading
+import time
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 from sqlalchemy import case, func
-from sqlmodel import Session, select
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, col, select
 
 from .exporting import aggregate_project, agreement_report, load_project_labels
-from .record.goldstats import project_gold_scores
-from .record.models import Label, Project, Task, Worker, as_utc
+from .record.goldstats import ProjectGold, project_gold_scores
+from .record.models import DashboardFigures, Label, Project, Task, Worker, as_utc, utcnow
 from .reporting import status_report
 
+if TYPE_CHECKING:
+    from .exporting import ProjectLabels
+
+
+class _Fit(Protocol):
+    """What the dashboard reads of an aggregation's fit (:func:`aggregate_project`)."""
+
+    labels_: np.ndarray
+    confidence_: np.ndarray
+
 __all__ = ["status_report", "worker_gold", "gold_summary", "throughput", "quality",
-           "dashboard", "project_gold_suggestions", "gold_suggestions", "suggestion_csv_row",
+           "dashboard", "compute_figures", "refresh_figures", "figures_due", "project_gold_suggestions", "gold_suggestions", "suggestion_csv_row",
            "SUGGESTION_COLUMNS",
            "RECENT_MINUTES", "CURVE_POINTS", "SUGGEST_SECONDS"]
 
@@ -45,7 +59,7 @@ CURVE_POINTS = 10    # points of the accuracy-estimate curve (each one aggregati
 MAX_BUCKETS = 60     # at most this many points of labels/min
 
 
-def gold_summary(pg, seq: int) -> dict[str, Any]:
+def gold_summary(pg: ProjectGold, seq: int) -> dict[str, Any]:
     """Annotator ``seq``'s gold: answers, right ones, raw accuracy (right / answered),
     smoothed accuracy (Beta posterior mean) and its 95% credible interval, pooled over
     categories, and per category (those with an answer)."""
@@ -126,28 +140,29 @@ _TIMES: dict[int, tuple[int, int, np.ndarray, np.ndarray]] = {}
 
 def _label_times(session: Session, project: Project) -> tuple[np.ndarray, np.ndarray]:
     """(received as Unix seconds, worker id) of every label of ``project``, in id order."""
-    n, last = session.exec(select(func.count(Label.id), func.max(Label.id))
+    n, last = session.exec(select(func.count(col(Label.id)), func.max(col(Label.id)))
                            .where(Label.project_id == project.id)).one()
     n, last = int(n), int(last or 0)
+    pid = _pid(project)
     with _LOCK:
-        hit = _TIMES.get(project.id)
+        hit = _TIMES.get(pid)
     if hit is not None and hit[0] == n and hit[1] == last:
         return hit[2], hit[3]
     after, t0, w0 = 0, np.zeros(0), np.zeros(0, dtype=np.int64)
     if hit is not None and hit[1] <= last and hit[0] <= n:
         after, t0, w0 = hit[1], hit[2], hit[3]
     rows = session.exec(select(Label.received, Label.worker_id)
-                        .where(Label.project_id == project.id, Label.id > after,
-                               Label.id <= last)
-                        .order_by(Label.id)).all()
+                        .where(Label.project_id == pid, col(Label.id) > after,
+                               col(Label.id) <= last)
+                        .order_by(col(Label.id))).all()
     t = np.concatenate([t0, np.array([as_utc(r).timestamp() for r, _ in rows], dtype=float)])
     w = np.concatenate([w0, np.array([j for _, j in rows], dtype=np.int64)])
     if t.size != n:  # labels were removed below the last one read: read them all again
         with _LOCK:
-            _TIMES.pop(project.id, None)
+            _TIMES.pop(pid, None)
         return _label_times(session, project) if hit is not None else (t, w)
     with _LOCK:
-        _TIMES[project.id] = (n, last, t, w)
+        _TIMES[pid] = (n, last, t, w)
     return t, w
 
 
@@ -156,9 +171,9 @@ def _label_times(session: Session, project: Project) -> tuple[np.ndarray, np.nda
 # the tasks or the gold answers change); each point of the curve is kept for good, as a
 # prefix of the labels never changes: the points sit at multiples of a round step.
 REFIT_SECONDS = 10.0
-_FITS: dict[int, tuple[float, tuple, dict[str, Any]]] = {}
+_FITS: dict[int, tuple[float, tuple[Any, ...], dict[str, Any]]] = {}
 _CURRENT: dict[int, tuple[str, int, np.ndarray, np.ndarray, str | None]] = {}
-_POINTS: dict[tuple, dict[str, Any]] = {}
+_POINTS: dict[tuple[Any, ...], dict[str, Any]] = {}
 _LOCK = threading.Lock()
 
 
@@ -172,14 +187,13 @@ def quality(session: Session, project: Project) -> dict[str, Any]:
     spent so far; mean confidences).
     ``labels`` says how many labels the fit saw (it is redone at most every
     :data:`REFIT_SECONDS` while labels arrive)."""
-    import time
-
-    n, last = session.exec(select(func.count(Label.id), func.max(Label.id))
-                           .where(Label.project_id == project.id)).one()
+    pid = _pid(project)
+    n, last = session.exec(select(func.count(col(Label.id)), func.max(col(Label.id)))
+                           .where(Label.project_id == pid)).one()
     method = project.aggregation
     pl = None
     with _LOCK:
-        hit = _FITS.get(project.id)
+        hit = _FITS.get(pid)
     if hit is not None:
         t, key, out = hit
         if key[:2] == (int(n), last):
@@ -191,7 +205,7 @@ def quality(session: Session, project: Project) -> dict[str, Any]:
     pl = pl or load_project_labels(session, project)
     result = aggregate_project(session, project, pl, method)
     with _LOCK:  # the answers gold_suggestions calls current (any method)
-        _CURRENT[project.id] = (method, pl.view.n_tasks, np.asarray(result.labels_),
+        _CURRENT[pid] = (method, pl.view.n_tasks, np.asarray(result.labels_),
                                 np.asarray(result.confidence_), getattr(result, "method_", None))
     report = agreement_report(pl, result)
     data = ~pl.view.is_gold
@@ -206,7 +220,7 @@ def quality(session: Session, project: Project) -> dict[str, Any]:
         step = _round_step(total / CURVE_POINTS)
         from .exporting import ProjectLabels
         for k in [*range(step, total, step), total]:
-            pkey = (project.id, k, curve_method, tuple(project.labels), *view_key)
+            pkey = (pid, k, curve_method, tuple(project.labels), *view_key)
             with _LOCK:
                 point = _POINTS.get(pkey) if k < total else None
             if point is None:
@@ -237,12 +251,12 @@ def quality(session: Session, project: Project) -> dict[str, Any]:
            "tasks_labelled": int(np.sum(data & (counts > 0))),
            "curve": curve, "agreement": report}
     with _LOCK:
-        _FITS[project.id] = (time.monotonic(),
+        _FITS[pid] = (time.monotonic(),
                              (int(n), last, method, tuple(project.labels), *view_key), out)
     return out
 
 
-def _view_key(pl) -> tuple:
+def _view_key(pl: ProjectLabels) -> tuple[int, int, int, int]:
     """What besides the labels changes a fit: the tasks, their categories, gold answers."""
     v = pl.view
     return (v.n_tasks, v.n_workers, hash(v.gold_answer.tobytes()),
@@ -259,17 +273,234 @@ def _round_step(x: float) -> int:
         step *= 10
 
 
-def dashboard(session: Session, project: Project) -> dict[str, Any]:
+def dashboard(session: Session, project: Project, *,
+              live_labels: int | None = None) -> dict[str, Any]:
     """Everything the dashboard page shows of ``project``. ``status`` is exactly
-    :func:`status_report` (``labelq status -o json``); each worker of it also gets its
-    :func:`gold_summary` in ``gold``."""
+    :func:`status_report` (``labelq status -o json``, from the counters); ``gold`` (each
+    annotator's :func:`gold_summary`), ``throughput`` and ``quality`` are the figures the
+    beat computes in the background (:func:`refresh_figures`), as last stored: ``quality``
+    and ``throughput`` say when (``computed``, ISO 8601 UTC), how old they are (``age_s``),
+    how many labels arrived since (``behind_labels``) and ``source`` (``background``, or
+    ``request`` for a small project computed here), or ``pending`` when none are stored
+    yet; ``gold`` is of the same computation. The projection of ``throughput`` (when the
+    budget runs out) is redone with the budget left now at the stored spending rate.
+
+    A request never reads every label of a large project: only a project of at most
+    ``live_labels`` (:data:`LIVE_LABELS`) labels and :data:`LIVE_TASKS` tasks whose stored
+    figures are behind (or missing) has them computed in the request, as before."""
     st = status_report(session, project)
-    return {"status": st, "gold": worker_gold(session, project),
-            "throughput": throughput(session, project, left=st["left"]),
-            "quality": quality(session, project)}
+    now = datetime.now(timezone.utc)
+    key = _figures_key(project, st)
+    row = _stored(session, project)
+    if (row is None or row.computed is None or row.key != key) and \
+            _small(st, LIVE_LABELS if live_labels is None else live_labels):
+        live = {"computed": now.isoformat(timespec="seconds"), "age_s": 0.0,
+                "behind_labels": 0, "source": "request", "pending": False}
+        return {"status": st, "gold": worker_gold(session, project),
+                "throughput": {**throughput(session, project, left=st["left"], now=now),
+                               **live},
+                "quality": {**quality(session, project), **live}}
+    if row is None or row.computed is None:
+        wait = {"computed": None, "age_s": None, "behind_labels": st["labels"],
+                "source": None, "pending": True}
+        return {"status": st, "gold": {},
+                "throughput": {**_empty_throughput(), **wait},
+                "quality": {**_empty_quality(project), **wait}}
+    computed = as_utc(row.computed)
+    meta = {"computed": computed.isoformat(timespec="seconds"),
+            "age_s": round(max(0.0, (now - computed).total_seconds()), 1),
+            "behind_labels": st["labels"] - row.labels, "source": "background",
+            "pending": False}
+    body = row.body
+    return {"status": st, "gold": body.get("gold", {}),
+            "throughput": {**_projected(body.get("throughput") or _empty_throughput(),
+                                        st["left"], now), **meta},
+            "quality": {**(body.get("quality") or _empty_quality(project)), **meta}}
 
 
-def _mean_conf(result, mask: np.ndarray) -> float | None:
+# --- the heavy figures, computed in the background --------------------------------------
+#
+# Agreement, the accuracy estimate and its curve, gold per annotator, throughput and the
+# gold suggestions read every label (aggregations: seconds to minutes at millions of
+# labels). The beat (workers/tasks.py ``labelq.maintain``) asks :func:`figures_due` of
+# each project with hot state and enqueues ``labelq.figures``, which runs
+# :func:`refresh_figures`: computed from the labels and stored in ``dashboard_figures``
+# (one row per project), which the dashboard serves with their age.
+
+FIGURES_EVERY_S = 30.0   # stored figures are recomputed at most this often while labels arrive
+FIGURES_SHARE = 4.0      # ... and at most every this many times the last computation's length
+FIGURES_CLAIM_S = 1800.0  # a computation claimed longer ago than this is taken as dead
+LIVE_LABELS = 20_000     # a project with at most this many labels ...
+LIVE_TASKS = 100_000     # ... and tasks is computed in the request when its figures are behind
+SUGGEST_KEEP = 50        # gold suggestions stored (the API serves at most 50)
+
+log = logging.getLogger(__name__)
+
+
+def _small(st: dict[str, Any], live_labels: int) -> bool:
+    return bool(st["labels"] <= live_labels and sum(st["tasks"].values()) <= LIVE_TASKS)
+
+
+def _figures_key(project: Project, st: dict[str, Any]) -> str:
+    """What the figures were computed from: labels, tasks, gold questions, method, labels."""
+    t = st["tasks"]
+    return json.dumps([st["labels"], sum(t.values()), t["gold"], project.aggregation,
+                       list(project.labels)])
+
+
+def _pid(project: Project) -> int:
+    assert project.id is not None, "a project read from the database has its id"
+    return project.id
+
+
+def _stored(session: Session, project: Project) -> DashboardFigures | None:
+    """The project's stored figures (None, also on a database whose schema predates them:
+    ``labelq init`` adds the table)."""
+    from sqlalchemy.exc import OperationalError, ProgrammingError
+    try:
+        with session.begin_nested():
+            return session.get(DashboardFigures, _pid(project))
+    except (OperationalError, ProgrammingError):
+        return None
+
+
+def _empty_quality(project: Project) -> dict[str, Any]:
+    return {"method": project.aggregation, "chosen": None, "curve_method": None, "labels": 0,
+            "estimate": None, "estimate_low": None, "estimate_high": None,
+            "estimate_basis": None, "estimate_gold": 0, "tasks_labelled": 0, "curve": [],
+            "agreement": {"krippendorff_alpha": None, "fleiss_kappa": None, "labels": 0,
+                          "workers": []}}
+
+
+def _empty_throughput() -> dict[str, Any]:
+    return {"bucket_minutes": None, "points": [], "recent_minutes": RECENT_MINUTES,
+            "recent_labels_per_min": 0.0, "recent_spend_per_min": 0.0,
+            "runs_out_in_s": None, "runs_out_at": None}
+
+
+def _projected(th: dict[str, Any], left: float | None, now: datetime) -> dict[str, Any]:
+    """``th`` with its projection redone for the budget ``left`` now, at its spending rate."""
+    out = {**th, "runs_out_in_s": None, "runs_out_at": None}
+    rate = float(th.get("recent_spend_per_min") or 0.0)
+    if left is not None and rate > 0:
+        secs = max(left, 0.0) / rate * 60
+        out["runs_out_in_s"] = round(secs, 1)
+        out["runs_out_at"] = (now + timedelta(seconds=secs)).isoformat(timespec="seconds")
+    return out
+
+
+def _due(row: DashboardFigures | None, key: str, now: datetime) -> bool:
+    if row is None:
+        return True
+    if row.claimed is not None and (now - as_utc(row.claimed)).total_seconds() < FIGURES_CLAIM_S:
+        return False  # being computed
+    if row.computed is None:
+        return True
+    if row.key == key:
+        return False
+    age = (now - as_utc(row.computed)).total_seconds()
+    return age >= max(FIGURES_EVERY_S, FIGURES_SHARE * row.took_s)
+
+
+def figures_due(engine: Engine, project_id: int) -> bool:
+    """Whether the beat should have ``project_id``'s figures computed now: none stored, or
+    the labels, tasks or gold changed since and the stored ones are older than
+    :data:`FIGURES_EVERY_S` (and :data:`FIGURES_SHARE` times their computation), and
+    nobody is computing them. Reads the counters, not the labels."""
+    from .record.db import session_scope
+
+    with session_scope(engine) as session:
+        project = session.get(Project, project_id)
+        if project is None:
+            return False
+        st = status_report(session, project)
+        return _due(_stored(session, project), _figures_key(project, st), utcnow())
+
+
+def compute_figures(session: Session, project: Project) -> dict[str, Any]:
+    """The heavy figures of ``project`` from its labels: ``quality`` (:func:`quality`),
+    ``gold`` (:func:`worker_gold`), ``throughput`` (:func:`throughput`, its projection
+    made when served) and ``suggestions`` (the :data:`SUGGEST_KEEP` best gold
+    suggestions, ``current`` from this fit)."""
+    q = quality(session, project)
+    out: dict[str, Any] = _plain({"quality": q, "gold": worker_gold(session, project),
+                   "throughput": throughput(session, project, left=None),
+                   "suggestions": project_gold_suggestions(session, project, n=SUGGEST_KEEP,
+                                                           current="cached")})
+    return out
+
+
+def refresh_figures(engine: Engine, project_id: int, *, force: bool = False) -> bool:
+    """Compute and store ``project_id``'s figures if they are due (:func:`figures_due`;
+    ``force``: whatever their age): claims the row first, so two workers never compute one
+    project's at once; True if it stored new ones. The beat's ``labelq.figures`` task."""
+    from sqlalchemy import or_, update
+    from sqlalchemy.exc import IntegrityError
+
+    from .record.db import session_scope
+
+    t = getattr(DashboardFigures, "__table__")
+    started = utcnow()
+    stale = started - timedelta(seconds=FIGURES_CLAIM_S)
+    try:
+        with session_scope(engine) as session:
+            project = session.get(Project, project_id)
+            if project is None:
+                return False
+            row = _stored(session, project)
+            if not force and not _due(row, _figures_key(project, status_report(
+                    session, project)), started):
+                return False
+            if row is None:
+                session.add(DashboardFigures(project_id=project_id, claimed=started))
+            elif session.connection().execute(
+                    update(t).where(t.c.project_id == project_id,
+                                    or_(t.c.claimed.is_(None), t.c.claimed < stale))
+                    .values(claimed=started)).rowcount == 0 and not force:
+                return False
+    except IntegrityError:
+        return False  # another worker claimed it first
+    t0 = time.monotonic()
+    try:
+        with session_scope(engine) as session:
+            project = session.get(Project, project_id)
+            if project is None:
+                return False
+            st = status_report(session, project)
+            key = _figures_key(project, st)
+            body = compute_figures(session, project)
+        took = time.monotonic() - t0
+        with session_scope(engine) as session:
+            session.connection().execute(
+                update(t).where(t.c.project_id == project_id)
+                .values(body=body, computed=started, took_s=round(took, 3),
+                        labels=int(st["labels"]), key=key, claimed=None))
+    except BaseException:
+        with session_scope(engine) as session:  # give the claim back
+            session.connection().execute(update(t).where(t.c.project_id == project_id)
+                                         .values(claimed=None))
+        raise
+    log.info("dashboard figures of project %s: %d labels in %.1f s", project_id,
+             st["labels"], took)
+    return True
+
+
+def _plain(x: Any) -> Any:
+    """``x`` with numpy scalars and arrays as Python values (stored as JSON)."""
+    if isinstance(x, dict):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return _plain(x.tolist())
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, float) and x != x:
+        return None  # NaN: JSON has none
+    return x
+
+
+def _mean_conf(result: _Fit, mask: np.ndarray) -> float | None:
     if not mask.any():
         return None
     return round(float(np.asarray(result.confidence_)[mask].mean()), 6)
@@ -287,7 +518,7 @@ SUGGESTION_COLUMNS = ["id", "answer", "category", "current", "confidence", "curr
                       "candidates", "labels", "n_labels", "score", "reason"]
 SUGGEST_SECONDS = 60.0  # the dashboard's list is recomputed at most this often
 SUGGEST_TOP = 10
-_SUGGESTED: dict[tuple[int, int], tuple[float, tuple, dict[str, Any]]] = {}
+_SUGGESTED: dict[tuple[int, int], tuple[float, tuple[Any, ...], dict[str, Any]]] = {}
 
 
 def project_gold_suggestions(session: Session, project: Project, *, n: int = 30,
@@ -328,7 +559,7 @@ def project_gold_suggestions(session: Session, project: Project, *, n: int = 30,
                    np.asarray(result.confidence_), getattr(result, "method_", None))
         else:
             with _LOCK:
-                hit = _CURRENT.get(project.id)
+                hit = _CURRENT.get(_pid(project))
         if hit is not None and hit[0] == method and hit[1] == v.n_tasks:
             cur, conf = hit[2][s.tasks], hit[3][s.tasks]
             by = f"{method} ({hit[4]})" if hit[4] else method
@@ -358,25 +589,48 @@ def suggestion_csv_row(row: dict[str, Any]) -> dict[str, Any]:
             "labels": ",".join(f"{k}:{c}" for k, c in row["labels"].items())}
 
 
-def gold_suggestions(session: Session, project: Project, *, n: int = SUGGEST_TOP
-                     ) -> dict[str, Any]:
+def gold_suggestions(session: Session, project: Project, *, n: int = SUGGEST_TOP,
+                     live_labels: int | None = None) -> dict[str, Any]:
+    """The dashboard's list: the best ``n`` of the gold suggestions the background stored
+    with the dashboard's figures (:func:`refresh_figures`: ``current`` from that fit),
+    with ``labels`` (how many the computation saw) and ``computed`` (ISO time; ``""``:
+    none stored yet, the beat computes them). A small project (:data:`LIVE_LABELS`) whose
+    stored list is behind is computed here, as before: kept per project, recomputed at
+    once when the tasks, the gold (``labelq gold mark``), the label set or the method
+    changed; when only labels arrived, once the kept list is older than
+    :data:`SUGGEST_SECONDS`."""
+    st = status_report(session, project)
+    row = _stored(session, project)
+    fresh = row is not None and row.computed is not None and row.key == _figures_key(project, st)
+    if not fresh and _small(st, LIVE_LABELS if live_labels is None else live_labels):
+        return _live_gold_suggestions(session, project, n=n)
+    if row is None or row.computed is None:
+        return {"labels": 0, "computed": "", "refresh_seconds": FIGURES_EVERY_S, "tasks": []}
+    return {"labels": row.labels,
+            "computed": as_utc(row.computed).isoformat(timespec="seconds"),
+            "refresh_seconds": FIGURES_EVERY_S,
+            "tasks": list(row.body.get("suggestions", []))[:n]}
+
+
+def _live_gold_suggestions(session: Session, project: Project, *, n: int = SUGGEST_TOP
+                           ) -> dict[str, Any]:
     """The dashboard's list: :func:`project_gold_suggestions` (``current`` from the
     dashboard's own last fit) with ``labels`` (how many the computation saw) and
     ``computed`` (ISO time). Kept per project: recomputed at once when the tasks, the
     gold (``labelq gold mark``), the label set or the method changed; when only labels
     arrived, once the kept list is older than :data:`SUGGEST_SECONDS` — one computation a
     minute at most while labels arrive (~1 s per 100k labels)."""
-    import time
-
-    n_labels, last = session.exec(select(func.count(Label.id), func.max(Label.id))
-                                  .where(Label.project_id == project.id)).one()
+    pid = _pid(project)
+    n_labels, last = session.exec(select(func.count(col(Label.id)), func.max(col(Label.id)))
+                                  .where(Label.project_id == pid)).one()
     n_tasks, n_gold = session.exec(
-        select(func.count(Task.id), func.coalesce(func.sum(case((Task.is_gold, 1), else_=0)), 0))
-        .where(Task.project_id == project.id)).one()
+        select(func.count(col(Task.id)),
+               func.coalesce(func.sum(case((col(Task.is_gold), 1), else_=0)), 0))
+        .where(Task.project_id == pid)).one()
     key = (int(n_labels), last, int(n_tasks), int(n_gold), tuple(project.labels),
            project.aggregation)
     with _LOCK:
-        hit = _SUGGESTED.get((project.id, n))
+        hit = _SUGGESTED.get((pid, n))
     if hit is not None and (hit[1] == key or (hit[1][2:] == key[2:]
                                               and time.monotonic() - hit[0] < SUGGEST_SECONDS)):
         return hit[2]  # unchanged, or only labels arrived within the last minute
@@ -386,5 +640,5 @@ def gold_suggestions(session: Session, project: Project, *, n: int = SUGGEST_TOP
     with _LOCK:
         if len(_SUGGESTED) > 1000:
             _SUGGESTED.clear()
-        _SUGGESTED[(project.id, n)] = (time.monotonic(), key, out)
+        _SUGGESTED[(pid, n)] = (time.monotonic(), key, out)
     return out

@@ -20,6 +20,8 @@ the beat wakes every project's applier, which works from SQL). Selected with
 
 from __future__ import annotations
 
+from typing import Any
+
 from kombu.transport import redis as kombu_redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
@@ -27,10 +29,13 @@ __all__ = ["Channel", "Transport"]
 
 
 class Channel(kombu_redis.Channel):
-    def _connparams(self, asynchronous: bool = False):
+    def _connparams(self, asynchronous: bool = False) -> dict[str, Any]:
         if self.connection is None or self.connection.client is None:
             raise RedisConnectionError("broker connection already closed (transport detached)")
-        return super()._connparams(asynchronous=asynchronous)
+        # (kombu ships no type hints)
+        params: dict[str, Any] = super()._connparams(  # type: ignore[no-untyped-call]
+            asynchronous=asynchronous)
+        return params
 
 
 class Transport(kombu_redis.Transport):

@@ -10,5 +10,5 @@ from .main import QUEUE, app
 __all__ = ["send_task"]
 
 
-def send_task(name: str, args: list) -> None:
+def send_task(name: str, args: list[object]) -> None:
     app.send_task(name, args=args, queue=QUEUE)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from celery import Task
+
 from labelq.jobs import run_export_job
 
 from .main import app
 
 
-@app.task(name="labelq.export", bind=True, max_retries=3)
-def export(self, job_id: str) -> str:
+# (Celery ships no type hints: its decorator leaves what it wraps untyped)
+@app.task(name="labelq.export", bind=True, max_retries=3)  # type: ignore[untyped-decorator]
+def export(self: Task, job_id: str) -> str:
     from redis import Redis
 
     from labelq.record.location import open_configured
@@ -18,6 +21,6 @@ def export(self, job_id: str) -> str:
     engine = open_configured(settings)
     redis = Redis.from_url(settings.redis_url)
     try:
-        return run_export_job(engine, redis, job_id)["state"]
+        return str(run_export_job(engine, redis, job_id)["state"])
     finally:
         redis.close()

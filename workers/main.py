@@ -92,7 +92,9 @@ class BeatScheduler(PersistentScheduler):  # type: ignore[misc]
     file (:func:`beat_schedule_file`), so only a process that runs a beat creates it."""
 
     def setup_schedule(self) -> None:
-        folder = os.path.dirname(self.schedule_filename)
+        # (Celery ships no type hints: the attribute its __init__ sets, read untyped)
+        filename: str = getattr(self, "schedule_filename")
+        folder = os.path.dirname(filename)
         if folder:
             try:
                 os.makedirs(folder, mode=0o700, exist_ok=True)

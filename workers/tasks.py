@@ -6,7 +6,13 @@
   A run that found another applier holding the lock retries while labels wait, one
   retrier at a time (:meth:`~labelq.live.applier.Applier.claim_retry`).
 * ``labelq.maintain()`` (beat) → :func:`labelq.live.upkeep.maintain_project` for every
-  project with hot state, then wake its applier.
+  project with hot state, then wake its applier; and where the dashboard's figures are
+  due (:func:`labelq.dashboard.figures_due`), enqueue ``labelq.figures`` for them.
+* ``labelq.figures(project_id, database)`` → :func:`labelq.dashboard.refresh_figures`:
+  the dashboard's heavy figures (agreement, accuracy estimate, gold per annotator,
+  throughput, gold suggestions) computed from the labels and stored with their time; the
+  dashboard serves them with their age. Claimed in SQL: two runs never compute one
+  project's at once, and a redelivered message finds them fresh.
 
 The worker process's :class:`~labelq.live.applier.Applier` (its state cache, generator and
 clocks) is made once, from the settings: in a prefork child when the child starts, with the
@@ -21,6 +27,7 @@ import logging
 from collections.abc import Callable
 from functools import lru_cache
 
+from celery import Task
 from celery.signals import worker_process_init
 
 from labelq.live.applier import Applier
@@ -30,7 +37,7 @@ from labelq.record.db import database_id
 
 from .main import SETTINGS, app
 
-__all__ = ["apply_labels", "maintain", "notify_for"]
+__all__ = ["apply_labels", "maintain", "figures", "notify_for"]
 
 log = logging.getLogger(__name__)
 
@@ -45,22 +52,17 @@ def _applier() -> Applier:
                    settings=SETTINGS)
 
 
-@worker_process_init.connect
+# (Celery ships no type hints: its decorators leave what they wrap untyped)
+@worker_process_init.connect  # type: ignore[untyped-decorator]
 def _start_warmer(**_: object) -> None:
     """In each prefork child, as it starts: its applier, and the warmer's thread."""
     Warmer(_applier()).start()
 
 
-@app.task(name="labelq.apply_labels", bind=True, max_retries=None)
-def apply_labels(self, project_id: int, database: str | None = None) -> int:
+@app.task(name="labelq.apply_labels", bind=True, max_retries=None)  # type: ignore[untyped-decorator]
+def apply_labels(self: Task, project_id: int, database: str | None = None) -> int:
     applier = _applier()
-    if database is not None and database != database_id(applier.engine):
-        # a wake-up of another database's project (several databases share this Redis
-        # and this queue): its state is not ours to apply. Give each database's workers
-        # their own queue (LABELQ_CELERY_QUEUE); ``labelq check`` warns about this
-        log.warning("apply_labels for project %s of database %s, but this worker serves "
-                    "database %s: ignored (give each database its own "
-                    "LABELQ_CELERY_QUEUE)", project_id, database, database_id(applier.engine))
+    if not _ours(applier, project_id, database, "apply_labels"):
         return 0
     report = applier.apply_pending(int(project_id))
     if report.busy and applier.claim_retry(int(project_id), str(self.request.id)):
@@ -68,14 +70,45 @@ def apply_labels(self, project_id: int, database: str | None = None) -> int:
     return report.applied
 
 
-@app.task(name="labelq.maintain")
-def maintain() -> dict:
+def _ours(applier: Applier, project_id: int, database: str | None, task: str) -> bool:
+    """Whether a message naming ``database`` is for this worker's database."""
+    if database is not None and database != database_id(applier.engine):
+        # a wake-up of another database's project (several databases share this Redis
+        # and this queue): its state is not ours to apply. Give each database's workers
+        # their own queue (LABELQ_CELERY_QUEUE); ``labelq check`` warns about this
+        log.warning("%s for project %s of database %s, but this worker serves "
+                    "database %s: ignored (give each database its own "
+                    "LABELQ_CELERY_QUEUE)", task, project_id, database,
+                    database_id(applier.engine))
+        return False
+    return True
+
+
+@app.task(name="labelq.maintain")  # type: ignore[untyped-decorator]
+def maintain() -> dict[int, dict[str, int]]:
+    from labelq.dashboard import figures_due
+
     applier, out = _applier(), {}
     database = database_id(applier.engine)
     for raw in applier.redis.smembers(applier.projects_key):
         out[int(raw)] = maintain_project(applier, int(raw))
         apply_labels.delay(int(raw), database)
+        try:
+            if figures_due(applier.engine, int(raw)):
+                figures.delay(int(raw), database)
+        except Exception:  # noqa: BLE001 - the figures only feed the dashboard
+            log.exception("dashboard figures of project %s not scheduled", raw)
     return out
+
+
+@app.task(name="labelq.figures")  # type: ignore[untyped-decorator]
+def figures(project_id: int, database: str | None = None) -> bool:
+    from labelq.dashboard import refresh_figures
+
+    applier = _applier()
+    if not _ours(applier, project_id, database, "figures"):
+        return False
+    return refresh_figures(applier.engine, int(project_id))
 
 
 def notify_for(database: str) -> Callable[[int], None]:
