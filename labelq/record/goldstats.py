@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from sqlalchemy import case, func
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from ..gold.pool import ExhaustionRule
 from .models import Assignment, Label, Project, Task, Worker
@@ -35,12 +35,13 @@ def gold_scores(session: Session, project_id: int, worker_seqs: list[int],
     """Scores of ``worker_seqs`` (rows in that order) over ``categories``."""
     from ..gold.scoring import GoldScores
 
-    correct = func.sum(case((Label.value == Task.gold_answer, 1), else_=0))
-    q = (select(Worker.seq, Task.category, func.count(), correct)
-         .join(Label, Label.worker_id == Worker.id).join(Task, Task.id == Label.task_id)
-         .where(Label.project_id == project_id, Label.is_gold.is_(True),
-                Worker.seq.in_(worker_seqs))
-         .group_by(Worker.seq, Task.category))
+    correct = func.sum(case((col(Label.value) == col(Task.gold_answer), 1), else_=0))
+    q = (select(col(Worker.seq), col(Task.category), func.count(), correct)
+         .join(Label, col(Label.worker_id) == col(Worker.id))
+         .join(Task, col(Task.id) == col(Label.task_id))
+         .where(col(Label.project_id) == project_id, col(Label.is_gold).is_(True),
+                col(Worker.seq).in_(worker_seqs))
+         .group_by(col(Worker.seq), col(Task.category)))
     row_of = {w: i for i, w in enumerate(worker_seqs)}
     col_of = {c: i for i, c in enumerate(categories)}
     scores = GoldScores.zeros(len(worker_seqs), max(len(categories), 1))
@@ -61,6 +62,7 @@ def flagged(session: Session, project: Project, worker_seqs: list[int],
 
     rule = QualityRule(**project.quality)
     if scores is None:
+        assert project.id is not None, "a project read from the database has its id"
         scores = gold_scores(session, project.id, worker_seqs, categories or [""])
     return [worker_seqs[int(i)] for i in rule.workers_to_pause(scores)]
 
@@ -94,21 +96,23 @@ def project_gold_scores(session: Session, project: Project) -> ProjectGold:
                                    .distinct()))) or [""]
     handles = list(session.exec(select(Worker.handle).where(Worker.project_id == project.id)
                                 .order_by(Worker.seq)))
+    assert project.id is not None, "a project read from the database has its id"
     scores = gold_scores(session, project.id, list(range(len(handles))), cats)
     return ProjectGold(scores, cats, handles)
 
 
 def gold_exhaustion(session: Session, project: Project,
-                    rule: ExhaustionRule = ExhaustionRule()) -> list[dict]:
+                    rule: ExhaustionRule = ExhaustionRule()) -> list[dict[str, str | int]]:
     """Active workers close to having seen the whole gold pool: handle, seen, pool size."""
     pool = session.exec(select(func.count()).select_from(Task)
-                        .where(Task.project_id == project.id, Task.is_gold.is_(True))).one()
+                        .where(col(Task.project_id) == project.id,
+                               col(Task.is_gold).is_(True))).one()
     if not project.gold_schedule:
         return []
-    seen = dict(session.exec(
-        select(Assignment.worker_id, func.count(func.distinct(Assignment.task_id)))
-        .where(Assignment.project_id == project.id, Assignment.is_gold.is_(True))
-        .group_by(Assignment.worker_id)).all())
+    seen: dict[int, int] = {w: n for w, n in session.exec(
+        select(col(Assignment.worker_id), func.count(func.distinct(col(Assignment.task_id))))
+        .where(col(Assignment.project_id) == project.id, col(Assignment.is_gold).is_(True))
+        .group_by(col(Assignment.worker_id)))}
     workers = session.exec(select(Worker).where(Worker.project_id == project.id,
                                                 Worker.status == "active")).all()
     if not workers:

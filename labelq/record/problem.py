@@ -8,13 +8,15 @@ observations through one SQL join, so the hot path never keeps id maps.
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Literal, cast, overload
 
 import numpy as np
 from sqlalchemy import bindparam, func
-from sqlmodel import Session, select
+from sqlalchemy import select as sa_select
+from sqlmodel import Session, col, select
 
 from ..policies.base import Observation, Problem
 from .models import Label, Project, Task, Worker
@@ -128,34 +130,56 @@ def _load_view(session: Session, project: Project) -> ProjectView:
                        task_id)
 
 
+# (label id, applied_seq, task seq, worker seq, value, is_gold, gold_answer): a label read
+# back has its id; an unapplied one no applied_seq, one applied after a mark has one
+LabelRow = tuple[int, int | None, int, int, str, bool, str | None]
+AppliedRow = tuple[int, int, int, int, str, bool, str | None]
+
+
+@overload
 def label_rows(session: Session, project_id: int, *, applied_after: int | None = None,
-               unapplied: bool = False, limit: int | None = None) -> list[tuple]:
+               unapplied: Literal[False] = False, limit: int | None = None
+               ) -> list[AppliedRow]: ...
+@overload
+def label_rows(session: Session, project_id: int, *, applied_after: int | None = None,
+               unapplied: bool, limit: int | None = None) -> list[LabelRow]: ...
+def label_rows(session: Session, project_id: int, *, applied_after: int | None = None,
+               unapplied: bool = False, limit: int | None = None
+               ) -> list[AppliedRow] | list[LabelRow]:
     """(label id, applied_seq, task seq, worker seq, value, is_gold, gold_answer) rows:
     applied labels after ``applied_after`` in applied order, or unapplied ones by id."""
-    params = {"p": project_id, "n": limit or 1 << 62}
+    params: dict[str, int] = {"p": project_id, "n": limit or 1 << 62}
     if unapplied:
         stmt = _UNAPPLIED
     else:
         stmt, params["after"] = _APPLIED_AFTER, applied_after or 0
-    return list(session.connection().execute(stmt, params).all())
+    rows = session.connection().execute(stmt, params).all()
+    # the columns are typed as the models' fields (ids ``int | None``, None before an
+    # insert); read back, a label has its id, and one applied after a mark its applied_seq
+    if unapplied:
+        return cast(list[LabelRow], list(rows))
+    return cast(list[AppliedRow], list(rows))
 
 
 # built once: the statements are compiled once (SQLAlchemy's cache) and only bound per call
-_LABEL_ROWS = (select(Label.id, Label.applied_seq, Task.seq, Worker.seq, Label.value,
-                      Label.is_gold, Task.gold_answer)
-               .join(Task, Task.id == Label.task_id).join(Worker, Worker.id == Label.worker_id)
-               .where(Label.project_id == bindparam("p")))
-_UNAPPLIED = (_LABEL_ROWS.where(Label.applied_seq.is_(None)).order_by(Label.id)
+# (SQLAlchemy's select: sqlmodel's is typed for up to 4 columns)
+_LABEL_ROWS = (sa_select(col(Label.id), col(Label.applied_seq), col(Task.seq), col(Worker.seq),
+                         col(Label.value), col(Label.is_gold), col(Task.gold_answer))
+               .join(Task, col(Task.id) == col(Label.task_id))
+               .join(Worker, col(Worker.id) == col(Label.worker_id))
+               .where(col(Label.project_id) == bindparam("p")))
+_UNAPPLIED = (_LABEL_ROWS.where(col(Label.applied_seq).is_(None)).order_by(col(Label.id))
               .limit(bindparam("n")))
-_APPLIED_AFTER = (_LABEL_ROWS.where(Label.applied_seq > bindparam("after"))
-                  .order_by(Label.applied_seq).limit(bindparam("n")))
+_APPLIED_AFTER = (_LABEL_ROWS.where(col(Label.applied_seq) > bindparam("after"))
+                  .order_by(col(Label.applied_seq)).limit(bindparam("n")))
 
 
-def to_observation(row: tuple, label_index: dict[str, int]) -> Observation:
+def to_observation(row: LabelRow, label_index: dict[str, int]) -> Observation:
     _id, _seq, task, worker, value, is_gold, answer = row
     return Observation(task=int(task), worker=int(worker), label=label_index[value],
                        gold=bool(is_gold),
-                       truth=label_index.get(answer, -1) if is_gold else -1)
+                       truth=label_index.get(answer, -1)
+                       if is_gold and answer is not None else -1)
 
 
 def max_applied(session: Session, project_id: int) -> int:
@@ -163,7 +187,7 @@ def max_applied(session: Session, project_id: int) -> int:
                             .where(Label.project_id == project_id)).one())
 
 
-def iter_observations(rows, labels: list[str]) -> Iterator[Observation]:
+def iter_observations(rows: Iterable[LabelRow], labels: list[str]) -> Iterator[Observation]:
     idx = {v: i for i, v in enumerate(labels)}
     for row in rows:
         yield to_observation(row, idx)

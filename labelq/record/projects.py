@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import delete, func, update
-from sqlmodel import Session, col, select
+from sqlmodel import Session, SQLModel, col, select
 
 from ..errors import (
     AlreadyExists,
@@ -251,14 +251,16 @@ def update_project(session: Session, name: str, **changes: Any) -> Project:
 
 
 def get_project(session: Session, name: str) -> Project:
-    project = session.exec(select(Project).where(Project.name == name)).first()
+    # (annotated: mypy reads sqlmodel's select(...).where(...) as Any)
+    project: Project | None = session.exec(
+        select(Project).where(col(Project.name) == name)).first()
     if project is None:
         raise NotFound(f"no project named {name!r}", project=name)
     return project
 
 
 def list_projects(session: Session) -> list[Project]:
-    return list(session.exec(select(Project).order_by(Project.id)))
+    return list(session.exec(select(Project).order_by(col(Project.id))))
 
 
 def hash_token(token: str) -> str:
@@ -274,8 +276,9 @@ def enroll_worker(session: Session, project: Project, handle: str, *, cost: floa
         raise InputError(f"cost per label must be non-negative, got {cost}")
     if capacity is not None and capacity < 1:
         raise InputError(f"capacity must be at least 1 label, got {capacity}")
-    taken = session.exec(select(Project.name).join(Worker, Worker.project_id == Project.id)
-                         .where(Worker.handle == handle)).first()
+    taken = session.exec(select(col(Project.name))
+                         .join(Worker, col(Worker.project_id) == col(Project.id))
+                         .where(col(Worker.handle) == handle)).first()
     if taken is not None:
         raise AlreadyExists(f"worker handle {handle!r} is taken (in project {taken!r}; a "
                             "handle names one annotator across all projects)", worker=handle)
@@ -305,9 +308,10 @@ def delete_project(session: Session, project: Project) -> dict[str, int]:
     counts = project_counts(session, project)
     from .tally import forget
 
+    assert project.id is not None, "a project read from the database has its id"
     forget(session, project.id)  # its status counters
     for model in (Label, Assignment, Task, Worker):
-        session.exec(delete(model).where(model.project_id == project.id))
+        session.exec(delete(model).where(col(model.project_id) == project.id))
     session.delete(project)
     session.flush()
     return counts
@@ -329,7 +333,8 @@ def correct_gold(session: Session, project: Project, external_id: str,
     task.gold_answer = answer
     session.add(task)
     session.flush()
-    n = session.exec(select(func.count(Label.id)).where(Label.task_id == task.id)).one()
+    n = session.exec(select(func.count(col(Label.id)))
+                     .where(col(Label.task_id) == task.id)).one()
     return {"task": external_id, "old_answer": old, "answer": answer, "labels": int(n)}
 
 
@@ -357,6 +362,7 @@ class MarkedGold:
 
 
 _IN_CHUNK = 5000  # ids per IN (...) list
+_TABLES = SQLModel.metadata.tables  # (typed: a model's __table__ is not, to mypy)
 
 
 def mark_gold(session: Session, project: Project, marks: Sequence[GoldMark], *,
@@ -380,7 +386,8 @@ def mark_gold(session: Session, project: Project, marks: Sequence[GoldMark], *,
     for i in range(0, len(ids), _IN_CHUNK):
         found.update((t.external_id, t) for t in session.exec(select(Task).where(
             Task.project_id == project.id, col(Task.external_id).in_(ids[i:i + _IN_CHUNK]))))
-    allowed, todo, skipped = set(project.labels), {}, 0
+    allowed, skipped = set(project.labels), 0
+    todo: dict[str, tuple[Task, str]] = {}
     for m in marks:
         if m.answer not in allowed:
             raise bad(m, "answer", f"{m.answer!r} is not in the label set {project.labels}",
@@ -399,7 +406,7 @@ def mark_gold(session: Session, project: Project, marks: Sequence[GoldMark], *,
         else:
             todo[m.task] = (task, m.answer)
     marked, now = list(todo.values()), utcnow()
-    conn, tt, lt = session.connection(), Task.__table__, Label.__table__  # type: ignore[attr-defined]
+    conn, tt, lt = session.connection(), _TABLES["task"], _TABLES["label"]
     for answer in dict.fromkeys(a for _t, a in marked):
         tids = [t.id for t, a in marked if a == answer]
         for i in range(0, len(tids), _IN_CHUNK):
@@ -410,7 +417,9 @@ def mark_gold(session: Session, project: Project, marks: Sequence[GoldMark], *,
         Task.project_id == project.id)).all()) if marked else []  # as load_view orders them
     cat_index = {c: i for i, c in enumerate(categories)}
     seq_of = {t.id: (t.seq, cat_index[t.category]) for t, _a in marked}
-    labels, workers, issued = 0, set(), {}
+    labels = 0
+    workers: set[int] = set()
+    issued: dict[tuple[int, int], int] = {}
     for i in range(0, len(tids), _IN_CHUNK):
         chunk = tids[i:i + _IN_CHUNK]
         res = conn.execute(update(lt).where(lt.c.task_id.in_(chunk)).values(is_gold=True))
@@ -445,9 +454,10 @@ def read_gold_marks(path: str | Path, project: Project, fmt: str | None = None
 
 def budget_spent(session: Session, project: Project) -> float:
     """What the project's labels have cost so far (each its worker's cost per label)."""
-    return float(session.exec(select(func.coalesce(func.sum(Worker.cost), 0.0))
-                              .select_from(Label).join(Worker, Worker.id == Label.worker_id)
-                              .where(Label.project_id == project.id)).one())
+    return float(session.exec(select(func.coalesce(func.sum(col(Worker.cost)), 0.0))
+                              .select_from(Label)
+                              .join(Worker, col(Worker.id) == col(Label.worker_id))
+                              .where(col(Label.project_id) == project.id)).one())
 
 
 def unknown_categories(session: Session, project: Project, categories: list[str]) -> list[str]:
@@ -458,8 +468,8 @@ def unknown_categories(session: Session, project: Project, categories: list[str]
 
 
 def get_task(session: Session, project: Project, external_id: str) -> Task:
-    task = session.exec(select(Task).where(Task.project_id == project.id,
-                                           Task.external_id == external_id)).first()
+    task: Task | None = session.exec(select(Task).where(
+        col(Task.project_id) == project.id, col(Task.external_id) == external_id)).first()
     if task is None:
         raise NotFound(f"no task {external_id!r} in project {project.name!r}",
                        task=external_id)
@@ -467,7 +477,8 @@ def get_task(session: Session, project: Project, external_id: str) -> Task:
 
 
 def get_worker(session: Session, handle: str) -> Worker:
-    worker = session.exec(select(Worker).where(Worker.handle == handle)).first()
+    worker: Worker | None = session.exec(
+        select(Worker).where(col(Worker.handle) == handle)).first()
     if worker is None:
         raise NotFound(f"no worker with handle {handle!r}", worker=handle)
     return worker
@@ -485,13 +496,15 @@ def reset_token(session: Session, handle: str) -> tuple[Worker, str]:
 
 
 def worker_by_token(session: Session, token: str) -> Worker | None:
-    return session.exec(select(Worker).where(Worker.token_hash == hash_token(token))).first()
+    worker: Worker | None = session.exec(
+        select(Worker).where(col(Worker.token_hash) == hash_token(token))).first()
+    return worker
 
 
 def list_workers(session: Session, project: Project | None = None) -> list[Worker]:
-    q = select(Worker).order_by(Worker.project_id, Worker.seq)
+    q = select(Worker).order_by(col(Worker.project_id), col(Worker.seq))
     if project is not None:
-        q = q.where(Worker.project_id == project.id)
+        q = q.where(col(Worker.project_id) == project.id)
     return list(session.exec(q))
 
 
