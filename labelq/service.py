@@ -207,14 +207,15 @@ class Service:
     async def submit_async(self, handle: str, assignment_id: str, value: str, *,
                            then_next: bool, batches: Batches,
                            to_thread: ToThread) -> Submitted:
-        """:meth:`submit_label` for an event loop, the API's one way in for a submit, with
-        the result's ``idle_reason`` when ``then_next`` found no next assignment: when the worker and project rows are cached, the submit joins one of
-        ``batches`` (the API's committer thread) and a result the batch settled
-        (:meth:`~labelq.live.submit.Submitter.settled`: committed, its next assignment
-        popped in the batch or not asked for) is returned here, on the loop; what else it
-        needs — rows to read first, finishing it alone, deciding its next assignment at
-        once, why there is none — is one ``to_thread`` call (blocking work in a thread
-        pool). Raises as :meth:`submit_label` does."""
+        """:meth:`submit_label` for an event loop: the API's one way in for a submit (its
+        route and its fast path alike), the result's ``idle_reason`` set when ``then_next``
+        found no next assignment. When the worker and project rows are cached, the submit
+        joins one of ``batches`` (the API's committer thread), and a result the batch
+        settled (:meth:`~labelq.live.submit.Submitter.settled`: committed, its next
+        assignment popped in the batch or not asked for) is returned here, on the loop;
+        what else it needs — rows to read first, finishing it alone, deciding its next
+        assignment at once, why there is none — is one ``to_thread`` call (blocking work
+        in a thread pool). Raises as :meth:`submit_label` does."""
         explain = handle if then_next else None
         job = self._cached_job(handle, assignment_id, value, then_next)
         if job is None:

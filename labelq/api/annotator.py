@@ -53,14 +53,17 @@ if TYPE_CHECKING:  # pragma: no cover - app imports this module
 __all__ = ["router", "next_answer", "next_body", "submit_answer", "submit_body", "json_bytes"]
 
 router = APIRouter(prefix="/api/v1", tags=["annotator"], responses=ERROR_RESPONSES)
-_404: dict[int | str, dict[str, Any]] = {404: ERROR_RESPONSES[401] | {"description": "No live assignment with this id."}}
-_409: dict[int | str, dict[str, Any]] = {409: ERROR_RESPONSES[401] | {"description": "Conflicts with the current state: "
-                                                    "another label already recorded, budget "
-                                                    "exhausted, being submitted."}}
-_410: dict[int | str, dict[str, Any]] = {410: ERROR_RESPONSES[401] | {"description": "The lease expired (`lease_expired`), or "
-                                                    "was lost with Redis and its task no "
-                                                    "longer takes the label (`lease_lost`): "
-                                                    "not saved (`recorded: false`)."}}
+# the routes' answers besides 200 (FastAPI's responses= type)
+_Responses = dict[int | str, dict[str, Any]]
+_404: _Responses = {404: ERROR_RESPONSES[401] | {
+    "description": "No live assignment with this id."}}
+_409: _Responses = {409: ERROR_RESPONSES[401] | {
+    "description": "Conflicts with the current state: another label already recorded, "
+                   "budget exhausted, being submitted."}}
+_410: _Responses = {410: ERROR_RESPONSES[401] | {
+    "description": "The lease expired (`lease_expired`), or was lost with Redis and its "
+                   "task no longer takes the label (`lease_lost`): not saved "
+                   "(`recorded: false`)."}}
 
 AssignmentPath = Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$",
                       description="The assignment id the next call returned.")

@@ -66,8 +66,11 @@ __all__ = ["router"]
 
 router = APIRouter(prefix="/api/v1", tags=["operator"], responses=ERROR_RESPONSES,
                    dependencies=[Depends(require_operator)])
-_404: dict[int | str, dict[str, Any]] = {404: ERROR_RESPONSES[401] | {"description": "No such project or job."}}
-_409: dict[int | str, dict[str, Any]] = {409: ERROR_RESPONSES[401] | {"description": "Handle taken, or job not done yet."}}
+# the routes' answers besides 200 (FastAPI's responses= type)
+_Responses = dict[int | str, dict[str, Any]]
+_404: _Responses = {404: ERROR_RESPONSES[401] | {"description": "No such project or job."}}
+_409: _Responses = {409: ERROR_RESPONSES[401] | {
+    "description": "Handle taken, or job not done yet."}}
 
 EXPORT_TASK = "labelq.export"  # workers/jobs.py
 MEDIA_TYPES = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson"}
