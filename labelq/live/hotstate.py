@@ -122,6 +122,7 @@ def encode_snapshot(hot: Hot) -> bytes:
         try:
             return binary.encode({
                 **envelope, "labels": list(hot.project.labels),
+                "project": _identity(hot.project),
                 "state": _state_tree(hot.policy, hot.state),
                 "view": {"categories": list(view.categories),
                          "task_category": view.task_category, "is_gold": view.is_gold,
@@ -374,6 +375,8 @@ class StateCache:
                 # another version's layout) is only a shortcut missed: fold from SQL
                 log.warning("project %s: unreadable state snapshot ignored", project_id,
                             exc_info=True)
+        if snap is not None and snap.get("project", _identity(project)) != _identity(project):
+            snap = None  # another project's, under a deleted one's id (SQLite reuses ids)
         view = _snapshot_view(session, project, snap, epoch) if snap is not None else None
         if view is None:
             view = load_view(session, project)
@@ -394,6 +397,10 @@ class StateCache:
             hot.dirty = {}
         _replay(session, hot)
         return hot
+
+
+def _identity(project: Project) -> list[str]:
+    return [project.name, str(project.created)]
 
 
 def _snapshot_view(session: Session, project: Project, snap: dict[str, Any],

@@ -2,8 +2,10 @@
 
 Any of a Celery worker's prefork processes may get a project's next applier run (a label's
 or a decline's wake-up goes to whichever is free), and a process without the project's
-policy state in its cache loads it first: at 1,000,000 tasks about 1.4 s of CPU (the Redis
-snapshot, then the labels applied since, from SQL), holding the apply lock meanwhile — so
+policy state in its cache loads it first: at 1,000,000 tasks it was about 1.4 s of CPU (the
+Redis snapshot, then the labels applied since, from SQL) and is a few tenths of a second
+since the snapshot is binary and carries the view (:mod:`.snapshot`, issue 36), more under
+load, plus the labels applied since the snapshot — holding the apply lock meanwhile, so
 labels and declines wait, inboxes are not refilled, and the load competes for the cores
 with the API processes exactly when requests want them. A state also ages in a process
 that does not run the applier for a while: its next run replays every label the other

@@ -221,3 +221,24 @@ def test_an_unreadable_snapshot_is_ignored_and_the_state_folded_from_sql(r, sqli
     assert hot.seq == ref.seq == n
     np.testing.assert_allclose(hot.policy.predict_proba(hot.state),
                                ref.policy.predict_proba(ref.state))
+
+
+def test_a_deleted_projects_snapshot_is_not_read_as_its_successors(r, sqlite_url, monkeypatch):
+    eng, pid = make_project(sqlite_url, n_tasks=8, workers=2, policy="auto")
+    rebuild_project(eng, r, pid)
+    k = Keys(pid, database_id(eng))
+    snap = decode_snapshot(r.get(k.state))
+    assert snap["project"][0] == "p"
+    # the same id, another project (as SQLite reuses a deleted project's id)
+    with session_scope(eng) as sess:
+        p = sess.get(Project, pid)
+        p.name = "renamed"
+    views = []
+    real = hotstate.load_view
+
+    def counting(*a, **kw):
+        views.append(1)
+        return real(*a, **kw)
+    monkeypatch.setattr(hotstate, "load_view", counting)
+    hot = StateCache().get(eng, r, pid)
+    assert views == [1] and hot.seq == 0
