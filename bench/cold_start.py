@@ -152,7 +152,7 @@ def restore(redis_url: str, dump: dict[bytes, bytes]) -> None:
     r.flushdb()
     pipe = r.pipeline(transaction=False)
     for key, value in dump.items():
-        pipe.restore(key, 0, value)
+        pipe.restore(key, 0, value, replace=True)
     pipe.execute()
 
 
@@ -222,8 +222,13 @@ def one_run(env: dict[str, str], token: str, log_dir: Path, tag: str, procs_n: i
             try:
                 proc.wait(30)
             except subprocess.TimeoutExpired:
+                pass
+            try:  # what is left of the group (Celery's beat process can outlive SIGTERM,
+                # and would go on sending upkeep tasks into the next run)
                 os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(30)
+            except ProcessLookupError:
+                pass
+            proc.wait(30)
 
 
 def bench_database(database: str, args: argparse.Namespace, csv: Path, d: str,
