@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 import threading
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
@@ -61,7 +62,20 @@ def engine_for(url: str) -> Engine:
         event.listen(engine, "connect", _sqlite_pragmas)
     else:
         engine = create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10)
+    _made.add(engine)
     return engine
+
+
+# every engine engine_for made and still alive, for dispose_engines
+_made: weakref.WeakSet[Engine] = weakref.WeakSet()
+
+
+def dispose_engines() -> None:
+    """Close the pooled connections of every engine :func:`engine_for` made (a process about
+    to exit: SQLite then checkpoints and removes its write-ahead log, as it does when the
+    interpreter's last garbage collection closes them)."""
+    for engine in list(_made):
+        engine.dispose()
 
 
 def get_engine(settings: Settings | None = None) -> Engine:
