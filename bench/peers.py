@@ -1,24 +1,34 @@
-"""labelq side by side with Label Studio (issue 23): one driver, two small adapters.
+"""labelq side by side with Label Studio (issues 23, 36): one driver, two small adapters.
 
-    python bench/peers.py --label-studio-bin ../venv-ls/bin/label-studio   # ~25 min
+    python bench/peers.py --label-studio-bin ../venv-ls/bin/label-studio   # ~45 min
     python bench/peers.py --quick --systems labelq      # the harness check the tests run
 
-Installs nothing (Label Studio lives in a venv of its own: README). Starts, on 127.0.0.1 and
-free ports:
+Installs nothing (Label Studio lives in a venv of its own, with its ``uwsgi`` extra: README).
+Starts, on 127.0.0.1 and free ports:
 
-* a Label Studio server (``label-studio start``: Django's runserver, SQLite in a temp data
-  dir of its own, nothing sent off the machine), its annotators made with Django's ORM
-  through the Label Studio venv's own Python (a user in the admin's organization and a
-  legacy API token each); a new project per phase;
-* a ``labelq serve`` + ``labelq run-worker`` stack (a fresh SQLite file, or a fresh schema of
-  ``--database postgresql://…``; Redis at ``--redis-url``, a DB number of its own, flushed),
-  new for every phase, with the project created and its annotators enrolled in-process as
-  ``bench/through_api.py`` does.
+* one PostgreSQL for the run that both systems use (``--postgres private``: ``initdb`` of the
+  machine's PostgreSQL binaries in a temp dir, default settings, so that its CPU can be
+  charged to the system running; or ``--postgres postgresql://…``, an existing server);
+* Label Studio as its docker-compose.yml deploys it for production, without the containers:
+  ``DJANGO_DB=default`` with ``POSTGRE_*`` pointing at that server, ``manage.py
+  locked_migrate`` once per run into a template database (with the admin and the annotators,
+  made with Django's ORM through the Label Studio venv's own Python: a legacy API token
+  each), then per phase a fresh copy of it and ``uwsgi --ini`` its deploy/uwsgi.ini
+  (``UWSGI_INI`` below: twice the cores in processes, one thread each) — no nginx in front
+  (docs/benchmarks.md says why that does not favour labelq); ``--ls-server start`` runs
+  ``label-studio start`` (runserver) on the same database instead;
+* a ``labelq serve`` + ``labelq run-worker`` stack (a fresh schema on that PostgreSQL, or
+  ``--database sqlite``/``postgresql://…``; Redis at ``--redis-url``, a DB number of its own,
+  flushed), new for every phase, with the project created and its annotators enrolled
+  in-process as ``bench/through_api.py`` does.
 
 Both get the same ``--tasks`` binary tasks (``{"id", "text"}``) and ``--annotators``
 annotators. The same client code drives both: ``--load-procs`` processes, a thread per
-annotator with one kept-alive ``httpx`` connection, looping *ask for my next task, submit a
-label* until the system says there is nothing left for it or ``--seconds`` run out:
+annotator with an ``httpx`` client of its own, looping *ask for my next task, submit a
+label* until the system says there is nothing left for it or ``--seconds`` run out, after
+``--warmup`` untimed seconds of asking who they are (uWSGI's cheaper mode adds workers
+under load). The connection is kept alive to labelq and new per request to Label Studio
+(``http_client``):
 
 =========  ==========================================  ======================================
            next task                                   submit
@@ -32,8 +42,9 @@ Both run at overlap 3 and 1 (labelq's ``max_labels``, Label Studio's
 The systems alternate ``--rounds`` times (the order reversed every other round, so a drift
 in the machine's load falls on both). Each phase reports labels/s (labels / time from the
 first request to the last submitted label), next-task and submit p50/p99, and the server
-processes' CPU per label (/proc: Label Studio's process group; labelq's API and worker
-process groups, and the shared Redis server apart). In the first ``--export-rounds`` rounds
+processes' CPU per label (/proc, reaped children included: Label Studio's uWSGI process
+group; labelq's API and worker process groups; the private PostgreSQL's, in both; the
+shared Redis server apart). In the first ``--export-rounds`` rounds
 each system then has every task labelled once and the export of those labels is timed. The
 table goes to docs/benchmarks.md (section ``peers``) unless ``--no-doc``.
 """
@@ -139,8 +150,19 @@ def _adapter(kind: str, project, retried: list):
     return nxt, submit
 
 
-def _client(kind, base, project, auth, seconds, ready, go, out):
-    """One load process: a thread per annotator, one kept-alive connection each."""
+def http_client(kind: str, **kw):  # -> httpx.Client
+    """The client's connection: kept alive to labelq; a new one per request to Label
+    Studio, whose uWSGI HTTP router closes the connection after every response without
+    saying so (no ``Connection: close``), so that a kept-alive connection gets reset."""
+    import httpx
+    if kind == "ls":
+        kw["limits"] = httpx.Limits(max_keepalive_connections=0)
+    return httpx.Client(**kw)
+
+
+def _client(kind, base, project, auth, seconds, warm, ready, go, out):
+    """One load process: a thread per annotator, one kept-alive connection each. With
+    ``warm``, each thread keeps asking who it is until the start (the warm-up)."""
     import random
 
     import httpx
@@ -150,10 +172,13 @@ def _client(kind, base, project, auth, seconds, ready, go, out):
     def one(i, header):
         rng = random.Random(i)
         n, next_ms, submit_ms, last = 0, [], [], None
-        with httpx.Client(base_url=base, headers={"Authorization": header},
-                          timeout=TIMEOUT) as c:
-            c.get("/api/v1/me" if kind == "labelq" else "/api/current-user/whoami")
+        with http_client(kind, base_url=base, headers={"Authorization": header},
+                         timeout=TIMEOUT) as c:
+            me = "/api/v1/me" if kind == "labelq" else "/api/current-user/whoami"
+            c.get(me).raise_for_status()
             ready.put(i)
+            while warm and not go.is_set():
+                c.get(me)
             go.wait()
             stop = time.monotonic() + seconds
             try:
@@ -201,13 +226,14 @@ def _client(kind, base, project, auth, seconds, ready, go, out):
     out.put((results, time.process_time() - cpu0, errors, len(retried)))
 
 
-def drive(kind, base, project, auth, seconds, load_procs, server_cpu):
-    """Run the annotators against one system; ``server_cpu()`` -> {part: CPU seconds}."""
+def drive(kind, base, project, auth, seconds, load_procs, server_cpu, warmup=0.0):
+    """Run the annotators against one system; ``server_cpu()`` -> {part: CPU seconds}.
+    ``warmup`` seconds of every annotator asking who it is come first, untimed."""
     import multiprocessing as mp
     ctx = mp.get_context("spawn")
     q, ready, go = ctx.Queue(), ctx.Queue(), ctx.Event()
     ps = [ctx.Process(target=_client, args=(kind, base, project, auth[i::load_procs], seconds,
-                                            ready, go, q))
+                                            warmup > 0, ready, go, q))
           for i in range(load_procs) if auth[i::load_procs]]
     [p.start() for p in ps]
     try:
@@ -220,6 +246,7 @@ def drive(kind, base, project, auth, seconds, load_procs, server_cpu):
                 except Exception:  # noqa: BLE001 - queue.Empty
                     if time.monotonic() > deadline or not all(p.is_alive() for p in ps):
                         raise RuntimeError("the client processes did not get ready")
+        time.sleep(warmup)
         c0 = server_cpu()
         t0 = time.time()
         go.set()
@@ -255,24 +282,26 @@ def _pct(xs, q):
 class Labelq:
     kind = "labelq"
 
-    def __init__(self, args, overlap: int):
-        self.args, self.overlap = args, overlap
+    def __init__(self, args, overlap: int, pg: Postgres):
+        self.args, self.overlap, self.pg = args, overlap, pg
         self.name = f"labelq (overlap {overlap})"
         self.procs: list[subprocess.Popen] = []
 
     def start(self, tasks: list[dict]) -> dict:
         import redis
 
-        from labelq.db import engine_for, init_schema, session_scope
-        from labelq.loading import load_tasks
-        from labelq.projects import create_project, enroll_worker, get_project
+        from labelq.record.db import engine_for, init_schema, session_scope
+        from labelq.record.loading import load_tasks
+        from labelq.record.projects import create_project, enroll_worker, get_project
+        from labelq.record.settings import Settings
         a = self.args
         self.r = redis.Redis.from_url(a.redis_url)
         self.r.flushdb()
         self.dir = Path(tempfile.mkdtemp(prefix="peers-labelq-"))
-        url, self.cleanup = fresh_database(a.database, str(self.dir))
+        database = self.pg.start() if a.database == "postgres" else a.database
+        url, self.cleanup = fresh_database(database, str(self.dir))
         self.url = url
-        self.engine = eng = engine_for(url)
+        self.engine = eng = engine_for(Settings(database_url=url).sqlalchemy_url)
         init_schema(eng)
         path = self.dir / "tasks.jsonl"
         path.write_text("".join(json.dumps(t) + "\n" for t in tasks))
@@ -314,9 +343,12 @@ class Labelq:
                 "auth": [f"Bearer {tok}" for tok in tokens]}
 
     def cpu(self) -> dict:
-        return {"api": cpu_seconds(pgid=self.api.pid),
-                "worker": cpu_seconds(pgid=self.worker.pid),
+        pg = self.pg.cpu() if self.args.database == "postgres" else {}
+        return {"api": group_cpu(self.api.pid), "worker": group_cpu(self.worker.pid), **pg,
                 "redis": cpu_seconds(pids={self.redis_pid})}
+
+    def processes(self) -> int:
+        return len([p for p in self.procs if p.poll() is None])
 
     def log_tail(self) -> str:
         return (self.dir / "api.log").read_text(errors="replace")[-3000:]
@@ -324,8 +356,8 @@ class Labelq:
     def fill(self) -> tuple[float, int]:
         """Give every task its labels in process (``Service``, the calls the API makes),
         round robin over the annotators; the input of the export timing. (s, labels)"""
+        from labelq.record.settings import Settings
         from labelq.service import Service
-        from labelq.settings import Settings
         from workers.main import create_app
         app = create_app(self.args.redis_url)
         svc = Service(self.engine, self.r, settings=Settings(database_url=self.url,
@@ -388,99 +420,348 @@ class Labelq:
 
 
 # --------------------------------------------------------------------------------------
-# Label Studio: one server for the run, a new project per phase
+# PostgreSQL for both systems
+
+
+def group_cpu(pgid: int) -> float:
+    """CPU seconds of a process group, including its reaped children (uWSGI recycles its
+    workers, PostgreSQL's postmaster reaps a backend per closed connection): user + system
+    of every live member plus what each member has collected from children it waited for."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        # after the command: state ppid pgrp ... utime stime cutime cstime (12th-15th)
+        if int(fields[2]) == pgid:
+            total += sum(int(x) for x in fields[11:15])
+    return total / tick
+
+
+def _pg_bindir() -> Path:
+    """PostgreSQL's server binaries (initdb, postgres): pg_config's, else Debian's layout."""
+    pg_config = shutil.which("pg_config")
+    if pg_config:
+        out = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True)
+        if out.returncode == 0 and (Path(out.stdout.strip()) / "initdb").exists():
+            return Path(out.stdout.strip())
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+    if not found:
+        raise SystemExit("--postgres private needs PostgreSQL's server binaries (initdb, "
+                         "postgres); none found: pass --postgres postgresql://… instead")
+    return found[-1].parent
+
+
+class Postgres:
+    """The PostgreSQL server both systems use in a run.
+
+    ``private`` (the default): a cluster of its own (``initdb`` in a temp dir, the machine's
+    PostgreSQL binaries and their default settings, 127.0.0.1 on a free port), so that its
+    CPU per phase — every backend either system opened, reaped ones included — can be read
+    from /proc and charged to the system that ran then. A ``postgresql://`` URL names an
+    existing server instead (its databases made and dropped there; its CPU is not measured:
+    other work shares it)."""
+
+    def __init__(self, spec: str) -> None:
+        self.spec = spec
+        self.url = ""
+        self.version = "PostgreSQL"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.dir: Path | None = None
+        if spec != "private" and not spec.startswith("postgresql://"):
+            raise SystemExit(f"--postgres: 'private' or a postgresql:// URL, not {spec!r}")
+
+    def start(self) -> str:
+        """The admin URL (``postgresql://user@host:port/postgres``), the server started."""
+        if self.url:
+            return self.url
+        if self.spec != "private":
+            self.url = self.spec
+            self._version()
+            return self.url
+        bindir = _pg_bindir()
+        self.dir = Path(tempfile.mkdtemp(prefix="peers-pg-"))
+        data = self.dir / "data"
+        as_pg: list[str] = []
+        if os.geteuid() == 0:  # PostgreSQL refuses to run as root
+            as_pg = ["runuser", "-u", "postgres", "--"]
+            shutil.chown(self.dir, "postgres")
+        out = subprocess.run(as_pg + [str(bindir / "initdb"), "-D", str(data), "-U", "postgres",
+                                      "-A", "trust", "-E", "UTF8", "--no-sync"],
+                             capture_output=True, text=True)
+        if out.returncode:
+            raise RuntimeError(f"initdb failed: {out.stdout[-1000:]} {out.stderr[-1000:]}")
+        self.port = free_port()
+        self.proc = subprocess.Popen(
+            as_pg + [str(bindir / "postgres"), "-D", str(data), "-p", str(self.port),
+                     "-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={self.dir}"],
+            start_new_session=True, stdout=open(self.dir.parent / f"{self.dir.name}.log", "wb"),
+            stderr=subprocess.STDOUT)
+        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with self.admin() as conn:
+                    conn.execute("SELECT 1")
+                break
+            except Exception:  # noqa: BLE001 - not up yet
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the private PostgreSQL did not start") from None
+                time.sleep(0.2)
+        self._version()
+        return self.url
+
+    def _version(self) -> None:
+        with self.admin() as conn:
+            row = conn.execute("SHOW server_version").fetchone()
+        self.version = f"PostgreSQL {row[0].split()[0] if row else '?'}"
+
+    def admin(self):  # -> psycopg.Connection, autocommit (CREATE/DROP DATABASE)
+        import psycopg
+        return psycopg.connect(self.url, autocommit=True)
+
+    def cpu(self) -> dict[str, float]:
+        """{"postgres": CPU seconds} of the private server; {} for a shared one."""
+        return {} if self.proc is None else {"postgres": group_cpu(self.proc.pid)}
+
+    def close(self) -> None:
+        if self.proc is not None:
+            _kill_group(self.proc)
+            self.proc = None
+            self.url = ""
+        if self.dir is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            Path(self.dir.parent / f"{self.dir.name}.log").unlink(missing_ok=True)
+            self.dir = None
+
+
+# --------------------------------------------------------------------------------------
+# Label Studio: its production setup, a fresh database and server per phase
+
+
+# Label Studio's deploy/uwsgi.ini (the `label-studio-uwsgi` command of its docker image and
+# docker-compose.yml), with the paths and the address of this machine; left out: the stats
+# server (`stats = :1717`, a monitoring socket on every interface), the pidfile, process
+# names and the JSON log encoders (cosmetic). `processes` is its default, twice the cores.
+UWSGI_INI = """[uwsgi]
+chdir = {chdir}
+http = 127.0.0.1:{port}
+module = core.wsgi:application
+master = true
+cheaper = true
+single-interpreter = true
+processes = {processes}
+threads = {threads}
+vacuum = true
+die-on-term = true
+buffer-size = 65535
+http-timeout = 300
+need-app = true
+env = APP_WEBSERVER=uwsgi
+ignore-sigpipe = true
+ignore-write-errors = true
+disable-write-exception = true
+harakiri = 120
+harakiri-verbose = true
+post-buffering = 4096
+disable-logging = True
+log-5xx = true
+enable-threads = True
+thunder-lock = True
+lazy-apps = True
+max-requests = 5000
+reload-on-rss = 2048
+worker-reload-mercy = 300
+"""
+
+# The admin (as `label-studio init` / `start --username` makes it: LS's own _create_user
+# steps, its organization with legacy API tokens on) and the annotators, in the admin's
+# organization, a legacy API token each; Django's ORM in the Label Studio venv (its CE API
+# makes no users with a password or token). Prints "TOKEN <key>" per annotator.
+LS_USERS = """
+import os, sys
+import django
+django.setup()
+from organizations.models import Organization
+from rest_framework.authtoken.models import Token
+from users.models import User
+admin = User.objects.create_user(email="admin@peers.local", password=sys.argv[1])
+admin.is_staff = admin.is_superuser = True
+admin.save()
+Token.objects.filter(key=admin.auth_token.key).update(key=sys.argv[2])
+org = Organization.create_organization(created_by=admin, title="Label Studio",
+                                       legacy_api_tokens_enabled=True)
+admin.active_organization = org
+admin.save(update_fields=["active_organization"])
+for j in range(int(sys.argv[3])):
+    u = User.objects.create_user(email=f"ann{j}@peers.local", username=f"ann{j}")
+    org.add_user(u)
+    u.active_organization = org
+    u.save(update_fields=["active_organization"])
+    print("TOKEN", Token.objects.get_or_create(user=u)[0].key)
+"""
 
 
 class LabelStudioServer:
-    """One ``label-studio start`` for the whole run (its first start migrates a fresh
-    SQLite file: a minute or two), with its annotators."""
+    """Label Studio as its docker-compose.yml deploys it, minus the containers: PostgreSQL
+    (``DJANGO_DB=default``, ``POSTGRE_*``), migrations run first (``manage.py
+    locked_migrate``, as its entrypoint does), then ``uwsgi --ini`` its deploy/uwsgi.ini
+    (``--ls-server uwsgi``, the default) — or ``label-studio start`` (Django's runserver,
+    one process) on the same database with ``--ls-server start``.
 
-    def __init__(self, args):
-        self.args = args
-        self.server = None
+    The migrated database with its users is made once per run (``labelstudio_bench_tpl``);
+    every phase gets a fresh copy of it (``CREATE DATABASE … TEMPLATE``) and a fresh server,
+    as labelq gets a fresh record and stack."""
+
+    DB = "labelstudio_bench"
+
+    def __init__(self, args, pg: Postgres):
+        self.args, self.pg = args, pg
+        self.server: subprocess.Popen[bytes] | None = None
+        self.dir: Path | None = None
 
     def _python(self) -> str:
         """The Python of the Label Studio venv (from the launcher's shebang)."""
         first = Path(self.bin).read_text(errors="replace").splitlines()[0]
         return first[2:].strip() if first.startswith("#!") else sys.executable
 
-    def launch(self) -> None:
+    def _prepare(self) -> None:
+        """Once per run: the venv found, the template database migrated, the users made."""
         a = self.args
         self.bin = shutil.which(a.label_studio_bin) or a.label_studio_bin
         if not Path(self.bin).exists():
             raise SystemExit(f"label-studio not found ({a.label_studio_bin}); see "
                              "docs/benchmarks.md for its venv, or --systems labelq")
+        py = self._python()
+        out = subprocess.run([py, "-c", "import label_studio, os; "
+                              "print(os.path.dirname(label_studio.__file__))"],
+                             capture_output=True, text=True)
+        if out.returncode:
+            raise SystemExit(f"label_studio does not import in {py}: {out.stderr[-500:]}")
+        self.pkg = Path(out.stdout.strip())
+        out = subprocess.run([py, "-c", "import label_studio; print(label_studio.__version__)"],
+                             capture_output=True, text=True)
+        self.version = out.stdout.strip()
+        self.uwsgi = Path(py).parent / "uwsgi"
+        if a.ls_server == "uwsgi" and not self.uwsgi.exists():
+            raise SystemExit(f"no uwsgi in Label Studio's venv ({self.uwsgi}): install "
+                             "label-studio[uwsgi] there (its pinned pyuwsgi), or --ls-server "
+                             "start")
+        self.uwsgi_version = subprocess.run([str(self.uwsgi), "--version"], capture_output=True,
+                                            text=True).stdout.strip() if self.uwsgi.exists() else ""
         self.dir = Path(tempfile.mkdtemp(prefix="peers-ls-"))
-        self.port = free_port()
+        admin_url = self.pg.start()
         self.admin_token = secrets.token_hex(20)
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("LABELQ_")}
-        self.env.update({"LABEL_STUDIO_BASE_DATA_DIR": str(self.dir / "data"),
-                         "DJANGO_DB": "sqlite", "DATABASE_NAME": str(self.dir / "ls.sqlite3"),
-                         "LOG_LEVEL": "WARNING", "DEBUG": "false", "DJANGO_DEBUG": "false",
-                         "LABEL_STUDIO_DISABLE_SIGNUP_WITHOUT_LINK": "true",
-                         "PYTHONUNBUFFERED": "1",
-                         # nothing leaves the machine: no error reports to Sentry (on by
-                         # default in CE), no analytics, no version check on PyPI
-                         "SENTRY_DSN": "", "FRONTEND_SENTRY_DSN": "",
-                         "COLLECT_ANALYTICS": "false", "LATEST_VERSION_CHECK": "false",
-                         "FEATURE_FLAGS_OFFLINE": "true"})
-        self.env.pop("PYTHONPATH", None)
-        self.server = subprocess.Popen(
-            [self.bin, "start", "--no-browser", "--internal-host", "127.0.0.1", "--port",
-             str(self.port), "--data-dir", str(self.dir / "data"), "--database",
-             str(self.dir / "ls.sqlite3"), "--log-level", "WARNING", "--enable-legacy-api-token",
-             "--username", "admin@peers.local", "--password", secrets.token_hex(12),
-             "--user-token", self.admin_token],
-            cwd=self.dir, env=self.env, start_new_session=True,
-            stdout=open(self.dir / "ls.log", "wb"), stderr=subprocess.STDOUT)
+        user = admin_url.split("://", 1)[1].split("@", 1)[0]
+        host, port = admin_url.split("@", 1)[1].split("/", 1)[0].rsplit(":", 1)
+        self.env = {k: v for k, v in os.environ.items()
+                    if not k.startswith(("LABELQ_", "PYTHON", "VIRTUAL_ENV"))}
+        self.env.update({
+            "DJANGO_SETTINGS_MODULE": "core.settings.label_studio",  # as its Dockerfile
+            "LABEL_STUDIO_BASE_DATA_DIR": str(self.dir / "data"),
+            "DJANGO_DB": "default", "POSTGRE_NAME": f"{self.DB}_tpl", "POSTGRE_USER": user,
+            "POSTGRE_PASSWORD": "", "POSTGRE_HOST": host, "POSTGRE_PORT": port,
+            "JSON_LOG": "1",  # as its docker-compose.yml
+            "LOG_LEVEL": "WARNING", "DEBUG": "false",  # its settings' defaults, stated
+            "PYTHONUNBUFFERED": "1",
+            # nothing leaves the machine: no error reports to Sentry (on by default in CE),
+            # no analytics, no version check on PyPI
+            "SENTRY_DSN": "", "FRONTEND_SENTRY_DSN": "", "COLLECT_ANALYTICS": "false",
+            "LATEST_VERSION_CHECK": "false", "FEATURE_FLAGS_OFFLINE": "true"})
+        with self.pg.admin() as conn:
+            for db in (self.DB, f"{self.DB}_tpl"):
+                conn.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+            conn.execute(f"CREATE DATABASE {self.DB}_tpl")
+        t = time.perf_counter()
+        out = subprocess.run([py, "manage.py", "locked_migrate"], cwd=self.pkg, env=self.env,
+                             capture_output=True, text=True, timeout=1800)
+        if out.returncode:
+            raise RuntimeError(f"Label Studio migrations: {out.stdout[-1000:]} "
+                               f"{out.stderr[-2000:]}")
+        self.migrate_s = time.perf_counter() - t
+        out = subprocess.run([py, "-c", LS_USERS, secrets.token_hex(12), self.admin_token,
+                              str(a.annotators)], cwd=self.pkg, env=self.env,
+                             capture_output=True, text=True, timeout=300)
+        self.tokens = [ln.split()[1] for ln in out.stdout.splitlines()
+                       if ln.startswith("TOKEN ")]
+        if out.returncode or len(self.tokens) != a.annotators:
+            raise RuntimeError(f"Label Studio users: {out.stdout[-500:]} {out.stderr[-2000:]}")
+        self.env["POSTGRE_NAME"] = self.DB
+
+    def launch(self) -> None:
+        """A fresh copy of the template database and a fresh server on it."""
+        if self.dir is None:
+            self._prepare()
+        assert self.dir is not None
+        a = self.args
+        with self.pg.admin() as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {self.DB} WITH (FORCE)")
+            conn.execute(f"CREATE DATABASE {self.DB} TEMPLATE {self.DB}_tpl")
+        self.port = free_port()
+        log = self.dir / "ls.log"
+        if a.ls_server == "uwsgi":
+            ini = self.dir / "uwsgi.ini"
+            ini.write_text(UWSGI_INI.format(chdir=self.pkg, port=self.port,
+                                            processes=a.ls_processes or 2 * (os.cpu_count() or 1),
+                                            threads=a.ls_threads))
+            cmd = [str(self.uwsgi), "--ini", str(ini)]
+        else:
+            cmd = [self.bin, "start", "--no-browser", "--internal-host", "127.0.0.1", "--port",
+                   str(self.port), "--data-dir", str(self.dir / "data"), "--log-level",
+                   "WARNING"]
+        self.server = subprocess.Popen(cmd, cwd=self.pkg, env=self.env, start_new_session=True,
+                                       stdout=open(log, "ab"), stderr=subprocess.STDOUT)
         self.base = f"http://127.0.0.1:{self.port}"
         wait_http(f"{self.base}/health", self.server, time.monotonic() + 600)
-        self.tokens = self._users(a.annotators)
 
-    def _users(self, n: int) -> list[str]:
-        """n annotators in the admin's organization, a legacy API token each (Django ORM in
-        the Label Studio venv; its CE API makes no users with a password or token)."""
-        script = f"""
-import os, sys
-import label_studio
-sys.path.insert(0, os.path.dirname(label_studio.__file__))  # as label-studio itself does
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "label_studio.core.settings.label_studio")
-import django
-django.setup()
-from organizations.models import Organization, OrganizationMember
-from rest_framework.authtoken.models import Token
-from users.models import User
-org = Organization.objects.order_by("id").first()
-for j in range({n}):
-    u, _ = User.objects.get_or_create(email=f"ann{{j}}@peers.local",
-                                      defaults={{"username": f"ann{{j}}"}})
-    if not OrganizationMember.objects.filter(user=u, organization=org).exists():
-        org.add_user(u)
-    u.active_organization = org
-    u.save(update_fields=["active_organization"])
-    print("TOKEN", Token.objects.get_or_create(user=u)[0].key)
-"""
-        out = subprocess.run([self._python(), "-c", script], cwd=self.dir, env=self.env,
-                             capture_output=True, text=True, timeout=300)
-        tokens = [ln.split()[1] for ln in out.stdout.splitlines() if ln.startswith("TOKEN ")]
-        if out.returncode or len(tokens) != n:
-            raise RuntimeError(f"Label Studio users: {out.stdout[-500:]} {out.stderr[-2000:]}")
-        return tokens
+    def processes(self) -> int:
+        """Live processes of the server (uWSGI: master, HTTP router, workers)."""
+        if self.server is None:
+            return 0
+        return sum(1 for e in os.listdir("/proc") if e.isdigit() and _pgid(int(e)) ==
+                   self.server.pid)
+
+    def stop_server(self) -> None:
+        _kill_group(self.server)
+        self.server = None
 
     def log_tail(self) -> str:
+        if self.dir is None:
+            return ""
         return (self.dir / "ls.log").read_text(errors="replace")[-3000:]
 
     def close(self) -> None:
-        _kill_group(self.server)
-        if self.server is not None and not self.args.keep:
+        self.stop_server()
+        if self.dir is None:
+            return
+        try:
+            with self.pg.admin() as conn:
+                for db in (self.DB, f"{self.DB}_tpl"):
+                    conn.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+        except Exception as exc:  # noqa: BLE001 - the private server may be gone already
+            print(f"Label Studio databases not dropped: {exc!r}", file=sys.stderr)
+        if not self.args.keep:
             shutil.rmtree(self.dir, ignore_errors=True)
-        elif self.server is not None:
+        else:
             print(f"kept {self.dir}", file=sys.stderr)
-        self.server = None
+        self.dir = None
+
+
+def _pgid(pid: int) -> int:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return -1
 
 
 class LabelStudio:
-    """A phase on the shared server: a new project at overlap ``maximum_annotations``."""
+    """A phase: a fresh database and server (``LabelStudioServer.launch``), a new project
+    at overlap ``maximum_annotations``."""
     kind = "ls"
 
     def __init__(self, server: LabelStudioServer, overlap: int):
@@ -488,13 +769,11 @@ class LabelStudio:
         self.name = f"Label Studio (overlap {overlap})"
 
     def start(self, tasks: list[dict]) -> dict:
-        import httpx
         ls = self.ls
-        if ls.server is None:
-            ls.launch()
+        ls.launch()
         self.base, self.tasks = ls.base, tasks
-        with httpx.Client(base_url=self.base, timeout=600,
-                          headers={"Authorization": f"Token {ls.admin_token}"}) as c:
+        with http_client("ls", base_url=self.base, timeout=600,
+                         headers={"Authorization": f"Token {ls.admin_token}"}) as c:
             r = c.post("/api/projects", json={
                 "title": f"peers {time.time():.0f}", "label_config": LS_CONFIG,
                 "maximum_annotations": self.overlap, "overlap_cohort_percentage": 100,
@@ -522,10 +801,9 @@ class LabelStudio:
         """A new project of the same tasks, each imported with one annotation (the import
         API takes annotations along; labelling 10,000 through the stream takes too long
         here): the input of the export timing. (s, labels)"""
-        import httpx
         tasks = self.tasks
-        with httpx.Client(base_url=self.base, timeout=900,
-                          headers={"Authorization": f"Token {self.ls.admin_token}"}) as c:
+        with http_client("ls", base_url=self.base, timeout=900,
+                         headers={"Authorization": f"Token {self.ls.admin_token}"}) as c:
             r = c.post("/api/projects", json={"title": f"peers export {time.time():.0f}",
                                               "label_config": LS_CONFIG})
             r.raise_for_status()
@@ -542,7 +820,11 @@ class LabelStudio:
             return time.perf_counter() - t, len(tasks)
 
     def cpu(self) -> dict:
-        return {"server": cpu_seconds(pgid=self.ls.server.pid)}
+        assert self.ls.server is not None
+        return {"server": group_cpu(self.ls.server.pid), **self.ls.pg.cpu()}
+
+    def processes(self) -> int:
+        return self.ls.processes()
 
     def log_tail(self) -> str:
         return self.ls.log_tail()
@@ -552,15 +834,22 @@ class LabelStudio:
 
     def export(self) -> dict:
         """The synchronous export endpoint: JSON (every task with its annotations) and CSV
-        (one row per task)."""
+        (one row per task). An answer that is not a 200 (uWSGI's harakiri ends a request
+        after 120 s) is kept as ``(s, -1)`` and its status or error in ``out["failed"]``."""
         import httpx
-        out = {}
-        with httpx.Client(base_url=self.base, timeout=600,
-                          headers={"Authorization": f"Token {self.ls.admin_token}"}) as c:
+        out: dict = {}
+        with http_client("ls", base_url=self.base, timeout=600,
+                         headers={"Authorization": f"Token {self.ls.admin_token}"}) as c:
             for what, fmt in (("per_task", "CSV"), ("labels", "JSON")):
                 t = time.perf_counter()
-                r = c.get(f"/api/projects/{self.project}/export", params={"exportType": fmt})
-                r.raise_for_status()
+                try:
+                    r = c.get(f"/api/projects/{self.project}/export",
+                              params={"exportType": fmt})
+                    r.raise_for_status()
+                except httpx.HTTPError as exc:
+                    out[what] = (time.perf_counter() - t, -1)
+                    out.setdefault("failed", []).append(f"{fmt}: {exc!r}"[:200])
+                    continue
                 if fmt == "JSON":
                     rows = sum(len(x.get("annotations", [])) for x in r.json())
                 else:
@@ -569,7 +858,7 @@ class LabelStudio:
         return out
 
     def stop(self) -> None:
-        pass
+        self.ls.stop_server()
 
 
 # --------------------------------------------------------------------------------------
@@ -578,10 +867,16 @@ class LabelStudio:
 def phase(system, tasks, args) -> dict:
     t = time.perf_counter()
     info = system.start(tasks)
+    procs: list[int] = []
+
+    def cpu() -> dict:  # the first call is the start: the server's processes counted then
+        if not procs:
+            procs.append(system.processes())
+        return system.cpu()
     try:
         setup_s = time.perf_counter() - t
         got = drive(system.kind, info["base"], info["project"], info["auth"], args.seconds,
-                    args.load_procs, system.cpu)
+                    args.load_procs, cpu, args.warmup)
         if got["errors"]:
             raise SystemExit(f"{system.name}: client errors: {got['errors'][:3]}\n"
                              f"server log: ...{system.log_tail()}")
@@ -601,7 +896,7 @@ def phase(system, tasks, args) -> dict:
             "submit_p50": _pct(got["submit_ms"], 50), "submit_p99": _pct(got["submit_ms"], 99),
             "cpu": per, "cpu_own": own, "cpu_all": sum(per.values()),
             "client_cpu": 1000 * got["client_cpu"] / n, "load": load, "retried": got["retried"],
-            "load_s": info["load_s"], "setup_s": setup_s}
+            "load_s": info["load_s"], "setup_s": setup_s, "procs": procs[0]}
 
 
 def export_phase(system, tasks) -> dict:
@@ -625,15 +920,17 @@ def row(res: dict, rnd: int) -> str:
     return (f"| {rnd} | {res['system']} | {res['labels']:,} | {res['seconds']:.1f} "
             f"| {_num(res['rate'])} | {res['next_p50']:.1f} | {res['next_p99']:.1f} "
             f"| {res['submit_p50']:.1f} | {res['submit_p99']:.1f} | {res['cpu_own']:.2f} "
-            f"| {parts} | {res['client_cpu']:.2f} | {res['load_s']:.1f} | {res['retried']} "
-            f"| {res['load']:.1f} |")
+            f"| {parts} | {res['client_cpu']:.2f} | {res['procs']} | {res['load_s']:.1f} "
+            f"| {res['retried']} | {res['load']:.1f} |")
 
 
 def export_row(res: dict, rnd: int) -> str:
     ex = res["export"]
+
+    def cell(s: float, rows: int) -> str:
+        return f"failed after {s:.2f}" if rows < 0 else f"{s:.2f} ({rows:,})"
     return (f"| {rnd} | {res['system']} | {res['labels']:,} | {res['fill_s']:.1f} "
-            f"| {ex['per_task'][0]:.2f} ({ex['per_task'][1]:,}) "
-            f"| {ex['labels'][0]:.2f} ({ex['labels'][1]:,}) | {res['load']:.1f} |")
+            f"| {cell(*ex['per_task'])} | {cell(*ex['labels'])} | {res['load']:.1f} |")
 
 
 EXPORT_HEAD = ("| round | system | labels | labelled by (s) | export one row per task (s, rows) "
@@ -643,8 +940,8 @@ EXPORT_HEAD = ("| round | system | labels | labelled by (s) | export one row per
 
 HEAD = ("| round | system | labels | time (s) | labels/s | next p50 (ms) | next p99 (ms) "
         "| submit p50 (ms) | submit p99 (ms) | server CPU ms/label | of which | client CPU "
-        "ms/label | load tasks (s) | 5xx or timed out | load avg (1 min) |\n"
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|")
+        "ms/label | server processes | load tasks (s) | 5xx or timed out | load avg (1 min) |\n"
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|")
 
 
 def summary(results: list[tuple[int, dict]], exports: list[tuple[int, dict]]) -> list[str]:
@@ -681,10 +978,11 @@ def summary(results: list[tuple[int, dict]], exports: list[tuple[int, dict]]) ->
     ex_ls = {rnd: res for rnd, res in exports if res["kind"] == "ls"}
     ex_lq = [(rnd, res) for rnd, res in exports if res["kind"] == "labelq" and rnd in ex_ls]
     for what, key in (("every label", "labels"), ("one row per task", "per_task")):
-        if ex_lq:
-            lines.append(f"| export, {what} (time) | | | | | "
-                         + f([ex_ls[rnd]["export"][key][0] / res["export"][key][0]
-                              for rnd, res in ex_lq]) + " |")
+        if ex_lq:  # a failed Label Studio export: at least its time until it failed
+            lines.append(f"| export, {what} (time) | | | | | " + " / ".join(
+                ("≥ " if ex_ls[rnd]["export"][key][1] < 0 else "")
+                + f([ex_ls[rnd]["export"][key][0] / res["export"][key][0]])
+                for rnd, res in ex_lq) + " |")
     if lines:
         out += ["", "How many times better labelq did than Label Studio, same round and "
                 "overlap, one figure per round (its labels/s ÷ Label Studio's; Label "
@@ -712,13 +1010,28 @@ def main(argv=None) -> tuple[list, list]:
     ap.add_argument("--load-procs", type=int, default=2, help="client processes")
     ap.add_argument("--worker-procs", type=int, default=1,
                     help="`labelq run-worker -c` (Celery processes)")
-    ap.add_argument("--database", default="sqlite",
-                    help="labelq's record: sqlite (a file) or a postgresql:// URL")
+    ap.add_argument("--postgres", default="private",
+                    help="the PostgreSQL both systems use: private (a cluster of its own, "
+                         "started for the run, its CPU measured) or a postgresql:// URL of a "
+                         "server (databases made and dropped there, CPU not measured)")
+    ap.add_argument("--database", default="postgres",
+                    help="labelq's record: postgres (a fresh schema on --postgres), sqlite "
+                         "(a file) or a postgresql:// URL")
     ap.add_argument("--redis-url", default=os.environ.get("LABELQ_REDIS_URL",
                                                           "redis://127.0.0.1:6379/9"),
                     help="labelq's Redis; this DB number is flushed")
     ap.add_argument("--label-studio-bin", default="label-studio",
-                    help="the label-studio launcher (of its own venv)")
+                    help="the label-studio launcher (of its own venv, with label-studio[uwsgi])")
+    ap.add_argument("--ls-server", choices=("uwsgi", "start"), default="uwsgi",
+                    help="uwsgi: its production app server, as its docker image runs it "
+                         "(default); start: `label-studio start` (Django's runserver)")
+    ap.add_argument("--ls-processes", type=int, default=0,
+                    help="uWSGI processes (0: its uwsgi.ini's default, twice the cores)")
+    ap.add_argument("--ls-threads", type=int, default=1,
+                    help="uWSGI threads per process (its uwsgi.ini's default: 1)")
+    ap.add_argument("--warmup", type=float, default=20.0,
+                    help="untimed seconds of every annotator asking who it is before each "
+                         "phase (lets uWSGI's cheaper mode bring up all its workers)")
     ap.add_argument("--quick", action="store_true",
                     help="500 tasks, 4 annotators, 1 round, labelled to the end (120 s cap); "
                          "no doc")
@@ -737,7 +1050,8 @@ def main(argv=None) -> tuple[list, list]:
         ap.error(f"unknown systems {sorted(unknown)}")
     tasks = make_tasks(args.tasks)
     # interleaved: LS and labelq at each overlap in turn, the order reversed every other round
-    server = LabelStudioServer(args) if "ls" in kinds else None
+    pg = Postgres(args.postgres)
+    server = LabelStudioServer(args, pg) if "ls" in kinds else None
     lq_overlaps = [o for o in args.overlaps.split(",") if o] if "labelq" in kinds else []
     ls_overlaps = [o for o in args.ls_overlaps.split(",") if o] if server else []
     order = []
@@ -745,9 +1059,9 @@ def main(argv=None) -> tuple[list, list]:
         if str(o) in ls_overlaps:
             order.append(LabelStudio(server, o))
         if str(o) in lq_overlaps:
-            order.append(Labelq(args, o))
+            order.append(Labelq(args, o, pg))
     exporters = ([LabelStudio(server, 1)] if server else []) + \
-        ([Labelq(args, 1)] if "labelq" in kinds else [])
+        ([Labelq(args, 1, pg)] if "labelq" in kinds else [])
     results, exports = [], []
     print(HEAD, flush=True)
     try:
@@ -762,29 +1076,53 @@ def main(argv=None) -> tuple[list, list]:
                     exports.append((rnd, res))
                     print(export_row(res, rnd), flush=True)
     finally:
+        setup = setup_line(args, server, pg) if pg.url else ""
         if server:
             server.close()
+        pg.close()
     lines = summary(results, exports)
     print("\n".join(lines), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps({"results": results, "exports": exports},
                                               indent=1))
     if not args.no_doc:
-        write_section("peers", doc_section(args, results, exports, lines))
+        write_section("peers", doc_section(args, results, exports, lines, setup))
     return results, exports
 
 
-def doc_section(args, results, exports, lines) -> str:
+def setup_line(args, server: LabelStudioServer | None, pg: Postgres) -> str:
+    """What ran, for the doc: the versions and the servers' shapes."""
+    where = ("a private PostgreSQL cluster started for the run (its CPU counted per phase)"
+             if args.postgres == "private" else "the PostgreSQL server at --postgres")
+    parts = [f"Both on {pg.version}, {where}"]
+    if server is not None and hasattr(server, "version"):
+        if args.ls_server == "uwsgi":
+            procs = args.ls_processes or 2 * (os.cpu_count() or 1)
+            parts.append(f"Label Studio {server.version}: uWSGI {server.uwsgi_version}, "
+                         f"{procs} processes × {args.ls_threads} thread (its deploy/uwsgi.ini), "
+                         "a fresh database per phase")
+        else:
+            parts.append(f"Label Studio {server.version}: `label-studio start` (runserver), "
+                         "a fresh database per phase")
+    db = {"postgres": "a fresh schema per phase", "sqlite": "a fresh SQLite file per phase"}
+    parts.append(f"labelq: `labelq serve` + `labelq run-worker -c {args.worker_procs}`, "
+                 + db.get(args.database, "a fresh schema per phase at --database"))
+    return "; ".join(parts) + "."
+
+
+def doc_section(args, results, exports, lines, setup: str = "") -> str:
     return "\n".join([
         "## Side by side with Label Studio (`bench/peers.py`)", "",
         f"Command: `{command_line()}`", "",
         f"Machine: {machine()}; shared with other jobs while it ran (load average in the "
         "last column, 2 cores; it includes this benchmark's own processes).", "",
+        setup, "",
         f"{args.tasks:,} binary tasks and {args.annotators} annotators in each system, "
-        f"driven by the same client code ({args.load_procs} processes, a thread and a "
-        "kept-alive connection per annotator, ask for the next task then submit a label: "
-        f"two requests per label) for {args.seconds:.0f} s per phase or until no task is "
-        f"left; the systems alternate, {args.rounds} rounds:", "", HEAD]
+        f"driven by the same client code ({args.load_procs} processes, a thread per "
+        "annotator, its connection kept alive to labelq and new per request to Label "
+        "Studio's uWSGI, ask for the next task then submit a label: two requests per label) "
+        f"for {args.seconds:.0f} s per phase (after {args.warmup:.0f} s of warm-up) or until "
+        f"no task is left; the systems alternate, {args.rounds} rounds:", "", HEAD]
         + [row(res, rnd) for rnd, res in results]
         + ["", f"Export of {args.tasks:,} tasks' labels (each task labelled once first):", "",
            EXPORT_HEAD] + [export_row(res, rnd) for rnd, res in exports]
