@@ -33,11 +33,14 @@ from .aggregation import (
     krippendorff_alpha,
     worker_accuracy,
 )
-from .aggregation.base import check_labels
+from .aggregation.base import BaseAggregator, check_labels
 from .errors import InputError
 from .record.models import Label, Project, Task, Worker
 from .record.problem import ProjectView, load_view
 from .record.projects import METHODS
+
+#: what an aggregation's fit is: an aggregator, or the policy's own posterior
+Fitted = BaseAggregator | PosteriorAggregator
 
 __all__ = ["ProjectLabels", "load_project_labels", "aggregate_project", "aggregation_notes",
            "aggregated_rows", "accuracy_note",
@@ -71,7 +74,8 @@ def load_project_labels(session: Session, project: Project, *,
     workers = session.exec(select(Worker.handle, Worker.status)
                            .where(Worker.project_id == project.id).order_by(Worker.seq)).all()
     q = (select(Task.seq, Worker.seq, Label.value, Worker.status)
-         .join(Task, Task.id == Label.task_id).join(Worker, Worker.id == Label.worker_id)
+         .join(Task, col(Task.id) == col(Label.task_id))
+         .join(Worker, col(Worker.id) == col(Label.worker_id))
          .where(Label.project_id == project.id).order_by(Label.id))
     rows = session.exec(q).all()
     if exclude_paused:
@@ -87,7 +91,8 @@ def load_project_labels(session: Session, project: Project, *,
         np.fromiter((index[r[2]] for r in rows), dtype=np.int64, count=len(rows)), marked)
 
 
-def aggregate_project(session: Session, project: Project, pl: ProjectLabels, method: str):
+def aggregate_project(session: Session, project: Project, pl: ProjectLabels, method: str
+                      ) -> Fitted:
     """Fit ``method`` on the project's labels; the result has ``labels_``, ``probas_``,
     ``confidence_`` over all tasks (gold included, clamped)."""
     if method not in METHODS:
@@ -112,7 +117,8 @@ def aggregate_project(session: Session, project: Project, pl: ProjectLabels, met
                      calibration=calibration, **params)
 
 
-def aggregation_notes(pl: ProjectLabels, method: str, result) -> tuple[str, str | None]:
+def aggregation_notes(pl: ProjectLabels, method: str, result: Fitted
+                      ) -> tuple[str, str | None]:
     """What to tell the person exporting: which method made the answers (for ``auto``, the
     one it chose and why) and, when the confidences rest on too few checkable labels per
     worker and no gold calibrated them, a warning (else ``None``)."""
@@ -157,7 +163,7 @@ def accuracy_note(result: AutoAggregator) -> str:
             f"{basis})")
 
 
-def aggregated_rows(pl: ProjectLabels, result) -> Iterator[dict[str, Any]]:
+def aggregated_rows(pl: ProjectLabels, result: Fitted) -> Iterator[dict[str, Any]]:
     """One row per non-gold task (and per task marked gold after loading, with its known
     answer, confidence 1): id, category, label, confidence, labels, per-class
     probabilities.
@@ -168,8 +174,9 @@ def aggregated_rows(pl: ProjectLabels, result) -> Iterator[dict[str, Any]]:
     counts = np.bincount(pl.task, minlength=pl.view.n_tasks)
     classes = pl.classes
     data = ~pl.view.is_gold if pl.marked is None else ~pl.view.is_gold | pl.marked
-    for seq in np.flatnonzero(data):
+    for seq in np.flatnonzero(data).tolist():
         known = int(pl.view.gold_answer[seq])
+        label: str | None
         if known >= 0:  # marked gold: the answer is known, whatever the method says
             probas = np.zeros(len(classes))
             probas[known] = 1.0
@@ -186,7 +193,7 @@ def aggregated_rows(pl: ProjectLabels, result) -> Iterator[dict[str, Any]]:
         yield row
 
 
-def agreement_report(pl: ProjectLabels, result) -> dict[str, Any]:
+def agreement_report(pl: ProjectLabels, result: Fitted) -> dict[str, Any]:
     """Krippendorff's alpha, Fleiss' kappa (non-gold tasks) and a per-worker table of
     accuracy against gold and against the aggregate."""
     v = pl.view
@@ -313,7 +320,8 @@ def write_dataset(session: Session, project: Project, directory: str | os.PathLi
             "truth": len(reference), "categorised": len(typed)}
 
 
-def _write_csv(path, header: list[str], rows: Iterable) -> None:
+def _write_csv(path: str | os.PathLike[str], header: list[str],
+               rows: Iterable[Iterable[object]]) -> None:
     with open(path, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         w.writerow(header)

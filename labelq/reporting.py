@@ -51,8 +51,8 @@ def _project_status(session: Session, project: Project
     rows = worker_rows(session, pid)
     workers = [(h, st, cost, cap_, c.labels[wid], c.gold_answers[wid])
                for wid, h, st, cost, cap_ in rows]
-    # assignments ended without a label, per worker: a range of ix_assignment_worker_state
-    # per worker and state (the join from the worker side SQLite could plan as a scan)
+    # assignments ended without a label, per worker: their tally (the join from the worker
+    # side counted every one of them, and SQLite could plan it as a scan)
     closed = _ended(session, [wid for wid, *_ in rows])
     spent = float(sum(cost * n for _, _, cost, _, n, _ in workers))
     labels = int(sum(n for *_, n, _g in workers))
@@ -103,14 +103,33 @@ def _project_id(project: Project) -> int:
 
 def _ended(session: Session, worker_ids: list[int]) -> dict[tuple[int, str], int]:
     """(worker id, state) -> assignments of those workers ended without a label (declined,
-    expired) or still issued: index-only counts of ``ix_assignment_worker_state``."""
+    expired: ``ended_tally``, kept by triggers on ``assignment``) or still issued (few: a
+    range of ``ix_assignment_worker_state``). On a database whose schema predates the
+    tally (until ``labelq init``): counted in that index, every such assignment."""
+    from sqlalchemy.exc import OperationalError, ProgrammingError
+
+    from .record.models import EndedTally
+
     if not worker_ids:
         return {}
     w, st = col(Assignment.worker_id), col(Assignment.state)
-    return {(int(wid), str(s)): int(n) for wid, s, n in session.connection().execute(
-        sa_select(w, st, func.count())
-        .where(w.in_(worker_ids), st.in_((*ENDED_UNLABELLED, "issued")))
-        .group_by(w, st)).all()}
+    conn = session.connection()
+
+    def count(states: tuple[str, ...]) -> dict[tuple[int, str], int]:
+        return {(int(wid), str(s)): int(n) for wid, s, n in conn.execute(
+            sa_select(w, st, func.count()).where(w.in_(worker_ids), st.in_(states))
+            .group_by(w, st)).all()}
+
+    out = count(("issued",))
+    try:
+        with session.begin_nested():  # (its savepoint: on the connection it procures)
+            rows = session.connection().execute(sa_select(col(EndedTally.worker_id), col(EndedTally.state),
+                                          col(EndedTally.n))
+                                .where(col(EndedTally.worker_id).in_(worker_ids))).all()
+    except (OperationalError, ProgrammingError):
+        return {**out, **count(ENDED_UNLABELLED)}
+    out.update(((int(wid), str(s)), int(n)) for wid, s, n in rows if n)
+    return out
 
 
 def _gold_warnings(session: Session, project: Project, st: dict[str, Any],

@@ -14,11 +14,13 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import JSON, Column, Index, Text, UniqueConstraint, text
+from sqlalchemy import JSON, Column, Index, Text, UniqueConstraint, event, text
+from sqlalchemy.engine import Connection
 from sqlmodel import Field, SQLModel
 
 __all__ = ["DatabaseIdentity", "Project", "Task", "Worker", "Assignment", "Label",
-           "StatusTally", "TaskTally", "GoldTally", "WorkerTally", "DashboardFigures",
+           "StatusTally", "TaskTally", "GoldTally", "WorkerTally", "EndedTally",
+           "DashboardFigures",
            "utcnow", "as_utc", "utc_from_ms",
            "WORKER_STATUSES", "ASSIGNMENT_STATES", "ENDED_UNLABELLED"]
 
@@ -206,6 +208,89 @@ class WorkerTally(SQLModel, table=True):
     project_id: int = Field(index=True)
     labels: int = 0
     gold: int = 0
+
+
+class EndedTally(SQLModel, table=True):
+    """Assignments ended without a label (declined, expired) per annotator and state, kept
+    by triggers on ``assignment`` (:func:`install_ended_tally`): status reads a row per
+    annotator instead of counting every such assignment."""
+
+    __tablename__ = "ended_tally"
+    worker_id: int = Field(primary_key=True)
+    state: str = Field(primary_key=True, max_length=16)
+    n: int = 0
+
+
+_ENDED = "('declined', 'expired')"
+_SQLITE_TRIGGERS = {
+    "tr_ended_insert": f"""CREATE TRIGGER tr_ended_insert AFTER INSERT ON assignment
+        WHEN NEW.state IN {_ENDED} BEGIN
+        INSERT INTO ended_tally (worker_id, state, n) VALUES (NEW.worker_id, NEW.state, 1)
+        ON CONFLICT (worker_id, state) DO UPDATE SET n = n + 1; END""",
+    "tr_ended_leave": f"""CREATE TRIGGER tr_ended_leave AFTER UPDATE OF state, worker_id
+        ON assignment WHEN OLD.state IN {_ENDED} BEGIN
+        UPDATE ended_tally SET n = n - 1 WHERE worker_id = OLD.worker_id
+        AND state = OLD.state; END""",
+    "tr_ended_enter": f"""CREATE TRIGGER tr_ended_enter AFTER UPDATE OF state, worker_id
+        ON assignment WHEN NEW.state IN {_ENDED} BEGIN
+        INSERT INTO ended_tally (worker_id, state, n) VALUES (NEW.worker_id, NEW.state, 1)
+        ON CONFLICT (worker_id, state) DO UPDATE SET n = n + 1; END""",
+    "tr_ended_delete": f"""CREATE TRIGGER tr_ended_delete AFTER DELETE ON assignment
+        WHEN OLD.state IN {_ENDED} BEGIN
+        UPDATE ended_tally SET n = n - 1 WHERE worker_id = OLD.worker_id
+        AND state = OLD.state; END""",
+}
+_PG_FUNCTION = f"""CREATE OR REPLACE FUNCTION labelq_ended_tally() RETURNS trigger AS $$
+BEGIN
+  IF TG_OP IN ('UPDATE', 'DELETE') AND OLD.state IN {_ENDED} THEN
+    UPDATE ended_tally SET n = n - 1 WHERE worker_id = OLD.worker_id AND state = OLD.state;
+  END IF;
+  IF TG_OP IN ('INSERT', 'UPDATE') AND NEW.state IN {_ENDED} THEN
+    INSERT INTO ended_tally (worker_id, state, n) VALUES (NEW.worker_id, NEW.state, 1)
+    ON CONFLICT (worker_id, state) DO UPDATE SET n = ended_tally.n + 1;
+  END IF;
+  RETURN NULL;
+END $$ LANGUAGE plpgsql"""
+_PG_TRIGGER = """CREATE TRIGGER tr_ended_tally AFTER INSERT OR UPDATE OF state, worker_id
+    OR DELETE ON assignment FOR EACH ROW EXECUTE FUNCTION labelq_ended_tally()"""
+
+
+def install_ended_tally(conn: Connection) -> bool:
+    """The triggers that keep ``ended_tally``, and its counts from the assignments, where
+    the database lacks them (a new database, or one of an earlier labelq: ``labelq init``
+    runs this after creating the tables); True if it installed them. Counted and
+    installed in one transaction that holds off writers of ``assignment`` (PostgreSQL:
+    a lock; SQLite: its one writer), so no assignment is counted twice or missed."""
+    if conn.dialect.name == "postgresql":
+        if conn.exec_driver_sql("SELECT 1 FROM pg_trigger WHERE tgname = 'tr_ended_tally' "
+                                "AND tgrelid = 'assignment'::regclass").first():
+            return False
+        conn.exec_driver_sql("LOCK TABLE assignment IN SHARE ROW EXCLUSIVE MODE")
+        conn.exec_driver_sql(_PG_FUNCTION)
+        conn.exec_driver_sql(_PG_TRIGGER)
+    elif conn.dialect.name == "sqlite":
+        have = {r[0] for r in conn.exec_driver_sql(
+            "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'assignment'")}
+        if set(_SQLITE_TRIGGERS) <= have:
+            return False
+        conn.exec_driver_sql("DELETE FROM ended_tally")  # (the write that holds writers off)
+        for name, ddl in _SQLITE_TRIGGERS.items():
+            if name not in have:
+                conn.exec_driver_sql(ddl)
+    else:
+        return False
+    conn.exec_driver_sql("DELETE FROM ended_tally")
+    conn.exec_driver_sql(f"INSERT INTO ended_tally (worker_id, state, n) SELECT worker_id, "
+                         f"state, count(*) FROM assignment WHERE state IN {_ENDED} "
+                         f"GROUP BY worker_id, state")
+    return True
+
+
+@event.listens_for(SQLModel.metadata, "after_create")
+def _after_create(_metadata: object, connection: Connection, **_: object) -> None:
+    """``create_all`` (``labelq init``): the ended tally's triggers, on every database."""
+    if "ended_tally" in SQLModel.metadata.tables:
+        install_ended_tally(connection)
 
 
 class DashboardFigures(SQLModel, table=True):

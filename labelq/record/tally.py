@@ -122,22 +122,32 @@ class _TaskCount:
     loaded_gold: bool  # a gold question loaded as gold (counted in gold_tally)
 
 
-def _folded_counts(session: Session, pid: int, task_ids: Iterable[int], upto: int
+def _folded_counts(session: Session, pid: int, task_ids: Iterable[int], upto: int, *,
+                   late: Mapping[int, int] | None = None, last_id: int = 0
                    ) -> dict[int, _TaskCount]:
     """task id -> its category, labels with ``applied_seq <= upto`` and whether it is a gold
     question loaded as gold, for ``task_ids`` (two index lookups per chunk: no join, which
-    SQLite planned as a scan of the labels)."""
+    SQLite planned as a scan of the labels).
+
+    ``late``: each task's labels *not* folded, all of them read, with ids up to
+    ``last_id``: the folded ones are then its labels up to ``last_id`` less those, counted
+    in ``ix_label_project_task`` alone (each row's ``applied_seq`` is not read: a read of
+    the label table per label, the larger part of a status read)."""
     out: dict[int, _TaskCount] = {}
+    conn = session.connection()
     for chunk in _chunks(list(task_ids)):
-        n: dict[int, int] = {int(t): int(c) for t, c in session.connection().execute(
-            select(col(Label.task_id), func.count())
-            .where(col(Label.project_id) == pid, col(Label.task_id).in_(chunk),
-                   col(Label.applied_seq) <= upto)
+        cond = [col(Label.project_id) == pid, col(Label.task_id).in_(chunk)]
+        cond.append(col(Label.applied_seq) <= upto if late is None else
+                    col(Label.id) <= last_id)
+        n: dict[int, int] = {int(t): int(c) for t, c in conn.execute(
+            select(col(Label.task_id), func.count()).where(*cond)
             .group_by(col(Label.task_id))).all()}
-        for tid, cat, loaded_gold in session.connection().execute(
+        for tid, cat, loaded_gold in conn.execute(
                 select(col(Task.id), col(Task.category), _LOADED_GOLD)
                 .where(col(Task.id).in_(chunk))).all():
-            out[_id(tid)] = _TaskCount(cat, n.get(_id(tid), 0), bool(loaded_gold))
+            t = _id(tid)
+            folded = n.get(t, 0) - (0 if late is None else late.get(t, 0))
+            out[t] = _TaskCount(cat, folded, bool(loaded_gold))
     return out
 
 
@@ -199,11 +209,14 @@ def counts(session: Session, pid: int) -> Counts:
     # the labels the counters do not hold: applied after the mark, and not applied yet
     # (two ranges of ix_label_project_applied; an OR of both SQLite read as a scan)
     delta: Counter[int] = Counter()
-    cols = (col(Label.task_id), col(Label.worker_id), col(Label.is_gold), col(Label.received))
+    last_id = 0
+    cols = (col(Label.id), col(Label.task_id), col(Label.worker_id), col(Label.is_gold),
+            col(Label.received))
     for unapplied, cond in ((False, col(Label.applied_seq) > applied),
                             (True, col(Label.applied_seq).is_(None))):
-        for tid, wid, gold, received in session.connection().execute(
+        for lid, tid, wid, gold, received in session.connection().execute(
                 select(*cols).where(col(Label.project_id) == pid, cond)).all():
+            last_id = max(last_id, _id(lid))
             delta[int(tid)] += 1
             out.labels[int(wid)] += 1
             if gold and int(tid) not in marked:
@@ -217,7 +230,10 @@ def counts(session: Session, pid: int) -> Counts:
     for cat, c in plain.items():
         out.hist[(cat, 0)] += c
     out.gold.update(loaded_gold)
-    _move(out.hist, _folded_counts(session, pid, delta, applied), delta)
+    # (a task's folded labels: its labels up to the last late one read, less its late ones;
+    # on SQLite, whose writers take turns, no label below that id commits later)
+    _move(out.hist, _folded_counts(session, pid, delta, applied, late=delta,
+                                   last_id=last_id), delta)
     # the tasks made gold after loading: counted by their labels in ``hist`` (as every
     # task but the loaded gold), they are gold questions now; their labels gold answers
     for tid, tc in _folded_counts(session, pid, marked, applied).items():
@@ -334,12 +350,11 @@ def _add(session: Session, model: type[SQLModel], pid: int,
 
 def forget(session: Session, pid: int) -> None:
     """Drop project ``pid``'s counters (the project is deleted)."""
-    conn = session.connection()
     for model in (TaskTally, GoldTally, WorkerTally, StatusTally):
         try:
-            with session.begin_nested():
+            with session.begin_nested():  # (its savepoint: on the connection it procures)
                 t = _table(model)
-                conn.execute(t.delete().where(t.c.project_id == pid))
+                session.connection().execute(t.delete().where(t.c.project_id == pid))
         except (OperationalError, ProgrammingError):
             pass  # a database without this counter's table
 

@@ -218,3 +218,57 @@ def test_init_adds_the_new_indexes_to_an_older_database(tmp_path, table, index):
     init_schema(engine)
     assert index in {i["name"] for i in sqlalchemy.inspect(engine).get_indexes(table)}
     engine.dispose()
+
+
+def _ended_counts(engine):
+    with engine.connect() as c:
+        tally = {(w, s): n for w, s, n in c.exec_driver_sql(
+            "SELECT worker_id, state, n FROM ended_tally").all() if n}
+        recount = {(w, s): n for w, s, n in c.exec_driver_sql(
+            "SELECT worker_id, state, count(*) FROM assignment WHERE state IN "
+            "('declined', 'expired') GROUP BY worker_id, state").all()}
+    return tally, recount
+
+
+def test_ended_tally_follows_inserts_updates_deletes_and_init_installs_it(db_url):
+    engine = engine_for(db_url)
+    init_schema(engine)
+    with session_scope(engine) as s:
+        p = create_project(s, "r", "a,b")
+        enroll_worker(s, p, "u")
+        enroll_worker(s, p, "v")
+    world = World(engine, random.Random(5))
+    world.load(6)
+    world.assign("declined", 5)
+    world.assign("expired", 4)
+    world.assign("submitted", 3)
+    tally, recount = _ended_counts(engine)
+    assert tally == recount and sum(recount.values()) == 9
+    with engine.begin() as c:  # a state changed, one deleted, one issued then ended
+        a, b = [r[0] for r in c.exec_driver_sql(
+            "SELECT id FROM assignment WHERE state = 'declined' ORDER BY id").all()][:2]
+        c.exec_driver_sql(f"UPDATE assignment SET state = 'expired' WHERE id = '{a}'")
+        c.exec_driver_sql(f"DELETE FROM assignment WHERE id = '{b}'")
+    tally, recount = _ended_counts(engine)
+    assert tally == recount and sum(recount.values()) == 8
+    # a database of an earlier labelq: no triggers, no tally; assignments ended meanwhile
+    with engine.begin() as c:
+        if engine.dialect.name == "sqlite":
+            for name in ("tr_ended_insert", "tr_ended_leave", "tr_ended_enter",
+                         "tr_ended_delete"):
+                c.exec_driver_sql(f"DROP TRIGGER {name}")
+        else:
+            c.exec_driver_sql("DROP TRIGGER tr_ended_tally ON assignment")
+        c.exec_driver_sql("DROP TABLE ended_tally")
+    world.assign("declined", 3)
+    _check(engine)  # (status counts them in the index meanwhile)
+    init_schema(engine)  # labelq init: the table, its triggers, its counts
+    tally, recount = _ended_counts(engine)
+    assert tally == recount and sum(recount.values()) == 11
+    world.assign("expired", 2)
+    tally, recount = _ended_counts(engine)
+    assert tally == recount and sum(recount.values()) == 13
+    init_schema(engine)  # again: nothing counted twice
+    assert _ended_counts(engine)[0] == recount
+    _check(engine)
+    engine.dispose()
