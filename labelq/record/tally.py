@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Table, and_, func, select
+from sqlalchemy import Table, and_, func, select, union_all
 from sqlalchemy.exc import OperationalError, ProgrammingError
 from sqlmodel import Session, SQLModel, col
 
@@ -122,32 +122,23 @@ class _TaskCount:
     loaded_gold: bool  # a gold question loaded as gold (counted in gold_tally)
 
 
-def _folded_counts(session: Session, pid: int, task_ids: Iterable[int], upto: int, *,
-                   late: Mapping[int, int] | None = None, last_id: int = 0
+def _folded_counts(session: Session, pid: int, task_ids: Iterable[int], upto: int
                    ) -> dict[int, _TaskCount]:
     """task id -> its category, labels with ``applied_seq <= upto`` and whether it is a gold
     question loaded as gold, for ``task_ids`` (two index lookups per chunk: no join, which
-    SQLite planned as a scan of the labels).
-
-    ``late``: each task's labels *not* folded, all of them read, with ids up to
-    ``last_id``: the folded ones are then its labels up to ``last_id`` less those, counted
-    in ``ix_label_project_task`` alone (each row's ``applied_seq`` is not read: a read of
-    the label table per label, the larger part of a status read)."""
+    SQLite planned as a scan of the labels)."""
     out: dict[int, _TaskCount] = {}
     conn = session.connection()
     for chunk in _chunks(list(task_ids)):
-        cond = [col(Label.project_id) == pid, col(Label.task_id).in_(chunk)]
-        cond.append(col(Label.applied_seq) <= upto if late is None else
-                    col(Label.id) <= last_id)
         n: dict[int, int] = {int(t): int(c) for t, c in conn.execute(
-            select(col(Label.task_id), func.count()).where(*cond)
+            select(col(Label.task_id), func.count())
+            .where(col(Label.project_id) == pid, col(Label.task_id).in_(chunk),
+                   col(Label.applied_seq) <= upto)
             .group_by(col(Label.task_id))).all()}
         for tid, cat, loaded_gold in conn.execute(
                 select(col(Task.id), col(Task.category), _LOADED_GOLD)
                 .where(col(Task.id).in_(chunk))).all():
-            t = _id(tid)
-            folded = n.get(t, 0) - (0 if late is None else late.get(t, 0))
-            out[t] = _TaskCount(cat, folded, bool(loaded_gold))
+            out[_id(tid)] = _TaskCount(cat, n.get(_id(tid), 0), bool(loaded_gold))
     return out
 
 
@@ -209,31 +200,51 @@ def counts(session: Session, pid: int) -> Counts:
     # the labels the counters do not hold: applied after the mark, and not applied yet
     # (two ranges of ix_label_project_applied; an OR of both SQLite read as a scan)
     delta: Counter[int] = Counter()
+    info: dict[int, tuple[str, bool]] = {}  # late task -> (category, loaded gold)
     last_id = 0
-    cols = (col(Label.id), col(Label.task_id), col(Label.worker_id), col(Label.is_gold),
-            col(Label.received))
+    conn = session.connection()
+    late_tasks = []
     for unapplied, cond in ((False, col(Label.applied_seq) > applied),
                             (True, col(Label.applied_seq).is_(None))):
-        for lid, tid, wid, gold, received in session.connection().execute(
-                select(*cols).where(col(Label.project_id) == pid, cond)).all():
+        late_tasks.append(select(col(Label.task_id)).where(col(Label.project_id) == pid, cond))
+        for lid, tid, wid, gold, cat, loaded in conn.execute(
+                select(col(Label.id), col(Label.task_id), col(Label.worker_id),
+                       col(Label.is_gold), col(Task.category), _LOADED_GOLD)
+                .join(Task, col(Task.id) == col(Label.task_id))
+                .where(col(Label.project_id) == pid, cond)).all():
             last_id = max(last_id, _id(lid))
-            delta[int(tid)] += 1
-            out.labels[int(wid)] += 1
-            if gold and int(tid) not in marked:
-                out.gold_answers[int(wid)] += 1
-            if unapplied:
-                out.unapplied += 1
-                if out.oldest_unapplied is None or received < out.oldest_unapplied:
-                    out.oldest_unapplied = received
+            delta[tid] += 1
+            info[tid] = (cat, bool(loaded))
+            out.labels[wid] += 1
+            if gold and tid not in marked:
+                out.gold_answers[wid] += 1
+            out.unapplied += unapplied
+    if out.unapplied:
+        out.oldest_unapplied = conn.execute(
+            select(func.min(col(Label.received)))
+            .where(col(Label.project_id) == pid, col(Label.applied_seq).is_(None))).scalar()
     # tasks loaded since the mark (read after the labels: a task of theirs is among them)
     plain, loaded_gold = _new_tasks(session, pid, n_tasks)
     for cat, c in plain.items():
         out.hist[(cat, 0)] += c
     out.gold.update(loaded_gold)
-    # (a task's folded labels: its labels up to the last late one read, less its late ones;
-    # on SQLite, whose writers take turns, no label below that id commits later)
-    _move(out.hist, _folded_counts(session, pid, delta, applied, late=delta,
-                                   last_id=last_id), delta)
+    # each late task from its folded count to that plus its late labels: its folded labels
+    # are its labels up to the last late one read less its late ones, counted in
+    # ix_label_project_task alone, one statement (reading each label's applied_seq was
+    # most of a status read; on SQLite, whose writers take turns, no label below that id
+    # commits later)
+    if delta:
+        total = {int(t): int(c) for t, c in conn.execute(
+            select(col(Label.task_id), func.count())
+            .where(col(Label.project_id) == pid, col(Label.id) <= last_id,
+                   col(Label.task_id).in_(union_all(*late_tasks)))
+            .group_by(col(Label.task_id))).all()}
+        for tid, n in delta.items():
+            cat, loaded = info[tid]
+            if not loaded:
+                folded = total.get(tid, n) - n
+                out.hist[(cat, folded)] -= 1
+                out.hist[(cat, folded + n)] += 1
     # the tasks made gold after loading: counted by their labels in ``hist`` (as every
     # task but the loaded gold), they are gold questions now; their labels gold answers
     for tid, tc in _folded_counts(session, pid, marked, applied).items():
