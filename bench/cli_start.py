@@ -9,8 +9,9 @@ process each, ``labelq --help``, ``labelq status NAME`` and ``labelq status NAME
 (its tree extracted with ``git archive`` into the temporary folder), alternated with this
 tree's run by run, so both see the same load on a shared machine. Each process is
 ``python -c 'from cli.main import main; main()'`` (what the ``labelq`` script runs, without
-a pyenv shim's own start-up), on the same database. Writes the medians to
-docs/benchmarks.md (section ``cli-start``).
+a pyenv shim's own start-up), on the same database; also the CPU time (user + system) each
+process used, which a loaded machine inflates much less than the wall time. Writes the
+medians to docs/benchmarks.md (section ``cli-start``).
 
 Bytecode: an installed labelq starts from its compiled ``.pyc`` files (pip writes them at
 install). The runs write and read theirs under the temporary folder
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -45,12 +47,18 @@ COMMANDS = [("labelq --help", ["--help"]),
             ("labelq project list", ["project", "list"])]
 
 
-def run(tree: Path, args: list[str], env: dict[str, str]) -> float:
-    t0 = time.perf_counter()
+def _children_cpu() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def run(tree: Path, args: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall time, CPU time: user + system) of one command, in seconds."""
+    t0, c0 = time.perf_counter(), _children_cpu()
     subprocess.run([sys.executable, "-c", ENTRY, *args], cwd=tree, check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                    env={**env, "PYTHONPATH": str(tree)})
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, _children_cpu() - c0
 
 
 def setup(tree: Path, folder: Path, env: dict[str, str], n_tasks: int) -> None:
@@ -75,6 +83,7 @@ def main() -> None:
                     help="warm: each tree's .pyc cached in the temporary folder (default); "
                          "as-env: as PYTHONDONTWRITEBYTECODE and PYTHONPYCACHEPREFIX say")
     args = ap.parse_args()
+    load_start = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as d:
         folder = Path(d)
         env = {k: v for k, v in os.environ.items() if not k.startswith("LABELQ_")}
@@ -98,27 +107,33 @@ def main() -> None:
             trees[f"before ({args.before})"] = old
         setup(ROOT, folder, env, args.tasks)
         times: dict[tuple[str, str], list[float]] = {}
+        cpus: dict[tuple[str, str], list[float]] = {}
         for tree in trees.values():  # warm the bytecode caches (and the file cache)
             for _, cmd in COMMANDS:
                 run(tree, cmd, env)
         for _ in range(args.runs):
             for label, cmd in COMMANDS:
                 for name, tree in trees.items():
-                    times.setdefault((label, name), []).append(run(tree, cmd, env))
+                    wall, cpu = run(tree, cmd, env)
+                    times.setdefault((label, name), []).append(wall)
+                    cpus.setdefault((label, name), []).append(cpu)
     load = os.getloadavg()[0]
     names = list(trees)
     lines = ["## CLI start-up (`bench/cli_start.py`)", "",
              f"Command: `{command_line()}`", "",
-             f"Machine: {machine()}; load average (1 min) {load:.1f} at the end (the "
-             "machine is shared: other jobs ran).", "",
+             f"Machine: {machine()}; load average (1 min) {load_start:.1f} at the start, "
+             f"{load:.1f} at the end (the machine is shared: other jobs ran; wall times "
+             "grow with the load, CPU times much less).", "",
              f"Wall time of a fresh process per command (`python -c 'from cli.main import "
              f"main; main()'`, what the `labelq` script runs; a pyenv shim adds its own "
              f"~0.1-0.2 s), a small project ({args.tasks} tasks, 2 annotators, SQLite); "
              f"{bytecode}; median, 10th and 90th percentile of {args.runs} runs"
              + (", the trees alternated run by run." if len(names) > 1 else "."), "",
              "| command | " + " | ".join(f"{n} median s (p10-p90)" for n in names)
-             + (" | speed-up |" if len(names) > 1 else ""),
-             "|---|" + "---:|" * len(names) + ("---:|" if len(names) > 1 else "")]
+             + (" | speed-up |" if len(names) > 1 else "") + " "
+             + " | ".join(f"{n} CPU s (median)" for n in names) + " |",
+             "|---|" + "---:|" * len(names) + ("---:|" if len(names) > 1 else "")
+             + "---:|" * len(names)]
     for label, _ in COMMANDS:
         cells, medians = [], []
         for n in names:
@@ -130,6 +145,8 @@ def main() -> None:
         row = f"| `{label}` | " + " | ".join(cells) + " |"
         if len(names) > 1:
             row += f" {medians[1] / medians[0]:.1f}x |"
+        row += " " + " | ".join(f"{statistics.median(cpus[(label, n)]):.3f}"
+                                for n in names) + " |"
         lines.append(row)
     help_med = statistics.median(times[("labelq --help", names[0])])
     status_med = statistics.median(times[("labelq status NAME", names[0])])
