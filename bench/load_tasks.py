@@ -5,8 +5,10 @@
 Generates a CSV (id, category, text) in a temporary folder and loads it, each repeat, into a
 fresh SQLite database and (with ``--postgres``) a fresh PostgreSQL schema, the two
 alternated. Every load runs in a process of its own, which reports its wall time and its
-peak resident memory (``ru_maxrss``: imports included). Writes the medians to
-docs/benchmarks.md (section `load-tasks`) unless ``--no-write``.
+peak resident memory (``ru_maxrss``: imports included) and CPU time (user + system, the
+load's own: on PostgreSQL the client's, not the server's; on a shared machine it moves
+less than the wall time). Writes the medians to docs/benchmarks.md (section `load-tasks`)
+unless ``--no-write``.
 """
 
 from __future__ import annotations
@@ -40,32 +42,35 @@ def make_file(path: Path, rows: int) -> None:
             fh.write(f"task-{i},cat{i % 7},sentence number {i} to label\n")
 
 
-def time_load(url: str, path: Path) -> float:
+def time_load(url: str, path: Path) -> tuple[float, float]:
+    """Wall and CPU seconds of loading ``path`` (commit included) into a new project."""
     engine = engine_for(url)
     init_schema(engine)
     with session_scope(engine) as s:
         create_project(s, "bench", "0,1")
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     with session_scope(engine) as s:
         result = load_tasks(s, get_project(s, "bench"), path)
-    elapsed = time.perf_counter() - t0
+    elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
     assert result.inserted == result.rows
     engine.dispose()
-    return elapsed
+    return elapsed, cpu
 
 
 def one(url: str, path: Path) -> None:
-    """Run in a child process: load ``path`` into ``url``; print seconds and peak RSS."""
-    elapsed = time_load(url, path)
+    """Run in a child process: load ``path`` into ``url``; print seconds, CPU seconds and
+    peak RSS."""
+    elapsed, cpu = time_load(url, path)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"seconds": elapsed, "peak_mb": peak_mb}))
+    print(json.dumps({"seconds": elapsed, "cpu": cpu, "peak_mb": peak_mb}))
 
 
-def measure(url: str, path: Path, code: str | None = None) -> dict:
+def measure(url: str, path: Path, code: str | None = None) -> dict[str, float]:
     env = dict(os.environ, LOAD_TASKS_CODE=code) if code else None
     out = subprocess.run([sys.executable, __file__, "--one", url, str(path)], check=True,
                          capture_output=True, text=True, env=env).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    result: dict[str, float] = json.loads(out.strip().splitlines()[-1])
+    return result
 
 
 def main() -> None:
@@ -82,7 +87,8 @@ def main() -> None:
     if args.one:
         one(args.one[0], Path(args.one[1]))
         return
-    results: dict[str, list[dict]] = {}
+    results: dict[str, list[dict[str, float]]] = {}
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "tasks.csv"
         make_file(path, args.rows)
@@ -112,25 +118,29 @@ def main() -> None:
     lines = [
         "## Loading tasks (`labelq tasks load`)",
         "",
-        f"Command: `{command_line()}` — {machine()}, load average "
+        f"Command: `{command_line()}` — {machine()}, load average (1, 5, 15 min) "
+        f"{', '.join(f'{x:.1f}' for x in load_before)} at the start, "
         f"{', '.join(f'{x:.1f}' for x in os.getloadavg())} at the end.",
         "",
         f"{args.rows:,} rows (id, category, one payload field; a {size_mb:.0f} MB CSV), "
         "streamed: validated in a first pass keeping only the ids' hashes, inserted in a "
-        "second in batches (PostgreSQL COPY, SQLite executemany), in one transaction. Each "
+        "second in batches (PostgreSQL COPY, SQLite executemany; into an empty SQLite "
+        "table the secondary indexes built after the insert), in one transaction. Each "
         "load in a process of its own, the databases (and the baseline, if any) alternated; "
-        "peak memory is the "
-        "process's peak resident set (imports included). Median of the repeats:",
+        "peak memory is the process's peak resident set (imports included); CPU is the "
+        "loading process's user + system time (PostgreSQL's server not included). "
+        "Median of the repeats:",
         "",
-        "| database | median (s) | rows/s | peak RSS (MB) | runs (s) |",
-        "|---|---|---|---|---|",
+        "| database | median (s) | rows/s | CPU (s) | peak RSS (MB) | runs (s) |",
+        "|---|---|---|---|---|---|",
     ]
     for name, runs in results.items():
         med = statistics.median(r["seconds"] for r in runs)
+        cpu = statistics.median(r["cpu"] for r in runs)
         peak = statistics.median(r["peak_mb"] for r in runs)
         times = ", ".join(f"{r['seconds']:.1f}" for r in runs)
-        lines.append(f"| {name} | {med:.1f} | {args.rows / med:,.0f} | {peak:.0f} | "
-                     f"{times} |")
+        lines.append(f"| {name} | {med:.1f} | {args.rows / med:,.0f} | {cpu:.1f} | "
+                     f"{peak:.0f} | {times} |")
     if not args.no_write:
         write_section("load-tasks", "\n".join(lines))
     print("\n".join(lines))

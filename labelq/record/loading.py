@@ -1,15 +1,17 @@
 """Loading tasks and gold questions from CSV or JSONL, all or nothing, by streaming.
 
 A file is validated completely before anything is written (read by the one strict reader
-of every label and task file, :mod:`labelq.reading`), in a first pass over it that keeps
-only the hashes of the ids it has seen (a duplicate hash is confirmed by reading the file
-again up to that line); a second pass reads it again and inserts its new rows in batches
-(PostgreSQL ``COPY``, SQLite ``executemany``), all in the caller's one transaction. Memory
-does not grow with the file beyond those hashes. Any malformed row — missing or duplicate id, a gold answer not
-in the label set, broken JSON, bad encoding, a wrong column count, a quote left open (the
-error names the line the quote opened on), a control character in an id or category, an id
-with spaces around it, an id over 500 or a category over 200 characters, a NUL or a lone
-surrogate anywhere, ``NaN``, an integer beyond 64 bits, nesting over 64 levels — raises
+of every label and task file, :mod:`labelq.record.reading`), in a first pass over it that
+keeps only the hashes of the ids it has seen (a duplicate hash is confirmed by reading the
+file again up to that line); a second pass reads it again and inserts its new rows in
+batches (PostgreSQL ``COPY``, SQLite ``executemany``; into an SQLite ``task`` table holding
+no row, its secondary indexes are dropped and built again after the insert), all in the
+caller's one transaction. Memory does not grow with the file beyond those hashes. Any
+malformed row — missing or duplicate id, a gold answer not in the label set, broken JSON,
+bad encoding, a wrong column count, a quote left open (the error names the line the quote
+opened on), a control character in an id or category, an id with spaces around it, an id
+over 500 or a category over 200 characters, a NUL or a lone surrogate anywhere, ``NaN``, an
+integer beyond 64 bits, nesting over 64 levels — raises
 :class:`~labelq.errors.FileFormatError` naming the file, the line and the field, and the
 database stays exactly as it was. Rows whose id is already in the project are skipped, so
 loading the same file twice does not duplicate tasks.
@@ -26,14 +28,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, suppress
 from dataclasses import dataclass
 from datetime import datetime
 from json.encoder import encode_basestring_ascii as _json_str
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, Table, func, insert
+from sqlalchemy import Connection, Index, Table, func, insert
 from sqlmodel import Session, SQLModel, col, select
 
 from ..errors import Conflict, FileFormatError
@@ -71,9 +73,9 @@ class LoadResult:
 
 
 _Row = tuple[int, str, str, str, "str | None"]  # line, id, category, payload JSON, answer
-# a row as inserted (COLUMNS): project, seq, id, category, payload JSON, is_gold, answer,
-# and the creation time as the driver takes it (text for sqlite3, a datetime for psycopg)
-_Insert = tuple[int, int, str, str, str, bool, "str | None", object]
+# a row as inserted: seq, id, category, payload JSON, answer (the project, is_gold and the
+# creation time are the same for every row of a load: :class:`_BulkWriter` adds them)
+_Insert = tuple[int, str, str, str, "str | None"]
 TASK: Table = SQLModel.metadata.tables["task"]
 
 
@@ -102,15 +104,24 @@ def _foreign_key_checked_once(conn: Connection, project: Project) -> bool:
 
 
 class _BulkWriter:
-    """Inserts row tuples (:data:`COLUMNS`, the payload as JSON text and the timestamp as
-    the driver takes it) into ``task`` as fast as the driver allows, straight to the
-    DBAPI (per-row statement compilation was 2/3 of the load time once): ``executemany``
-    on SQLite; on PostgreSQL (psycopg 3) one ``COPY`` in text format kept open across
-    batches, so that the server stores a batch while the next one is read — :meth:`pause`
-    ends it before another statement on the connection."""
+    """Inserts rows (:data:`_Insert`) of project ``project_id`` into ``task`` as fast as
+    the driver allows, straight to the DBAPI (per-row statement compilation was 2/3 of the
+    load time once): ``executemany`` on SQLite, the values every row shares (project,
+    is_gold, the creation time as the driver takes it) written into the statement once
+    rather than bound for every row; on PostgreSQL (psycopg 3) one ``COPY`` in text format
+    kept open across batches, so that the server stores a batch while the next one is read
+    — :meth:`pause` ends it before another statement on the connection."""
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, project_id: int, gold: bool,
+                 created: object) -> None:
         self.conn = conn
+        self.project_id, self.gold, self.created = project_id, gold, created
+        # COPY's text format: the columns before seq, between payload and the answer, after
+        self._copy_parts = (f"{project_id}\t", f"\t{'t' if gold else 'f'}\t",
+                            f"\t{created}\n")
+        # SQLite: the creation time as an SQL literal (the adapter made it text)
+        self._sqlite_created = ("'" + created.replace("'", "''") + "'"
+                                if isinstance(created, str) else None)
         self.dialect = conn.dialect
         dbapi = conn.connection.driver_connection
         if dbapi is None:  # pragma: no cover - a connection in use has its driver's
@@ -124,10 +135,13 @@ class _BulkWriter:
         if not rows:
             return
         if self.dialect.name == "sqlite":
+            created = self._sqlite_created
+            sql = (f"INSERT INTO task ({', '.join(COLUMNS)}) VALUES ({self.project_id}, "
+                   f"?, ?, ?, ?, {int(self.gold)}, ?, {created or '?'})")
             cur = self.dbapi.cursor()
             try:
-                cur.executemany(f"INSERT INTO task ({', '.join(COLUMNS)}) "
-                                f"VALUES ({', '.join('?' for _ in COLUMNS)})", rows)
+                cur.executemany(sql, rows if created else
+                                [(*r, self.created) for r in rows])
             finally:
                 cur.close()
         elif self.dialect.name == "postgresql" and self.dialect.driver == "psycopg":
@@ -137,12 +151,17 @@ class _BulkWriter:
                 cm = cursor.copy(f"COPY task ({', '.join(COLUMNS)}) FROM STDIN")
                 self._copy = cm.__enter__()
                 self._copy_cm = cm
-            self._copy.write("".join([_copy_line(r) for r in rows]))
+            head, middle, tail = self._copy_parts
+            self._copy.write("".join([
+                f"{head}{seq}\t{_copy_text(ext)}\t{_copy_text(category)}\t"
+                f"{_copy_text(payload)}{middle}"
+                f"{_NULL if answer is None else _copy_text(answer)}{tail}"
+                for seq, ext, category, payload, answer in rows]))
         else:  # any other database: portable executemany
             self.conn.execute(insert(TASK), [
-                dict(zip(COLUMNS, (pid, seq, ext, category, json.loads(payload), gold, answer,
-                                   created), strict=True))
-                for pid, seq, ext, category, payload, gold, answer, created in rows])
+                dict(zip(COLUMNS, (self.project_id, seq, ext, category, json.loads(payload),
+                                   self.gold, answer, self.created), strict=True))
+                for seq, ext, category, payload, answer in rows])
 
     def pause(self, exc: BaseException | None = None) -> None:
         """End the COPY in progress, if any (with ``exc``: abort it)."""
@@ -164,15 +183,33 @@ def _copy_text(value: str) -> str:
 _NULL = "\\N"
 
 
-def _copy_line(r: _Insert) -> str:
-    pid, seq, ext, category, payload, gold, answer, created = r
-    return (f"{pid}\t{seq}\t{_copy_text(ext)}\t{_copy_text(category)}\t"
-            f"{_copy_text(payload)}\t{'t' if gold else 'f'}\t"
-            f"{_NULL if answer is None else _copy_text(answer)}\t{created}\n")
-
-
 COLUMNS = ("project_id", "seq", "external_id", "category", "payload", "is_gold",
            "gold_answer", "created")
+
+
+def _task_table_empty(conn: Connection) -> bool:
+    """On SQLite, whether ``task`` holds no row at all (then :func:`_defer_indexes`)."""
+    return (conn.dialect.name == "sqlite"
+            and conn.exec_driver_sql("SELECT 1 FROM task LIMIT 1").first() is None)
+
+
+def _defer_indexes(conn: Connection) -> list[Index]:
+    """Drop ``task``'s secondary indexes that hold no constraint, which
+    :func:`_restore_indexes` builds again after the load, in the same transaction (one
+    sort instead of a B-tree insert a row); returns those dropped. Only inside a
+    transaction already open: sqlite3 opens one at the first insert, not before a DROP
+    (which it would commit at once, whatever the caller does after)."""
+    if not getattr(conn.connection.driver_connection, "in_transaction", False):
+        return []
+    dropped = sorted((ix for ix in TASK.indexes if not ix.unique), key=lambda ix: str(ix.name))
+    for ix in dropped:
+        ix.drop(conn)
+    return dropped
+
+
+def _restore_indexes(conn: Connection, dropped: list[Index]) -> None:
+    for ix in dropped:
+        ix.create(conn)
 
 
 def _missing_id(path: Path, header: list[str]) -> FileFormatError:
@@ -511,7 +548,6 @@ def load_tasks(session: Session, project: Project, path: str | Path, *, gold: bo
                              .where(col(Task.project_id) == pid)).one()
     conn = session.connection()
     checks_off = _foreign_key_checked_once(conn, project)
-    writer = _BulkWriter(conn)
     created: object = utcnow()  # as the driver takes it
     ts_proc = TASK.c.created.type.bind_processor(conn.dialect)
     if ts_proc:
@@ -522,19 +558,27 @@ def load_tasks(session: Session, project: Project, path: str | Path, *, gold: bo
         adapt = sqlite3.adapters.get((datetime, sqlite3.PrepareProtocol))
         if adapt is not None:
             created = adapt(created)
+    writer = _BulkWriter(conn, pid, gold, created)
+    # into an empty SQLite table: the secondary indexes dropped once the first batch has
+    # opened the transaction, and built again at the end
+    may_defer = _task_table_empty(conn)
+    deferred: list[Index] = []
     written = 0
 
     def flush(batch: list[_Row]) -> None:
-        nonlocal written
+        nonlocal written, may_defer, deferred
         if present.kind:
             writer.pause()  # the queries below need the connection
             _hits, there = present.sort([(r[0], r[1]) for r in batch])
             keep = [r for r in batch if r[1] not in there]
         else:
             keep = batch
-        writer.write([(pid, seq0 + written + k, ext, category, payload, gold, answer, created)
-                for k, (_line, ext, category, payload, answer) in enumerate(keep)])
+        writer.write([(seq0 + written + k, ext, category, payload, answer)
+                      for k, (_line, ext, category, payload, answer) in enumerate(keep)])
         written += len(keep)
+        if may_defer and written:
+            may_defer = False
+            deferred = _defer_indexes(conn)
         if progress and keep:
             progress(written, total)
 
@@ -543,8 +587,12 @@ def load_tasks(session: Session, project: Project, path: str | Path, *, gold: bo
             flush(batch)
     except BaseException as exc:
         writer.pause(exc)
+        if deferred:  # (the caller's rollback restores them too; this if it commits)
+            with suppress(Exception):
+                _restore_indexes(conn, deferred)
         raise
     writer.pause()
+    _restore_indexes(conn, deferred)
     if checks_off:
         conn.exec_driver_sql("SET LOCAL session_replication_role = origin")
     return LoadResult(inserted=written, skipped_existing=rows - written, rows=rows)
