@@ -356,12 +356,11 @@ def _pid(project: Project) -> int:
 def _stored(session: Session, project: Project) -> DashboardFigures | None:
     """The project's stored figures (None, also on a database whose schema predates them:
     ``labelq init`` adds the table)."""
-    from sqlalchemy.exc import OperationalError, ProgrammingError
-    try:
-        with session.begin_nested():
-            return session.get(DashboardFigures, _pid(project))
-    except (OperationalError, ProgrammingError):
+    from .record.tally import schema_current
+
+    if not schema_current(session):
         return None
+    return session.get(DashboardFigures, _pid(project))
 
 
 def _empty_quality(project: Project) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
@@ -28,8 +29,8 @@ def project_status(session: Session, project: Project) -> dict[str, Any]:
 
 
 def _project_status(session: Session, project: Project
-                    ) -> tuple[dict[str, Any], dict[tuple[int, str], int]]:
-    """:func:`project_status` and what :func:`_ended` read (the gold warnings use it)."""
+                    ) -> tuple[dict[str, Any], _Seen]:
+    """:func:`project_status` and what it read of the workers (the gold warnings use it)."""
     from .record.tally import counts, worker_rows
 
     cap = project.max_labels
@@ -81,7 +82,7 @@ def _project_status(session: Session, project: Project
                      "declined": closed.get((wid, "declined"), 0),
                      "expired": closed.get((wid, "expired"), 0)}
                     for (wid, *_), (h, st, c, cap_, n, g) in zip(rows, workers, strict=True)],
-    }, closed
+    }, _Seen(rows, closed)
 
 
 def status_report(session: Session, project: Project) -> dict[str, Any]:
@@ -89,11 +90,20 @@ def status_report(session: Session, project: Project) -> dict[str, Any]:
     :func:`project_status` plus the gold warnings (annotators close to having seen every
     gold question). Imports no aggregation, policy or scipy module: ``labelq status``
     starts at once."""
-    st, ended = _project_status(session, project)
+    st, seen = _project_status(session, project)
     st["gold_warnings"] = []
     if project.gold_schedule:  # (none without a gold schedule: no numpy to import then)
-        st["gold_warnings"] = _gold_warnings(session, project, st, ended)
+        st["gold_warnings"] = _gold_warnings(session, project, st, seen)
     return st
+
+
+@dataclass
+class _Seen:
+    """What :func:`_project_status` read of the workers: their rows (id, handle, status,
+    cost, capacity) and assignments per (id, state) ended without a label or issued."""
+
+    workers: list[tuple[int, str, str, float, int | None]]
+    ended: dict[tuple[int, str], int]
 
 
 def _project_id(project: Project) -> int:
@@ -106,9 +116,8 @@ def _ended(session: Session, worker_ids: list[int]) -> dict[tuple[int, str], int
     expired: ``ended_tally``, kept by triggers on ``assignment``) or still issued (few: a
     range of ``ix_assignment_worker_state``). On a database whose schema predates the
     tally (until ``labelq init``): counted in that index, every such assignment."""
-    from sqlalchemy.exc import OperationalError, ProgrammingError
-
     from .record.models import EndedTally
+    from .record.tally import schema_current
 
     if not worker_ids:
         return {}
@@ -121,19 +130,17 @@ def _ended(session: Session, worker_ids: list[int]) -> dict[tuple[int, str], int
             .group_by(w, st)).all()}
 
     out = count(("issued",))
-    try:
-        with session.begin_nested():  # (its savepoint: on the connection it procures)
-            rows = session.connection().execute(sa_select(col(EndedTally.worker_id), col(EndedTally.state),
-                                          col(EndedTally.n))
-                                .where(col(EndedTally.worker_id).in_(worker_ids))).all()
-    except (OperationalError, ProgrammingError):
+    if not schema_current(session):
         return {**out, **count(ENDED_UNLABELLED)}
+    rows = conn.execute(sa_select(col(EndedTally.worker_id), col(EndedTally.state),
+                                  col(EndedTally.n))
+                        .where(col(EndedTally.worker_id).in_(worker_ids))).all()
     out.update(((int(wid), str(s)), int(n)) for wid, s, n in rows if n)
     return out
 
 
 def _gold_warnings(session: Session, project: Project, st: dict[str, Any],
-                   ended: dict[tuple[int, str], int]) -> list[dict[str, Any]]:
+                   seen_: _Seen) -> list[dict[str, Any]]:
     """:func:`labelq.record.goldstats.gold_exhaustion`'s warnings, the same list, without
     reading the project's assignments: the gold pool from the counters, and an annotator
     can have seen at most as many gold questions as their gold answers plus their
@@ -142,12 +149,11 @@ def _gold_warnings(session: Session, project: Project, st: dict[str, Any],
     import numpy as np
 
     from .gold.pool import ExhaustionRule
-    from .record.tally import worker_rows
 
     rule = ExhaustionRule()
     pool = int(st["tasks"]["gold"])
-    active = sorted((wid, h) for wid, h, status, *_ in worker_rows(session, _project_id(project))
-                    if status == "active")
+    ended = seen_.ended
+    active = sorted((wid, h) for wid, h, status, *_ in seen_.workers if status == "active")
     if not active:
         return []
     by_handle = {w["handle"]: w for w in st["workers"]}

@@ -36,13 +36,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Table, and_, func, select, union_all
+from sqlalchemy import Table, and_, func, literal, select, union_all
 from sqlalchemy.exc import OperationalError, ProgrammingError
 from sqlmodel import Session, SQLModel, col
 
 from .models import GoldTally, Label, StatusTally, Task, TaskTally, Worker, WorkerTally
 
-__all__ = ["Counts", "counts", "fold", "forget", "worker_rows", "VERSION"]
+__all__ = ["Counts", "counts", "fold", "forget", "worker_rows", "schema_current",
+           "forget_schema", "VERSION"]
 
 VERSION = 2  # 2: loaded gold questions in gold_tally, marked ones read when status is
 _CHUNK = 500  # task ids per IN (...) list
@@ -90,19 +91,53 @@ class _Mark:
         return self.exists and self.version == VERSION and bool(self.applied or self.n_tasks)
 
 
+# (engine, database identity) of the databases seen with every table and column of this
+# module's layout: asked once per database and process, as the schema only grows
+_CURRENT: set[tuple[int, str]] = set()
+
+
+def schema_current(session: Session) -> bool:
+    """Whether the database has the counters of this layout (``status_tally.version``,
+    ``gold_tally``, ``ended_tally``) and the dashboard's ``dashboard_figures``: one
+    savepoint the first time per database and process, then from memory. A database of an
+    earlier labelq has not, until ``labelq init``: status is read from the labels then."""
+    from .db import database_id
+    from .models import DashboardFigures, EndedTally
+
+    try:
+        key: tuple[int, str] | None = (id(session.get_bind()), database_id(session))
+    except Exception:  # noqa: BLE001 - no identity: asked every time
+        key = None
+    if key in _CURRENT:
+        return True
+    try:
+        with session.begin_nested():  # (its savepoint: on the connection it procures)
+            conn = session.connection()
+            for c in (col(StatusTally.version), col(GoldTally.tasks), col(EndedTally.n),
+                      col(DashboardFigures.took_s)):
+                conn.execute(select(c).limit(1)).all()
+    except (OperationalError, ProgrammingError):
+        return False
+    if key is not None:
+        _CURRENT.add(key)
+    return True
+
+
+def forget_schema() -> None:
+    """Ask :func:`schema_current` again (a test that drops tables of a database it read)."""
+    _CURRENT.clear()
+
+
 def _mark(session: Session, pid: int) -> _Mark:
     """How far project ``pid``'s counters are folded: nothing on a database whose schema
     predates them (``labelq init`` adds the tables and columns; until then everything is
     read as not folded)."""
-    try:
-        with session.begin_nested():
-            row = session.connection().execute(
-                select(col(StatusTally.applied_seq), col(StatusTally.n_tasks),
-                       col(StatusTally.version))
-                .where(col(StatusTally.project_id) == pid)).first()
-            session.connection().execute(select(col(GoldTally.tasks)).limit(1)).all()
-    except (OperationalError, ProgrammingError):
+    if not schema_current(session):
         return _Mark()
+    row = session.connection().execute(
+        select(col(StatusTally.applied_seq), col(StatusTally.n_tasks),
+               col(StatusTally.version))
+        .where(col(StatusTally.project_id) == pid)).first()
     if row is None:
         return _Mark(exists=True)
     return _Mark(int(row[0]), int(row[1]), True, None if row[2] is None else int(row[2]),
@@ -204,21 +239,24 @@ def counts(session: Session, pid: int) -> Counts:
     last_id = 0
     conn = session.connection()
     late_tasks = []
+    late_rows = []
     for unapplied, cond in ((False, col(Label.applied_seq) > applied),
                             (True, col(Label.applied_seq).is_(None))):
         late_tasks.append(select(col(Label.task_id)).where(col(Label.project_id) == pid, cond))
-        for lid, tid, wid, gold, cat, loaded in conn.execute(
-                select(col(Label.id), col(Label.task_id), col(Label.worker_id),
-                       col(Label.is_gold), col(Task.category), _LOADED_GOLD)
-                .join(Task, col(Task.id) == col(Label.task_id))
-                .where(col(Label.project_id) == pid, cond)).all():
-            last_id = max(last_id, _id(lid))
-            delta[tid] += 1
-            info[tid] = (cat, bool(loaded))
-            out.labels[wid] += 1
-            if gold and tid not in marked:
-                out.gold_answers[wid] += 1
-            out.unapplied += unapplied
+        late_rows.append(select(col(Label.id), col(Label.task_id), col(Label.worker_id),
+                                col(Label.is_gold), col(Task.category), _LOADED_GOLD.label("g"),
+                                literal(unapplied).label("u"))
+                         .join(Task, col(Task.id) == col(Label.task_id))
+                         .where(col(Label.project_id) == pid, cond))
+    for lid, tid, wid, gold, cat, loaded, unapplied in conn.execute(
+            union_all(*late_rows)).all():
+        last_id = max(last_id, _id(lid))
+        delta[int(tid)] += 1
+        info[int(tid)] = (str(cat), bool(loaded))
+        out.labels[int(wid)] += 1
+        if gold and int(tid) not in marked:
+            out.gold_answers[int(wid)] += 1
+        out.unapplied += bool(unapplied)
     if out.unapplied:
         out.oldest_unapplied = conn.execute(
             select(func.min(col(Label.received)))
