@@ -19,7 +19,7 @@ def _labelq(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]
                           env={**os.environ, "PYTHONPATH": str(ROOT), **env})
 
 
-def test_a_command_closes_its_sqlite_database(tmp_path):
+def test_a_command_closes_its_sqlite_database(tmp_path: Path) -> None:
     """SQLite removes its write-ahead log when the last connection to the file closes: a
     command that read or wrote the database leaves no ``-wal`` or ``-shm`` file, which it
     would if its pooled connections were left open at exit."""
@@ -34,7 +34,7 @@ def test_a_command_closes_its_sqlite_database(tmp_path):
     assert '"project": "p"' in result.stdout
 
 
-def test_exit_codes_and_messages_are_kept(tmp_path):
+def test_exit_codes_and_messages_are_kept(tmp_path: Path) -> None:
     """An error still exits with its documented code and message (4: not found; 9: no
     database), and ``--help`` with 0."""
     env = {"LABELQ_DATABASE_URL": f"sqlite:///{tmp_path / 'codes.db'}"}
