@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import InputError, NotFound
 from .exporting import (
@@ -31,6 +31,11 @@ from .record.db import session_scope
 from .record.projects import get_project
 from .reporting import RAW_COLUMNS, iter_raw_labels
 
+if TYPE_CHECKING:
+    from redis import Redis
+    from redis.typing import EncodableT, FieldT
+    from sqlalchemy.engine import Engine
+
 __all__ = ["create_export_job", "run_export_job", "get_job", "job_key", "JOB_TTL"]
 
 JOB_TTL = 7 * 24 * 3600
@@ -40,7 +45,7 @@ def job_key(job_id: str) -> str:
     return f"lq:job:{job_id}"
 
 
-def create_export_job(redis, project: str, *, out: str, method: str | None = None,
+def create_export_job(redis: Redis, project: str, *, out: str, method: str | None = None,
                       fmt: str = "csv", raw: bool = False, exclude_paused: bool = False) -> str:
     if fmt not in ("csv", "jsonl"):
         raise InputError(f"unknown export format {fmt!r}; use csv or jsonl")
@@ -48,7 +53,7 @@ def create_export_job(redis, project: str, *, out: str, method: str | None = Non
         raise InputError(f"unknown aggregation method {method!r}; choose from "
                          f"{', '.join(METHODS)}", field="method")
     job_id = uuid.uuid4().hex[:16]
-    record = {"kind": "export", "project": project, "method": method or "", "format": fmt,
+    record: dict[FieldT, EncodableT] = {"kind": "export", "project": project, "method": method or "", "format": fmt,
               "raw": int(raw), "exclude_paused": int(exclude_paused),
               "out": os.path.abspath(out), "state": "queued", "done": 0, "total": 0,
               "error": "", "created": time.time(), "finished": "", "chosen": "",
@@ -60,12 +65,13 @@ def create_export_job(redis, project: str, *, out: str, method: str | None = Non
     return job_id
 
 
-def get_job(redis, job_id: str) -> dict[str, Any]:
+def get_job(redis: Redis, job_id: str) -> dict[str, Any]:
     raw = redis.hgetall(job_key(job_id))
     if not raw:
         raise NotFound(f"no export job {job_id!r} (jobs are kept 7 days)", job=job_id)
-    job = {(k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
-           for k, v in raw.items()}
+    job: dict[str, Any] = {
+        (k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
+        for k, v in raw.items()}
     for key in ("done", "total", "raw", "exclude_paused"):
         job[key] = int(float(job.get(key) or 0))
     for key in ("chosen", "aggregation", "warning"):  # absent from jobs queued before them
@@ -98,7 +104,7 @@ def job_view(job: dict[str, Any]) -> dict[str, Any]:
             "warning": job.get("warning") or None}
 
 
-def run_export_job(engine, redis, job_id: str, *, report_every: int = 5000) -> dict[str, Any]:
+def run_export_job(engine: Engine, redis: Redis, job_id: str, *, report_every: int = 5000) -> dict[str, Any]:
     """Run (or re-run, if redelivered) the export job ``job_id``; idempotent."""
     job = get_job(redis, job_id)
     if job["state"] == "done":
@@ -127,11 +133,13 @@ def run_export_job(engine, redis, job_id: str, *, report_every: int = 5000) -> d
                 total = int((~pl.view.is_gold).sum())
                 rows = aggregated_rows(pl, result)
             redis.hset(key, "total", int(total))
+            def progress(done: int) -> None:
+                redis.hset(key, "done", done)
+
             with atomic_output(out) as fh:
                 n = write_rows(rows, fh, job["format"],
                                columns=RAW_COLUMNS if job["raw"] else None,
-                               progress=lambda done: redis.hset(key, "done", done),
-                               every=report_every)
+                               progress=progress, every=report_every)
         redis.hset(key, mapping={"state": "done", "done": n, "finished": time.time()})
     except Exception as exc:
         redis.hset(key, mapping={"state": "failed", "error": str(exc)[:2000],
