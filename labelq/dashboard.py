@@ -329,7 +329,8 @@ def dashboard(session: Session, project: Project, *,
 
 FIGURES_EVERY_S = 30.0   # stored figures are recomputed at most this often while labels arrive
 FIGURES_SHARE = 4.0      # ... and at most every this many times the last computation's length
-FIGURES_CLAIM_S = 1800.0  # a computation claimed longer ago than this is taken as dead
+FIGURES_CLAIM_S = 1800.0  # a computation claimed longer ago than this (and 3x the last
+                          # computation's length) is taken as dead
 LIVE_LABELS = 20_000     # a project with at most this many labels ...
 LIVE_TASKS = 100_000     # ... and tasks is computed in the request when its figures are behind
 SUGGEST_KEEP = 50        # gold suggestions stored (the API serves at most 50)
@@ -388,10 +389,15 @@ def _projected(th: dict[str, Any], left: float | None, now: datetime) -> dict[st
     return out
 
 
+def _claim_s(row: DashboardFigures | None) -> float:
+    """How long a claim on ``row`` holds: a computation older than this died."""
+    return max(FIGURES_CLAIM_S, 3 * (row.took_s if row is not None else 0.0))
+
+
 def _due(row: DashboardFigures | None, key: str, now: datetime) -> bool:
     if row is None:
         return True
-    if row.claimed is not None and (now - as_utc(row.claimed)).total_seconds() < FIGURES_CLAIM_S:
+    if row.claimed is not None and (now - as_utc(row.claimed)).total_seconds() < _claim_s(row):
         return False  # being computed
     if row.computed is None:
         return True
@@ -440,7 +446,6 @@ def refresh_figures(engine: Engine, project_id: int, *, force: bool = False) -> 
 
     t = getattr(DashboardFigures, "__table__")
     started = utcnow()
-    stale = started - timedelta(seconds=FIGURES_CLAIM_S)
     try:
         with session_scope(engine) as session:
             project = session.get(Project, project_id)
@@ -454,7 +459,8 @@ def refresh_figures(engine: Engine, project_id: int, *, force: bool = False) -> 
                 session.add(DashboardFigures(project_id=project_id, claimed=started))
             elif session.connection().execute(
                     update(t).where(t.c.project_id == project_id,
-                                    or_(t.c.claimed.is_(None), t.c.claimed < stale))
+                                    or_(t.c.claimed.is_(None), t.c.claimed < started
+                                        - timedelta(seconds=_claim_s(row))))
                     .values(claimed=started)).rowcount == 0 and not force:
                 return False
     except IntegrityError:

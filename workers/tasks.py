@@ -8,8 +8,9 @@
 * ``labelq.maintain()`` (beat) → :func:`labelq.live.upkeep.maintain_project` for every
   project with hot state, then wake its applier; and where the dashboard's figures are
   due (:func:`labelq.dashboard.figures_due`), enqueue ``labelq.figures`` for them.
-* ``labelq.figures(project_id, database)`` → :func:`labelq.dashboard.refresh_figures`:
-  the dashboard's heavy figures (agreement, accuracy estimate, gold per annotator,
+* ``labelq.figures(project_id, database)`` → :func:`labelq.dashboard.refresh_figures`, in
+  a thread of the worker process (the pool's slot stays free for the applier): the
+  dashboard's heavy figures (agreement, accuracy estimate, gold per annotator,
   throughput, gold suggestions) computed from the labels and stored with their time; the
   dashboard serves them with their age. Claimed in SQL: two runs never compute one
   project's at once, and a redelivered message finds them fresh.
@@ -24,6 +25,7 @@ none loads it on the request path); in another pool, at the first task.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from functools import lru_cache
 
@@ -101,14 +103,39 @@ def maintain() -> dict[int, dict[str, int]]:
     return out
 
 
+# the projects whose figures a thread of this process is computing
+_figures_running: set[int] = set()
+_figures_lock = threading.Lock()
+
+
 @app.task(name="labelq.figures")  # type: ignore[untyped-decorator]
 def figures(project_id: int, database: str | None = None) -> bool:
+    """Start computing the project's dashboard figures in a thread of this process (at
+    millions of labels it takes minutes: in the task itself it would hold the pool's slot,
+    and with one slot — ``run-worker``'s default — no label would be applied meanwhile);
+    True if it started one. The claim in SQL keeps other processes off the project."""
     from labelq.dashboard import refresh_figures
 
     applier = _applier()
     if not _ours(applier, project_id, database, "figures"):
         return False
-    return refresh_figures(applier.engine, int(project_id))
+    pid = int(project_id)
+    with _figures_lock:
+        if pid in _figures_running:
+            return False
+        _figures_running.add(pid)
+
+    def run() -> None:
+        try:
+            refresh_figures(applier.engine, pid)
+        except Exception:  # noqa: BLE001 - logged; the beat asks again
+            log.exception("dashboard figures of project %s not computed", pid)
+        finally:
+            with _figures_lock:
+                _figures_running.discard(pid)
+
+    threading.Thread(target=run, name=f"labelq-figures-{pid}", daemon=True).start()
+    return True
 
 
 def notify_for(database: str) -> Callable[[int], None]:

@@ -1,0 +1,63 @@
+"""The dashboard's background figures (labelq/dashboard.py): computed when due, claimed so
+that two computations never run for one project, served with their age, and never
+recomputed by a request for a large project."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import numpy as np
+import sqlalchemy
+
+from labelq import dashboard as dash
+from labelq.record.db import engine_for, session_scope
+from labelq.record.models import DashboardFigures, utcnow
+from labelq.record.projects import get_project
+
+from .test_dashboard import project_with_labels
+
+
+def test_figures_due_claimed_stored_and_served(tmp_path):
+    url = f"sqlite:///{tmp_path / 'f.db'}"
+    project_with_labels(url, list(np.linspace(60, 1, 30)))
+    eng = engine_for(url)
+    with session_scope(eng) as s:
+        pid = get_project(s, "p").id
+    assert dash.figures_due(eng, pid)
+    # a computation claimed by another process a minute ago: not due, not computed here
+    with session_scope(eng) as s:
+        s.add(DashboardFigures(project_id=pid, claimed=utcnow() - timedelta(minutes=1)))
+    assert not dash.figures_due(eng, pid) and not dash.refresh_figures(eng, pid)
+    with session_scope(eng) as s:  # one that died long ago: taken over
+        s.get(DashboardFigures, pid).claimed = utcnow() - timedelta(hours=2)
+    assert dash.figures_due(eng, pid) and dash.refresh_figures(eng, pid)
+    assert not dash.figures_due(eng, pid)  # nothing changed since
+    assert not dash.refresh_figures(eng, pid)
+    with session_scope(eng) as s:
+        row = s.get(DashboardFigures, pid)
+        assert row.claimed is None and row.labels == 30 and row.took_s > 0
+        assert row.body["quality"]["labels"] == 30 and len(row.body["suggestions"]) <= 50
+    # served with its age to a request that may not compute (as for a large project)
+    statements = []
+    sqlalchemy.event.listen(eng, "before_cursor_execute",
+                            lambda *a: statements.append(a[2]))
+    with session_scope(eng) as s:
+        d = dash.dashboard(s, get_project(s, "p"), live_labels=0)
+    assert d["quality"]["source"] == "background" and d["quality"]["age_s"] >= 0
+    assert d["quality"]["behind_labels"] == 0 and d["gold"]["cheap"]["gold"] > 0
+    # (labels of two days ago: nothing spent lately, no projection)
+    assert d["throughput"]["recent_spend_per_min"] == 0 and d["throughput"]["runs_out_in_s"] is None
+    # no statement read the labels themselves (the counters and the stored row only)
+    assert not [q for q in statements if "FROM label" in q and "label.task_id IN" not in q
+                and "applied_seq" not in q]
+    # force: computed again whatever its age
+    assert dash.refresh_figures(eng, pid, force=True)
+    eng.dispose()
+
+
+def test_the_projection_is_redone_with_the_budget_left_now():
+    now = utcnow()
+    th = dash._projected({"recent_spend_per_min": 2.0, "runs_out_in_s": 5.0}, 60.0, now)
+    assert th["runs_out_in_s"] == 1800.0
+    assert th["runs_out_at"] == (now + timedelta(seconds=1800)).isoformat(timespec="seconds")
+    assert dash._projected({"recent_spend_per_min": 2.0}, None, now)["runs_out_in_s"] is None
