@@ -11,13 +11,16 @@ once here and shared by the CLI and the API.
 * :func:`quality` aggregates the labels with the project's method: agreement (as
   ``labelq agreement``), the current accuracy estimate (the mean posterior confidence of
   the aggregated answers) and its curve against labels spent.
-* :func:`dashboard` is all of them, the body of ``/api/v1/projects/{name}/dashboard``.
+* :func:`dashboard` is all of them, the body of ``/api/v1/projects/{name}/dashboard``:
+  the status from the counters, the others (which read every label) as the workers last
+  computed them in the background (:func:`refresh_figures`, the beat's
+  ``labelq.figures``) with their age — a small project's computed in the request.
 * :func:`project_gold_suggestions` is ``labelq gold suggest``: the labelled tasks whose
   expert answer would teach the most (:func:`labelq.gold.suggest.suggest_gold`), as rows an
   expert fills in for ``labelq gold mark --file``; :func:`gold_suggestions` is its top ten
-  for the dashboard (``/api/v1/projects/{name}/gold-suggestions``), computed on request
-  and kept per project for :data:`SUGGEST_SECONDS` while labels arrive, never inside the
-  dashboard request itself.
+  for the dashboard (``/api/v1/projects/{name}/gold-suggestions``): the list stored with
+  the background figures (a small project's computed on request and kept per project for
+  :data:`SUGGEST_SECONDS` while labels arrive), never inside the dashboard request itself.
 """
 
 from __future__ import annotations

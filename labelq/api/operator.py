@@ -120,9 +120,11 @@ def project_gold_suggestions(request: Request, name: Name = ProjectPath,
     """``labelq gold suggest``'s list for the dashboard: the labelled, non-gold tasks whose
     expert answer would teach the most (where the candidate aggregations disagree and the
     workers who label the most split), best first. Not part of the dashboard's own data:
-    it costs about a second per 100k labels, so it is computed on this request and kept per
-    project for a minute while labels arrive (unchanged labels: kept until they change).
-    ``current`` is the project's aggregation as the dashboard last fitted it."""
+    it costs about a second per 100k labels, so the workers compute it in the background
+    with the dashboard's figures and this serves the stored list (``computed``: when;
+    empty before the first); a small project's is computed on this request and kept per
+    project for a minute while labels arrive. ``current`` is the project's aggregation as
+    that computation fitted it."""
     with session_scope(request.app.state.labelq.engine) as session:
         return GoldSuggestionsOut(**gold_suggestions(session, get_project(session, name), n=n))
 
