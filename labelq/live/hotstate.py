@@ -413,7 +413,7 @@ def _snapshot_view(session: Session, project: Project, snap: dict[str, Any],
     if got is None or snap.get("epoch", 0) != epoch or snap.get("labels") != project.labels:
         return None
     assert project.id is not None  # a stored project
-    n_tasks = _n_tasks(session, project.id)
+    n_tasks = _task_span(session, project.id)
     arrays = [got["task_category"], got["is_gold"], got["gold_answer"], got["task_id"]]
     if snap["dims"][0] != n_tasks or \
             any(not isinstance(a, np.ndarray) or a.shape != (n_tasks,) for a in arrays):
@@ -447,6 +447,16 @@ def _n_tasks(session: Session, project_id: int) -> int:
     return int(session.connection().execute(_COUNT_TASKS, {"p": project_id}).scalar_one())
 
 
+def _task_span(session: Session, project_id: int) -> int:
+    """The project's task count as 1 + its highest task seq: the same number (a project's
+    tasks are seqs 0..n-1: loads append from the highest, nothing removes one, and the view
+    indexes its arrays by seq), read from the end of the (project, seq) index where a count
+    reads all of it (1M tasks, PostgreSQL: ~16 ms against ~200 ms, on every state load)."""
+    got: int | None = session.connection().execute(_MAX_SEQ, {"p": project_id}).scalar_one()
+    return 0 if got is None else int(got) + 1
+
+
+_MAX_SEQ = select(func.max(col(Task.seq))).where(col(Task.project_id) == bindparam("p"))
 _COUNT_TASKS = (select(func.count()).select_from(Task)
                 .where(col(Task.project_id) == bindparam("p")))
 _WORKERS = (select(col(Worker.cost), col(Worker.capacity))

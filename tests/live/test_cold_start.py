@@ -112,12 +112,12 @@ def _label(s: Service, n: int, workers: int, rng: np.random.Generator) -> int:
 
 
 @pytest.mark.parametrize("policy", ["auto", "optkg"])
-def test_first_next_after_restart_loads_the_snapshot_not_the_fold(r, sqlite_url, monkeypatch,
+def test_first_next_after_restart_loads_the_snapshot_not_the_fold(r, db_url, monkeypatch,
                                                                    policy):
     rng = np.random.default_rng(3)
-    eng, pid = make_project(sqlite_url, n_tasks=30, n_gold=3, workers=5, max_labels=2,
+    eng, pid = make_project(db_url, n_tasks=30, n_gold=3, workers=5, max_labels=2,
                             policy=policy, categories=("x", "y"))
-    settings = Settings(database_url=sqlite_url)
+    settings = Settings(database_url=db_url)
     k = Keys(pid, database_id(eng))
     s = Service(eng, r, settings=settings)
     # Given labels applied and snapshotted by the applier, and then 5 more applied in SQL
@@ -167,8 +167,8 @@ def test_first_next_after_restart_loads_the_snapshot_not_the_fold(r, sqlite_url,
                                ref.policy.predict_proba(ref.state))
 
 
-def test_a_snapshot_view_is_not_used_across_an_epoch_or_more_tasks(r, sqlite_url, monkeypatch):
-    eng, pid = make_project(sqlite_url, n_tasks=12, n_gold=2, workers=2, policy="auto")
+def test_a_snapshot_view_is_not_used_across_an_epoch_or_more_tasks(r, db_url, monkeypatch):
+    eng, pid = make_project(db_url, n_tasks=12, n_gold=2, workers=2, policy="auto")
     rebuild_project(eng, r, pid)
     k = Keys(pid, database_id(eng))
     snap = decode_snapshot(r.get(k.state))
