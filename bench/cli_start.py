@@ -1,13 +1,15 @@
 """Benchmark: how long a CLI command takes from start to exit (issue 36).
 
-    python bench/cli_start.py [--runs 20] [--before REV] [--tasks 50] [--bytecode as-env]
+    python bench/cli_start.py [--runs 20] [--before REV ...] [--plain-exit] [--tasks 50]
+                              [--bytecode as-env]
 
 Makes a small project in a fresh SQLite database (a temporary folder: ``labelq init``,
 ``project create``, ``tasks load``, two annotators), then times, as wall time of a fresh
 process each, ``labelq --help``, ``labelq status NAME`` and ``labelq status NAME -o json``
-(and ``labelq project list``); with ``--before REV`` the same commands of that git revision
-(its tree extracted with ``git archive`` into the temporary folder), alternated with this
-tree's run by run, so both see the same load on a shared machine. Each process is
+(and ``labelq project list``); with ``--before REV`` (repeatable) the same commands of that
+git revision (its tree extracted with ``git archive`` into the temporary folder), and with
+``--plain-exit`` this tree's commands ended by the interpreter's own teardown, alternated
+with this tree's run by run, so all see the same load on a shared machine. Each process is
 ``python -c 'from cli.main import main; main()'`` (what the ``labelq`` script runs, without
 a pyenv shim's own start-up), on the same database; also the CPU time (user + system) each
 process used, which a loaded machine inflates much less than the wall time. Writes the
@@ -41,6 +43,10 @@ sys.path.insert(0, str(ROOT))
 from bench._report import command_line, machine, write_section  # noqa: E402
 
 ENTRY = "import sys; sys.argv[0] = 'labelq'; from cli.main import main; main()"
+# --plain-exit: this tree's command without main()'s own ending (cli/main.py _before_exit),
+# the interpreter's teardown as it was
+PLAIN_EXIT = ("import sys; sys.argv[0] = 'labelq'; from cli.main import cli; "
+              "sys.exit(cli.main(prog_name='labelq', standalone_mode=True))")
 COMMANDS = [("labelq --help", ["--help"]),
             ("labelq status NAME", ["status", "bench"]),
             ("labelq status NAME -o json", ["status", "bench", "-o", "json"]),
@@ -52,10 +58,11 @@ def _children_cpu() -> float:
     return used.ru_utime + used.ru_stime
 
 
-def run(tree: Path, args: list[str], env: dict[str, str]) -> tuple[float, float]:
+def run(tree: Path, args: list[str], env: dict[str, str],
+        entry: str = ENTRY) -> tuple[float, float]:
     """(wall time, CPU time: user + system) of one command, in seconds."""
     t0, c0 = time.perf_counter(), _children_cpu()
-    subprocess.run([sys.executable, "-c", ENTRY, *args], cwd=tree, check=True,
+    subprocess.run([sys.executable, "-c", entry, *args], cwd=tree, check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                    env={**env, "PYTHONPATH": str(tree)})
     return time.perf_counter() - t0, _children_cpu() - c0
@@ -76,7 +83,11 @@ def setup(tree: Path, folder: Path, env: dict[str, str], n_tasks: int) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=20)
-    ap.add_argument("--before", default=None, help="git revision to compare with")
+    ap.add_argument("--before", action="append", default=[],
+                    help="git revision to compare with (repeat for several)")
+    ap.add_argument("--plain-exit", action="store_true",
+                    help="also this tree without main()'s own ending (the interpreter's "
+                         "teardown as it was before e2cd314)")
     ap.add_argument("--tasks", type=int, default=50)
     ap.add_argument("--section", default="cli-start")
     ap.add_argument("--bytecode", choices=["warm", "as-env"], default="warm",
@@ -97,24 +108,27 @@ def main() -> None:
                     f"{os.environ.get('PYTHONDONTWRITEBYTECODE', '') or 'unset'}: "
                     + ("the project's modules compiled from source in every run)"
                        if os.environ.get("PYTHONDONTWRITEBYTECODE") else "cached)"))
-        trees = {"this tree": ROOT}
-        if args.before:
-            old = folder / "before"
+        # name -> (folder, entry)
+        trees: dict[str, tuple[Path, str]] = {"this tree": (ROOT, ENTRY)}
+        if args.plain_exit:
+            trees["this tree, plain exit"] = (ROOT, PLAIN_EXIT)
+        for rev in args.before:
+            old = folder / f"before-{rev}"
             old.mkdir()
-            archive = subprocess.run(["git", "archive", args.before], cwd=ROOT, check=True,
+            archive = subprocess.run(["git", "archive", rev], cwd=ROOT, check=True,
                                      capture_output=True).stdout
             subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
-            trees[f"before ({args.before})"] = old
+            trees[f"before ({rev})"] = (old, ENTRY)
         setup(ROOT, folder, env, args.tasks)
         times: dict[tuple[str, str], list[float]] = {}
         cpus: dict[tuple[str, str], list[float]] = {}
-        for tree in trees.values():  # warm the bytecode caches (and the file cache)
+        for tree, entry in trees.values():  # warm the bytecode caches (and the file cache)
             for _, cmd in COMMANDS:
-                run(tree, cmd, env)
+                run(tree, cmd, env, entry)
         for _ in range(args.runs):
             for label, cmd in COMMANDS:
-                for name, tree in trees.items():
-                    wall, cpu = run(tree, cmd, env)
+                for name, (tree, entry) in trees.items():
+                    wall, cpu = run(tree, cmd, env, entry)
                     times.setdefault((label, name), []).append(wall)
                     cpus.setdefault((label, name), []).append(cpu)
     load = os.getloadavg()[0]
@@ -128,12 +142,14 @@ def main() -> None:
              f"main; main()'`, what the `labelq` script runs; a pyenv shim adds its own "
              f"~0.1-0.2 s), a small project ({args.tasks} tasks, 2 annotators, SQLite); "
              f"{bytecode}; median, 10th and 90th percentile of {args.runs} runs"
-             + (", the trees alternated run by run." if len(names) > 1 else "."), "",
+             + (", the trees alternated run by run." if len(names) > 1 else ".")
+             + (" `this tree, plain exit`: the same tree with the interpreter's own teardown "
+                "(`sys.exit(cli.main(...))`, not `main()`, which disposes the engines and "
+                "freezes the imported objects first)." if args.plain_exit else ""), "",
              "| command | " + " | ".join(f"{n} median s (p10-p90)" for n in names)
-             + (" | speed-up |" if len(names) > 1 else "") + " "
+             + "".join(f" | {n} / this tree" for n in names[1:]) + " | "
              + " | ".join(f"{n} CPU s (median)" for n in names) + " |",
-             "|---|" + "---:|" * len(names) + ("---:|" if len(names) > 1 else "")
-             + "---:|" * len(names)]
+             "|---|" + "---:|" * (3 * len(names) - 1)]
     for label, _ in COMMANDS:
         cells, medians = [], []
         for n in names:
@@ -142,12 +158,9 @@ def main() -> None:
             medians.append(med)
             q = statistics.quantiles(xs, n=10) if len(xs) >= 2 else [xs[0]] * 9
             cells.append(f"{med:.3f} ({q[0]:.3f}-{q[-1]:.3f})")
-        row = f"| `{label}` | " + " | ".join(cells) + " |"
-        if len(names) > 1:
-            row += f" {medians[1] / medians[0]:.1f}x |"
-        row += " " + " | ".join(f"{statistics.median(cpus[(label, n)]):.3f}"
-                                for n in names) + " |"
-        lines.append(row)
+        cells += [f"{m / medians[0]:.2f}x" for m in medians[1:]]
+        cells += [f"{statistics.median(cpus[(label, n)]):.3f}" for n in names]
+        lines.append(f"| `{label}` | " + " | ".join(cells) + " |")
     help_med = statistics.median(times[("labelq --help", names[0])])
     status_med = statistics.median(times[("labelq status NAME", names[0])])
     lines += ["", f"Targets (issue 36): `labelq --help` ≤ 0.3 s: {help_med:.3f} s "
