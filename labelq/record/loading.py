@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, suppress
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import islice
 from json.encoder import encode_basestring_ascii as _json_str
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -52,6 +53,7 @@ __all__ = ["ParsedRow", "parse_task_file", "check_task_file", "load_tasks", "Loa
 RESERVED = ("id", "category", "answer")
 CHUNK = 5_000  # rows a batch of the insert
 CONFIRM = 500  # ids a query confirming them present
+CHECK_ROWS = 256  # CSV rows the first pass checks at a time
 MAX_ID = 500  # the columns' lengths (models.Task)
 MAX_TEXT = 200
 
@@ -220,10 +222,15 @@ def _check_csv(path: Path, gold: bool, allowed: set[str], seen: _SeenIds,
                each: Callable[[int, str], None] | None) -> int:
     """First pass over a CSV file: every row checked as the loader checks it, its id added
     to ``seen`` (before the row's other fields are checked: a duplicate id on the line
-    comes first); returns the number of rows. The common case (a plain name: a string
-    within its length that :data:`~labelq.record.reading.PLAIN` matches) is checked
-    inline; anything else goes to :func:`~labelq.record.reading.name`, which names the
-    problem (or takes the value: an empty category)."""
+    comes first); returns the number of rows.
+
+    Rows are taken :data:`CHECK_ROWS` at a time: a batch of plain ids and categories (the
+    common case: strings within their lengths that
+    :data:`~labelq.record.reading.PLAIN` matches; each distinct category once) is taken
+    as a whole; any other batch is checked row by row, in file order, by
+    :func:`~labelq.record.reading.name`, which names the first problem (or takes the
+    value: an empty category). An error of the reader itself (a malformed line) is raised
+    once the rows before it are checked, so that the first bad line is the one named."""
     header, rows = csv_rows(path)
     col = {h: i for i, h in enumerate(header)}
     i_id, i_cat, i_ans = col.get("id"), col.get("category"), col.get("answer")
@@ -232,32 +239,54 @@ def _check_csv(path: Path, gold: bool, allowed: set[str], seen: _SeenIds,
             raise _missing_id(path, header)
         return 0
     plain = PLAIN.fullmatch
-    hashes, lines, block = seen.hashes, seen.lines, seen.BLOCK
+    hashes, lines = seen.hashes, seen.lines
     n = 0
-    for line, row in rows:
-        ext = row[i_id]
-        if len(ext) > MAX_ID or not plain(ext):
-            ext = name(ext, path, line, "id", required=True, max_length=MAX_ID)
-        hashes.append(hash(ext))
-        lines.append(line)
-        if len(hashes) >= block:
-            seen.check()
-        n += 1
-        if each is not None:
-            each(line, ext)
-        if i_cat is not None:
-            category = row[i_cat]
-            if category and (len(category) > MAX_TEXT or not plain(category)):
-                name(category, path, line, "category", required=False, max_length=MAX_TEXT)
-        if gold:
-            answer = name(None if i_ans is None else row[i_ans], path, line, "answer",
-                          required=True, max_length=MAX_TEXT)
-            if allowed and answer not in allowed:
-                raise FileFormatError(str(path), line, "answer",
-                                      f"{answer!r} is not in the label set {sorted(allowed)}")
+    reader_error: list[FileFormatError] = []
+    source = _until_error(rows, reader_error)
+    while chunk := list(islice(source, CHECK_ROWS)):
+        ids = [row[i_id] for _line, row in chunk]
+        categories = set() if i_cat is None else {row[i_cat] for _line, row in chunk}
+        categories.discard("")
+        if (not gold and max(map(len, ids)) <= MAX_ID and all(map(plain, ids))
+                and all(len(c) <= MAX_TEXT and plain(c) for c in categories)):
+            hashes.extend(map(hash, ids))
+            lines.extend([line for line, _row in chunk])
+            n += len(chunk)
+            if each is not None:
+                for (line, _row), ext in zip(chunk, ids, strict=True):
+                    each(line, ext)
+            if len(hashes) >= seen.BLOCK:
+                seen.check()
+            continue
+        for line, row in chunk:  # a batch with something to name: row by row
+            ext = name(row[i_id], path, line, "id", required=True, max_length=MAX_ID)
+            seen.add(line, ext)
+            n += 1
+            if each is not None:
+                each(line, ext)
+            if i_cat is not None:
+                name(row[i_cat], path, line, "category", required=False, max_length=MAX_TEXT)
+            if gold:
+                answer = name(None if i_ans is None else row[i_ans], path, line, "answer",
+                              required=True, max_length=MAX_TEXT)
+                if allowed and answer not in allowed:
+                    raise FileFormatError(str(path), line, "answer",
+                                          f"{answer!r} is not in the label set "
+                                          f"{sorted(allowed)}")
         # the payload's values are strings of UTF-8 text (no lone surrogate) whose NULs
         # the reader refused: check_value has nothing left to find in them
+    if reader_error:
+        raise reader_error[0]
     return n
+
+
+def _until_error(rows: Iterator[tuple[int, list[str]]], error: list[FileFormatError]
+                 ) -> Iterator[tuple[int, list[str]]]:
+    """``rows`` until the reader raises: the error is kept in ``error``, not raised."""
+    try:
+        yield from rows
+    except FileFormatError as exc:
+        error.append(exc)
 
 
 def _check_records(path: Path, kind: str, gold: bool, allowed: set[str], seen: _SeenIds,
@@ -306,12 +335,25 @@ def _id_at(path: Path, kind: str, at: int) -> tuple[str, int | None]:
     """The id on line ``at`` and the first line before it holding the same id, if any
     (the second check of a duplicate hash: the file read again, up to there)."""
     first: dict[str, int] = {}
-    for batch in _batches(path, kind, gold=False):
-        for line, ext, _c, _p, _a in batch:
-            if line == at:
-                return ext, first.get(ext)
-            first.setdefault(ext, line)
+    for line, ext in _ids(path, kind):
+        if line == at:
+            return ext, first.get(ext)
+        first.setdefault(ext, line)
     raise AssertionError(f"no row on line {at}")  # pragma: no cover
+
+
+def _ids(path: Path, kind: str) -> Iterator[tuple[int, str]]:
+    """``(line, id)`` of the rows of a file read up to here, one row at a time (not a
+    batch: the file may be malformed just after the row looked for)."""
+    if kind == "csv":
+        header, rows = csv_rows(path)
+        i_id = header.index("id")
+        for line, row in rows:
+            yield line, row[i_id]
+        return
+    for line, raw in jsonl_lines(path):
+        obj = json.loads(raw)
+        yield line, name(obj.get("id"), path, line, "id", required=True, max_length=MAX_ID)
 
 
 class _SeenIds:
