@@ -1,6 +1,6 @@
 """One strict reader for every label and task file labelq reads.
 
-``labelq tasks load``, ``gold load`` and ``gold mark --file`` (:mod:`labelq.loading`),
+``labelq tasks load``, ``gold load`` and ``gold mark --file`` (:mod:`labelq.record.loading`),
 ``labelq aggregate`` and ``simulate --data`` (:mod:`labelq.datasets`) read their files
 here, so a file is refused the same way wherever it is given: a
 :class:`~labelq.errors.FileFormatError` (exit code 3) naming the file, the line and, where
@@ -52,7 +52,8 @@ MAX_INT = 2**63  # JSON integers: within 64 bits, as PostgreSQL's jsonb, orjson 
 # clients take them exactly (a longer number goes in a string)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
-# a name that passes every check of name() (the common case, matched at once)
+# a name that passes every check of name() (the common case, matched at once; the loader
+# checks a batch of plain ids and categories with it)
 PLAIN = re.compile(r"[^\s\x00-\x1f\x7f\ud800-\udfff]"
                     r"(?:[^\x00-\x1f\x7f\ud800-\udfff]*[^\s\x00-\x1f\x7f\ud800-\udfff])?")
 
