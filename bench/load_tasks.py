@@ -141,6 +141,22 @@ def main() -> None:
         times = ", ".join(f"{r['seconds']:.1f}" for r in runs)
         lines.append(f"| {name} | {med:.1f} | {args.rows / med:,.0f} | {cpu:.1f} | "
                      f"{peak:.0f} | {times} |")
+    if args.baseline:
+        lines += ["", f"Baseline: the labelq of `{args.baseline}`. Same-run ratios of the "
+                  "medians (this / baseline):", ""]
+        for name in [n for n in results if "(baseline)" not in n]:
+            this, base = results[name], results.get(f"{name} (baseline)")
+            if base:
+                wall = (statistics.median(r["seconds"] for r in this)
+                        / statistics.median(r["seconds"] for r in base))
+                cpu = (statistics.median(r["cpu"] for r in this)
+                       / statistics.median(r["cpu"] for r in base))
+                lines.append(f"* {name}: wall {wall:.2f}, CPU {cpu:.2f}")
+    cores = os.cpu_count() or 1
+    if max(load_before[0], os.getloadavg()[0]) > cores:
+        lines += ["", f"The machine was busy (a load average above its {cores} cores): "
+                  "the wall times include waiting for a CPU, and the CPU times are the "
+                  "steadier measure of the work a load does."]
     if not args.no_write:
         write_section("load-tasks", "\n".join(lines))
     print("\n".join(lines))
