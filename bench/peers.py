@@ -65,6 +65,10 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import psycopg
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -521,7 +525,8 @@ class Postgres:
             row = conn.execute("SHOW server_version").fetchone()
         self.version = f"PostgreSQL {row[0].split()[0] if row else '?'}"
 
-    def admin(self):  # -> psycopg.Connection, autocommit (CREATE/DROP DATABASE)
+    def admin(self) -> psycopg.Connection[tuple[Any, ...]]:
+        """A connection in autocommit (CREATE/DROP DATABASE)."""
         import psycopg
         return psycopg.connect(self.url, autocommit=True)
 
@@ -620,7 +625,7 @@ class LabelStudioServer:
 
     DB = "labelstudio_bench"
 
-    def __init__(self, args, pg: Postgres):
+    def __init__(self, args: argparse.Namespace, pg: Postgres) -> None:
         self.args, self.pg = args, pg
         self.server: subprocess.Popen[bytes] | None = None
         self.dir: Path | None = None
@@ -869,14 +874,15 @@ def phase(system, tasks, args) -> dict:
     info = system.start(tasks)
     procs: list[int] = []
 
-    def cpu() -> dict:  # the first call is the start: the server's processes counted then
+    def server_cpu() -> dict[str, float]:  # the first call is the start: processes counted
         if not procs:
             procs.append(system.processes())
-        return system.cpu()
+        cpu: dict[str, float] = system.cpu()
+        return cpu
     try:
         setup_s = time.perf_counter() - t
         got = drive(system.kind, info["base"], info["project"], info["auth"], args.seconds,
-                    args.load_procs, cpu, args.warmup)
+                    args.load_procs, server_cpu, args.warmup)
         if got["errors"]:
             raise SystemExit(f"{system.name}: client errors: {got['errors'][:3]}\n"
                              f"server log: ...{system.log_tail()}")
@@ -1054,14 +1060,14 @@ def main(argv=None) -> tuple[list, list]:
     server = LabelStudioServer(args, pg) if "ls" in kinds else None
     lq_overlaps = [o for o in args.overlaps.split(",") if o] if "labelq" in kinds else []
     ls_overlaps = [o for o in args.ls_overlaps.split(",") if o] if server else []
-    order = []
+    order: list[Labelq | LabelStudio] = []
     for o in sorted({int(o) for o in lq_overlaps + ls_overlaps}, reverse=True):
-        if str(o) in ls_overlaps:
+        if server is not None and str(o) in ls_overlaps:
             order.append(LabelStudio(server, o))
         if str(o) in lq_overlaps:
             order.append(Labelq(args, o, pg))
-    exporters = ([LabelStudio(server, 1)] if server else []) + \
-        ([Labelq(args, 1, pg)] if "labelq" in kinds else [])
+    exporters: list[Labelq | LabelStudio] = [LabelStudio(server, 1)] if server else []
+    exporters += [Labelq(args, 1, pg)] if "labelq" in kinds else []
     results, exports = [], []
     print(HEAD, flush=True)
     try:
@@ -1090,7 +1096,8 @@ def main(argv=None) -> tuple[list, list]:
     return results, exports
 
 
-def setup_line(args, server: LabelStudioServer | None, pg: Postgres) -> str:
+def setup_line(args: argparse.Namespace, server: LabelStudioServer | None,
+               pg: Postgres) -> str:
     """What ran, for the doc: the versions and the servers' shapes."""
     where = ("a private PostgreSQL cluster started for the run (its CPU counted per phase)"
              if args.postgres == "private" else "the PostgreSQL server at --postgres")
@@ -1110,7 +1117,9 @@ def setup_line(args, server: LabelStudioServer | None, pg: Postgres) -> str:
     return "; ".join(parts) + "."
 
 
-def doc_section(args, results, exports, lines, setup: str = "") -> str:
+def doc_section(args: argparse.Namespace, results: list[tuple[int, dict[str, Any]]],
+                exports: list[tuple[int, dict[str, Any]]], lines: list[str],
+                setup: str = "") -> str:
     return "\n".join([
         "## Side by side with Label Studio (`bench/peers.py`)", "",
         f"Command: `{command_line()}`", "",
