@@ -143,13 +143,13 @@ def main() -> None:  # console-script entry point
 def _before_exit() -> None:
     """The interpreter's teardown, made short. A command imports a large stack (sqlalchemy,
     pydantic, sqlmodel: some 70,000 objects the garbage collector tracks, none of them
-    garbage) and exits; the teardown, with its collector passes over all of them, took
-    about a third of ``labelq status``'s CPU time (0.58 s against 0.39 s with this:
-    medians of 10 alternated runs on a loaded machine). Frozen, they are left out of those
-    passes. What such a pass would have closed is closed first: the database engines'
-    pooled connections (SQLite checkpoints and removes its write-ahead log when the last
-    one closes). The standard streams are flushed at exit as before, and atexit handlers
-    still run."""
+    garbage) and exits; the teardown, with its collector passes over all of them, took a
+    fifth of ``labelq status``'s CPU time (0.450 s against 0.357 s with this; wall time
+    0.462 s against 0.364 s: docs/benchmarks.md, cli-start, ``--plain-exit``). Frozen,
+    they are left out of those passes. What such a pass would have closed is closed first:
+    the database engines' pooled connections (SQLite checkpoints and removes its write-ahead
+    log when the last one closes). The standard streams are flushed at exit as before, and
+    atexit handlers still run."""
     db = sys.modules.get("labelq.record.db")
     if db is not None:
         db.dispose_engines()
