@@ -90,7 +90,7 @@ def test_init_schema_adds_columns_added_after_a_database_was_created(tmp_path):
 
     from sqlmodel import select as sm_select
 
-    from labelq.record.db import ADDED_COLUMNS, engine_for, init_schema
+    from labelq.record.db import ADDED_COLUMNS, ADDED_INDEXES, engine_for, init_schema
     from labelq.record.db import session_scope as scope
     from labelq.record.models import Project
 
@@ -98,6 +98,9 @@ def test_init_schema_adds_columns_added_after_a_database_was_created(tmp_path):
     url = f"sqlite:///{path}"
     init_schema(engine_for(url))
     con = sqlite3.connect(path)  # as a database of the earlier release was: no such columns
+    for names in ADDED_INDEXES.values():  # nor the indexes added since (one is on task.marked)
+        for name in names:
+            con.execute(f"DROP INDEX {name}")
     for table, names in ADDED_COLUMNS.items():
         for name in names:
             con.execute(f"ALTER TABLE {table} DROP COLUMN {name}")
@@ -112,6 +115,10 @@ def test_init_schema_adds_columns_added_after_a_database_was_created(tmp_path):
     eng = engine_for(url)
     init_schema(eng)
     init_schema(eng)  # (safe to repeat)
+    from sqlalchemy import inspect as sa_inspect
+    insp = sa_inspect(eng)
+    for table, names in ADDED_INDEXES.items():  # the indexes added since are back
+        assert set(names) <= {ix["name"] for ix in insp.get_indexes(table)}, table
     with scope(eng) as s:
         p = s.exec(sm_select(Project).where(Project.name == "old")).one()
         assert p.instructions is None and p.label_names is None
