@@ -1123,8 +1123,9 @@ def doc_section(args: argparse.Namespace, results: list[tuple[int, dict[str, Any
     return "\n".join([
         "## Side by side with Label Studio (`bench/peers.py`)", "",
         f"Command: `{command_line()}`", "",
-        f"Machine: {machine()}; shared with other jobs while it ran (load average in the "
-        "last column, 2 cores; it includes this benchmark's own processes).", "",
+        f"Machine: {machine()}; the load average is in the last column (2 cores; it "
+        "includes this benchmark's own processes, so read it against the rounds'), "
+        "one run.", "",
         setup, "",
         f"{args.tasks:,} binary tasks and {args.annotators} annotators in each system, "
         f"driven by the same client code ({args.load_procs} processes, a thread per "
