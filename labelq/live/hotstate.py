@@ -158,22 +158,13 @@ def _json(data: dict[str, Any]) -> bytes:
     which read back as they were. Readers ignore the mark."""
     envelope = {k: v for k, v in data.items() if k != "state"}
     try:
-        state = orjson.dumps(data["state"], default=_default, option=_ORJSON)
-        head = orjson.dumps({"fast": 1, **envelope}, default=_default, option=_ORJSON)
+        state = orjson.dumps(data["state"], default=binary.json_default, option=_ORJSON)
+        head = orjson.dumps({"fast": 1, **envelope}, default=binary.json_default, option=_ORJSON)
     except TypeError:  # orjson.JSONEncodeError is a TypeError
         state = b"null"
     if b"null" in state:
-        return json.dumps(data, separators=(",", ":"), default=_default).encode()
+        return json.dumps(data, separators=(",", ":"), default=binary.json_default).encode()
     return head[:-1] + b',"state":' + state + b"}"
-
-
-def _default(obj: Any) -> Any:
-    import numpy as np
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if isinstance(obj, np.generic):
-        return obj.item()
-    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
 
 def decode_snapshot(blob: bytes) -> dict[str, Any]:

@@ -44,7 +44,8 @@ def is_binary(blob: bytes) -> bool:
     return blob.startswith(MAGIC)
 
 
-def _default(obj: Any) -> Any:
+def json_default(obj: Any) -> Any:
+    """numpy arrays and scalars as JSON values (the ``default=`` of json and orjson)."""
     if isinstance(obj, np.ndarray):
         return obj.tolist()
     if isinstance(obj, np.generic):
@@ -78,7 +79,7 @@ def encode(tree: dict[str, Any]) -> bytes:
         offset += -(-small.nbytes // _ALIGN) * _ALIGN
     head["arrays"] = table
     try:
-        raw = orjson.dumps(head, default=_default, option=_ORJSON)
+        raw = orjson.dumps(head, default=json_default, option=_ORJSON)
         kind = b"o"
         # orjson writes NaN and the infinities as null, as it writes None: a null read
         # back as anything else (NaN != NaN) means one of those, which the standard
@@ -87,7 +88,7 @@ def encode(tree: dict[str, Any]) -> bytes:
             raise TypeError("NaN or infinity")
     except (TypeError, ValueError):  # (orjson.JSONEncodeError is a TypeError; ValueError:
         # an array inside a list, which the comparison cannot tell equal)
-        raw = json.dumps(head, separators=(",", ":"), default=_default).encode()
+        raw = json.dumps(head, separators=(",", ":"), default=json_default).encode()
         kind = b"j"
     start = _HEAD + len(raw)
     base = start + (-start % _ALIGN)
