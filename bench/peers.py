@@ -429,22 +429,8 @@ class Labelq:
 
 def group_cpu(pgid: int) -> float:
     """CPU seconds of a process group, including its reaped children (uWSGI recycles its
-    workers, PostgreSQL's postmaster reaps a backend per closed connection): user + system
-    of every live member plus what each member has collected from children it waited for."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        # after the command: state ppid pgrp ... utime stime cutime cstime (12th-15th)
-        if int(fields[2]) == pgid:
-            total += sum(int(x) for x in fields[11:15])
-    return total / tick
+    workers, PostgreSQL's postmaster reaps a backend per closed connection)."""
+    return cpu_seconds(pgid=pgid, children=True)
 
 
 def _pg_bindir() -> Path:

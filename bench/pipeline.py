@@ -183,10 +183,13 @@ def _annotate(url, redis_url, handles, seconds, ready, go, out, separate=False):
     out.put((sum(counts.values()), time.process_time() - cpu0, at_once[0]))
 
 
-def cpu_seconds(pids=None, pgid=None) -> float:
+def cpu_seconds(pids=None, pgid=None, children: bool = False) -> float:
     """User + system CPU seconds of the given processes, or of every process in a process
-    group, from /proc (Linux)."""
+    group, from /proc (Linux); ``children``: also what each has collected from the children
+    it waited for (cutime, cstime: a server that recycles its workers or reaps a backend per
+    closed connection)."""
     tick = os.sysconf("SC_CLK_TCK")
+    last = 15 if children else 13  # after the command: utime stime (12th, 13th) cutime cstime
     total = 0
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -196,10 +199,10 @@ def cpu_seconds(pids=None, pgid=None) -> float:
                 fields = f.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        # after the command: state ppid pgrp ... utime (12th) stime (13th)
+        # after the command: state ppid pgrp ... (fields[2] is the process group)
         if (pids is not None and int(entry) in pids) or \
                 (pgid is not None and int(fields[2]) == pgid):
-            total += int(fields[11]) + int(fields[12])
+            total += sum(int(x) for x in fields[11:last])
     return total / tick
 
 
