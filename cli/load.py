@@ -1,4 +1,4 @@
-"""``labelq tasks load|show`` and ``labelq gold load|correct|mark|suggest``."""
+"""``labelq tasks load|show`` and ``labelq gold load|correct|mark|suggest|audit``."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from ._common import (
     DB_OPTION,
     OUTPUT_OPTION,
     REDIS_OPTION,
+    LazyChoice,
     Output,
     emit,
     emit_record,
@@ -24,12 +25,20 @@ from ._common import (
 if TYPE_CHECKING:
     from click._termui_impl import ProgressBar  # (what click.progressbar returns)
     from redis import Redis
+    from sqlmodel import Session
+
+    from labelq.record.models import Project
 
 # a task file's format (None: from its extension)
 FileFormat = Literal["csv", "jsonl"]
 
 FORMAT_OPTION = click.option("--format", "fmt", type=click.Choice(["csv", "jsonl"]),
                              default=None, help="File format (default: from the extension).")
+
+
+def _mark_kinds() -> list[str]:
+    from labelq.record.models import MARK_KINDS
+    return list(MARK_KINDS)
 
 
 class _Progress:
@@ -122,8 +131,8 @@ def tasks_show(name: str, task_id: str, database_url: str | None, output: Output
 
 @click.group()
 def gold() -> None:
-    """Gold questions (tasks whose answer is known): load them, mark loaded tasks as gold,
-    correct an answer."""
+    """Gold questions (tasks whose answer is known): load them, draw an audit or suggest
+    tasks for an expert, mark loaded tasks as gold, correct an answer."""
 
 
 @gold.command("load")
@@ -196,19 +205,26 @@ def gold_correct(name: str, task_id: str, answer: str, database_url: str | None,
 @click.option("--file", "file", type=click.Path(), default=None,
               help="CSV or JSONL with `id` and `answer` (other columns ignored): mark every "
                    "row, all or nothing.")
+@click.option("--kind", type=LazyChoice(_mark_kinds), default=None,
+              help="What the answers are: audit (a random sample: they score annotators), "
+                   "suggested or reviewed (chosen: they never score anyone). Default, per "
+                   "task: audit if labelq gold audit drew it, suggested if labelq gold "
+                   "suggest listed it, else reviewed.")
 @FORMAT_OPTION
 @DB_OPTION
 @REDIS_OPTION
 @OUTPUT_OPTION
 def gold_mark(name: str, task_id: str | None, answer: str | None, file: str | None,
-              fmt: FileFormat | None, database_url: str | None, redis_url: str | None,
-              output: Output) -> None:
+              kind: str | None, fmt: FileFormat | None, database_url: str | None,
+              redis_url: str | None, output: Output) -> None:
     """Make tasks of project NAME gold questions with known answers (an expert's review):
-    TASK_ID ANSWER, or every row of --file. Their labels become gold answers that score the
-    annotators who gave them (the quality rule judges them at once), they are served as
-    gold from now on, and they stay data: the export gives each its known answer with
-    confidence 1. Refused, with nothing changed, while one of them is assigned right now.
-    A task already gold with the same answer is skipped; another answer is for
+    TASK_ID ANSWER, or every row of --file. Answers to tasks an audit drew at random
+    (kind audit) score the annotators who labelled them (the quality rule judges them at
+    once); answers to chosen tasks (suggested, reviewed: see --kind) choose the
+    aggregation and correct those tasks, and never score or pause anyone. The tasks are
+    served as gold from now on, and they stay data: the export gives each its known
+    answer with confidence 1. Refused, with nothing changed, while one of them is assigned
+    right now. A task already gold with the same answer is skipped; another answer is for
     labelq gold correct."""
     from labelq.live.goldmark import mark_gold_live
     from labelq.record.db import session_scope
@@ -232,15 +248,21 @@ def gold_mark(name: str, task_id: str | None, answer: str | None, file: str | No
         click.echo(f"warning: {exc}; marking in the database only: run 'labelq rebuild "
                    f"{name}' before annotators go on, or the queue may still hand these "
                    "tasks out as ordinary ones", err=True)
-    out = mark_gold_live(eng, redis, name, marks, source=file)
+    out = mark_gold_live(eng, redis, name, marks, source=file, kind=kind)
     if output != "table":
         emit_record(out, output)
         return
     n, k = out["marked"], out["labels"]
     skipped = f"; {out['skipped']} already gold with that answer, skipped" \
         if out["skipped"] else ""
+    kinds = ", ".join(f"{c} {kd}" for kd, c in sorted(out["kinds"].items()))
     click.echo(f"marked {n} task{'' if n == 1 else 's'} of {name!r} as gold questions "
-               f"({k} label{'' if k == 1 else 's'} on them now gold answers){skipped}")
+               f"({k} label{'' if k == 1 else 's'} on them now gold answers){skipped}"
+               + (f"; kinds: {kinds}" if kinds else ""))
+    chosen = sum(c for kd, c in out["kinds"].items() if kd != "audit")
+    if chosen:
+        click.echo(f"{chosen} of them chosen (not a random sample): they correct those "
+                   "tasks and choose the aggregation, and score no annotator", err=True)
     if out["paused"]:
         click.echo(f"paused by the quality rule on these gold answers: "
                    f"{', '.join(out['paused'])}")
@@ -272,7 +294,9 @@ def gold_suggest(name: str, n: int, seed: int, out: str | None, database_url: st
     from labelq.record.projects import get_project
 
     with session_scope(engine(database_url)) as s:
-        rows = project_gold_suggestions(s, get_project(s, name), n=n, seed=seed)
+        project = get_project(s, name)
+        rows = project_gold_suggestions(s, project, n=n, seed=seed)
+        _record_suggested(s, project, [r["id"] for r in rows], seed)
     if out is not None:
         import json
         with atomic_output(out) as fh:
@@ -295,6 +319,87 @@ def gold_suggest(name: str, n: int, seed: int, out: str | None, database_url: st
     elif rows:
         emit([suggestion_csv_row(r) for r in rows], output,
              columns=[c for c in SUGGESTION_COLUMNS if c not in ("answer", "current_method")])
+
+
+def _record_suggested(session: Session, project: Project, ids: list[str], seed: int) -> None:
+    """Remember that ``ids`` were suggested: marked later, they are of kind suggested."""
+    from sqlmodel import col, select
+
+    from labelq.record.golddraw import record_draw
+    from labelq.record.models import Task, utcnow
+
+    tids = [int(t) for t in session.exec(select(col(Task.id)).where(
+        col(Task.project_id) == project.id, col(Task.external_id).in_(ids)))] if ids else []
+    record_draw(session, project, tids, "suggested",
+                f"suggest {utcnow().strftime('%Y-%m-%dT%H:%M:%S.%fZ')} seed {seed}")
+
+
+@gold.command("audit")
+@click.argument("name")
+@click.option("--n", "n", type=click.IntRange(min=1), default=50, show_default=True,
+              help="How many tasks to draw (all the eligible ones if fewer).")
+@click.option("--seed", type=int, default=None,
+              help="Seed of the draw (default: fresh randomness).")
+@click.option("--out", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="Write the drawn tasks to FILE (CSV; JSON with -o json), written "
+                   "atomically, instead of printing them.")
+@DB_OPTION
+@OUTPUT_OPTION
+def gold_audit(name: str, n: int, seed: int | None, out: str | None, database_url: str | None,
+               output: Output) -> None:
+    """Draw N labelled tasks of project NAME uniformly at random for an expert to answer:
+    an audit. Only labelled tasks that are not gold and that no earlier audit drew; the draw
+    is stratified by category with proportional allocation (randomised rounding), so every
+    such task has the same chance of being drawn. The draw is recorded in the database:
+    the expert's answers, marked with labelq gold mark NAME --file FILE, are of kind audit,
+    a random sample, which scores the annotators (unlike suggested tasks). Each row: id,
+    an empty `answer`, category, and the task's payload fields. Answer every row: leaving
+    out the hard ones would make the sample a chosen one again."""
+    import json
+
+    import numpy as np
+
+    from labelq.exporting import atomic_output, write_rows
+    from labelq.record.db import session_scope
+    from labelq.record.golddraw import AUDIT_STRATIFICATION, audit_draw
+    from labelq.record.projects import get_project
+
+    with session_scope(engine(database_url)) as s:
+        project = get_project(s, name)
+        got = audit_draw(s, project, n, np.random.default_rng(seed))
+        rows = [{"id": t.external_id, "answer": "", "category": t.category,
+                 "payload": t.payload} for t in got.tasks]
+        keys = list(dict.fromkeys(k for r in rows for k in r["payload"]))
+        flat = [{"id": r["id"], "answer": "", "category": r["category"],
+                 **{k: _cell(r["payload"].get(k)) for k in keys}} for r in rows]
+        columns = ["id", "answer", "category", *keys]
+        note = (f"drew {len(rows)} of {got.eligible} labelled non-gold tasks of {name!r} "
+                f"({AUDIT_STRATIFICATION}; each with chance {got.inclusion:.4g}); by category: "
+                + ", ".join(f"{c or '-'} {d} of {e}" for c, (e, d) in got.by_category.items()))
+        # (inside the transaction: a file that cannot be written records no draw)
+        if out is not None:
+            with atomic_output(out) as fh:
+                if output == "json":
+                    fh.write(json.dumps(rows, indent=2) + "\n")
+                else:
+                    write_rows(flat, fh, "csv", columns=columns)
+    click.echo(note, err=True)
+    if out is not None:
+        click.echo(f"wrote {len(rows)} task{'' if len(rows) == 1 else 's'} to {out}; fill in "
+                   f"`answer` for every row, then: labelq gold mark {name} --file {out}",
+                   err=True)
+        return
+    if output == "json":
+        click.echo(json.dumps(rows, indent=2))
+    else:
+        emit(flat, output, columns=columns)
+
+
+def _cell(v: object) -> str:
+    """A payload value as a CSV cell: text as it is, anything else as JSON."""
+    import json
+
+    return "" if v is None else v if isinstance(v, str) else json.dumps(v)
 
 
 commands = [tasks, gold]

@@ -55,7 +55,10 @@ def enroll(name: str, handle: str, cost: float, capacity: int | None, categories
 def list_(name: str | None, database_url: str | None, output: Output) -> None:
     """List annotators with their label counts and gold accuracy: gold_accuracy is raw
     (right / answered), gold_smoothed the Beta posterior mean the quality rule reads, with
-    its 95% interval; gold_by_category the same per category."""
+    its 95% interval; gold_by_category the same per category — all on random gold only
+    (loaded, audit). disputed_agreement (with its 95% interval) is agreement with the
+    expert on disputed tasks (gold suggested or reviewed): chosen for being hard, it is
+    no accuracy and pauses no one."""
     from sqlalchemy import func
     from sqlmodel import col, select
 
@@ -75,7 +78,8 @@ def list_(name: str | None, database_url: str | None, output: Output) -> None:
         rows: list[dict[str, Any]] = []
         for w in list_workers(s, proj):
             if w.project_id not in gold:
-                gold[w.project_id] = project_gold_scores(s, projects[w.project_id])
+                gold[w.project_id] = project_gold_scores(s, projects[w.project_id],
+                                                         with_chosen=True)
             rows.append({"handle": w.handle, "project": projects[w.project_id].name,
                          "status": w.status, "cost": w.cost, "capacity": w.capacity,
                          "categories": w.categories, "labels": counts.get(w.id, 0),

@@ -5,7 +5,9 @@ once here and shared by the CLI and the API.
 * :func:`status_report` (:mod:`labelq.reporting`) is ``labelq status -o json`` (tasks by state, per category, labels,
   budget, workers, gold warnings) and the API's ``/projects/{name}/status``.
 * :func:`worker_gold` is each annotator's gold accuracy: raw (right / answered) and smoothed
-  (the Beta posterior mean the quality rule reads) with its 95% credible interval.
+  (the Beta posterior mean the quality rule reads) with its 95% credible interval, on
+  random gold (loaded, audit); apart, their agreement with the expert on disputed tasks
+  (chosen gold: suggested, reviewed).
 * :func:`throughput` buckets labels over time (labels/min) and projects when the budget
   runs out at the recent spending rate.
 * :func:`quality` aggregates the labels with the project's method: agreement (as
@@ -65,7 +67,25 @@ MAX_BUCKETS = 60     # at most this many points of labels/min
 def gold_summary(pg: ProjectGold, seq: int) -> dict[str, Any]:
     """Annotator ``seq``'s gold: answers, right ones, raw accuracy (right / answered),
     smoothed accuracy (Beta posterior mean) and its 95% credible interval, pooled over
-    categories, and per category (those with an answer)."""
+    categories, and per category (those with an answer) — on random gold only (loaded,
+    audit: the quality rule's scores). With ``pg.chosen``, apart: ``disputed`` (answers to
+    chosen gold: suggested, reviewed), ``disputed_agreement`` (agreement with the expert
+    on those disputed tasks, right / answered) and ``disputed_interval`` (95% credible
+    interval, Beta(1, 1) prior): never an accuracy, as those tasks were chosen for being
+    hard."""
+    out = _gold_summary(pg, seq)
+    if pg.chosen is not None:
+        ch = pg.chosen
+        m, agree = int(ch.total[seq].sum()), int(ch.correct[seq].sum())
+        lo, hi = ch.credible_interval(pooled=True)
+        out.update({"disputed": m,
+                    "disputed_agreement": round(agree / m, 4) if m else None,
+                    "disputed_interval": [round(float(lo[seq]), 4), round(float(hi[seq]), 4)]
+                    if m else None})
+    return out
+
+
+def _gold_summary(pg: ProjectGold, seq: int) -> dict[str, Any]:
     sc = pg.scores
     n = int(sc.total[seq].sum())
     if n == 0:
@@ -87,8 +107,9 @@ def gold_summary(pg: ProjectGold, seq: int) -> dict[str, Any]:
 
 
 def worker_gold(session: Session, project: Project) -> dict[str, dict[str, Any]]:
-    """:func:`gold_summary` of every annotator of ``project``, by handle."""
-    pg = project_gold_scores(session, project)
+    """:func:`gold_summary` of every annotator of ``project``, by handle (with their
+    agreement on disputed tasks)."""
+    pg = project_gold_scores(session, project, with_chosen=True)
     return {h: gold_summary(pg, seq) for seq, h in enumerate(pg.handles)}
 
 
@@ -231,7 +252,8 @@ def quality(session: Session, project: Project) -> dict[str, Any]:
                     res = result
                 else:
                     sub = ProjectLabels(pl.view, pl.external_ids, pl.handles, pl.task[:k],
-                                        pl.worker[:k], pl.label[:k])
+                                        pl.worker[:k], pl.label[:k], pl.marked,
+                                        pl.random_gold)
                     res = aggregate_project(session, project, sub, curve_method)
                 c = np.bincount(pl.task[:k], minlength=pl.view.n_tasks)
                 point = {"labels": k, "tasks_labelled": int(np.sum(data & (c > 0))),

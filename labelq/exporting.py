@@ -35,7 +35,7 @@ from .aggregation import (
 )
 from .aggregation.base import BaseAggregator, check_labels
 from .errors import InputError
-from .record.models import Label, Project, Task, Worker
+from .record.models import Label, Project, Task, Worker, random_gold
 from .record.problem import ProjectView, load_view
 from .record.projects import METHODS
 
@@ -58,6 +58,9 @@ class ProjectLabels:
     label: np.ndarray
     # bool (n_tasks,): tasks marked gold after loading (exported with their answer)
     marked: np.ndarray | None = None
+    # bool (n_tasks,): gold whose answer is a random sample (kinds loaded, audit): the
+    # gold that calibrates the confidences and the accuracy estimate (None: all gold)
+    random_gold: np.ndarray | None = None
 
     @property
     def classes(self) -> list[str]:
@@ -84,11 +87,15 @@ def load_project_labels(session: Session, project: Project, *,
     marked = np.zeros(view.n_tasks, dtype=bool)
     marked[list(session.exec(select(Task.seq).where(Task.project_id == project.id,
                                                     col(Task.marked).is_not(None))))] = True
+    random = np.zeros(view.n_tasks, dtype=bool)
+    random[list(session.exec(select(Task.seq).where(
+        Task.project_id == project.id, col(Task.is_gold).is_(True), random_gold())))] = True
     return ProjectLabels(
         view, ext, [w[0] for w in workers],
         np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
         np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows)),
-        np.fromiter((index[r[2]] for r in rows), dtype=np.int64, count=len(rows)), marked)
+        np.fromiter((index[r[2]] for r in rows), dtype=np.int64, count=len(rows)), marked,
+        random)
 
 
 def aggregate_project(session: Session, project: Project, pl: ProjectLabels, method: str
@@ -108,9 +115,10 @@ def aggregate_project(session: Session, project: Project, pl: ProjectLabels, met
     # with (one estimate from routing to export), guarded by majority vote as any other
     params: dict[str, Any] = {"model": "shrunk"} if method == "auto" and \
         (project.policy or {}).get("name") == "auto" else {}
-    # tasks marked gold after loading were chosen (suggested, reviewed): they choose the
-    # method but do not calibrate it (labelq/aggregation/guard.py)
-    calibration = None if pl.marked is None else ~pl.marked
+    # only random gold (loaded, audit) calibrates; chosen gold (suggested, reviewed: picked
+    # for being doubtful) chooses the method but does not calibrate it
+    # (labelq/aggregation/guard.py)
+    calibration = pl.random_gold
     return aggregate(pl.task, pl.worker, pl.label, method, n_tasks=v.n_tasks,
                      n_classes=len(project.labels), n_workers=max(v.n_workers, 1),
                      categories=v.task_category, gold=v.gold_answer,

@@ -4,9 +4,10 @@ SQL and the hot state move together, under the project's apply lock (no applier 
 labels meanwhile):
 
 1. :func:`labelq.record.projects.mark_gold` rewrites the tasks and their labels in an open
-   transaction, and the workers whose labels became gold answers are judged as the applier
-   judges a gold answer (:func:`.applier.judge_gold_answers`: the quality rule, and their
-   gold records);
+   transaction, and, when some of the tasks are of kind ``audit`` (a random sample), the
+   workers whose labels became gold answers are judged as the applier judges a gold answer
+   (:func:`.applier.judge_gold_answers`: the quality rule, and their gold records); answers
+   to chosen gold (``suggested``, ``reviewed``) score no one, so they judge no one;
 2. reservations of the tasks still held in inboxes (not handed out yet) are released, and
    ``GOLD_MARK`` moves the tasks from ``pending``/``parked`` to ``gold`` in one step,
    refused while one of them is assigned to an annotator (a label submitted on it would be
@@ -46,26 +47,29 @@ __all__ = ["mark_gold_live"]
 
 
 def mark_gold_live(engine: Engine, redis: Any, name: str, marks: Sequence[GoldMark], *,
-                   source: str | Path | None = None, wait_s: float = 60.0) -> dict[str, Any]:
-    """Mark ``marks`` in project ``name`` (see the module docstring); ``redis`` None: SQL
-    only (the caller must have the project rebuilt before annotators go on). Returns
-    ``marked``, ``skipped``, ``labels`` (now gold answers), ``paused`` (handles the
-    quality rule paused on them) and ``live`` (whether a hot state was updated)."""
+                   source: str | Path | None = None, wait_s: float = 60.0,
+                   kind: str | None = None) -> dict[str, Any]:
+    """Mark ``marks`` in project ``name`` (see the module docstring) as gold of ``kind``
+    (None: each task's default, :func:`labelq.record.projects.mark_gold`); ``redis``
+    None: SQL only (the caller must have the project rebuilt before annotators go on).
+    Returns ``marked``, ``skipped``, ``labels`` (now gold answers), ``kinds`` (how many
+    marked of each kind), ``paused`` (handles the quality rule paused on them) and
+    ``live`` (whether a hot state was updated)."""
     if redis is None:
-        return _mark(engine, None, name, marks, source)
+        return _mark(engine, None, name, marks, source, kind)
     with session_scope(engine) as session:
         k = Keys(int(get_project(session, name).id or 0), database_id(engine))
     lock = RedisLock(redis, k.apply_lock, ttl_ms=300_000)
     if not lock.acquire_within(wait_s):
         raise Conflict("the applier holds the project's lock; try again", project=name)
     try:
-        return _mark(engine, redis, name, marks, source)
+        return _mark(engine, redis, name, marks, source, kind)
     finally:
         lock.release()
 
 
 def _mark(engine: Engine, redis: Any, name: str, marks: Sequence[GoldMark],
-          source: str | Path | None) -> dict[str, Any]:
+          source: str | Path | None, kind: str | None) -> dict[str, Any]:
     moved: GoldMarked | None = None
     k: Keys | None = None
     try:
@@ -73,8 +77,8 @@ def _mark(engine: Engine, redis: Any, name: str, marks: Sequence[GoldMark],
             project = get_project(session, name)
             k = Keys(int(project.id or 0), database_id(engine))
             built = redis is not None and bool(redis.hexists(k.meta, "built"))
-            out = mark_gold(session, project, marks, source=source)
-            paused, record = judge_gold_answers(session, project, out.workers,
+            out = mark_gold(session, project, marks, source=source, kind=kind)
+            paused, record = judge_gold_answers(session, project, out.random_workers,
                                                 out.category_names)
             if built and out.tasks:
                 scripts = Scripts(redis)
@@ -96,7 +100,8 @@ def _mark(engine: Engine, redis: Any, name: str, marks: Sequence[GoldMark],
         _counts_after(redis, k, out, record)
         bump_epoch(redis, k)
     return {"project": name, "marked": len(out.tasks), "skipped": out.skipped,
-            "labels": out.labels, "paused": paused, "live": moved is not None}
+            "labels": out.labels, "kinds": out.kinds, "paused": paused,
+            "live": moved is not None}
 
 
 def _external_id(session: Any, project_id: int, seq: int) -> str:

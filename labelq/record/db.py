@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 
-from sqlalchemy import URL, event, inspect, make_url
+from sqlalchemy import URL, event, inspect, make_url, text
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
@@ -22,14 +22,14 @@ from . import models  # noqa: F401 - registers the tables on SQLModel.metadata
 from .settings import Settings, load_settings
 
 __all__ = ["get_engine", "init_schema", "session_scope", "engine_for", "ADDED_COLUMNS",
-           "ADDED_INDEXES", "database_id", "masked_url", "SchemaMissing"]
+           "ADDED_INDEXES", "BACKFILLS", "database_id", "masked_url", "SchemaMissing"]
 
 # Columns added to a table after its first release. ``create_all`` creates missing tables
 # but never alters an existing one, so ``init_schema`` adds these (nullable, no default) to
 # a database created before them. A new column goes here, nullable; nothing else to do.
 ADDED_COLUMNS: dict[str, tuple[str, ...]] = {
     "project": ("instructions", "label_names"),
-    "task": ("marked",),
+    "task": ("marked", "gold_kind"),
     "status_tally": ("version",),
 }
 # Indexes added to a table after its first release (``create_all`` skips an existing
@@ -39,6 +39,16 @@ ADDED_INDEXES: dict[str, tuple[str, ...]] = {
     "task": ("ix_task_project_marked",),
     "assignment": ("ix_assignment_gold",),
 }
+
+# Values an added column takes in the rows written before it: (table, column, value,
+# condition). ``init_schema`` sets each where the column is NULL and the condition holds
+# (every ``init``: idempotent, and it also catches rows an older process still running
+# wrote after the upgrade). Gold loaded as gold is ``loaded``; tasks marked gold before
+# kinds existed were chosen by someone, so ``reviewed`` (docs/gold.md, "Kinds of gold").
+BACKFILLS: tuple[tuple[str, str, str, str], ...] = (
+    ("task", "gold_kind", "loaded", "is_gold AND marked IS NULL"),
+    ("task", "gold_kind", "reviewed", "is_gold AND marked IS NOT NULL"),
+)
 
 
 def _sqlite_pragmas(dbapi_conn: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
@@ -91,6 +101,7 @@ def init_schema(engine: Engine) -> str:
         SQLModel.metadata.create_all(engine)
         _add_columns(engine)
         _add_indexes(engine)
+        _backfill(engine)
         uid = _ensure_identity(engine)
     except OperationalError as exc:
         raise ServiceUnavailable(f"database unavailable: {exc.orig}") from exc
@@ -214,6 +225,15 @@ def _add_indexes(engine: Engine) -> None:
                 if index.name not in {ix["name"] for ix in inspect(engine).get_indexes(
                         table_name)}:
                     raise
+
+
+def _backfill(engine: Engine) -> None:
+    """Each of :data:`BACKFILLS`, in one transaction."""
+    with engine.begin() as conn:
+        for table_name, column, value, condition in BACKFILLS:
+            table = SQLModel.metadata.tables[table_name]
+            conn.execute(table.update().where(table.c[column].is_(None), text(condition))
+                         .values({column: value}))
 
 
 @contextmanager

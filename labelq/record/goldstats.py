@@ -2,7 +2,11 @@
 
 * :func:`gold_scores` turns the gold labels of some workers into
   :class:`labelq.gold.scoring.GoldScores` (per worker, per category Beta posteriors);
-  :func:`project_gold_scores` does it for every worker of a project.
+  :func:`project_gold_scores` does it for every worker of a project. Only answers to
+  *random* gold count (kinds ``loaded`` and ``audit``:
+  :func:`labelq.record.models.random_gold`): gold chosen for being disputed would score
+  everyone below their accuracy. ``chosen=True`` reads the others instead (kinds
+  ``suggested``, ``reviewed``): agreement with the expert on disputed tasks, shown apart.
 * :func:`flagged` / :func:`apply_quality_rule`: the project's ``quality`` JSON is a
   :class:`labelq.gold.quality.QualityRule`; the applier runs it after each batch that had
   gold, and an *active* worker the rule flags is paused (status in SQL, which ``next``
@@ -21,7 +25,7 @@ from sqlalchemy import case, func
 from sqlmodel import Session, col, select
 
 from ..gold.pool import ExhaustionRule
-from .models import Assignment, Label, Project, Task, Worker
+from .models import Assignment, Label, Project, Task, Worker, chosen_gold, random_gold
 
 if TYPE_CHECKING:  # (imported where used: scoring imports scipy, which labelq status skips)
     from ..gold.scoring import GoldScores
@@ -31,8 +35,9 @@ __all__ = ["ProjectGold", "project_gold_scores", "gold_exhaustion", "gold_scores
 
 
 def gold_scores(session: Session, project_id: int, worker_seqs: list[int],
-                categories: list[str]) -> GoldScores:
-    """Scores of ``worker_seqs`` (rows in that order) over ``categories``."""
+                categories: list[str], *, chosen: bool = False) -> GoldScores:
+    """Scores of ``worker_seqs`` (rows in that order) over ``categories``, on their answers
+    to random gold (``chosen``: to chosen gold instead)."""
     from ..gold.scoring import GoldScores
 
     correct = func.sum(case((col(Label.value) == col(Task.gold_answer), 1), else_=0))
@@ -40,7 +45,7 @@ def gold_scores(session: Session, project_id: int, worker_seqs: list[int],
          .join(Label, col(Label.worker_id) == col(Worker.id))
          .join(Task, col(Task.id) == col(Label.task_id))
          .where(col(Label.project_id) == project_id, col(Label.is_gold).is_(True),
-                col(Worker.seq).in_(worker_seqs))
+                col(Worker.seq).in_(worker_seqs), chosen_gold() if chosen else random_gold())
          .group_by(col(Worker.seq), col(Task.category)))
     row_of = {w: i for i, w in enumerate(worker_seqs)}
     col_of = {c: i for i, c in enumerate(categories)}
@@ -85,20 +90,26 @@ def apply_quality_rule(session: Session, project: Project, worker_seqs: list[int
 
 @dataclass
 class ProjectGold:
-    scores: GoldScores  # (n_workers, n_categories) by worker seq
+    scores: GoldScores  # (n_workers, n_categories) by worker seq: random gold
     categories: list[str]
     handles: list[str]
+    # the same on chosen gold (agreement with the expert on disputed tasks), if read
+    chosen: GoldScores | None = None
 
 
-def project_gold_scores(session: Session, project: Project) -> ProjectGold:
-    """Every worker's gold scores, by worker seq and task category (the applier's query)."""
+def project_gold_scores(session: Session, project: Project, *,
+                        with_chosen: bool = False) -> ProjectGold:
+    """Every worker's gold scores, by worker seq and task category (the applier's query);
+    ``with_chosen``: their agreement on chosen gold too."""
     cats = sorted(set(session.exec(select(Task.category).where(Task.project_id == project.id)
                                    .distinct()))) or [""]
     handles = list(session.exec(select(Worker.handle).where(Worker.project_id == project.id)
                                 .order_by(Worker.seq)))
     assert project.id is not None, "a project read from the database has its id"
-    scores = gold_scores(session, project.id, list(range(len(handles))), cats)
-    return ProjectGold(scores, cats, handles)
+    seqs = list(range(len(handles)))
+    scores = gold_scores(session, project.id, seqs, cats)
+    chosen = gold_scores(session, project.id, seqs, cats, chosen=True) if with_chosen else None
+    return ProjectGold(scores, cats, handles, chosen)
 
 
 def gold_exhaustion(session: Session, project: Project,

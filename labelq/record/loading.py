@@ -119,8 +119,10 @@ class _BulkWriter:
         self.conn = conn
         self.project_id, self.gold, self.created = project_id, gold, created
         # COPY's text format: the columns before seq, between payload and the answer, after
+        # (gold loaded as gold is of kind ``loaded``: a sample served on the schedule)
+        self.kind = "loaded" if gold else None
         self._copy_parts = (f"{project_id}\t", f"\t{'t' if gold else 'f'}\t",
-                            f"\t{created}\n")
+                            f"\t{created}\t{self.kind or _NULL}\n")
         # SQLite: the creation time as an SQL literal (the adapter made it text)
         self._sqlite_created = ("'" + created.replace("'", "''") + "'"
                                 if isinstance(created, str) else None)
@@ -139,7 +141,8 @@ class _BulkWriter:
         if self.dialect.name == "sqlite":
             created = self._sqlite_created
             sql = (f"INSERT INTO task ({', '.join(COLUMNS)}) VALUES ({self.project_id}, "
-                   f"?, ?, ?, ?, {int(self.gold)}, ?, {created or '?'})")
+                   f"?, ?, ?, ?, {int(self.gold)}, ?, {created or '?'}, "
+                   f"{repr(self.kind) if self.kind else 'NULL'})")
             cur = self.dbapi.cursor()
             try:
                 cur.executemany(sql, rows if created else
@@ -162,7 +165,8 @@ class _BulkWriter:
         else:  # any other database: portable executemany
             self.conn.execute(insert(TASK), [
                 dict(zip(COLUMNS, (self.project_id, seq, ext, category, json.loads(payload),
-                                   self.gold, answer, self.created), strict=True))
+                                   self.gold, answer, self.created, self.kind),
+                     strict=True))
                 for seq, ext, category, payload, answer in rows])
 
     def pause(self, exc: BaseException | None = None) -> None:
@@ -186,7 +190,7 @@ _NULL = "\\N"
 
 
 COLUMNS = ("project_id", "seq", "external_id", "category", "payload", "is_gold",
-           "gold_answer", "created")
+           "gold_answer", "created", "gold_kind")
 
 
 def _task_table_empty(conn: Connection) -> bool:

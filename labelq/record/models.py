@@ -14,21 +14,44 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import JSON, Column, Index, Text, UniqueConstraint, event, text
+from sqlalchemy import (
+    JSON,
+    Column,
+    ColumnElement,
+    Index,
+    Text,
+    UniqueConstraint,
+    and_,
+    event,
+    or_,
+    text,
+)
 from sqlalchemy.engine import Connection
-from sqlmodel import Field, SQLModel
+from sqlmodel import Field, SQLModel, col
 
-__all__ = ["DatabaseIdentity", "Project", "Task", "Worker", "Assignment", "Label",
+__all__ = ["DatabaseIdentity", "Project", "Task", "Worker", "Assignment", "Label", "GoldDraw",
            "StatusTally", "TaskTally", "GoldTally", "WorkerTally", "EndedTally",
            "DashboardFigures",
            "utcnow", "as_utc", "utc_from_ms",
-           "WORKER_STATUSES", "ASSIGNMENT_STATES", "ENDED_UNLABELLED"]
+           "WORKER_STATUSES", "ASSIGNMENT_STATES", "ENDED_UNLABELLED",
+           "GOLD_KINDS", "RANDOM_GOLD_KINDS", "CHOSEN_GOLD_KINDS", "MARK_KINDS",
+           "random_gold", "chosen_gold", "is_random_kind"]
 
 WORKER_STATUSES = ("active", "paused", "removed")
 ASSIGNMENT_STATES = ("issued", "submitted", "declined", "expired")
 # the states of an assignment that was issued and ended without a label: the task stays in
 # the worker's seen set (``labelq rebuild``), and status and progress count them
 ENDED_UNLABELLED = ("declined", "expired")
+
+# What a gold answer is (``Task.gold_kind``; docs/gold.md, "Kinds of gold"): a *random*
+# sample of the tasks — gold loaded as gold and served on the schedule (``loaded``), or
+# tasks an audit drew uniformly at random (``audit``, :class:`GoldDraw`) — or *chosen*:
+# tasks suggested for being disputed (``suggested``) or otherwise reviewed (``reviewed``).
+# Random answers score annotators, pause them and calibrate; chosen ones never do.
+GOLD_KINDS = ("loaded", "audit", "suggested", "reviewed")
+RANDOM_GOLD_KINDS = ("loaded", "audit")
+CHOSEN_GOLD_KINDS = ("suggested", "reviewed")
+MARK_KINDS = ("audit", "suggested", "reviewed")  # what ``labelq gold mark --kind`` takes
 
 
 def utcnow() -> datetime:
@@ -110,6 +133,48 @@ class Task(SQLModel, table=True):
     # when an ordinary task was made a gold question (labelq gold mark); None for gold
     # loaded as gold. A marked task is still data: exported, with its answer
     marked: datetime | None = None
+    # the gold answer's kind (GOLD_KINDS; None for an ordinary task). Added after the first
+    # release: ``labelq init`` sets an older database's gold loaded as gold to ``loaded``
+    # and its marked tasks to ``reviewed`` (labelq.record.db.BACKFILLS); a gold row with
+    # none (written by an older process still running) reads as loaded if not marked,
+    # else as reviewed (:func:`random_gold`)
+    gold_kind: str | None = Field(default=None, max_length=16)
+
+
+def random_gold() -> ColumnElement[bool]:
+    """The SQL condition "this gold task's answer is a random sample" (loaded or audit):
+    the answers that score annotators, pause them and calibrate."""
+    return or_(col(Task.gold_kind).in_(RANDOM_GOLD_KINDS),
+               and_(col(Task.gold_kind).is_(None), col(Task.marked).is_(None)))
+
+
+def chosen_gold() -> ColumnElement[bool]:
+    """The SQL condition "this gold task was chosen" (suggested or reviewed): its answer
+    chooses the aggregation and corrects the task, and scores no one."""
+    return or_(col(Task.gold_kind).in_(CHOSEN_GOLD_KINDS),
+               and_(col(Task.gold_kind).is_(None), col(Task.marked).is_not(None)))
+
+
+def is_random_kind(kind: str | None, marked: datetime | None) -> bool:
+    """:func:`random_gold` of one gold task, in Python."""
+    return kind in RANDOM_GOLD_KINDS if kind is not None else marked is None
+
+
+class GoldDraw(SQLModel, table=True):
+    """A task drawn for an expert's answer: by an audit (``labelq gold audit``, ``kind``
+    ``audit``: drawn uniformly at random, so its answer, once marked, is a random sample)
+    or listed by ``labelq gold suggest`` (``suggested``). ``labelq gold mark`` reads it to
+    give a marked task its kind; kept in SQL so that a mark days later still knows."""
+
+    __tablename__ = "gold_draw"
+    __table_args__ = (UniqueConstraint("task_id", "kind", name="uq_gold_draw_task_kind"),
+                      Index("ix_gold_draw_project_kind", "project_id", "kind"))
+    id: int | None = Field(default=None, primary_key=True)
+    project_id: int = Field(foreign_key="project.id")
+    task_id: int = Field(foreign_key="task.id")
+    kind: str = Field(max_length=16)
+    draw: str = Field(max_length=64)  # which audit or suggestion (its time and seed)
+    drawn: datetime = Field(default_factory=utcnow)
 
 
 class Worker(SQLModel, table=True):

@@ -9,8 +9,9 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
+from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,17 @@ from ..errors import (
     PolicyError,
 )
 from ..policies.spec import PolicySpec
-from .models import ENDED_UNLABELLED, Assignment, Label, Project, Task, Worker, utcnow
+from .models import (
+    ENDED_UNLABELLED,
+    MARK_KINDS,
+    Assignment,
+    GoldDraw,
+    Label,
+    Project,
+    Task,
+    Worker,
+    utcnow,
+)
 
 __all__ = ["create_project", "parse_quality", "check_gold_schedule", "update_project",
            "get_project", "list_projects", "enroll_worker", "get_task", "get_worker",
@@ -302,15 +313,15 @@ def project_counts(session: Session, project: Project) -> dict[str, int]:
 
 
 def delete_project(session: Session, project: Project) -> dict[str, int]:
-    """Delete the project and everything it owns from SQL (labels, assignments, tasks,
-    workers, in that order for the foreign keys), in the caller's transaction; returns
+    """Delete the project and everything it owns from SQL (labels, assignments, gold
+    draws, tasks, workers, in that order for the foreign keys), in the caller's transaction; returns
     what was deleted. Its Redis state is the caller's to drop first."""
     counts = project_counts(session, project)
     from .tally import forget
 
     assert project.id is not None, "a project read from the database has its id"
     forget(session, project.id)  # its status counters
-    for model in (Label, Assignment, Task, Worker):
+    for model in (Label, Assignment, GoldDraw, Task, Worker):
         session.exec(delete(model).where(col(model.project_id) == project.id))
     session.delete(project)
     session.flush()
@@ -359,6 +370,14 @@ class MarkedGold:
     # (worker seq, category index) -> how many of the marked tasks each worker was given
     # (a label, or an assignment declined or expired): now gold questions issued to them
     issued: dict[tuple[int, int], int]
+    # kind -> how many of the tasks marked now are of it (audit, suggested, reviewed)
+    kinds: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def random_workers(self) -> list[int]:
+        """The workers whose labels became *random* gold answers (audit): the only ones
+        whose scores the mark changed."""
+        return self.workers if self.kinds.get("audit") else []
 
 
 _IN_CHUNK = 5000  # ids per IN (...) list
@@ -366,7 +385,7 @@ _TABLES = SQLModel.metadata.tables  # (typed: a model's __table__ is not, to myp
 
 
 def mark_gold(session: Session, project: Project, marks: Sequence[GoldMark], *,
-              source: str | Path | None = None) -> MarkedGold:
+              source: str | Path | None = None, kind: str | None = None) -> MarkedGold:
     """Make ordinary tasks of ``project`` gold questions with known answers (an expert's
     review, say): their labels become gold answers that score the annotators who gave
     them, and they are served as gold from now on. The tasks stay data: an export gives
@@ -375,7 +394,17 @@ def mark_gold(session: Session, project: Project, marks: Sequence[GoldMark], *,
     another answer (that is :func:`correct_gold`'s job) — and a bad one raises, naming
     ``source``'s line and field when the marks come from a file. A task already gold with
     the same answer is skipped. The caller's transaction holds the change; the live
-    pipeline's state must move with it (:func:`labelq.live.goldmark.mark_gold_live`)."""
+    pipeline's state must move with it (:func:`labelq.live.goldmark.mark_gold_live`).
+
+    Each marked task gets a kind (``Task.gold_kind``): ``kind`` if given (one of
+    :data:`~labelq.record.models.MARK_KINDS`), else ``audit`` if an audit drew it (a random
+    sample: its answers score annotators), ``suggested`` if ``labelq gold suggest`` listed
+    it, else ``reviewed`` (both chosen: they score no one)."""
+    from .golddraw import draw_kinds, mark_kind
+
+    if kind is not None and kind not in MARK_KINDS:
+        raise InputError(f"unknown gold kind {kind!r}; choose from {', '.join(MARK_KINDS)}",
+                         field="kind")
     def bad(m: GoldMark, field: str, message: str, exc: type[LabelqError]) -> LabelqError:
         if source is not None and m.line is not None:
             return FileFormatError(str(source), m.line, field, message)
@@ -406,12 +435,14 @@ def mark_gold(session: Session, project: Project, marks: Sequence[GoldMark], *,
         else:
             todo[m.task] = (task, m.answer)
     marked, now = list(todo.values()), utcnow()
+    drawn = draw_kinds(session, [int(t.id or 0) for t, _a in marked]) if kind is None else {}
+    kind_of = {t.id: kind or mark_kind(drawn.get(int(t.id or 0))) for t, _a in marked}
     conn, tt, lt = session.connection(), _TABLES["task"], _TABLES["label"]
-    for answer in dict.fromkeys(a for _t, a in marked):
-        tids = [t.id for t, a in marked if a == answer]
+    for answer, k in dict.fromkeys((a, kind_of[t.id]) for t, a in marked):
+        tids = [t.id for t, a in marked if a == answer and kind_of[t.id] == k]
         for i in range(0, len(tids), _IN_CHUNK):
             conn.execute(update(tt).where(tt.c.id.in_(tids[i:i + _IN_CHUNK]))
-                         .values(is_gold=True, gold_answer=answer, marked=now))
+                         .values(is_gold=True, gold_answer=answer, marked=now, gold_kind=k))
     tids = [t.id for t, _a in marked]
     categories = sorted(session.exec(select(Task.category).distinct().where(
         Task.project_id == project.id)).all()) if marked else []  # as load_view orders them
@@ -439,7 +470,7 @@ def mark_gold(session: Session, project: Project, marks: Sequence[GoldMark], *,
     return MarkedGold(tasks=[seq_of[t][0] for t in tids],
                       category_names=categories,
                       skipped=skipped, labels=labels, workers=sorted(int(w) for w in workers),
-                      issued=issued)
+                      issued=issued, kinds=dict(Counter(kind_of.values())))
 
 
 def read_gold_marks(path: str | Path, project: Project, fmt: str | None = None
