@@ -57,11 +57,17 @@ def _read_weights(path: str, workers: list[str]) -> npt.NDArray[np.float64]:
 @click.option("--gold/--no-gold", default=False,
               help="clamp the --truth answers as gold in EM methods (accuracy is then not "
                    "an out-of-sample number)")
+@click.option("--gold-kind", type=click.Choice(["random", "chosen"]), default="random",
+              show_default=True,
+              help="with --gold: the --truth answers are a random sample of the tasks "
+                   "(they choose the method and calibrate the confidences and the accuracy "
+                   "estimate), or were chosen (e.g. disputed tasks an expert reviewed: they "
+                   "choose the method and are clamped, but calibrate nothing)")
 @click.option("--out", type=click.Path(dir_okay=False),
               help="write the per-task CSV to this file (default: stdout)")
 @output_option("csv", "json")
 def aggregate_cmd(labels: str, method: str, categories: str | None, truth: str | None,
-                  weights: str | None, gold: bool, out: str | None,
+                  weights: str | None, gold: bool, gold_kind: str, out: str | None,
                   output: Literal["csv", "json"]) -> None:
     """Aggregate LABELS.csv (columns task,worker,label) into one label per task.
 
@@ -87,11 +93,16 @@ def aggregate_cmd(labels: str, method: str, categories: str | None, truth: str |
         raise InputError("--weights is only used with --method wmv", field="weights")
     if gold and not truth:
         raise InputError("--gold needs --truth", field="gold")
+    if gold_kind != "random" and not gold:
+        raise InputError("--gold-kind is for --gold", field="gold_kind")
     data = read_labels(labels, truth=truth, categories=categories)
     w = _read_weights(weights, data.workers) if weights else None
+    # chosen answers calibrate nothing (labelq/aggregation/guard.py)
+    calibration = np.zeros(data.n_tasks, dtype=bool) if gold_kind == "chosen" else None
     result = aggregate(data.task, data.worker, data.label, method, data.n_tasks,
                        data.n_classes, categories=data.category,
-                       gold=data.truth if gold else None, n_workers=data.n_workers, weights=w)
+                       gold=data.truth if gold else None, n_workers=data.n_workers, weights=w,
+                       calibration=calibration)
     n_labels = np.bincount(data.task, minlength=data.n_tasks)
     if out or not as_json:
         fh = open(out, "w", newline="", encoding="utf-8") if out else sys.stdout
@@ -124,6 +135,7 @@ def aggregate_cmd(labels: str, method: str, categories: str | None, truth: str |
             "krippendorff_alpha": _nan_to_none(krippendorff_alpha(data.task, data.label,
                                                                   data.n_tasks, data.n_classes)),
             "n_truth": int(known.sum()), "accuracy": accuracy, "ties_with_truth": ties,
+            "gold_kind": gold_kind if gold else None,
             "out": out,
         }
         if isinstance(result, AutoAggregator):  # its estimate, interval and disagreement

@@ -219,6 +219,15 @@ def task_detail(session: Session, project: Project, external_id: str) -> dict[st
         .where(col(Label.task_id) == task.id).order_by(col(Label.id))).all()
     marked = as_utc(task.marked).isoformat() if task.marked is not None else None
     return {"task": task.external_id, "category": task.category, "gold": task.is_gold,
-            "gold_answer": task.gold_answer, "marked": marked, "payload": task.payload,
+            "gold_answer": task.gold_answer, "marked": marked,
+            "gold_kind": _kind(task), "payload": task.payload,
             "labels": [{"worker": h, "label": v, "received": t.isoformat(), "assignment": a}
                        for h, v, t, a in rows]}
+
+
+def _kind(task: Task) -> str | None:
+    """A gold task's kind (``Task.gold_kind``; one an older process wrote without it reads
+    as :func:`labelq.record.models.random_gold` does); None for an ordinary task."""
+    if not task.is_gold:
+        return None
+    return task.gold_kind or ("loaded" if task.marked is None else "reviewed")

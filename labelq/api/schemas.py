@@ -132,6 +132,9 @@ class TaskDetailOut(_Out):
     gold_answer: str | None
     marked: str | None = Field(
         default=None, description="when a loaded task was marked gold (ISO 8601), if it was")
+    gold_kind: str | None = Field(
+        default=None, description="a gold question's kind: loaded or audit (a random "
+                                  "sample: scores annotators), suggested or reviewed (chosen)")
     payload: dict[str, Any]
     labels: list[TaskLabel]
 

@@ -52,11 +52,12 @@ def test_marked_tasks_become_gold_in_sql_and_redis_and_judge_their_labels(r, db_
     from labelq.live.applier import Applier
     Applier(eng, r, cache=cache).apply_pending(pid, refill=False)
     epoch0 = int(r.hget(Keys(pid, database_id(eng)).meta, "epoch") or 0)
-    # When an expert's answers for t0 and t3 ('a': p-w0 was wrong on both) are marked
-    out = mark_gold_live(eng, r, "p", [GoldMark("t0", "a"), GoldMark("t3", "a")])
+    # When an expert's answers for t0 and t3 ('a': p-w0 was wrong on both) are marked as
+    # a random sample (kind audit: the answers to chosen tasks score no one, below)
+    out = mark_gold_live(eng, r, "p", [GoldMark("t0", "a"), GoldMark("t3", "a")], kind="audit")
     # Then both are gold in SQL, their 6 labels gold answers, and p-w0 is paused
     assert out == {"project": "p", "marked": 2, "skipped": 0, "labels": 6,
-                   "paused": ["p-w0"], "live": True}
+                   "kinds": {"audit": 2}, "paused": ["p-w0"], "live": True}
     with session_scope(eng) as s:
         rows = {t.external_id: t for t in s.exec(select(Task).where(Task.project_id == pid))}
         assert {e for e, t in rows.items() if t.is_gold} == {"t0", "t3"}
@@ -154,6 +155,8 @@ def test_the_cli_marks_from_a_file_all_or_nothing(r, redis_url, sqlite_url, tmp_
     assert shown[0]["gold"] and shown[0]["gold_answer"] == "b"
     assert shown[0]["marked"].endswith("+00:00")  # when (ISO 8601, UTC)
     assert shown[1]["marked"] is None and shown[2]["marked"] is None  # (loaded as gold)
+    # (of kinds: t1 chosen by the operator, never drawn: reviewed; g0 loaded as gold)
+    assert [x["gold_kind"] for x in shown] == ["reviewed", None, "loaded"]
     assert mark("t3").exit_code == 2 and mark("t3", "a", "--file", str(f)).exit_code == 2
     assert mark("nope", "a").exit_code == 4
 
@@ -205,8 +208,8 @@ def test_with_a_celery_applier_a_marked_task_is_then_served_as_gold(
     assert sorted(label_everything_once(svc, ["p-w0"])) == ["t0", "t1", "t2", "t3"]
     wait_applied(eng, pid, 4)
     assert svc.next_assignment("p-w1") is None  # every task at its cap; no gold yet
-    # When the expert's answer for t0 ('a') is marked
-    runner = CliRunner().invoke(cli, ["gold", "mark", "p", "t0", "a"],
+    # When the expert's answer for t0 ('a') is marked as a random sample's
+    runner = CliRunner().invoke(cli, ["gold", "mark", "p", "t0", "a", "--kind", "audit"],
                                 env={"LABELQ_DATABASE_URL": sqlite_url,
                                      "LABELQ_REDIS_URL": redis_url})
     assert runner.exit_code == 0, runner.output
