@@ -112,6 +112,7 @@ def test_walk_every_command_with_o_json(stack: Stack, tmp_path):
     run("gold", "correct", "walk", "gw0", "b")
     assert run("gold", "mark", "walk", "w5", "a")["marked"] == 1
     run("gold", "suggest", "walk", "--n", "3")
+    assert [t["answer"] for t in run("gold", "audit", "walk", "--n", "2")] == [""]  # 1 left
     run("rebuild", "walk")
     run("check")
     out = tmp_path / "answers.csv"
@@ -138,7 +139,7 @@ def test_walk_every_command_with_o_json(stack: Stack, tmp_path):
     run("project", "delete", "walk", "--yes")
     assert set(seen) == {n for n in all_commands() if n not in NOT_WALKED}
     # one record is an object, a collection a list (never a list of one record)
-    collections = {"project list", "workers list", "check", "gold suggest"}
+    collections = {"project list", "workers list", "check", "gold suggest", "gold audit"}
     for name, doc in seen.items():
         assert isinstance(doc, list if name in collections else dict), (name, doc)
 
