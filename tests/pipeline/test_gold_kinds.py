@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 
 import numpy as np
 import pytest
@@ -188,3 +189,62 @@ def test_suggested_gold_marked_by_the_documented_loop_scores_no_one(r, redis_url
     # interval wholly below 0.80 -- had they counted, they would have dragged its score
     # down as the issue saw (0.84 shown 0.59)
     assert shown["ann-80"]["disputed_interval"][1] < 0.80, shown["ann-80"]
+
+
+@pytest.mark.timeout(300)
+def test_audit_answers_come_back_as_kind_audit_and_score(r, redis_url, sqlite_url, tmp_path):
+    # Given a labelled project (the four annotators, no gold yet) and its quality rule
+    rng = np.random.default_rng(5)
+    eng, pid, truth = _setup(sqlite_url, tmp_path, rng, n_tasks=60, n_gold=0,
+                             gold_schedule=None, quality=QUALITY)
+    settings = Settings(database_url=sqlite_url, decision_seed=7)
+    svc = Service(eng, r, settings=settings, worker_max_age=0, state_max_age=0)
+    _label(svc, Applier(eng, r, settings=settings), pid, _answers(truth, rng), limit=120)
+    env = {"LABELQ_DATABASE_URL": sqlite_url, "LABELQ_REDIS_URL": redis_url}
+    run = CliRunner()
+    # When an audit of 12 is drawn to a file, says how, and the expert answers every row
+    out = tmp_path / "audit.csv"
+    res = run.invoke(cli, ["gold", "audit", "p", "--n", "12", "--seed", "3", "--out", str(out)],
+                     env=env)
+    assert res.exit_code == 0, res.output
+    assert "stratified by category" in res.stderr
+    assert re.search(r"by category: c0 \d+ of \d+, c1 \d+ of \d+$", res.stderr.strip())
+    with open(out, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [list(r) for r in rows[:1]] == [["id", "answer", "category", "text"]]
+    assert len(rows) == 12 and all(r["answer"] == "" for r in rows)
+    assert all(r["text"] == f"item {r['id'][1:]}" for r in rows)  # the payload, to judge by
+    for row in rows:
+        row["answer"] = truth[row["id"]]
+    with open(out, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    # and two of them are marked first by hand, said to be reviewed (--kind)
+    res = run.invoke(cli, ["gold", "mark", "p", rows[0]["id"], rows[0]["answer"], "--kind",
+                           "reviewed", "-o", "json"], env=env)
+    assert res.exit_code == 0 and json.loads(res.stdout)["kinds"] == {"reviewed": 1}
+    res = run.invoke(cli, ["gold", "mark", "p", "--file", str(out), "-o", "json"], env=env)
+    # Then the rest come back as kind audit (the draw is in SQL, not in the file), and
+    # their labels score the annotators who gave them
+    assert res.exit_code == 0, res.output
+    got = json.loads(res.stdout)
+    assert got["kinds"] == {"audit": 11} and got["skipped"] == 1
+    with session_scope(eng) as s:
+        kinds = dict(s.exec(select(Task.external_id, Task.gold_kind)
+                            .where(col(Task.is_gold).is_(True))).all())
+        n = {h: int(c) for h, c in s.exec(
+            select(col(Worker.handle), func.count())
+            .join(Label, col(Label.worker_id) == col(Worker.id))
+            .join(Task, col(Task.id) == col(Label.task_id))
+            .where(col(Task.gold_kind) == "audit").group_by(col(Worker.handle))).all()}
+    assert kinds == {rows[0]["id"]: "reviewed", **{r["id"]: "audit" for r in rows[1:]}}
+    res = run.invoke(cli, ["workers", "list", "--project", "p", "-o", "json"], env=env)
+    shown = {w["handle"]: w for w in json.loads(res.stdout)}
+    assert sum(n.values()) > 11
+    for h in ACCURACY:
+        assert shown[h]["gold"] == n.get(h, 0), h
+    # and a second audit never draws them again
+    res = run.invoke(cli, ["gold", "audit", "p", "--n", "100", "-o", "json"], env=env)
+    again = {t["id"] for t in json.loads(res.stdout)}
+    assert again and not again & {r["id"] for r in rows}
