@@ -208,7 +208,7 @@ def test_audit_answers_come_back_as_kind_audit_and_score(r, redis_url, sqlite_ur
                      env=env)
     assert res.exit_code == 0, res.output
     assert "stratified by category" in res.stderr
-    assert re.search(r"by category: c0 \d+ of \d+, c1 \d+ of \d+$", res.stderr.strip())
+    assert re.search(r"by category: c0 \d+ of \d+, c1 \d+ of \d+\n", res.stderr)
     with open(out, newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert [list(r) for r in rows[:1]] == [["id", "answer", "category", "text"]]
