@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
@@ -367,11 +367,12 @@ def gold_audit(name: str, n: int, seed: int | None, out: str | None, database_ur
     with session_scope(engine(database_url)) as s:
         project = get_project(s, name)
         got = audit_draw(s, project, n, np.random.default_rng(seed))
-        rows = [{"id": t.external_id, "answer": "", "category": t.category,
-                 "payload": t.payload} for t in got.tasks]
-        keys = list(dict.fromkeys(k for r in rows for k in r["payload"]))
-        flat = [{"id": r["id"], "answer": "", "category": r["category"],
-                 **{k: _cell(r["payload"].get(k)) for k in keys}} for r in rows]
+        rows: list[dict[str, Any]] = [{"id": t.external_id, "answer": "",
+                                       "category": t.category, "payload": t.payload}
+                                      for t in got.tasks]
+        keys = list(dict.fromkeys(k for t in got.tasks for k in t.payload))
+        flat = [{"id": t.external_id, "answer": "", "category": t.category,
+                 **{k: _cell(t.payload.get(k)) for k in keys}} for t in got.tasks]
         columns = ["id", "answer", "category", *keys]
         note = (f"drew {len(rows)} of {got.eligible} labelled non-gold tasks of {name!r} "
                 f"({AUDIT_STRATIFICATION}; each with chance {got.inclusion:.4g}); by category: "

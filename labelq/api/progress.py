@@ -1,5 +1,5 @@
 """An annotator's progress: labels given, assignments declined or let expire, gold answered
-and right, capacity left.
+and right (random gold: loaded or audit), capacity left.
 
 Counts come from SQL (the record); live leases from the hot state in Redis, so that
 ``remaining_capacity`` matches what the service will still issue.
@@ -14,16 +14,19 @@ from sqlmodel import Session, col, select
 
 from ..live.redis.keys import Keys
 from ..record.db import database_id
-from ..record.models import ENDED_UNLABELLED, Assignment, Label, Task, Worker
+from ..record.models import ENDED_UNLABELLED, Assignment, Label, Task, Worker, random_gold
 
 __all__ = ["worker_progress"]
 
 
 def worker_progress(session: Session, redis: Any, worker: Worker) -> dict[str, Any]:
+    # the gold score an annotator sees is the one that judges them: on random gold only
+    # (loaded, audit), as labelq workers list shows it
+    scored = and_(col(Label.is_gold), random_gold())
     labels, gold, correct = session.exec(
         select(func.count(col(Label.id)),
-               func.coalesce(func.sum(case((col(Label.is_gold), 1), else_=0)), 0),
-               func.coalesce(func.sum(case((and_(col(Label.is_gold),
+               func.coalesce(func.sum(case((scored, 1), else_=0)), 0),
+               func.coalesce(func.sum(case((and_(scored,
                                                  col(Label.value) == col(Task.gold_answer)), 1),
                                            else_=0)), 0))
         .join(Task, col(Task.id) == col(Label.task_id))

@@ -62,7 +62,8 @@ def proportional_allocation(sizes: Sequence[int], n: int, rng: np.random.Generat
     if not 0 <= n <= total:
         raise ValueError(f"n must be in [0, {total}], got {n}")
     if n == total:
-        return size.copy()
+        whole: np.ndarray = size.copy()
+        return whole
     cum = np.concatenate([[0.0], np.cumsum(size * (n / total))])
     cum[-1] = n  # (no rounding error at the end: the counts sum to n)
     u = rng.random()
