@@ -1,4 +1,4 @@
-"""``labelq workers enroll|list|pause|resume``."""
+"""``labelq workers enroll|list|show|pause|resume|remove|reset-token``."""
 
 from __future__ import annotations
 
@@ -48,6 +48,49 @@ def enroll(name: str, handle: str, cost: float, capacity: int | None, categories
                    f"yet; {handle} gets work only from tasks of their categories", err=True)
 
 
+def _rows(database_url: str | None, name: str | None, handle: str | None = None
+          ) -> list[dict[str, Any]]:
+    """``workers list``'s rows: of project ``name``'s workers (None: all), or of ``handle``."""
+    from sqlalchemy import func
+    from sqlmodel import col, select
+
+    from labelq.dashboard import gold_summary
+    from labelq.record.db import session_scope
+    from labelq.record.goldstats import project_gold_scores
+    from labelq.record.models import Label, Project
+    from labelq.record.projects import get_project, get_worker, list_workers
+    with session_scope(engine(database_url)) as s:
+        proj = get_project(s, name) if name else None
+        chosen = [get_worker(s, handle)] if handle is not None else list_workers(s, proj)
+        # (keyed as Worker.id is typed: None only before a worker is flushed)
+        counts: dict[int | None, int] = {
+            worker: n for worker, n in s.exec(select(col(Label.worker_id), func.count())
+                                              .group_by(col(Label.worker_id))).all()}
+        projects = {p.id: p for p in s.exec(select(Project)).all()}
+        gold: dict[int, ProjectGold] = {}
+        rows: list[dict[str, Any]] = []
+        for w in chosen:
+            if w.project_id not in gold:
+                gold[w.project_id] = project_gold_scores(s, projects[w.project_id],
+                                                         with_chosen=True)
+            rows.append({"handle": w.handle, "project": projects[w.project_id].name,
+                         "status": w.status, "cost": w.cost, "capacity": w.capacity,
+                         "categories": w.categories, "labels": counts.get(w.id, 0),
+                         **gold_summary(gold[w.project_id], w.seq)})
+    return rows
+
+
+@workers.command("show")
+@click.argument("handle")
+@DB_OPTION
+@OUTPUT_OPTION
+def show(handle: str, database_url: str | None, output: Output) -> None:
+    """Show annotator HANDLE as labelq workers list does: status, labels, gold accuracy on
+    random gold (loaded, audit) with its 95% interval, and apart their agreement with the
+    expert on disputed tasks (chosen gold: suggested, reviewed)."""
+    emit_record(_rows(database_url, None, handle)[0], output)
+
+
 @workers.command("list")
 @click.option("--project", "name", default=None, help="Only this project's workers.")
 @DB_OPTION
@@ -59,31 +102,7 @@ def list_(name: str | None, database_url: str | None, output: Output) -> None:
     (loaded, audit). disputed_agreement (with its 95% interval) is agreement with the
     expert on disputed tasks (gold suggested or reviewed): chosen for being hard, it is
     no accuracy and pauses no one."""
-    from sqlalchemy import func
-    from sqlmodel import col, select
-
-    from labelq.dashboard import gold_summary
-    from labelq.record.db import session_scope
-    from labelq.record.goldstats import project_gold_scores
-    from labelq.record.models import Label, Project
-    from labelq.record.projects import get_project, list_workers
-    with session_scope(engine(database_url)) as s:
-        proj = get_project(s, name) if name else None
-        # (keyed as Worker.id is typed: None only before a worker is flushed)
-        counts: dict[int | None, int] = {
-            worker: n for worker, n in s.exec(select(col(Label.worker_id), func.count())
-                                              .group_by(col(Label.worker_id))).all()}
-        projects = {p.id: p for p in s.exec(select(Project)).all()}
-        gold: dict[int, ProjectGold] = {}
-        rows: list[dict[str, Any]] = []
-        for w in list_workers(s, proj):
-            if w.project_id not in gold:
-                gold[w.project_id] = project_gold_scores(s, projects[w.project_id],
-                                                         with_chosen=True)
-            rows.append({"handle": w.handle, "project": projects[w.project_id].name,
-                         "status": w.status, "cost": w.cost, "capacity": w.capacity,
-                         "categories": w.categories, "labels": counts.get(w.id, 0),
-                         **gold_summary(gold[w.project_id], w.seq)})
+    rows = _rows(database_url, name)
     emit(rows, output)
 
 
