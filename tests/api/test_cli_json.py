@@ -112,7 +112,7 @@ def test_walk_every_command_with_o_json(stack: Stack, tmp_path):
     run("gold", "correct", "walk", "gw0", "b")
     assert run("gold", "mark", "walk", "w5", "a")["marked"] == 1
     run("gold", "suggest", "walk", "--n", "3")
-    assert run("workers", "show", "walk-w0")["handle"] == "walk-w0"
+    assert run("workers", "show", "walk-w1")["handle"] == "walk-w1"
     assert [t["answer"] for t in run("gold", "audit", "walk", "--n", "2")] == [""]  # 1 left
     run("rebuild", "walk")
     run("check")
