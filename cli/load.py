@@ -374,7 +374,10 @@ def gold_audit(name: str, n: int, seed: int | None, out: str | None, database_ur
         flat = [{"id": t.external_id, "answer": "", "category": t.category,
                  **{k: _cell(t.payload.get(k)) for k in keys}} for t in got.tasks]
         columns = ["id", "answer", "category", *keys]
-        note = (f"drew {len(rows)} of {got.eligible} labelled non-gold tasks of {name!r} "
+        note = (f"no task of {name!r} to audit (none labelled that is neither gold nor "
+                "drawn by an earlier audit)") if not got.eligible else (
+                f"drew {len(rows)} of the {got.eligible} labelled tasks of {name!r} that are "
+                "neither gold nor drawn before "
                 f"({AUDIT_STRATIFICATION}; each with chance {got.inclusion:.4g}); by category: "
                 + ", ".join(f"{c or '-'} {d} of {e}" for c, (e, d) in got.by_category.items()))
         # (inside the transaction: a file that cannot be written records no draw)
