@@ -28,7 +28,10 @@ from labelq.service import Service
 
 # the issue's workforce: three skilled annotators and one answering at random (yes/no)
 ACCURACY = {"ann-92": 0.92, "ann-85": 0.85, "ann-80": 0.80, "ann-rnd": 0.5}
-QUALITY = {"threshold": 0.7, "min_gold": 10, "confidence": 0.95}  # the rule in docs/gold.md
+# the fair rule of docs/gold.md: with the answers fixed as below, the chance that it ever
+# pauses the 0.80 annotator is 0.03 % (simulated, every gold answer looked at; 0.7 % for the
+# posterior rule), while it catches the random one about 70 % of the time
+QUALITY = {"threshold": 0.7, "min_gold": 10, "confidence": 0.95, "rule": "sequential"}
 
 
 def _write(path, rows, answer: bool) -> None:
@@ -184,11 +187,13 @@ def test_suggested_gold_marked_by_the_documented_loop_scores_no_one(r, redis_url
                 float(chosen.correct[seq].sum() / chosen.total[seq].sum()), 4)
             lo, hi = shown[h]["disputed_interval"]
             assert lo < shown[h]["disputed_agreement"] < hi
-    # and those would have misled: on the disputed tasks the annotator of true accuracy
-    # 0.80 agrees with the expert far less often (measured 0.52-0.58 over runs), its
-    # interval wholly below 0.80 -- had they counted, they would have dragged its score
-    # down as the issue saw (0.84 shown 0.59)
-    assert shown["ann-80"]["disputed_interval"][1] < 0.80, shown["ann-80"]
+    # and those would have misled: on the disputed tasks the skilled annotators agree with
+    # the expert less often than their accuracy (together 0.69-0.75 over runs against a
+    # mean accuracy of 0.857; some 140 answers, a standard error of about 0.04): counted as
+    # gold, they would drag the scores down as the issue saw (0.84 shown 0.59)
+    skilled = [seq for seq, h in enumerate(ACCURACY) if ACCURACY[h] >= 0.8]
+    pooled = chosen.correct[skilled].sum() / chosen.total[skilled].sum()
+    assert pooled < np.mean([ACCURACY[h] for h in ACCURACY if ACCURACY[h] >= 0.8]), pooled
 
 
 @pytest.mark.timeout(300)
