@@ -120,8 +120,9 @@ class _Layout:
     """How a file gives its rows' probabilities: ``p_<class>`` columns, or ``label`` and
     ``score``."""
 
-    def __init__(self, path: Path, labels: list[str], keys: Sequence[str]) -> None:
-        self.path, self.labels = path, labels
+    def __init__(self, path: Path, labels: list[str], keys: Sequence[str], text: bool
+                 ) -> None:
+        self.path, self.labels, self.text = path, labels, text  # text: CSV's values
         self.columns = [f"p_{c}" for c in labels]
         keys = list(keys)
         if "id" not in keys:
@@ -159,11 +160,11 @@ class _Layout:
                 raise FileFormatError(str(path), line, "label",
                                       f"unknown class {label!r}: the label set is "
                                       f"{self.labels}")
-            score = _probability(values[2], path, line, "score")
+            score = _probability(values[2], path, line, "score", self.text)
             probs = [(1.0 - score) / (k - 1)] * k
             probs[self.labels.index(label)] = score
             return ext, np.array(probs, dtype=DTYPE), False
-        probs = [_probability(v, path, line, c)
+        probs = [_probability(v, path, line, c, self.text)
                  for v, c in zip(values[1:], self.columns, strict=True)]
         total = math.fsum(probs)
         if abs(total - 1.0) <= SUM_TOLERANCE:
@@ -179,13 +180,14 @@ class _Layout:
         return ext, np.array([p / total for p in probs], dtype=DTYPE), True
 
 
-def _probability(value: Any, path: Path, line: int, field: str) -> float:
-    """A probability: a number (in CSV, its text) in [0, 1]."""
+def _probability(value: Any, path: Path, line: int, field: str, text: bool) -> float:
+    """A probability: a number in [0, 1] (in CSV, its text; in JSON a number, not a
+    string)."""
     if value is None or value == "":
         raise FileFormatError(str(path), line, field, "missing value")
     if isinstance(value, bool):
         raise FileFormatError(str(path), line, field, "must be a number, got true/false")
-    if isinstance(value, str):
+    if isinstance(value, str) and text:
         try:
             p = float(value)
         except ValueError:
@@ -215,7 +217,7 @@ def _rows(path: Path, kind: str, labels: list[str], normalise: bool,
     ``changed[0]`` counts the rows normalised."""
     if kind == "csv":
         header, rows = csv_rows(path)
-        layout = _Layout(path, labels, header)
+        layout = _Layout(path, labels, header, text=True)
         at = [header.index(k) for k in layout.keys]
         for line, row in rows:
             ext, probs, fixed = layout.row(line, [row[i] for i in at], normalise)
@@ -225,7 +227,7 @@ def _rows(path: Path, kind: str, labels: list[str], normalise: bool,
     found: _Layout | None = None
     for line, obj in records(path, kind):
         if found is None:
-            found = _Layout(path, labels, list(obj))
+            found = _Layout(path, labels, list(obj), text=False)
         layout = found
         extra = [k for k in obj if k not in layout.keys]
         if extra:
