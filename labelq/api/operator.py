@@ -185,8 +185,14 @@ def new_token(request: Request, handle: Name = HandlePath) -> TokenOut:
         return TokenOut(handle=worker.handle, token=token)
 
 
+_PREDICTIONS_BODY = {"required": True, "content": {
+    media: {"schema": {"type": "string"}}
+    for media in ("text/csv", "application/x-ndjson")}}
+
+
 @router.post("/projects/{name}/predictions", response_model=PredictionsOut, status_code=201,
-             summary="Load a model's predictions", responses=_404 | _409)
+             summary="Load a model's predictions", responses=_404 | _409,
+             openapi_extra={"requestBody": _PREDICTIONS_BODY})
 async def predictions(
         request: Request, name: Name = ProjectPath,
         model: str = Query(min_length=1, max_length=64,

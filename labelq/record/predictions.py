@@ -36,7 +36,8 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from sqlalchemy import Connection, delete, func
+from sqlalchemy import Connection, bindparam, delete, func
+from sqlalchemy import select as sa_select
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -492,6 +493,12 @@ def delete_all(session: Session, project_id: int) -> int:
 
 # --- reading -----------------------------------------------------------------------------
 
+# a version's rows, straight from the driver a part at a time (SQLAlchemy's select: typed)
+_VERSION_ROWS = (sa_select(col(Prediction.task_id), col(Prediction.probs))
+                 .where(col(Prediction.version_id) == bindparam("v"))
+                 .execution_options(yield_per=50_000))
+
+
 def read_predictions(session: Session, project: Project, *,
                      task_index: NDArray[np.int64] | Sequence[int],
                      all_versions: bool = False) -> dict[str, NDArray[np.float64]]:
@@ -523,19 +530,15 @@ def read_predictions(session: Session, project: Project, *,
                            f"the label set {stored}, not the project's {project.labels}")
         columns = [stored.index(c) for c in project.labels]
         arr = np.full((n, k), np.nan, dtype=np.float64)
-        tasks: list[int] = []
-        blobs: list[bytes] = []
-        result = conn.execute(select(col(Prediction.task_id), col(Prediction.probs))
-                              .where(col(Prediction.version_id) == v.id)
-                              .execution_options(yield_per=50_000))
-        for task_id, probs in result:
-            tasks.append(int(task_id))  # type: ignore[call-overload]  # (sqlmodel's col)
-            blobs.append(bytes(probs))  # type: ignore[call-overload]
-        if tasks and n:
-            ids = np.array(tasks, dtype=np.int64)
-            probs_all = np.frombuffer(b"".join(blobs), dtype=DTYPE).reshape(len(tasks), k)
+        result = conn.execute(_VERSION_ROWS, {"v": v.id})
+        for part in result.partitions(50_000):  # (a part at a time: no list of every row)
+            if not n:
+                break
+            ids = np.fromiter((row[0] for row in part), dtype=np.int64, count=len(part))
+            probs = np.frombuffer(b"".join([row[1] for row in part]), dtype=DTYPE
+                                  ).reshape(len(part), k)
             at = np.searchsorted(ordered, ids).clip(max=n - 1)
             found = ordered[at] == ids
-            arr[order[at[found]]] = probs_all[found][:, columns].astype(np.float64)
+            arr[order[at[found]]] = probs[found][:, columns].astype(np.float64)
         out[source_name(v.name, v.version)] = arr
     return out

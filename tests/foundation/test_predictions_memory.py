@@ -32,6 +32,7 @@ def eng(db_url, tmp_path):
     return engine
 
 
+@pytest.mark.slow  # (a million tasks loaded first: minutes on a busy machine)
 def test_a_million_predictions_load_in_bounded_memory(eng, tmp_path):
     path = tmp_path / "predictions.csv"
     with path.open("w") as fh:
