@@ -85,7 +85,10 @@ def predictions_remove(name: str, model: str, version: int | None, database_url:
     with session_scope(engine(database_url)) as s:
         removed = remove_predictions(s, get_project(s, name), model, version)
     if output != "table":
-        emit([v.as_dict() for v in removed], output)
+        emit_record({"project": name, "model": model,
+                     "versions": [v.version for v in removed],
+                     "sources": [v.source for v in removed],
+                     "rows": sum(v.rows for v in removed)}, output)
         return
     for v in removed:
         click.echo(f"removed {v.source} ({v.rows} predictions) from {name!r}")

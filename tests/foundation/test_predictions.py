@@ -179,7 +179,9 @@ def test_versions_list_and_remove(run, db_url, tmp_path):
     assert stored(db_url) == (2, 10)
     run("predictions", "remove", "p", "--model", "m", "--version", "1", code=4)
     # and without --version every version of the model goes
-    run("predictions", "remove", "p", "--model", "m")
+    gone = json.loads(run("predictions", "remove", "p", "--model", "m", "-o", "json").stdout)
+    assert gone == {"project": "p", "model": "m", "versions": [2], "sources": ["m@v2"],
+                    "rows": 6}
     assert [v["source"] for v in json.loads(run("predictions", "list", "p", "-o",
                                                 "json").output)] == ["other@v1"]
     run("predictions", "remove", "p", "--model", "m", code=4)
