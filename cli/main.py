@@ -40,7 +40,8 @@ COMMANDS = {
     "tasks": "load", "gold": "load",
     "run-worker": "pipeline", "worker": "pipeline", "rebuild": "pipeline", "next": "pipeline",
     "submit": "pipeline", "decline": "pipeline",
-    "init": "project", "project": "project", "serve": "serve", "simulate": "simulate",
+    "init": "project", "project": "project", "predictions": "predictions", "serve": "serve",
+    "simulate": "simulate",
     "status": "status", "workers": "workforce",
 }
 

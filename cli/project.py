@@ -54,7 +54,8 @@ LABEL_NAMES_OPTION = click.option(
 @OUTPUT_OPTION
 def init(database_url: str | None, here: bool, output: Output) -> None:
     """Create the database and its schema — the only command that does (safe to repeat;
-    on a database of an earlier labelq, adds the columns added since and its identity).
+    on a database of an earlier labelq, adds the tables and columns added since and its
+    identity).
 
     Where: --database-url, else LABELQ_DATABASE_URL, else the nearest labelq.toml's
     database_url (this folder or above), else the per-user $XDG_DATA_HOME/labelq/labelq.db;

@@ -167,7 +167,8 @@ def create_app(settings: Settings | None = None, *, max_body: int = DEFAULT_MAX_
     def root() -> RedirectResponse:
         return RedirectResponse("/label")
 
-    app.add_middleware(BodyLimit, max_bytes=max_body)
+    app.add_middleware(BodyLimit, max_bytes=max_body,
+                       larger=[(operator.PREDICTIONS_PATH, operator.MAX_PREDICTIONS_BODY)])
     app.hot_path = HotPath(app.asgi, app, max_body)
     return app
 

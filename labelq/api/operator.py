@@ -15,6 +15,8 @@ POST     /projects/{name}/workers            enroll an annotator; returns its to
 GET      /projects/{name}/task?id=ID         a task, its gold answer and every label
 POST     /workers/{handle}/status            pause, resume or remove an annotator
 POST     /workers/{handle}/token             a new token for a lost one (the old one stops)
+POST     /projects/{name}/predictions        load a model's predictions (``?model=M``, a CSV
+                                             or JSONL body; as ``labelq predictions load``)
 POST     /projects/{name}/exports            start an export job (202)
 GET      /exports/{job}                      the job's state and progress
 GET      /exports/{job}/result               the exported file, once the job is done
@@ -24,18 +26,21 @@ GET      /exports/{job}/result               the exported file, once the job is 
 from __future__ import annotations
 
 import re
+import tempfile
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi import Path as PathParam
 from fastapi.responses import FileResponse
+from starlette.concurrency import run_in_threadpool
 
 from ..dashboard import dashboard, gold_suggestions, status_report
-from ..errors import Conflict, NotFound
+from ..errors import Conflict, FileFormatError, InputError, NotFound
 from ..jobs import create_export_job, get_job, job_view
 from ..record.db import session_scope
+from ..record.predictions import PredictionLoad, load_predictions
 from ..record.projects import (
     enroll_worker,
     get_project,
@@ -54,6 +59,7 @@ from .schemas import (
     GoldSuggestionsOut,
     JobOut,
     Name,
+    PredictionsOut,
     ProjectOut,
     ProjectStatusOut,
     TaskDetailOut,
@@ -62,7 +68,7 @@ from .schemas import (
     WorkerStatusOut,
 )
 
-__all__ = ["router"]
+__all__ = ["router", "PREDICTIONS_PATH", "MAX_PREDICTIONS_BODY"]
 
 router = APIRouter(prefix="/api/v1", tags=["operator"], responses=ERROR_RESPONSES,
                    dependencies=[Depends(require_operator)])
@@ -80,6 +86,15 @@ ProjectPath = PathParam(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f
 HandlePath = PathParam(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$",
                        description="The annotator's handle.")
 JobPath = PathParam(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
+
+# the predictions route takes a file: its body has a limit of its own (BodyLimit's
+# ``larger``), is written to a temporary file as it arrives, and loaded from there
+PREDICTIONS_PATH = r"/api/v1/projects/[^/]+/predictions"
+MAX_PREDICTIONS_BODY = 256 * 2**20  # bytes: about 5M rows of a binary project's CSV
+# the body's media type -> its format (else the ``format`` parameter says)
+BODY_FORMATS = {"text/csv": "csv", "application/csv": "csv", "application/x-ndjson": "jsonl",
+                "application/jsonl": "jsonl", "application/json-lines": "jsonl",
+                "application/ndjson": "jsonl"}
 
 
 @router.get("/projects", response_model=list[ProjectOut], summary="Projects")
@@ -168,6 +183,59 @@ def new_token(request: Request, handle: Name = HandlePath) -> TokenOut:
     with session_scope(request.app.state.labelq.engine) as session:
         worker, token = reset_token(session, handle)
         return TokenOut(handle=worker.handle, token=token)
+
+
+_PREDICTIONS_BODY = {"required": True, "content": {
+    media: {"schema": {"type": "string"}}
+    for media in ("text/csv", "application/x-ndjson")}}
+
+
+@router.post("/projects/{name}/predictions", response_model=PredictionsOut, status_code=201,
+             summary="Load a model's predictions", responses=_404 | _409,
+             openapi_extra={"requestBody": _PREDICTIONS_BODY})
+async def predictions(
+        request: Request, name: Name = ProjectPath,
+        model: str = Query(min_length=1, max_length=64,
+                           description="The model's name; loading again under it makes its "
+                                       "next version."),
+        format: Literal["csv", "jsonl"] | None = Query(
+            None, description="The body's format (default: from its Content-Type, text/csv "
+                              "or application/x-ndjson)."),
+        normalise: bool = Query(False, description="Divide a row whose probabilities do "
+                                                   "not sum to 1 by its sum, instead of "
+                                                   "refusing the body.")) -> PredictionsOut:
+    """As ``labelq predictions load NAME FILE --model MODEL``, with the file as the body
+    (CSV: ``id`` and ``p_<class>`` for every class, or ``id,label,score``; JSONL: the same
+    keys): the same checks, all or nothing, a bad row answered 422 naming the body's line
+    and field. At most 256 MiB (413 beyond); written to a temporary file as it arrives, not
+    held in memory. See docs/models.md."""
+    media = (request.headers.get("content-type") or "").split(";")[0].strip().lower()
+    kind = format or BODY_FORMATS.get(media)
+    if kind is None:
+        raise InputError(f"cannot tell the body's format from its Content-Type {media!r}: "
+                         "send text/csv or application/x-ndjson, or pass format=csv|jsonl",
+                         field="format")
+    with tempfile.TemporaryDirectory(prefix="labelq-predictions-") as folder:
+        path = Path(folder) / f"body.{kind}"
+        with path.open("wb") as fh:
+            async for chunk in request.stream():
+                fh.write(chunk)
+        result = await run_in_threadpool(_load_predictions, request, name, path, model, kind,
+                                         normalise)
+    return PredictionsOut(**result.as_dict())
+
+
+def _load_predictions(request: Request, name: str, path: Path, model: str, kind: str,
+                      normalise: bool) -> PredictionLoad:
+    try:
+        with session_scope(request.app.state.labelq.engine) as session:
+            return load_predictions(session, get_project(session, name), path, model=model,
+                                    fmt=kind, normalise=normalise)
+    except FileFormatError as exc:  # named as the body, not the server's temporary file
+        line, field = exc.context["line"], exc.context["field"]
+        where = f"{path}, line {line}" + (f", field '{field}'" if field else "") + ": "
+        raise FileFormatError("request body", line, field,
+                              exc.message.removeprefix(where)) from None
 
 
 @router.post("/projects/{name}/exports", response_model=JobOut, status_code=202,

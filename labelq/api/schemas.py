@@ -13,7 +13,7 @@ __all__ = ["Name", "AssignmentId", "Assignment", "NextOut", "SubmitIn", "SubmitO
            "ExportIn", "JobOut", "WorkerStatus", "TaskCounts", "CategoryCounts",
            "ProjectStatusOut", "HealthOut", "GoldWarning", "ProjectOut", "DashboardOut",
            "GoldSuggestion", "GoldSuggestionsOut",
-           "CurrentOut",
+           "CurrentOut", "PredictionsOut",
            "WorkerStatusIn", "WorkerStatusOut", "TokenOut", "TaskLabel", "TaskDetailOut"]
 
 # printable text without control characters (they are refused by PostgreSQL or are noise)
@@ -164,6 +164,17 @@ class ExportIn(BaseModel):
     raw: bool = Field(default=False, strict=True,
                       description="Every label instead of one row per task.")
     exclude_paused: bool = Field(default=False, strict=True)
+
+
+class PredictionsOut(_Out):
+    """A load of a model's predictions (as ``labelq predictions load -o json``)."""
+
+    project: str
+    model: str
+    version: int = Field(description="This load's version of the model (1, 2, ...).")
+    source: str = Field(description="The version's name as a source: MODEL@vN.")
+    rows: int = Field(description="Predictions loaded (one per task).")
+    normalised: int = Field(description="Rows divided by their sum (normalise=true).")
 
 
 class JobOut(_Out):

@@ -1,6 +1,7 @@
 """The durable record (SQLModel): the source of truth from which all hot state is rebuilt.
 
-Tables: Project, Task, Worker, Assignment, Label, and ``labelq_database`` (one row: the
+Tables: Project, Task, Worker, Assignment, Label, ModelVersion and Prediction (a model's
+predictions, labelq/record/predictions.py), and ``labelq_database`` (one row: the
 database's identity, which names its keys in Redis). Works on SQLite and PostgreSQL.
 
 Every task and worker carries ``seq``, a dense index ``0..n-1`` within its project, which
@@ -19,6 +20,7 @@ from sqlalchemy import (
     Column,
     ColumnElement,
     Index,
+    LargeBinary,
     Text,
     UniqueConstraint,
     and_,
@@ -31,7 +33,7 @@ from sqlmodel import Field, SQLModel, col
 
 __all__ = ["DatabaseIdentity", "Project", "Task", "Worker", "Assignment", "Label", "GoldDraw",
            "StatusTally", "TaskTally", "GoldTally", "WorkerTally", "EndedTally",
-           "DashboardFigures",
+           "DashboardFigures", "ModelVersion", "Prediction",
            "utcnow", "as_utc", "utc_from_ms",
            "WORKER_STATUSES", "ASSIGNMENT_STATES", "ENDED_UNLABELLED",
            "GOLD_KINDS", "RANDOM_GOLD_KINDS", "CHOSEN_GOLD_KINDS", "MARK_KINDS",
@@ -226,6 +228,37 @@ class Label(SQLModel, table=True):
     # Order in which the hot posterior applied this label (set by the applier; NULL until
     # applied). Rebuilding the posterior folds the labels in this order.
     applied_seq: int | None = Field(default=None, index=True)
+
+
+class ModelVersion(SQLModel, table=True):
+    """One load of a model's predictions into a project (``labelq predictions load``):
+    loading again under the same name makes the next version, a source of its own
+    (``name@vN``). ``labels`` is the project's label set at load, the order of the
+    probabilities of its :class:`Prediction` rows."""
+
+    __tablename__ = "model_version"
+    __table_args__ = (UniqueConstraint("project_id", "name", "version",
+                                       name="uq_model_version"),)
+    id: int | None = Field(default=None, primary_key=True)
+    project_id: int = Field(foreign_key="project.id")
+    name: str = Field(max_length=64)
+    version: int
+    created: datetime = Field(default_factory=utcnow)
+    n_rows: int = 0
+    labels: list[str] = Field(sa_column=Column(JSON, nullable=False))
+
+
+class Prediction(SQLModel, table=True):
+    """A model version's class probabilities for one task: ``probs`` holds them as
+    little-endian float32 (4 bytes a class, in the version's label-set order; see
+    :func:`labelq.record.predictions.read_predictions`)."""
+
+    # ix_prediction_task: deleting a project's tasks checks this table's foreign key per
+    # task (PostgreSQL scans a table without an index on it)
+    __table_args__ = (Index("ix_prediction_task", "task_id"),)
+    version_id: int = Field(foreign_key="model_version.id", primary_key=True)
+    task_id: int = Field(foreign_key="task.id", primary_key=True)
+    probs: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
 
 
 class StatusTally(SQLModel, table=True):

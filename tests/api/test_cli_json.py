@@ -106,6 +106,11 @@ def test_walk_every_command_with_o_json(stack: Stack, tmp_path):
     run("annotate", "decline", d["assignment_id"], *api)
     progress = run("annotate", "progress", *api, flag="--json")
     assert isinstance(progress["gold"], dict)  # nested as GET /me/progress has it
+    preds = tmp_path / "preds.csv"
+    preds.write_text("id,p_a,p_b\nw0,0.9,0.1\nw1,0.2,0.8\n")
+    assert run("predictions", "load", "walk", str(preds), "--model", "m")["source"] == "m@v1"
+    assert [v["source"] for v in run("predictions", "list", "walk")] == ["m@v1"]
+    assert run("predictions", "remove", "walk", "--model", "m")["sources"] == ["m@v1"]
     run("status", "walk")
     run("agreement", "walk")
     run("tasks", "show", "walk", "w0")
@@ -140,7 +145,8 @@ def test_walk_every_command_with_o_json(stack: Stack, tmp_path):
     run("project", "delete", "walk", "--yes")
     assert set(seen) == {n for n in all_commands() if n not in NOT_WALKED}
     # one record is an object, a collection a list (never a list of one record)
-    collections = {"project list", "workers list", "check", "gold suggest", "gold audit"}
+    collections = {"project list", "workers list", "check", "gold suggest", "gold audit",
+                   "predictions list"}
     for name, doc in seen.items():
         assert isinstance(doc, list if name in collections else dict), (name, doc)
 

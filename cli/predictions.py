@@ -1,0 +1,97 @@
+"""``labelq predictions load|list|remove``: a model's predictions as one more source
+(issue 42; labelq/record/predictions.py, docs/models.md)."""
+
+from __future__ import annotations
+
+import click
+
+from ._common import DB_OPTION, OUTPUT_OPTION, Output, emit, emit_record, engine
+from .load import FORMAT_OPTION, FileFormat
+
+
+@click.group()
+def predictions() -> None:
+    """A model's predictions: load them (each load a new version), list, remove."""
+
+
+@predictions.command("load")
+@click.argument("name")
+@click.argument("file", type=click.Path())  # unreadable: InputError, exit 3
+@click.option("--model", "model", required=True,
+              help="The model's name (letters, digits, . _ -); loading again under it "
+                   "makes its next version.")
+@click.option("--normalise", is_flag=True,
+              help="Divide a row whose probabilities do not sum to 1 by its sum (and say "
+                   "how many), instead of refusing the file.")
+@FORMAT_OPTION
+@DB_OPTION
+@OUTPUT_OPTION
+def predictions_load(name: str, file: str, model: str, normalise: bool,
+                     fmt: FileFormat | None, database_url: str | None, output: Output) -> None:
+    """Load FILE (CSV or JSONL: `id` and `p_<class>` for every class of the label set,
+    or `id`, `label` and `score` — the rest of the score spread evenly over the other
+    classes) as the next version of MODEL in project NAME. All or nothing: a bad row
+    refuses the whole file (exit 3), naming its line and field."""
+    from labelq.record.db import session_scope
+    from labelq.record.predictions import load_predictions
+    from labelq.record.projects import get_project
+
+    click.echo(f"validating {file} ...", err=True)
+    with session_scope(engine(database_url)) as s:
+        result = load_predictions(s, get_project(s, name), file, model=model, fmt=fmt,
+                                  normalise=normalise)
+    if output != "table":
+        emit_record(result.as_dict(), output)
+        return
+    fixed = (f"; normalised {result.normalised} row{'s' if result.normalised != 1 else ''} "
+             "whose probabilities did not sum to 1") if normalise else ""
+    click.echo(f"loaded {result.rows} predictions of model {model!r} into {name!r} as "
+               f"{result.source}{fixed}")
+
+
+@predictions.command("list")
+@click.argument("name")
+@DB_OPTION
+@OUTPUT_OPTION
+def predictions_list(name: str, database_url: str | None, output: Output) -> None:
+    """The models of project NAME: each version, its rows and when it was loaded."""
+    from labelq.record.db import session_scope
+    from labelq.record.predictions import list_versions
+    from labelq.record.projects import get_project
+
+    with session_scope(engine(database_url)) as s:
+        versions = list_versions(s, get_project(s, name))
+    if not versions and output == "table":
+        click.echo(f"no predictions in {name!r}")
+        return
+    emit([v.as_dict() for v in versions], output,
+         columns=["model", "version", "source", "rows", "created"])
+
+
+@predictions.command("remove")
+@click.argument("name")
+@click.option("--model", "model", required=True, help="The model whose predictions go.")
+@click.option("--version", "version", type=click.IntRange(min=1), default=None,
+              help="Only this version (default: every version of the model).")
+@DB_OPTION
+@OUTPUT_OPTION
+def predictions_remove(name: str, model: str, version: int | None, database_url: str | None,
+                       output: Output) -> None:
+    """Remove MODEL's predictions (every version, or --version V) from project NAME."""
+    from labelq.record.db import session_scope
+    from labelq.record.predictions import remove_predictions
+    from labelq.record.projects import get_project
+
+    with session_scope(engine(database_url)) as s:
+        removed = remove_predictions(s, get_project(s, name), model, version)
+    if output != "table":
+        emit_record({"project": name, "model": model,
+                     "versions": [v.version for v in removed],
+                     "sources": [v.source for v in removed],
+                     "rows": sum(v.rows for v in removed)}, output)
+        return
+    for v in removed:
+        click.echo(f"removed {v.source} ({v.rows} predictions) from {name!r}")
+
+
+commands = [predictions]
