@@ -34,7 +34,9 @@ def _database(url: str) -> tuple[bool, str]:
     from sqlalchemy import inspect
     from sqlalchemy.engine import make_url
 
+    from labelq.errors import LabelqError
     from labelq.record.db import engine_for, masked_url
+    from labelq.record.location import Location, check_sqlite_file, refuse_memory
     shown = masked_url(url)
     try:
         parsed = make_url(url)
@@ -44,6 +46,11 @@ def _database(url: str) -> tuple[bool, str]:
     if parsed.get_backend_name() == "sqlite" and file and file != ":memory:" \
             and not Path(file).exists():
         return False, f"{shown}: no such database file (run labelq init)"  # (not created here)
+    try:  # (an in-memory database, a file that is not labelq's: said, nothing written)
+        refuse_memory(Location(url, "checked"))
+        check_sqlite_file(Location(url, "checked"), creating=False)
+    except LabelqError as exc:
+        return False, str(exc)
     try:
         eng = engine_for(url)
         with eng.connect() as conn:
@@ -113,6 +120,23 @@ def _keys(rd: str, db: str) -> _KeysCheck:
             "legacy_keys": legacy}
 
 
+def _home(rd: str, db: str) -> _Check:
+    """Whether this database is the home of its identity on this Redis (``labelq.live.
+    home``): a copy of another database, or a moved one, fails here (read only: nothing
+    is claimed)."""
+    import redis
+
+    from labelq.errors import LabelqError
+    from labelq.live.home import home_status
+    from labelq.record.db import engine_for
+    try:
+        status = home_status(engine_for(db), redis.Redis.from_url(rd, socket_timeout=5))
+    except (LabelqError, redis.RedisError) as exc:
+        return {"check": "database home", "ok": False, "detail": str(exc)}
+    return {"check": "database home", "ok": status.state in ("home", "unclaimed"),
+            "detail": status.message}
+
+
 def _workers(url: str, timeout: float) -> tuple[bool, str]:
     from workers.main import QUEUE, create_app
 
@@ -157,6 +181,8 @@ def check(database_url: str | None, redis_url: str | None, timeout: float,
     rows.append({"check": "celery worker", "ok": ok, "detail": detail})
     if rows[1]["ok"]:
         rows.append(_keys(rd, db))
+        if rows[0]["ok"]:
+            rows.append(_home(rd, db))
     rows.append({"check": "operator token", "ok": True,
                  "detail": "set" if settings.operator_token else
                  "unset: the API's operator endpoints are disabled"})

@@ -175,10 +175,11 @@ def gold_correct(name: str, task_id: str, answer: str, database_url: str | None,
         click.echo(f"{task_id}: answer {out['old_answer']} -> {out['answer']} "
                    f"({n} gold answer{'' if n == 1 else 's'} re-scored)")
     try:
+        from labelq.live.home import claim_home
         from labelq.live.hotstate import bump_epoch
         from labelq.live.redis.keys import Keys
-        from labelq.record.db import database_id
-        bump_epoch(redis_client(redis_url), Keys(pid, database_id(s.get_bind())))
+        r = redis_client(redis_url)
+        bump_epoch(r, Keys(pid, claim_home(s.get_bind().engine, r)))
     except LabelqError as exc:
         click.echo(f"warning: {exc}; running policies keep the old answer until "
                    f"'labelq rebuild {name}'", err=True)
