@@ -233,6 +233,9 @@ def gold_mark(name: str, task_id: str | None, answer: str | None, file: str | No
         click.echo(f"warning: {exc}; marking in the database only: run 'labelq rebuild "
                    f"{name}' before annotators go on, or the queue may still hand these "
                    "tasks out as ordinary ones", err=True)
+    if redis is not None:  # (a copy of the database is refused: labelq.live.home)
+        from labelq.live.home import claim_home
+        claim_home(eng, redis)
     out = mark_gold_live(eng, redis, name, marks, source=file)
     if output != "table":
         emit_record(out, output)
