@@ -6,6 +6,7 @@ from typing import TypedDict
 
 import click
 
+from labelq.record.location import Location
 from labelq.record.settings import load_settings
 
 from ._common import DB_OPTION, OUTPUT_OPTION, REDIS_OPTION, Output, emit
@@ -28,7 +29,7 @@ class _KeysCheck(_Check, total=False):
     legacy_keys: int
 
 
-def _database(url: str) -> tuple[bool, str]:
+def _database(url: str, location: Location | None = None) -> tuple[bool, str]:
     from pathlib import Path
 
     from sqlalchemy import inspect
@@ -36,21 +37,25 @@ def _database(url: str) -> tuple[bool, str]:
 
     from labelq.errors import LabelqError
     from labelq.record.db import engine_for, masked_url
-    from labelq.record.location import Location, check_sqlite_file, refuse_memory
+    from labelq.record.location import check_sqlite_file, refuse_memory
     shown = masked_url(url)
     try:
         parsed = make_url(url)
     except Exception as exc:  # noqa: BLE001
         return False, f"{shown}: {exc}"
+    where = location or Location(url, "given")
+    try:  # (an in-memory database: said, nothing made)
+        refuse_memory(where)
+    except LabelqError as exc:
+        return False, str(exc).replace(f" (from {where.source})", "")
     file = parsed.database
     if parsed.get_backend_name() == "sqlite" and file and file != ":memory:" \
             and not Path(file).exists():
         return False, f"{shown}: no such database file (run labelq init)"  # (not created here)
-    try:  # (an in-memory database, a file that is not labelq's: said, nothing written)
-        refuse_memory(Location(url, "checked"))
-        check_sqlite_file(Location(url, "checked"), creating=False)
+    try:  # (a file that is not labelq's: said, nothing written)
+        check_sqlite_file(where, creating=False)
     except LabelqError as exc:
-        return False, str(exc)
+        return False, str(exc).replace(f" (from {where.source})", "")
     try:
         eng = engine_for(url)
         with eng.connect() as conn:
@@ -171,7 +176,7 @@ def check(database_url: str | None, redis_url: str | None, timeout: float,
     db = Settings(database_url=location.url).sqlalchemy_url
     rd = redis_url or settings.redis_url
     rows: list[_Check] = []
-    for what, (ok, detail) in (("database", _database(db)), ("redis", _redis(rd))):
+    for what, (ok, detail) in (("database", _database(db, location)), ("redis", _redis(rd))):
         rows.append({"check": what, "ok": ok, "detail": detail})
     rows[0]["detail"] = f"{rows[0]['detail']} (from {location.source})"
     if rows[1]["ok"]:
