@@ -155,14 +155,21 @@ def claim_home(engine: Engine, redis: Any) -> str:
     if mark in _checked:
         return home.uid
     key = home_key(home.uid)
-    if not redis.set(key, _value(home), nx=True):
-        status = home_status(engine, redis)
-        if status.state == "unclaimed":  # (deleted in between: claim it now)
-            redis.set(key, _value(home), nx=True)
+    from redis.exceptions import RedisError
+    try:
+        status = None
+        if not redis.set(key, _value(home), nx=True):
             status = home_status(engine, redis)
-        if status.state != "home":
-            raise DatabaseCopy(status.message, database=home.shown, home=status.elsewhere,
-                               identity=home.uid)
+            if status.state == "unclaimed":  # (deleted in between: claim it now)
+                redis.set(key, _value(home), nx=True)
+                status = home_status(engine, redis)
+    except RedisError as exc:
+        raise ServiceUnavailable(f"Redis does not answer ({exc}): the home of database "
+                                 f"identity {home.uid} cannot be checked",
+                                 database=home.shown) from exc
+    if status is not None and status.state != "home":
+        raise DatabaseCopy(status.message, database=home.shown, home=status.elsewhere,
+                           identity=home.uid)
     with _lock:
         _checked.add(mark)
     return home.uid
