@@ -17,7 +17,7 @@ from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 from sqlalchemy.orm import Session as OrmSession
 from sqlalchemy.pool import ConnectionPoolEntry
-from sqlmodel import Session, SQLModel, create_engine, select
+from sqlmodel import Session, SQLModel, create_engine
 
 from ..errors import ConfigError, ServiceUnavailable
 from . import models  # noqa: F401 - registers the tables on SQLModel.metadata
@@ -149,17 +149,21 @@ def _read_identity(engine: Engine) -> str | None:
 
 
 def _read_identity_row(engine: Engine) -> tuple[str, str | None] | None:
-    """(uid, nonce) of the identity row; ``None``: no labelq schema or no row."""
-    from .models import DatabaseIdentity
+    """(uid, nonce) of the identity row; ``None``: no labelq schema or no row. The row's
+    columns are read by name (``SELECT *``), so a database of an earlier labelq, without
+    the columns added since (``nonce``: ``None``), is read too, until ``init`` adds them."""
     try:
-        with Session(engine) as session:
-            row = session.exec(select(DatabaseIdentity).where(DatabaseIdentity.id == 1)).first()
+        with engine.connect() as conn:
+            row = conn.exec_driver_sql("SELECT * FROM labelq_database WHERE id = 1").first()
     except (OperationalError, ProgrammingError) as exc:
         if _is_missing_table(exc):
             return None
         raise ServiceUnavailable(f"database {masked_url(engine.url)} unavailable: "
                                  f"{getattr(exc, 'orig', exc)}") from exc
-    return (row.uid, row.nonce) if row is not None else None
+    if row is None:
+        return None
+    values = row._mapping
+    return str(values["uid"]), values.get("nonce")
 
 
 def _is_missing_table(exc: Exception) -> bool:

@@ -205,3 +205,28 @@ def test_postgres_spelled_differently_is_the_same_database_and_a_copy_is_not(r, 
         with eng.begin() as conn:
             conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
         eng.dispose()
+
+
+def test_an_identity_of_an_earlier_labelq_gets_its_nonce_at_init(r, tmp_path, redis_url):
+    # Given a database of a labelq before the nonce (no column), its identity kept
+    path = tmp_path / "old.db"
+    url = f"sqlite:///{path}"
+    eng, _pid = make_project(url, n_tasks=3, workers=1)
+    uid = database_id(eng)
+    with eng.begin() as conn:
+        conn.exec_driver_sql("ALTER TABLE labelq_database DROP COLUMN nonce")
+    from labelq.record.db import forget_database_id
+    forget_database_id(eng)
+    env = {"LABELQ_DATABASE_URL": url, "LABELQ_REDIS_URL": redis_url}
+    # When a command that touches Redis runs: it asks for `labelq init`, touching nothing
+    res = CliRunner().invoke(cli, ["rebuild", "p"], env=env)
+    assert res.exit_code == 9 and "run `labelq init` to upgrade it" in res.output
+    assert list(r.scan_iter(match="lq:*")) == []
+    # Then init adds the column and a nonce, keeping the identity, and the command works
+    res = CliRunner().invoke(cli, ["init", "-o", "json"], env=env)
+    assert res.exit_code == 0 and json.loads(res.output)["id"] == uid
+    with eng.connect() as conn:
+        nonce = conn.execute(text("SELECT nonce FROM labelq_database")).scalar()
+    assert isinstance(nonce, str) and len(nonce) == 16
+    assert CliRunner().invoke(cli, ["rebuild", "p"], env=env).exit_code == 0
+    assert nonce in r.get(home_key(uid)).decode()
