@@ -105,6 +105,9 @@ def test_a_copy_is_refused_and_the_original_keeps_its_keys_and_budget(r, tmp_pat
         Applier(eng_c, r)
     with pytest.raises(DatabaseCopy):
         rebuild_project(eng_c, r, pid)
+    from labelq.api import create_app  # (the API of the copy does not start)
+    with pytest.raises(DatabaseCopy):
+        create_app(Settings(database_url=copy_url, redis_url=redis_url))
     # and the original's keys are byte for byte as they were
     assert dump_of(r, uid) == before
     # and `labelq check` on the copy reports it (exit 9), on the original not
