@@ -111,6 +111,16 @@ def redis_client(url: str | None = None) -> redis.Redis:
     return client
 
 
+def hot_redis(eng: Engine, url: str | None = None) -> redis.Redis:
+    """:func:`redis_client`, for a command that touches ``eng``'s hot state: once its
+    database is the home of its identity there (``labelq.live.home``; a copy of a database
+    is refused, exit code 9, before any key is read or written)."""
+    from labelq.live.home import claim_home
+    client = redis_client(url)
+    claim_home(eng, client)
+    return client
+
+
 def _located(database_url: str | None) -> tuple[Location, str]:
     """Where the database is (``labelq.record.location``), and its SQLAlchemy URL; the other
     variables are read (and validated) too, with the URL given replacing its own."""
@@ -136,7 +146,10 @@ def init_engine(database_url: str | None = None) -> tuple[Engine, Location, str]
     from pathlib import Path
 
     from labelq.record.db import engine_for, init_schema
+    from labelq.record.location import check_sqlite_file, refuse_memory
     location, url = _located(database_url)
+    refuse_memory(location)
+    check_sqlite_file(location, creating=True)
     file = sqlite_path(location.url)
     if file is not None:
         Path(file).parent.mkdir(parents=True, exist_ok=True)

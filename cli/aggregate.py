@@ -69,7 +69,12 @@ def _read_weights(path: str, workers: list[str]) -> npt.NDArray[np.float64]:
 def aggregate_cmd(labels: str, method: str, categories: str | None, truth: str | None,
                   weights: str | None, gold: bool, gold_kind: str, out: str | None,
                   output: Literal["csv", "json"]) -> None:
-    """Aggregate LABELS.csv (columns task,worker,label) into one label per task.
+    """Aggregate LABELS.csv (columns task,worker,label; or LABELS.jsonl, one object a line
+    with those keys) into one label per task.
+
+    A (task, worker) pair given again is counted once, its first label, as the record
+    does (a warning on stderr says how many); a truth file naming a task twice, or sharing
+    no task with LABELS, is refused.
 
     Writes task, label (original value), confidence, p_<class> per class and n_labels as
     CSV to --out or stdout. With -o json (or --json), a JSON summary is printed instead of
@@ -95,7 +100,13 @@ def aggregate_cmd(labels: str, method: str, categories: str | None, truth: str |
         raise InputError("--gold needs --truth", field="gold")
     if gold_kind != "random" and not gold:
         raise InputError("--gold-kind is for --gold", field="gold_kind")
-    data = read_labels(labels, truth=truth, categories=categories)
+    data = read_labels(labels, truth=truth, categories=categories, repeats="first")
+    if data.repeats:
+        click.echo(f"warning: {data.repeats} repeated (task, worker) pair"
+                   f"{'s' if data.repeats > 1 else ''} counted once, the first label of each "
+                   f"(as the record keeps one label per worker and task; "
+                   f"{data.repeats_differing} with another label than the first); the first: "
+                   f"{data.first_repeat}", err=True)
     w = _read_weights(weights, data.workers) if weights else None
     # chosen answers calibrate nothing (labelq/aggregation/guard.py)
     calibration = np.zeros(data.n_tasks, dtype=bool) if gold_kind == "chosen" else None
@@ -136,7 +147,7 @@ def aggregate_cmd(labels: str, method: str, categories: str | None, truth: str |
                                                                   data.n_tasks, data.n_classes)),
             "n_truth": int(known.sum()), "accuracy": accuracy, "ties_with_truth": ties,
             "gold_kind": gold_kind if gold else None,
-            "out": out,
+            "repeats_dropped": data.repeats, "out": out,
         }
         if isinstance(result, AutoAggregator):  # its estimate, interval and disagreement
             # (not hasattr(result, "accuracy_"): shrunk's accuracy_ is its workers')

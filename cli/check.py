@@ -6,6 +6,7 @@ from typing import TypedDict
 
 import click
 
+from labelq.record.location import Location
 from labelq.record.settings import load_settings
 
 from ._common import DB_OPTION, OUTPUT_OPTION, REDIS_OPTION, Output, emit
@@ -28,22 +29,33 @@ class _KeysCheck(_Check, total=False):
     legacy_keys: int
 
 
-def _database(url: str) -> tuple[bool, str]:
+def _database(url: str, location: Location | None = None) -> tuple[bool, str]:
     from pathlib import Path
 
     from sqlalchemy import inspect
     from sqlalchemy.engine import make_url
 
+    from labelq.errors import LabelqError
     from labelq.record.db import engine_for, masked_url
+    from labelq.record.location import check_sqlite_file, refuse_memory
     shown = masked_url(url)
     try:
         parsed = make_url(url)
     except Exception as exc:  # noqa: BLE001
         return False, f"{shown}: {exc}"
+    where = location or Location(url, "given")
+    try:  # (an in-memory database: said, nothing made)
+        refuse_memory(where)
+    except LabelqError as exc:
+        return False, str(exc).replace(f" (from {where.source})", "")
     file = parsed.database
     if parsed.get_backend_name() == "sqlite" and file and file != ":memory:" \
             and not Path(file).exists():
         return False, f"{shown}: no such database file (run labelq init)"  # (not created here)
+    try:  # (a file that is not labelq's: said, nothing written)
+        check_sqlite_file(where, creating=False)
+    except LabelqError as exc:
+        return False, str(exc).replace(f" (from {where.source})", "")
     try:
         eng = engine_for(url)
         with eng.connect() as conn:
@@ -113,6 +125,23 @@ def _keys(rd: str, db: str) -> _KeysCheck:
             "legacy_keys": legacy}
 
 
+def _home(rd: str, db: str) -> _Check:
+    """Whether this database is the home of its identity on this Redis (``labelq.live.
+    home``): a copy of another database, or a moved one, fails here (read only: nothing
+    is claimed)."""
+    import redis
+
+    from labelq.errors import LabelqError
+    from labelq.live.home import home_status
+    from labelq.record.db import engine_for
+    try:
+        status = home_status(engine_for(db), redis.Redis.from_url(rd, socket_timeout=5))
+    except (LabelqError, redis.RedisError) as exc:
+        return {"check": "database home", "ok": False, "detail": str(exc)}
+    return {"check": "database home", "ok": status.state in ("home", "unclaimed"),
+            "detail": status.message}
+
+
 def _workers(url: str, timeout: float) -> tuple[bool, str]:
     from workers.main import QUEUE, create_app
 
@@ -147,7 +176,7 @@ def check(database_url: str | None, redis_url: str | None, timeout: float,
     db = Settings(database_url=location.url).sqlalchemy_url
     rd = redis_url or settings.redis_url
     rows: list[_Check] = []
-    for what, (ok, detail) in (("database", _database(db)), ("redis", _redis(rd))):
+    for what, (ok, detail) in (("database", _database(db, location)), ("redis", _redis(rd))):
         rows.append({"check": what, "ok": ok, "detail": detail})
     rows[0]["detail"] = f"{rows[0]['detail']} (from {location.source})"
     if rows[1]["ok"]:
@@ -157,6 +186,8 @@ def check(database_url: str | None, redis_url: str | None, timeout: float,
     rows.append({"check": "celery worker", "ok": ok, "detail": detail})
     if rows[1]["ok"]:
         rows.append(_keys(rd, db))
+        if rows[0]["ok"]:
+            rows.append(_home(rd, db))
     rows.append({"check": "operator token", "ok": True,
                  "detail": "set" if settings.operator_token else
                  "unset: the API's operator endpoints are disabled"})

@@ -184,10 +184,11 @@ def gold_correct(name: str, task_id: str, answer: str, database_url: str | None,
         click.echo(f"{task_id}: answer {out['old_answer']} -> {out['answer']} "
                    f"({n} gold answer{'' if n == 1 else 's'} re-scored)")
     try:
+        from labelq.live.home import claim_home
         from labelq.live.hotstate import bump_epoch
         from labelq.live.redis.keys import Keys
-        from labelq.record.db import database_id
-        bump_epoch(redis_client(redis_url), Keys(pid, database_id(s.get_bind())))
+        r = redis_client(redis_url)
+        bump_epoch(r, Keys(pid, claim_home(s.get_bind().engine, r)))
     except LabelqError as exc:
         click.echo(f"warning: {exc}; running policies keep the old answer until "
                    f"'labelq rebuild {name}'", err=True)
@@ -248,6 +249,9 @@ def gold_mark(name: str, task_id: str | None, answer: str | None, file: str | No
         click.echo(f"warning: {exc}; marking in the database only: run 'labelq rebuild "
                    f"{name}' before annotators go on, or the queue may still hand these "
                    "tasks out as ordinary ones", err=True)
+    if redis is not None:  # (a copy of the database is refused: labelq.live.home)
+        from labelq.live.home import claim_home
+        claim_home(eng, redis)
     out = mark_gold_live(eng, redis, name, marks, source=file, kind=kind)
     if output != "table":
         emit_record(out, output)

@@ -91,7 +91,9 @@ def worker_cmd(concurrency: int, beat: bool, loglevel: str) -> None:
 
     # the database must exist (``labelq init``): said here, before Celery starts, with
     # where it was looked for, rather than by every pool process at its first task
-    open_configured(load_settings())
+    engine = open_configured(load_settings())
+    from ._common import hot_redis  # (a copy of another database: refused here, exit 9)
+    hot_redis(engine, load_settings().redis_url)
     args = [sys.executable, "-m", "celery", "-A", "workers.main", "worker",
             "-c", str(concurrency), "--loglevel", loglevel, "-Q", load_settings().celery_queue]
     if beat:

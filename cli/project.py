@@ -22,6 +22,8 @@ from ._common import (
 )
 
 if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
     from labelq.record.models import Project
 
 GOLD_OPTION = click.option(
@@ -51,15 +53,29 @@ LABEL_NAMES_OPTION = click.option(
 @click.option("--here", is_flag=True,
               help="Make ./labelq.db and a ./labelq.toml naming it: every labelq command run "
                    "in this folder or below then uses it.")
+@click.option("--new-identity", is_flag=True,
+              help="Give the database a new identity (a copy of another database: its hot "
+                   "state is rebuilt from its SQL under the new identity's Redis keys; the "
+                   "original's are left alone).")
+@click.option("--claim", is_flag=True,
+              help="Make this database the home of its identity on Redis (a database moved "
+                   "from where it was; its hot state is kept).")
+@REDIS_OPTION
 @OUTPUT_OPTION
-def init(database_url: str | None, here: bool, output: Output) -> None:
+def init(database_url: str | None, here: bool, new_identity: bool, claim: bool,
+         redis_url: str | None, output: Output) -> None:
     """Create the database and its schema — the only command that does (safe to repeat;
     on a database of an earlier labelq, adds the tables and columns added since and its
     identity).
 
     Where: --database-url, else LABELQ_DATABASE_URL, else the nearest labelq.toml's
     database_url (this folder or above), else the per-user $XDG_DATA_HOME/labelq/labelq.db;
-    with --here, ./labelq.db, named by a new ./labelq.toml."""
+    with --here, ./labelq.db, named by a new ./labelq.toml.
+
+    A copy of a database (same identity, another place) is refused by every command that
+    touches the hot state until --new-identity gives it its own; a database moved from
+    where it was until --claim (docs/architecture.md, "A database that knows it is a
+    copy")."""
     from pathlib import Path
 
     from labelq.record.location import CONFIG_NAME, write_config
@@ -71,12 +87,50 @@ def init(database_url: str | None, here: bool, output: Output) -> None:
             raise click.UsageError(f"./{CONFIG_NAME} exists already: run `labelq init` "
                                    "without --here to set up the database it names")
         write_config(Path.cwd(), "sqlite:///labelq.db")
+    if new_identity and claim:
+        raise click.UsageError("--new-identity and --claim exclude each other: a copy gets "
+                               "a new identity, a moved database claims its own")
     eng, location, uid = init_engine(database_url)
+    rebuilt: list[str] = []
+    if new_identity or claim:
+        rebuilt = _rehome(eng, redis_url, new_identity)
+        from labelq.record.db import database_id
+        uid = database_id(eng)
     if output == "table":
         click.echo(f"schema ready at {location.describe()}; database id {uid}")
+        if new_identity:
+            click.echo(f"new identity {uid}: hot state rebuilt for "
+                       f"{len(rebuilt)} project{'' if len(rebuilt) == 1 else 's'}")
+        elif claim:
+            click.echo(f"this database is now the home of identity {uid} on Redis")
     else:
         emit_record({"database": location.shown, "source": location.source, "id": uid,
-                     "schema": "ready"}, output)
+                     "schema": "ready", **({"new_identity": True, "rebuilt": rebuilt}
+                                          if new_identity else {}),
+                     **({"claimed": True} if claim else {})}, output)
+
+
+def _rehome(eng: Engine, redis_url: str | None, new: bool) -> list[str]:
+    """``init --new-identity`` (a new uid and nonce, then every project's hot state rebuilt
+    under it) or ``--claim``: this database made its identity's home on Redis. Returns
+    the names of the projects rebuilt."""
+    from sqlmodel import select
+
+    from labelq.live.home import set_home
+    from labelq.live.rebuild import rebuild_project
+    from labelq.record.db import new_identity, session_scope
+    from labelq.record.models import Project
+    r = redis_client(redis_url)  # (first: Redis down changes nothing)
+    if not new:
+        set_home(eng, r)
+        return []
+    new_identity(eng)
+    set_home(eng, r)
+    with session_scope(eng) as s:
+        projects = [(stored_id(p), p.name) for p in s.exec(select(Project)).all()]
+    for pid, _name in projects:
+        rebuild_project(eng, r, pid)
+    return [name for _pid, name in projects]
 
 
 @click.group()
@@ -229,11 +283,11 @@ def delete(name: str, yes: bool, database_url: str | None, redis_url: str | None
     # (SQLite reuses the largest) would find this one's state
     # (only this database's keys: another database sharing the Redis database may have a
     # project of the same id, labelq.live.redis.keys)
+    from labelq.live.home import claim_home
     from labelq.live.rebuild import delete_hot
     from labelq.live.redis.keys import Keys
-    from labelq.record.db import database_id
     r = redis_client(redis_url)
-    k = Keys(pid, database_id(eng))
+    k = Keys(pid, claim_home(eng, r))
     r.srem(k.projects, pid)
     delete_hot(r, k)
     with session_scope(eng) as s:

@@ -53,7 +53,10 @@ def serve(host: str, port: int, log_level: LogLevel, workers: int) -> None:
     install()  # the hot path's answers in one write (labelq/api/onewrite.py)
     settings = load_settings()  # checked here, so a bad setting fails before any fork
     from labelq.record.location import open_configured
-    open_configured(settings)  # and a missing database (exit 9, saying where it looked)
+    engine = open_configured(settings)  # and a missing database (exit 9, saying where
+    # it looked), and a copy of another database (exit 9, before any process starts)
+    from ._common import hot_redis
+    hot_redis(engine, settings.redis_url)
     if not settings.operator_token:
         click.echo("note: LABELQ_OPERATOR_TOKEN is unset; operator endpoints are disabled",
                    err=True)

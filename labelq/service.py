@@ -36,11 +36,12 @@ from .live.assign import Assigner, Issued
 from .live.context import Live
 from .live.decide import decision_rng
 from .live.decline import decline
+from .live.home import claim_home
 from .live.hotstate import StateCache
 from .live.redis.scripts import Scripts
 from .live.submit import UNAVAILABLE, BatchOutcome, SubmitJob, Submitted, Submitter, unavailable
 from .live.tuning import TUNING, Tuning
-from .record.db import database_id, session_scope
+from .record.db import session_scope
 from .record.models import Project, Worker
 from .record.projects import get_worker
 from .record.settings import Settings, load_settings
@@ -90,7 +91,7 @@ class Service:
         # the database's identity names its Redis keys: read here, once, so that no
         # request pays a SQL round trip for it (raises, exit 9, before ``labelq init``)
         self.live = Live(engine, redis, self.scripts, self.settings, self.tuning, notify,
-                         database_id(engine))
+                         claim_home(engine, redis))
         self.assigner = Assigner(self.live, self.cache,
                                  rng or decision_rng(self.settings.decision_seed))
         self.submitter = Submitter(self.live, self.assigner)

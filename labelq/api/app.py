@@ -2,8 +2,9 @@
 Celery client into one FastAPI application.
 
 Routes: the annotator API (:mod:`.annotator`), the operator API (:mod:`.operator`), the
-labeling page ``GET /label``, the operator's dashboard ``GET /dashboard`` (and their shared
-script ``GET /static/common.js``), ``GET /healthz``,
+labeling page ``GET /label``, the operator's dashboard ``GET /dashboard`` (their shared
+script ``GET /static/common.js`` and each page's own, ``/static/label.js`` and
+``/static/dashboard.js``: no script is inline, :data:`PAGE_CSP`), ``GET /healthz``,
 and the OpenAPI schema at ``/openapi.json`` (browsable at ``/docs``). Route handlers are
 plain ``def`` (FastAPI runs them in its thread pool: the service does blocking SQL and
 Redis I/O), except the two hot ones — ``POST /api/v1/assignments/next`` and ``POST
@@ -45,19 +46,25 @@ from .limits import DEFAULT_MAX_BODY, BodyLimit
 from .schemas import HealthOut
 
 __all__ = ["create_app", "Runtime", "LABEL_PAGE", "DASHBOARD_PAGE", "COMMON_SCRIPT",
-           "COMMON_SCRIPT_PATH"]
+           "COMMON_SCRIPT_PATH", "PAGE_SCRIPTS", "PAGE_CSP"]
 
 LABEL_PAGE = Path(__file__).with_name("static") / "label.html"
 DASHBOARD_PAGE = Path(__file__).with_name("static") / "dashboard.html"
 # the two pages' shared JavaScript (say, call), loaded by both from COMMON_SCRIPT_PATH
 COMMON_SCRIPT = Path(__file__).with_name("static") / "common.js"
 COMMON_SCRIPT_PATH = "/static/common.js"
+# every script the pages load, by the path it is served at: common.js, then each page's
+# own (a file, not inline: the pages' CSP allows scripts from this server only)
+PAGE_SCRIPTS = {COMMON_SCRIPT_PATH: COMMON_SCRIPT,
+                "/static/label.js": COMMON_SCRIPT.with_name("label.js"),
+                "/static/dashboard.js": COMMON_SCRIPT.with_name("dashboard.js")}
+# scripts only from this server ('self': the files above; no inline script, no event
+# handler attribute, no eval); styles inline (the pages' <style> and the charts' SVG)
+PAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; "
+            "img-src http: https: data:; connect-src 'self'; base-uri 'none'; "
+            "form-action 'none'; frame-ancestors 'none'")
 _PAGE_HEADERS = {
-    # scripts: the page's own inline one and COMMON_SCRIPT from this server ('self')
-    "Content-Security-Policy": "default-src 'none'; script-src 'self' 'unsafe-inline'; "
-                               "style-src 'unsafe-inline'; img-src http: https: data:; "
-                               "connect-src 'self'; base-uri 'none'; form-action 'none'; "
-                               "frame-ancestors 'none'",
+    "Content-Security-Policy": PAGE_CSP,
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
@@ -157,11 +164,17 @@ def create_app(settings: Settings | None = None, *, max_body: int = DEFAULT_MAX_
         return HTMLResponse(DASHBOARD_PAGE.read_text(encoding="utf-8"),
                             headers=_PAGE_HEADERS)
 
-    @app.get(COMMON_SCRIPT_PATH, include_in_schema=False)
-    def common_script() -> Response:
-        """The JavaScript both pages load (a static asset: not in the API schema)."""
-        return Response(COMMON_SCRIPT.read_text(encoding="utf-8"),
-                        media_type="text/javascript; charset=utf-8", headers=_SCRIPT_HEADERS)
+    def script_route(path: str, file: Path) -> None:
+        def script() -> Response:
+            """JavaScript the pages load (a static asset: not in the API schema)."""
+            return Response(file.read_text(encoding="utf-8"),
+                            media_type="text/javascript; charset=utf-8",
+                            headers=_SCRIPT_HEADERS)
+        app.add_api_route(path, script, methods=["GET"], include_in_schema=False,
+                          name=f"script {file.name}")
+
+    for path, file in PAGE_SCRIPTS.items():
+        script_route(path, file)
 
     @app.get("/", include_in_schema=False)
     def root() -> RedirectResponse:

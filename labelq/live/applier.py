@@ -52,6 +52,7 @@ from ..record.problem import label_rows, to_observation
 from ..record.settings import Settings, load_settings
 from ..record.tally import fold
 from .decide import decision_rng
+from .home import claim_home
 from .hotstate import Hot, StateCache, write_snapshot
 from .redis.keys import Keys, gold_records, parse_decline, projects_key
 from .redis.lock import RedisLock
@@ -160,6 +161,7 @@ class Applier:
     def __init__(self, engine: Engine, redis: Any, *, settings: Settings | None = None,
                  tuning: Tuning = TUNING, cache: StateCache | None = None) -> None:
         self.engine, self.redis = engine, redis
+        claim_home(engine, redis)  # (a copy of a database is refused here: labelq.live.home)
         self.settings = settings or load_settings()
         self.tuning = tuning
         self.cache = cache or StateCache(track_dirty=True)

@@ -31,9 +31,10 @@ from sqlalchemy.engine import Engine
 from sqlmodel import col, select
 
 from ..errors import Conflict, NotFound
-from ..record.db import database_id, session_scope
+from ..record.db import session_scope
 from ..record.goldstats import project_gold_scores
 from ..record.models import ENDED_UNLABELLED, Assignment, Label, Project, Task, Worker
+from .home import claim_home
 from .hotstate import StateCache, fold_from_sql, write_snapshot
 from .redis.keys import Keys, gold_category_field, gold_issued_field, gold_records
 from .redis.lock import RedisLock
@@ -70,7 +71,7 @@ def _zadd_chunks(pipe: Any, key: str, tasks: np.ndarray, pri: np.ndarray,
 def rebuild_project(engine: Engine, redis: Any, project_id: int, *,
                     cache: StateCache | None = None, wait_s: float = 60.0,
                     unless_built: bool = False) -> dict[str, Any]:
-    k = Keys(project_id, database_id(engine))
+    k = Keys(project_id, claim_home(engine, redis))
     lock = RedisLock(redis, k.apply_lock, ttl_ms=300_000)
     if not lock.acquire_within(wait_s):
         raise Conflict("the applier holds the lock; try again", project_id=project_id)
@@ -176,7 +177,7 @@ def ensure_hot(engine: Engine, redis: Any, project_id: int,
                cache: StateCache | None = None) -> bool:
     """Rebuild when the project has no hot state (first use, or after a flush). True if
     a rebuild ran (the caller should then wake the applier: unapplied labels may wait)."""
-    k = Keys(project_id, database_id(engine))
+    k = Keys(project_id, claim_home(engine, redis))
     if redis.hexists(k.meta, "built"):
         return False
     gate = RedisLock(redis, k.rebuild_gate, ttl_ms=600_000)
@@ -199,7 +200,7 @@ def ensure_hot(engine: Engine, redis: Any, project_id: int,
 
 def add_new_tasks(engine: Engine, redis: Any, project_id: int, cache: StateCache) -> int:
     """Put tasks loaded since the last rebuild into ``pending``/``gold`` (ZADD NX)."""
-    k = Keys(project_id, database_id(engine))
+    k = Keys(project_id, claim_home(engine, redis))
     known = int(redis.hget(k.meta, "n_tasks") or 0)
     with session_scope(engine) as session:
         n = int(session.exec(select(func.count()).select_from(Task)
@@ -233,7 +234,7 @@ def reopen_below_cap(engine: Engine, redis: Any, project_id: int, cache: StateCa
     into ``pending`` the tasks that left it at the old cap and are below the new one
     (labels + live leases; ZADD NX, out of ``parked``). Returns how many came back; a
     lowered cap needs nothing (decisions and submits check the cap they are given)."""
-    k = Keys(project_id, database_id(engine))
+    k = Keys(project_id, claim_home(engine, redis))
     known = redis.hget(k.meta, "cap")
     with session_scope(engine) as session:
         new = session.exec(select(Project.max_labels).where(Project.id == project_id)).one()

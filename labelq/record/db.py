@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 import threading
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import lru_cache
 
 from sqlalchemy import URL, event, inspect, make_url, text
@@ -15,14 +17,15 @@ from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 from sqlalchemy.orm import Session as OrmSession
 from sqlalchemy.pool import ConnectionPoolEntry
-from sqlmodel import Session, SQLModel, create_engine, select
+from sqlmodel import Session, SQLModel, create_engine
 
-from ..errors import ServiceUnavailable
+from ..errors import ConfigError, ServiceUnavailable
 from . import models  # noqa: F401 - registers the tables on SQLModel.metadata
 from .settings import Settings, load_settings
 
 __all__ = ["get_engine", "init_schema", "session_scope", "engine_for", "ADDED_COLUMNS",
-           "ADDED_INDEXES", "BACKFILLS", "database_id", "masked_url", "SchemaMissing"]
+           "ADDED_INDEXES", "BACKFILLS", "database_id", "masked_url", "SchemaMissing",
+           "DatabaseHome", "database_home", "new_identity", "MEMORY_REFUSED"]
 
 # Columns added to a table after its first release. ``create_all`` creates missing tables
 # but never alters an existing one, so ``init_schema`` adds these (nullable, no default) to
@@ -31,6 +34,7 @@ ADDED_COLUMNS: dict[str, tuple[str, ...]] = {
     "project": ("instructions", "label_names"),
     "task": ("marked", "gold_kind"),
     "status_tally": ("version",),
+    "labelq_database": ("nonce",),
 }
 # Indexes added to a table after its first release (``create_all`` skips an existing
 # table's indexes too): ``init_schema`` creates each one a database lacks.
@@ -52,23 +56,47 @@ BACKFILLS: tuple[tuple[str, str, str, str], ...] = (
 
 
 def _sqlite_pragmas(dbapi_conn: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
+    # (no journal_mode here: it is written into the file, so only ``init_schema`` sets it
+    # — WAL, kept by the file from then on; a command that only reads never changes a
+    # file's journal mode, issue 45)
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA foreign_keys=ON")
-    cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.execute("PRAGMA busy_timeout=30000")
     cur.close()
 
 
+# why an in-memory SQLite database is refused (issue 45: ``init`` passed, and every later
+# command, each its own process with its own empty memory, said "run init")
+MEMORY_REFUSED = ("an in-memory SQLite database lives only as long as one process, and every "
+                  "labelq command, the API and each Celery worker is a process of its own: "
+                  "name a file (sqlite:///path/labelq.db) or a PostgreSQL database")
+
+
+def is_memory_sqlite(url: str) -> bool:
+    """Whether ``url`` is an in-memory SQLite database (``sqlite://``,
+    ``sqlite:///:memory:``, ``sqlite:///file:...?mode=memory``)."""
+    if not url.startswith("sqlite"):
+        return False
+    try:
+        parsed = make_url(url)
+    except Exception:  # noqa: BLE001 - not a URL: the settings' check says so
+        return False
+    database = parsed.database or ""
+    return database in ("", ":memory:") or "mode=memory" in url \
+        or database.startswith("file::memory:")
+
+
 @lru_cache(maxsize=16)
 def engine_for(url: str) -> Engine:
     if url.startswith("sqlite"):
+        if is_memory_sqlite(url):
+            raise ConfigError(f"database {masked_url(url)}: {MEMORY_REFUSED}")
         # a server's request threads each hold a connection: keep up to 32 open, so that
         # a busy API process does not open (and set up) a connection per request beyond
         # the default 5; SQLite connections to one file are cheap to keep
-        memory = make_url(url).database in (None, "", ":memory:")
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30},
-                               **({} if memory else {"pool_size": 32, "max_overflow": 32}))
+                               pool_size=32, max_overflow=32)
         event.listen(engine, "connect", _sqlite_pragmas)
     else:
         engine = create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10)
@@ -98,15 +126,20 @@ def init_schema(engine: Engine) -> str:
     identity if it has none (a new database, or one of an earlier labelq). Only ``labelq
     init`` (and the demo, in its own folder) calls it; returns the identity."""
     try:
+        if engine.dialect.name == "sqlite":
+            with engine.connect() as conn:  # (persistent: the file keeps it)
+                conn.exec_driver_sql("PRAGMA journal_mode=WAL")
         SQLModel.metadata.create_all(engine)
         _add_columns(engine)
         _add_indexes(engine)
         _backfill(engine)
-        uid = _ensure_identity(engine)
+        uid, nonce = _ensure_identity(engine)
     except OperationalError as exc:
         raise ServiceUnavailable(f"database unavailable: {exc.orig}") from exc
     with _ids_lock:
         _ids[engine] = uid
+        _nonces[engine] = nonce
+        _homes.pop(engine, None)
     return uid
 
 
@@ -116,20 +149,32 @@ class SchemaMissing(ServiceUnavailable):
 
 # engine -> its database's identity, read once per process (the request path never asks SQL)
 _ids: dict[Engine, str] = {}
+# engine -> its identity's creation nonce, read with it (``None``: an earlier labelq's row)
+_nonces: dict[Engine, str | None] = {}
 _ids_lock = threading.Lock()
 
 
 def _read_identity(engine: Engine) -> str | None:
-    from .models import DatabaseIdentity
+    row = _read_identity_row(engine)
+    return row[0] if row is not None else None
+
+
+def _read_identity_row(engine: Engine) -> tuple[str, str | None] | None:
+    """(uid, nonce) of the identity row; ``None``: no labelq schema or no row. The row's
+    columns are read by name (``SELECT *``), so a database of an earlier labelq, without
+    the columns added since (``nonce``: ``None``), is read too, until ``init`` adds them."""
     try:
-        with Session(engine) as session:
-            row = session.exec(select(DatabaseIdentity).where(DatabaseIdentity.id == 1)).first()
+        with engine.connect() as conn:
+            row = conn.exec_driver_sql("SELECT * FROM labelq_database WHERE id = 1").first()
     except (OperationalError, ProgrammingError) as exc:
         if _is_missing_table(exc):
             return None
         raise ServiceUnavailable(f"database {masked_url(engine.url)} unavailable: "
                                  f"{getattr(exc, 'orig', exc)}") from exc
-    return row.uid if row is not None else None
+    if row is None:
+        return None
+    values = row._mapping
+    return str(values["uid"]), values.get("nonce")
 
 
 def _is_missing_table(exc: Exception) -> bool:
@@ -139,20 +184,51 @@ def _is_missing_table(exc: Exception) -> bool:
     return "no such table" in text or ("relation" in text and "does not exist" in text)
 
 
-def _ensure_identity(engine: Engine) -> str:
-    """The identity row, made if missing (two ``init`` racing: the loser reads the winner's)."""
+def _ensure_identity(engine: Engine) -> tuple[str, str]:
+    """The identity row, made if missing (two ``init`` racing: the loser reads the
+    winner's), and given a nonce if it has none: (uid, nonce)."""
     from .models import DatabaseIdentity
-    uid = _read_identity(engine)
-    if uid is not None:
-        return uid
+    row = _read_identity_row(engine)
+    if row is not None:
+        if row[1] is None:  # (an identity made before the nonce: given one now)
+            with Session(engine) as session:
+                identity = session.get(DatabaseIdentity, 1)
+                assert identity is not None
+                if identity.nonce is None:
+                    identity.nonce = secrets.token_hex(8)
+                    session.add(identity)
+                    session.commit()
+                return identity.uid, identity.nonce
+        return row[0], row[1]
     try:
         with Session(engine) as session:
-            session.add(DatabaseIdentity(id=1, uid=secrets.token_hex(6)))
+            session.add(DatabaseIdentity(id=1, uid=secrets.token_hex(6),
+                                         nonce=secrets.token_hex(8)))
             session.commit()
     except IntegrityError:
         pass
-    uid = _read_identity(engine)
-    assert uid is not None
+    made = _read_identity_row(engine)
+    assert made is not None and made[1] is not None
+    return made[0], made[1]
+
+
+def new_identity(engine: Engine) -> str:
+    """A new uid and nonce for the database (``labelq init --new-identity``: a copy made
+    its own database; its hot state is then rebuilt under the new uid's keys, and the
+    original's are left alone). Returns the new uid."""
+    from .models import DatabaseIdentity
+    init_schema(engine)
+    uid, nonce = secrets.token_hex(6), secrets.token_hex(8)
+    with Session(engine) as session:
+        identity = session.get(DatabaseIdentity, 1)
+        assert identity is not None
+        identity.uid, identity.nonce = uid, nonce
+        session.add(identity)
+        session.commit()
+    with _ids_lock:
+        _ids[engine] = uid
+        _nonces[engine] = nonce
+        _homes.pop(engine, None)
     return uid
 
 
@@ -165,20 +241,100 @@ def database_id(bind: Engine | Connection | OrmSession) -> str:
     uid = _ids.get(engine)
     if uid is not None:
         return uid
-    uid = _read_identity(engine)
-    if uid is None:
+    row = _read_identity_row(engine)
+    if row is None:
         raise SchemaMissing(f"database {masked_url(engine.url)} has no labelq schema (or one "
                             "of an earlier labelq): run `labelq init` to set it up",
                             database=masked_url(engine.url))
     with _ids_lock:
-        _ids[engine] = uid
-    return uid
+        _ids[engine] = row[0]
+        _nonces[engine] = row[1]
+    return row[0]
 
 
 def forget_database_id(engine: Engine) -> None:
     """Drop the cached identity (a test that drops and recreates a database's tables)."""
     with _ids_lock:
         _ids.pop(engine, None)
+        _nonces.pop(engine, None)
+        _homes.pop(engine, None)
+
+
+@dataclass(frozen=True)
+class DatabaseHome:
+    """Where a database lives, with its identity: what ``lq:{uid}:home`` holds in Redis
+    (``labelq.live.home``). ``location`` is the comparison key, ``shown`` what a message
+    says, ``path`` the SQLite file (``None`` for PostgreSQL).
+
+    The location rule (docs/architecture.md, "A database that knows it is a copy"): a
+    SQLite database is its file's resolved path (symbolic links and ``..`` followed); a
+    PostgreSQL database is what the server says of itself — the cluster's
+    ``system_identifier`` (``pg_control_system()``), the database's oid and the schema the
+    tables live in (``current_schema()``) — never the URL's spelling, so ``localhost`` and
+    ``127.0.0.1``, a socket or a port forward name the same database."""
+
+    uid: str
+    nonce: str
+    location: str
+    shown: str
+    path: str | None
+
+
+# engine -> its home, made once per process and engine (dropped with the identity)
+_homes: dict[Engine, DatabaseHome] = {}
+
+
+def database_home(engine: Engine) -> DatabaseHome:
+    """The identity of ``engine``'s database with where it lives (read once per engine).
+    Raises :class:`SchemaMissing` (exit code 9) for a database without an identity, or
+    with one made before the nonce (``labelq init`` gives it one)."""
+    home = _homes.get(engine)
+    if home is not None and home.uid == _ids.get(engine):
+        return home
+    database_id(engine)  # (the identity and nonce, read once with it)
+    row = (_ids[engine], _nonces.get(engine))
+    if row[1] is None:
+        raise SchemaMissing(f"database {masked_url(engine.url)} has no labelq identity with "
+                            "a creation nonce (a database of an earlier labelq): run "
+                            "`labelq init` to upgrade it", database=masked_url(engine.url))
+    uid, nonce = row[0], row[1]
+    if engine.dialect.name == "sqlite":
+        path = os.path.realpath(engine.url.database or "")
+        location, shown = f"sqlite:{path}", f"SQLite file {path}"
+    elif engine.dialect.name == "postgresql":
+        path = None
+        location, shown = _postgres_location(engine)
+    else:  # pragma: no cover - labelq runs on SQLite and PostgreSQL
+        path = None
+        location = shown = masked_url(engine.url)
+    home = DatabaseHome(uid, nonce, location, shown, path)
+    with _ids_lock:
+        _ids[engine] = uid
+        _homes[engine] = home
+    return home
+
+
+def _postgres_location(engine: Engine) -> tuple[str, str]:
+    """(location key, shown) of a PostgreSQL database, from what its server says."""
+    try:
+        with engine.connect() as conn:
+            name, schema, oid, port = conn.exec_driver_sql(
+                "SELECT current_database(), current_schema(), "
+                "(SELECT oid FROM pg_database WHERE datname = current_database()), "
+                "inet_server_port()").one()
+            try:
+                with conn.begin_nested():
+                    cluster = str(conn.exec_driver_sql(
+                        "SELECT system_identifier FROM pg_control_system()").scalar())
+            except (OperationalError, ProgrammingError):  # (no right to read it)
+                addr = conn.exec_driver_sql("SELECT inet_server_addr()").scalar()
+                cluster = f"{addr or 'socket'}:{port}"
+    except (OperationalError, ProgrammingError) as exc:
+        raise ServiceUnavailable(f"database {masked_url(engine.url)} unavailable: "
+                                 f"{getattr(exc, 'orig', exc)}") from exc
+    return (f"postgresql:{cluster}:{oid}:{schema}",
+            f"PostgreSQL database {name!r} schema {schema!r} (port {port}, cluster "
+            f"{cluster})")
 
 
 def masked_url(url: str | URL) -> str:

@@ -37,7 +37,8 @@ if TYPE_CHECKING:  # (sqlalchemy is imported only by what opens a database)
 
 __all__ = ["CONFIG_NAME", "Location", "locate", "default_database_url", "find_config",
            "open_configured",
-           "per_user_url", "open_database", "write_config", "sqlite_path"]
+           "per_user_url", "open_database", "write_config", "sqlite_path",
+           "refuse_memory", "sqlite_file_kind", "check_sqlite_file"]
 
 CONFIG_NAME = "labelq.toml"
 
@@ -115,6 +116,79 @@ def sqlite_path(url: str) -> str | None:
     return database if database not in (None, "", ":memory:") else None
 
 
+def refuse_memory(location: Location) -> None:
+    """:class:`ConfigError` (exit code 2) for an in-memory SQLite database, with the
+    reason: ``init`` would make it and every later process find nothing there."""
+    from .db import MEMORY_REFUSED, is_memory_sqlite
+    if is_memory_sqlite(location.url):
+        raise ConfigError(f"database {location.describe()}: {MEMORY_REFUSED}",
+                          database=location.shown)
+
+
+# the first 16 bytes of every SQLite database file
+SQLITE_HEADER = b"SQLite format 3\x00"
+# the tables that make a SQLite database labelq's (an earlier labelq's has no identity)
+_LABELQ_TABLES = ("labelq_database", "project")
+
+
+def sqlite_file_kind(file: str | Path) -> str:
+    """What a SQLite URL's file is, found without writing a byte to it (its header read,
+    then its table names through a read-only connection): ``"missing"``, ``"empty"`` (no
+    bytes: SQLite makes it a database), ``"labelq"``, ``"other"`` (a SQLite database
+    without labelq's tables) or ``"not-sqlite"``."""
+    import sqlite3
+
+    path = Path(file)
+    if not path.exists():
+        return "missing"
+    try:
+        with path.open("rb") as f:
+            head = f.read(len(SQLITE_HEADER))
+    except OSError:
+        return "not-sqlite"
+    if not head:
+        return "empty"
+    if head != SQLITE_HEADER:
+        return "not-sqlite"
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            names = {row[0] for row in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError:
+        return "not-sqlite"
+    if any(t in names for t in _LABELQ_TABLES):
+        return "labelq"
+    return "other" if names else "empty"
+
+
+def check_sqlite_file(location: Location, *, creating: bool) -> None:
+    """Refuse, before any connection that could write to it (a PRAGMA, a table), a SQLite
+    file that is not a labelq database: :class:`ServiceUnavailable` (exit code 9), the
+    file byte for byte as it was. ``creating`` (``labelq init``): a missing or empty file
+    is fine, and so is a labelq database (its schema upgraded); a SQLite database of
+    something else is not made labelq's."""
+    from .db import SchemaMissing
+    file = sqlite_path(location.url)
+    if file is None:
+        return
+    kind = sqlite_file_kind(file)
+    if kind == "not-sqlite":
+        raise SchemaMissing(f"not a labelq database: {location.describe()} is not a SQLite "
+                            "database file (left as it was)", database=location.shown)
+    if kind == "other":
+        raise SchemaMissing(f"not a labelq database: {location.describe()} is a SQLite "
+                            "database without labelq's tables (left as it was)"
+                            + ("; labelq init makes its schema only in a new or empty "
+                               "file, or upgrades a labelq database" if creating else ""),
+                            database=location.shown)
+    if not creating and kind == "empty":
+        raise SchemaMissing(f"the database at {location.describe()} is empty (no labelq "
+                            "schema): run `labelq init`", database=location.shown)
+
+
 def _from_config(path: Path) -> str:
     data = _read_toml(path)
     url = data.get("database_url")
@@ -158,12 +232,14 @@ def open_database(location: Location, sqlalchemy_url: str | None = None) -> Engi
     from ..errors import ServiceUnavailable
     from .db import SchemaMissing, database_id, engine_for
 
+    refuse_memory(location)
     file = sqlite_path(location.url)
     if file is not None and not Path(file).exists():
         raise SchemaMissing(
             f"no labelq database at {location.describe()}: run `labelq init` to create it "
             "there, or point to yours (--database-url, LABELQ_DATABASE_URL or a labelq.toml "
             "with database_url in this folder or above)", database=location.shown)
+    check_sqlite_file(location, creating=False)
     from .settings import Settings
     engine = engine_for(sqlalchemy_url or Settings(database_url=location.url).sqlalchemy_url)
     try:

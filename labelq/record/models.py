@@ -81,6 +81,10 @@ class DatabaseIdentity(SQLModel, table=True):
     id: int = Field(default=1, primary_key=True)
     uid: str = Field(max_length=32)
     created: datetime = Field(default_factory=utcnow)
+    # made with ``uid`` (by ``init``, and again by ``init --new-identity``): with where the
+    # database lives, the check value of the identity's home in Redis (``lq:{uid}:home``,
+    # labelq.live.home), by which a copy of the database knows it is one
+    nonce: str | None = Field(default=None, max_length=32)
 
 
 class Project(SQLModel, table=True):

@@ -21,7 +21,9 @@ there is one, the field — before anything is written.
   integer beyond 64 bits (or of 4,300 digits and more: Python refuses to convert it), a
   lone UTF-16 surrogate (``"\\ud800"``: not a character; no database or UTF-8 encoder
   takes it), nesting deeper than :data:`MAX_DEPTH` (5,000 levels were a RecursionError),
-  a NUL in a key or a string.
+  a NUL in a key or a string, a key given twice in one object (the standard library keeps
+  the last one: refused, naming the line and the key), a field (a top-level value) over
+  :data:`MAX_FIELD` characters of JSON text (1 MiB, as a CSV field).
 * **Names** (ids, categories, answers, workers, labels: :func:`name`): a string (or a JSON
   number, read as its text), without control characters, within a length, and without
   surrounding whitespace — refused, not stripped (``" t1"`` and ``"t1"`` are two ids to
@@ -46,7 +48,7 @@ __all__ = ["read_text", "text_chunks", "csv_records", "csv_rows", "jsonl_records
            "jsonl_lines", "records", "name", "detect_format", "check_value", "MAX_FIELD",
            "MAX_DEPTH", "PLAIN"]
 
-MAX_FIELD = 1 << 20  # characters of one CSV field
+MAX_FIELD = 1 << 20  # characters of one CSV field, and of one JSONL field's JSON text
 MAX_DEPTH = 64  # nesting of JSON objects and arrays in one line
 MAX_INT = 2**63  # JSON integers: within 64 bits, as PostgreSQL's jsonb, orjson and most
 # clients take them exactly (a longer number goes in a string)
@@ -284,6 +286,35 @@ def _int(text: str) -> Any:
     return int(text)
 
 
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object's keys and values as a dict, or :class:`_DuplicateKey` for a key given
+    twice (``json.loads`` would keep the last one)."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return obj
+
+
+def _field_size(value: Any) -> int:
+    """Characters of a field's JSON text (a string: its own length)."""
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, (dict, list)):
+        return len(json.dumps(value, ensure_ascii=False, separators=(",", ":"),
+                              default=lambda _v: None))
+    return 0
+
+
 def _depth(raw: str) -> int:
     """The deepest nesting of objects and arrays in a JSON text (outside strings)."""
     depth = deepest = 0
@@ -335,7 +366,11 @@ def _jsonl_records(path: Path, lines: Iterable[str]) -> Iterator[tuple[int, dict
                                       f"nested deeper than {MAX_DEPTH} levels")
         try:
             obj = json.loads(raw, parse_constant=_constant, parse_float=_float,
-                             parse_int=_int)
+                             parse_int=_int, object_pairs_hook=_pairs)
+        except _DuplicateKey as exc:
+            raise FileFormatError(str(path), line, exc.key,
+                                  f"the key {exc.key!r} is given twice in one object (JSON "
+                                  "readers keep one of them, silently): give it once") from None
         except json.JSONDecodeError as exc:
             raise FileFormatError(str(path), line, None,
                                   f"broken JSON: {exc.msg} at column {exc.colno}") from exc
@@ -346,6 +381,10 @@ def _jsonl_records(path: Path, lines: Iterable[str]) -> Iterator[tuple[int, dict
                                   f"expected a JSON object, got {type(obj).__name__}")
         for key, value in obj.items():
             check_value(value, path, line, key)
+            if len(raw) > MAX_FIELD and _field_size(value) > MAX_FIELD:
+                raise FileFormatError(str(path), line, key,
+                                      f"longer than {MAX_FIELD} characters (1 MiB) of JSON "
+                                      f"text ({_field_size(value)})")
         yield line, obj
 
 

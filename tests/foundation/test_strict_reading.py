@@ -86,9 +86,17 @@ JSONL_CASES = [
     ('{"id": "t9", "category": "news "}', "category", "spaces around it"),
     ('{"id": true}', "id", "must be a string or number"),
     ('{"id": "t9", "payload": {"text": "x"}, "more": 1}', "payload", "both as the 'payload'"),
+    # (issue 45: the last one was kept, silently; 1 MiB and more went in whole)
+    ('{"id": "t9", "text": "x", "text": "y"}', "text", "'text' is given twice"),
+    ('{"id": "t9", "meta": {"k": 1, "k": 2}}', "k", "'k' is given twice"),
+    ('{"id": "t9", "text": "' + "x" * ((1 << 20) + 1) + '"}', "text",
+     "longer than 1048576 characters (1 MiB)"),
+    ('{"id": "t9", "meta": {"a": "' + "x" * (1 << 20) + '"}}', "meta",
+     "longer than 1048576 characters (1 MiB)"),
 ]
 JSONL_IDS = ["nan", "inf", "surrogate", "deep", "5000-digits", "2**63", "space-id",
-             "space-category", "bool-id", "payload-and-keys"]
+             "space-category", "bool-id", "payload-and-keys", "duplicate-key",
+             "nested-duplicate-key", "1m-string", "1m-object"]
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from cli.main import cli
 from labelq.live.applier import Applier
 from labelq.live.hotstate import StateCache
 from labelq.live.rebuild import rebuild_project
-from labelq.live.redis.keys import Keys, parse_key, projects_key
+from labelq.live.redis.keys import Keys, home_key, parse_key, projects_key
 from labelq.live.upkeep import maintain_project
 from labelq.record.db import database_id, session_scope
 from labelq.record.models import Label
@@ -101,8 +101,12 @@ def test_two_databases_share_one_redis_db_without_touching_each_other(r, db_url,
     assert not r.sismember(projects_key(db_a), pid_a)
     # (no key made outside a database's names: the Lua scripts build none of their own,
     # they get every key, and the prefix of the per-lease and per-worker ones, from Python)
-    owners = {parse_key(key) for key in r.scan_iter(match="lq:*")}
+    # (A's identity keeps its home, labelq.live.home: the one key a project's deletion
+    # leaves, so that a copy of A is still told it is one)
+    left = {key for key in r.scan_iter(match="lq:*")} - {home_key(db_a).encode()}
+    owners = {parse_key(key) for key in left}
     assert {o.database if o else None for o in owners} == {db_b}
+    assert r.exists(home_key(db_a))
     # and B goes on: its annotators get work, its applier folds their labels
     assert label(s_b, ["p-w1", "p-w2"], 4, rng) == 4
     applier_b.apply_pending(pid_b)

@@ -80,7 +80,7 @@ import re
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-__all__ = ["Keys", "projects_key", "parse_key", "KeyOwner", "gold_issued_field", "gold_category_field",
+__all__ = ["Keys", "projects_key", "home_key", "parse_key", "KeyOwner", "gold_issued_field", "gold_category_field",
            "gold_record_fields", "gold_records", "decline_entry", "parse_decline"]
 
 _DATABASE = re.compile(r"[0-9a-z]{1,32}")
@@ -96,6 +96,13 @@ def projects_key(database: str) -> str:
     """SET of the ids of database ``database``'s projects with hot state (for the beat and
     the warmer)."""
     return f"lq:{{{_database(database)}}}:projects"
+
+
+def home_key(database: str) -> str:
+    """STRING naming where database ``database`` lives (``labelq.live.home``): claimed by
+    the first process to use the identity on this Redis; a copy of the database (same
+    identity, another place) is refused by it."""
+    return f"lq:{{{_database(database)}}}:home"
 
 
 class KeyOwner(NamedTuple):
