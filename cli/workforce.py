@@ -1,4 +1,4 @@
-"""``labelq workers enroll|list|pause|resume``."""
+"""``labelq workers enroll|list|show|pause|resume``."""
 
 from __future__ import annotations
 
@@ -55,7 +55,8 @@ def enroll(name: str, handle: str, cost: float, capacity: int | None, categories
 def list_(name: str | None, database_url: str | None, output: Output) -> None:
     """List annotators with their label counts and gold accuracy: gold_accuracy is raw
     (right / answered), gold_smoothed the Beta posterior mean the quality rule reads, with
-    its 95% interval; gold_by_category the same per category."""
+    its 95% interval; gold_by_category the same per category; pause, for a paused
+    annotator, the pause's trail (its text in the table)."""
     from sqlalchemy import func
     from sqlmodel import col, select
 
@@ -63,6 +64,7 @@ def list_(name: str | None, database_url: str | None, output: Output) -> None:
     from labelq.record.db import session_scope
     from labelq.record.goldstats import project_gold_scores
     from labelq.record.models import Label, Project
+    from labelq.record.pauses import last_pauses, pause_trail
     from labelq.record.projects import get_project, list_workers
     with session_scope(engine(database_url)) as s:
         proj = get_project(s, name) if name else None
@@ -73,14 +75,54 @@ def list_(name: str | None, database_url: str | None, output: Output) -> None:
         projects = {p.id: p for p in s.exec(select(Project)).all()}
         gold: dict[int, ProjectGold] = {}
         rows: list[dict[str, Any]] = []
-        for w in list_workers(s, proj):
+        listed = list_workers(s, proj)
+        pauses = last_pauses(s, [w.id for w in listed if w.id is not None])
+        for w in listed:
             if w.project_id not in gold:
                 gold[w.project_id] = project_gold_scores(s, projects[w.project_id])
+            event = pauses.get(w.id) if w.id is not None else None
+            trail = pause_trail(event) if event is not None else None
             rows.append({"handle": w.handle, "project": projects[w.project_id].name,
                          "status": w.status, "cost": w.cost, "capacity": w.capacity,
                          "categories": w.categories, "labels": counts.get(w.id, 0),
-                         **gold_summary(gold[w.project_id], w.seq)})
+                         **gold_summary(gold[w.project_id], w.seq),
+                         "pause": trail["text"] if trail and output == "table" else trail})
     emit(rows, output)
+
+
+@workers.command("show")
+@click.argument("handle")
+@DB_OPTION
+@OUTPUT_OPTION
+def show(handle: str, database_url: str | None, output: Output) -> None:
+    """Show annotator HANDLE: status, labels, gold accuracy and, while paused, the pause's
+    trail (``pause``: when, by which rule, on what evidence); ``pauses``: every pause."""
+    from sqlalchemy import func
+    from sqlmodel import col, select
+
+    from labelq.dashboard import gold_summary
+    from labelq.record.db import session_scope
+    from labelq.record.goldstats import project_gold_scores
+    from labelq.record.models import Label, Project
+    from labelq.record.pauses import last_pauses, pause_trail, worker_pauses
+    from labelq.record.projects import get_worker
+    with session_scope(engine(database_url)) as s:
+        w = get_worker(s, handle)
+        project = s.get(Project, w.project_id)
+        assert project is not None and w.id is not None  # (read from the database)
+        labels = s.exec(select(func.count()).select_from(Label)
+                        .where(col(Label.worker_id) == w.id)).one()
+        last = last_pauses(s, [w.id]).get(w.id)
+        trails = [pause_trail(e) for e in worker_pauses(s, w)]
+        record: dict[str, Any] = {
+            "handle": w.handle, "project": project.name, "status": w.status, "cost": w.cost,
+            "capacity": w.capacity, "categories": w.categories, "labels": int(labels),
+            **gold_summary(project_gold_scores(s, project), w.seq),
+            "pause": pause_trail(last) if last is not None else None, "pauses": trails}
+    if output == "table":
+        record["pause"] = record["pause"]["text"] if record["pause"] else None
+        record["pauses"] = "; ".join(f"{t['at']} {t['text']}" for t in trails)
+    emit_record(record, output)
 
 
 def _status_command(status: WorkerStatus, verb: str) -> click.Command:

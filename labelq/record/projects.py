@@ -512,6 +512,9 @@ def set_worker_status(session: Session, handle: str, status: str) -> Worker:
     if status not in ("active", "paused", "removed"):
         raise InputError(f"unknown worker status {status!r}; use active, paused or removed")
     worker = get_worker(session, handle)
+    if status == "paused" and worker.status != "paused":  # the trail (labelq.record.pauses)
+        from .pauses import record_operator_pause
+        record_operator_pause(session, worker)
     worker.status = status
     session.add(worker)
     session.flush()
