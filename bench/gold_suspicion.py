@@ -57,13 +57,16 @@ _POSTERIOR = re.compile(r"posterior \(\w+\)\s+([0-9.]+)")
 # GOLD_POOL (100) gold questions, a budget of 4 labels per task on 300 tasks
 DEMO = {"workers": 12, "careless": 2, "categories": 3, "gold": GOLD_POOL, "labels": 1200 // 12}
 # the demo's schedule before issue 41 (suspicion on the gold record, with a pool of 40)
-BEFORE_41 = GOLD_SCHEDULE.replace("suspect=0.9", "suspect=0.5")
+BEFORE_41 = GOLD_SCHEDULE.replace("suspect=1", "suspect=0.5")
+SUSPECT_09 = GOLD_SCHEDULE.replace("suspect=1", "suspect=0.9")
 # where suspicion comes from: (schedule, gold pool, agreement evidence)
 SUSPICION = {
     "none": (WITHOUT, GOLD_POOL, False),
     "gold record, suspect 0.5, 40 gold (the demo before issue 41)": (BEFORE_41, 40, False),
-    f"gold record, suspect 0.9, {GOLD_POOL} gold": (GOLD_SCHEDULE, GOLD_POOL, False),
-    f"gold record and agreement, suspect 0.9, {GOLD_POOL} gold (the demo)":
+    f"gold record, suspect 0.9, {GOLD_POOL} gold": (SUSPECT_09, GOLD_POOL, False),
+    f"gold record and agreement, suspect 0.9, {GOLD_POOL} gold": (SUSPECT_09, GOLD_POOL, True),
+    f"gold record, suspect 1, {GOLD_POOL} gold": (GOLD_SCHEDULE, GOLD_POOL, False),
+    f"gold record and agreement, suspect 1, {GOLD_POOL} gold (the demo)":
         (GOLD_SCHEDULE, GOLD_POOL, True),
 }
 LAG = 30  # labels: how late the live records can be (the applier, the held inbox; 0.35 s)

@@ -109,12 +109,12 @@ class _Stop:
 # Gold on suspicion sized by the power of the quality rule (issue 41, docs/gold.md "Fair and
 # fast pauses"): telling a careless annotator (accuracy 0.35) from the bar (0.6) at 1 % takes
 # ln(100) / KL(0.35 || 0.6) = 36 gold answers for the known alternative; the sequential
-# rule's mixture pays more, and it catches 0.35 within 80 gold answers 91 % of the time and
-# within 100 96.5 % (54 % within 40). A stint is ~100 labels (the budget's share), and
-# suspicion takes hold some 10 labels in: a suspect's labels must be ~90 % gold (suspect=0.9)
-# to give ~80 gold answers, and the pool must hold a whole stint (GOLD_POOL = 100) so that
-# a suspect never runs out of unseen gold.
-GOLD_SCHEDULE = "onboarding:n=6,rate=0.1,half_life=400,floor=0.05,suspect=0.9,suspect_below=0.6"
+# rule's mixture pays more: it catches 0.35 within 40 gold answers 54 % of the time, within
+# 80 91 %, within 100 96.5 %. Pausing 18 or more of 20 careless annotators needs each caught
+# about 95 % of the time, so ~100 gold answers: all of a ~100-label stint (the budget's
+# share) once suspicion takes hold (suspect=1), from a pool that holds a whole stint
+# (GOLD_POOL = 100), since a worker never gets the same gold twice.
+GOLD_SCHEDULE = "onboarding:n=6,rate=0.1,half_life=400,floor=0.05,suspect=1,suspect_below=0.6"
 GOLD_POOL = 100
 # The quality rule is looked at after every gold answer, so what an annotator risks is being
 # paused *ever*. `sequential` bounds that by Ville's inequality at 1 - confidence for anyone
@@ -217,7 +217,7 @@ def _start_celery(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--gold-schedule", default=GOLD_SCHEDULE, show_default=True,
               help="The project's gold schedule (as `project create --gold-schedule`); "
-                   "the default raises the gold rate to 0.9 for an annotator whose gold "
+                   "the default gives only gold to an annotator whose gold "
                    "record or agreement is below the quality rule's bar (`suspect`).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder for the database, the Celery log and the exports (kept) "

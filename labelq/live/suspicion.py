@@ -7,11 +7,13 @@ other evidence, and how many of them were judged right (soft counts):
 
 * a policy with a worker model says it (``worker_agreement(state)``: ``auto``'s per-worker
   soft counts, which its fit calibrates against gold);
-* otherwise, agreement with the other labels of the same tasks, from SQL: each of the
-  worker's labels on a task with other labels counts once, right by the share of those
-  other labels that equal it. Against peers of mean accuracy q (two classes) a worker of
-  accuracy a agrees at a·q + (1 − a)(1 − q) < a, so this record suspects more readily than
-  the worker model does: it costs gold, never a pause.
+* otherwise, from SQL: each gold answer counts once, right if it is the known answer (as
+  in ``auto``'s counts), and each of the worker's other labels on a task with other labels
+  counts once, right by the share of those other labels that equal it. Against peers of
+  mean accuracy q (two classes) a worker of accuracy a agrees at a·q + (1 − a)(1 − q) < a,
+  so this record suspects more readily than the worker model does: it costs gold, never a
+  pause; and a suspect who answers their gold right clears it, even at a suspect rate of 1
+  (no task labels meanwhile).
 
 The applier writes the records of the workers of each batch to ``nissued`` (``aa{w}`` /
 ``ar{w}``, :func:`..redis.keys.agreement_records`), where the decision reads them with the
@@ -33,6 +35,7 @@ from sqlalchemy.orm import aliased
 from sqlmodel import Session, col, select
 
 from ..gold.schedules import FixedRate, OnboardingDecay, WorkerHistory, suspected
+from ..record.goldstats import gold_scores
 from ..record.models import Label, Worker
 from .goldplan import schedule_for
 from .hotstate import Hot
@@ -73,7 +76,8 @@ def agreement_counts(session: Session, hot: Hot,
     for seq, _lid, agree, n in session.exec(q).all():
         checked[row[int(seq)]] += 1
         right[row[int(seq)]] += int(agree or 0) / int(n)
-    return checked, right
+    gold = gold_scores(session, hot.project_id, [int(w) for w in ws], [""])
+    return checked + gold.total.sum(axis=1), right + gold.correct.sum(axis=1)
 
 
 def suspects(redis: Any, k: Keys, schedule: FixedRate | OnboardingDecay,

