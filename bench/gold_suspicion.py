@@ -115,7 +115,8 @@ def simulate(rule: QualityRule, accuracy: np.ndarray, rng: np.random.Generator, 
     answer is right with probability ``accuracy`` and the rule is looked at after every one.
     With ``agreement``, each non-gold label is also checked by agreement, judged right with
     probability ``accuracy`` (a worker model that measures accuracy without bias; the
-    real one is noisier), and the agreement record makes a suspect too. ``lag``: the
+    real one is noisier), gold answers count in that record too (as in ``auto``'s worker
+    model and the SQL agreement record), and the agreement record makes a suspect too. ``lag``: the
     records the schedule reads are those of ``lag`` labels before (the live applier's
     delay and the held inbox). Returns per worker ``paused``, ``gold`` (gold answers
     given) and ``given`` (labels)."""
@@ -143,7 +144,11 @@ def simulate(rule: QualityRule, accuracy: np.ndarray, rng: np.random.Generator, 
         if not gold.size:
             continue
         answered[gold] += 1
-        right[gold] += rng.random(gold.size) < accuracy[gold]
+        hit = rng.random(gold.size) < accuracy[gold]
+        right[gold] += hit
+        if agreement:  # gold answers count in the agreement record too (as in labelq's)
+            a_checked[gold] += 1
+            a_right[gold] += hit
         scores = GoldScores(right[gold, None], answered[gold, None])
         paused[gold[rule.pause_mask(scores)]] = True
     return {"paused": paused, "gold": answered.astype(int), "given": given}
@@ -270,7 +275,8 @@ def main() -> None:
              f"({n_sim:,} of them) under the demo's schedule and with all {DEMO['gold']} gold "
              "answers looked at (the most looks the demo's pool allows). Careless: accuracy "
              f"{CARELESS_ACCURACY}. With agreement evidence (the demo's suspicion): each "
-             "non-gold label is checked too, judged right with the annotator's accuracy. "
+             "non-gold label is checked too, judged right with the annotator's accuracy, "
+             "and gold answers count in that record as well. "
              "Rates ± one standard error.", ""] + sim + [
              "", "Where suspicion comes from, the demo's rule (`suspicion_table`; *late*: "
              f"the schedule reads the records as they were {LAG} labels before, about what "

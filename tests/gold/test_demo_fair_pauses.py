@@ -27,7 +27,7 @@ def test_demo_rule_pauses_at_most_one_percent_of_annotators_at_the_bar():
     for lag in (0, LAG):
         demo = simulate(rule, at_bar, np.random.default_rng(2), lag=lag)
         p, se = rate(demo["paused"])
-        assert p + 3 * se <= 0.01, (lag, p, se)  # 0.48 % / 0.44 % ± 0.04 %
+        assert p + 3 * se <= 0.01, (lag, p, se)  # about 0.5 % ± 0.05 %
         assert demo["gold"].sum() / demo["given"].sum() > 0.4  # the suspicion's gold
 
 
@@ -45,13 +45,13 @@ def test_demo_rule_catches_most_careless_annotators():
     rule = QualityRule(**QUALITY)
     careless = np.full(4000, CARELESS_ACCURACY)
     p, se = rate(simulate(rule, careless, np.random.default_rng(1))["paused"])
-    assert p - 3 * se >= 0.9, (p, se)  # 93.8 % measured: most within the 100 gold
+    assert p - 3 * se >= 0.9, (p, se)  # 96 % measured: most within the 100 gold
     # late records (the live applier's delay) cost some
     p, se = rate(simulate(rule, careless, np.random.default_rng(1), lag=LAG)["paused"])
-    assert p - 3 * se >= 0.8, (p, se)  # 84 %
+    assert p - 3 * se >= 0.8, (p, se)  # 89 %
     # agreement is part of it: on the gold record alone fewer are caught
     alone = simulate(rule, careless, np.random.default_rng(1), lag=LAG, agreement=False)
-    assert rate(alone["paused"])[0] < p - 0.02  # 81 %
+    assert rate(alone["paused"])[0] < p - 0.02  # 85 %
     # and the demo before issue 41 (suspect 0.5, 40 gold) caught about half
     before = simulate(rule, careless, np.random.default_rng(1), schedule=BEFORE_41, pool=40,
                       agreement=False)
