@@ -69,7 +69,7 @@ SUSPICION = {
     f"gold record and agreement, suspect 1, {GOLD_POOL} gold (the demo)":
         (GOLD_SCHEDULE, GOLD_POOL, True),
 }
-LAG = 30  # labels: how late the live records can be (the applier, the held inbox; 0.35 s)
+LAG = 30  # labels: how late issue 34 found the live records (the applier, the held inbox)
 
 
 def demo_accuracies(seeds: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -279,9 +279,10 @@ def main() -> None:
              "and gold answers count in that record as well. "
              "Rates ± one standard error.", ""] + sim + [
              "", "Where suspicion comes from, the demo's rule (`suspicion_table`; *late*: "
-             f"the schedule reads the records as they were {LAG} labels before, about what "
-             "the live applier and the held inbox cost a demo annotator at ~90 labels/s; "
-             "agreement: the same idealised worker model):", ""] + sus + [
+             f"the schedule reads the records as they were {LAG} labels before, the delay "
+             "of the applier and the held inbox that issue 34 found in the real demo, before "
+             "a newly suspect annotator's inbox was released; agreement: the same idealised "
+             "worker model):", ""] + sus + [
              "", f"**The real demo** (`labelq demo`, 300 tasks, {GOLD_POOL} gold, 12 "
              "annotators of whom "
              f"2 careless at accuracy {CARELESS_ACCURACY}, budget 1,200 labels; quality rule: "
