@@ -27,7 +27,16 @@ from ..errors import (
     PolicyError,
 )
 from ..policies.spec import PolicySpec
-from .models import ENDED_UNLABELLED, Assignment, Label, Project, Task, Worker, utcnow
+from .models import (
+    ENDED_UNLABELLED,
+    Assignment,
+    Label,
+    PauseEvent,
+    Project,
+    Task,
+    Worker,
+    utcnow,
+)
 
 __all__ = ["create_project", "parse_quality", "check_gold_schedule", "update_project",
            "get_project", "list_projects", "enroll_worker", "get_task", "get_worker",
@@ -303,14 +312,14 @@ def project_counts(session: Session, project: Project) -> dict[str, int]:
 
 def delete_project(session: Session, project: Project) -> dict[str, int]:
     """Delete the project and everything it owns from SQL (labels, assignments, tasks,
-    workers, in that order for the foreign keys), in the caller's transaction; returns
-    what was deleted. Its Redis state is the caller's to drop first."""
+    pause trails, workers, in that order for the foreign keys), in the caller's
+    transaction; returns what was deleted. Its Redis state is the caller's to drop first."""
     counts = project_counts(session, project)
     from .tally import forget
 
     assert project.id is not None, "a project read from the database has its id"
     forget(session, project.id)  # its status counters
-    for model in (Label, Assignment, Task, Worker):
+    for model in (Label, Assignment, Task, PauseEvent, Worker):
         session.exec(delete(model).where(col(model.project_id) == project.id))
     session.delete(project)
     session.flush()
