@@ -106,7 +106,16 @@ class _Stop:
         self.shutdown = fn
 
 
-GOLD_SCHEDULE = "onboarding:n=6,rate=0.1,half_life=400,floor=0.05,suspect=0.5,suspect_below=0.6"
+# Gold on suspicion sized by the power of the quality rule (issue 41, docs/gold.md "Fair and
+# fast pauses"): telling a careless annotator (accuracy 0.35) from the bar (0.6) at 1 % takes
+# ln(100) / KL(0.35 || 0.6) = 36 gold answers for the known alternative; the sequential
+# rule's mixture pays more: it catches 0.35 within 40 gold answers 54 % of the time, within
+# 80 91 %, within 100 96.5 %. Pausing 18 or more of 20 careless annotators needs each caught
+# about 95 % of the time, so ~100 gold answers: all of a ~100-label stint (the budget's
+# share) once suspicion takes hold (suspect=1), from a pool that holds a whole stint
+# (GOLD_POOL = 100), since a worker never gets the same gold twice.
+GOLD_SCHEDULE = "onboarding:n=6,rate=0.1,half_life=400,floor=0.05,suspect=1,suspect_below=0.6"
+GOLD_POOL = 100
 # The quality rule is looked at after every gold answer, so what an annotator risks is being
 # paused *ever*. `sequential` bounds that by Ville's inequality at 1 - confidence for anyone
 # whose accuracy is at or above the threshold, however many gold answers are looked at:
@@ -197,7 +206,8 @@ def _start_celery(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
 
 @click.command("demo")
 @click.option("--tasks", "n_tasks", type=int, default=300, show_default=True)
-@click.option("--gold", "n_gold", type=int, default=40, show_default=True)
+@click.option("--gold", "n_gold", type=int, default=GOLD_POOL, show_default=True,
+              help="Gold questions in the pool (a suspect answers mostly gold).")
 @click.option("--workers", "n_workers", type=int, default=12, show_default=True)
 @click.option("--careless", "n_careless", type=int, default=2, show_default=True,
               help=f"How many of the annotators are careless (accuracy {CARELESS_ACCURACY}).")
@@ -208,8 +218,8 @@ def _start_celery(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--gold-schedule", default=GOLD_SCHEDULE, show_default=True,
               help="The project's gold schedule (as `project create --gold-schedule`); "
-                   "the default raises the gold rate for an annotator whose gold record "
-                   "is below the quality rule's bar (`suspect`).")
+                   "the default gives only gold to an annotator whose gold "
+                   "record or agreement is below the quality rule's bar (`suspect`).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder for the database, the Celery log and the exports (kept) "
                    "[default: a temporary one, deleted at the end unless --keep].")
@@ -431,6 +441,11 @@ def _report(eng: Engine, pid: int, n_tasks: int, accuracy: npt.NDArray[np.float6
             .where(Label.project_id == pid)).one()
         workers = s.exec(select(Worker.seq, Worker.status).where(Worker.project_id == pid)
                          .order_by(Worker.seq)).all()
+        from labelq.record.pauses import last_pauses, pause_text
+        seq_of = {int(i): int(q) for i, q in s.exec(
+            select(Worker.id, Worker.seq).where(Worker.project_id == pid)).all()}
+        trails = {seq_of[w]: (pause_text(e), e.statistic, e.value, e.bound)
+                  for w, e in last_pauses(s, list(seq_of)).items()}
         from labelq.record.models import Task
         gold = {seq: (int(n), int(right or 0)) for seq, n, right in s.exec(
             select(Worker.seq, func.count(),
@@ -494,6 +509,12 @@ def _report(eng: Engine, pid: int, n_tasks: int, accuracy: npt.NDArray[np.float6
         if caught:
             click.echo("  (counted at the end: a paused annotator's answers already on their "
                        "way when the rule decided count too)")
+    for q in paused:  # each pause's trail, as `labelq workers show` gives it
+        if q in trails:
+            text, statistic, value, bound = trails[q]
+            test = (f"; {statistic.replace('_', ' ')} {value:.3g} >= {bound:.3g}"
+                    if statistic and value is not None and bound is not None else "")
+            click.echo(f"  annotator {q}: {text}{test}")
     if others:
         click.echo("  others paused, of true accuracy "
                    + ", ".join(f"{accuracy[q]:.2f} (gold {gold_of(q)})" for q in others))

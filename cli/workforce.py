@@ -50,7 +50,9 @@ def enroll(name: str, handle: str, cost: float, capacity: int | None, categories
 
 def _rows(database_url: str | None, name: str | None, handle: str | None = None
           ) -> list[dict[str, Any]]:
-    """``workers list``'s rows: of project ``name``'s workers (None: all), or of ``handle``."""
+    """``workers list``'s rows: of project ``name``'s workers (None: all), or of ``handle``
+    (with ``pauses``, every pause's trail). ``pause`` is the last pause's trail while the
+    annotator is paused."""
     from sqlalchemy import func
     from sqlmodel import col, select
 
@@ -58,6 +60,7 @@ def _rows(database_url: str | None, name: str | None, handle: str | None = None
     from labelq.record.db import session_scope
     from labelq.record.goldstats import project_gold_scores
     from labelq.record.models import Label, Project
+    from labelq.record.pauses import last_pauses, pause_trail, worker_pauses
     from labelq.record.projects import get_project, get_worker, list_workers
     with session_scope(engine(database_url)) as s:
         proj = get_project(s, name) if name else None
@@ -69,14 +72,21 @@ def _rows(database_url: str | None, name: str | None, handle: str | None = None
         projects = {p.id: p for p in s.exec(select(Project)).all()}
         gold: dict[int, ProjectGold] = {}
         rows: list[dict[str, Any]] = []
+        pauses = last_pauses(s, [w.id for w in chosen if w.id is not None])
         for w in chosen:
             if w.project_id not in gold:
                 gold[w.project_id] = project_gold_scores(s, projects[w.project_id],
                                                          with_chosen=True)
-            rows.append({"handle": w.handle, "project": projects[w.project_id].name,
-                         "status": w.status, "cost": w.cost, "capacity": w.capacity,
-                         "categories": w.categories, "labels": counts.get(w.id, 0),
-                         **gold_summary(gold[w.project_id], w.seq)})
+            event = pauses.get(w.id) if w.id is not None else None
+            row: dict[str, Any] = {
+                "handle": w.handle, "project": projects[w.project_id].name,
+                "status": w.status, "cost": w.cost, "capacity": w.capacity,
+                "categories": w.categories, "labels": counts.get(w.id, 0),
+                **gold_summary(gold[w.project_id], w.seq),
+                "pause": pause_trail(event) if event is not None else None}
+            if handle is not None:
+                row["pauses"] = [pause_trail(e) for e in worker_pauses(s, w)]
+            rows.append(row)
     return rows
 
 
@@ -86,9 +96,16 @@ def _rows(database_url: str | None, name: str | None, handle: str | None = None
 @OUTPUT_OPTION
 def show(handle: str, database_url: str | None, output: Output) -> None:
     """Show annotator HANDLE as labelq workers list does: status, labels, gold accuracy on
-    random gold (loaded, audit) with its 95% interval, and apart their agreement with the
-    expert on disputed tasks (chosen gold: suggested, reviewed)."""
-    emit_record(_rows(database_url, None, handle)[0], output)
+    random gold (loaded, audit) with its 95% interval, apart their agreement with the
+    expert on disputed tasks (chosen gold: suggested, reviewed), and, while paused, the
+    pause's trail (``pause``: when, by which rule, on what evidence); ``pauses``: every
+    pause."""
+    record = _rows(database_url, None, handle)[0]
+    if output == "table":
+        trails = record["pauses"]
+        record["pause"] = record["pause"]["text"] if record["pause"] else None
+        record["pauses"] = "; ".join(f"{t['at']} {t['text']}" for t in trails)
+    emit_record(record, output)
 
 
 @workers.command("list")
@@ -101,8 +118,12 @@ def list_(name: str | None, database_url: str | None, output: Output) -> None:
     its 95% interval; gold_by_category the same per category — all on random gold only
     (loaded, audit). disputed_agreement (with its 95% interval) is agreement with the
     expert on disputed tasks (gold suggested or reviewed): chosen for being hard, it is
-    no accuracy and pauses no one."""
+    no accuracy and pauses no one. pause, for a paused annotator, the pause's trail (its
+    text in the table)."""
     rows = _rows(database_url, name)
+    if output == "table":
+        for row in rows:
+            row["pause"] = row["pause"]["text"] if row["pause"] else None
     emit(rows, output)
 
 

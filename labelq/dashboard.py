@@ -4,6 +4,7 @@ once here and shared by the CLI and the API.
 
 * :func:`status_report` (:mod:`labelq.reporting`) is ``labelq status -o json`` (tasks by state, per category, labels,
   budget, workers, gold warnings) and the API's ``/projects/{name}/status``.
+* :func:`pauses`: each paused annotator's pause trail, by handle (the annotator table).
 * :func:`worker_gold` is each annotator's gold accuracy: raw (right / answered) and smoothed
   (the Beta posterior mean the quality rule reads) with its 95% credible interval, on
   random gold (loaded, audit); apart, their agreement with the expert on disputed tasks
@@ -55,7 +56,7 @@ class _Fit(Protocol):
     confidence_: np.ndarray
 
 __all__ = ["status_report", "worker_gold", "gold_summary", "throughput", "quality",
-           "dashboard", "compute_figures", "refresh_figures", "figures_due", "project_gold_suggestions", "gold_suggestions", "suggestion_csv_row",
+           "dashboard", "pauses", "compute_figures", "refresh_figures", "figures_due", "project_gold_suggestions", "gold_suggestions", "suggestion_csv_row",
            "SUGGESTION_COLUMNS",
            "RECENT_MINUTES", "CURVE_POINTS", "SUGGEST_SECONDS"]
 
@@ -324,13 +325,15 @@ def dashboard(session: Session, project: Project, *,
         return {"status": st, "gold": worker_gold(session, project),
                 "throughput": {**throughput(session, project, left=st["left"], now=now),
                                **live},
-                "quality": {**quality(session, project), **live}}
+                "quality": {**quality(session, project), **live},
+                "pauses": pauses(session, project)}
     if row is None or row.computed is None:
         wait = {"computed": None, "age_s": None, "behind_labels": st["labels"],
                 "source": None, "pending": True}
         return {"status": st, "gold": {},
                 "throughput": {**_empty_throughput(), **wait},
-                "quality": {**_empty_quality(project), **wait}}
+                "quality": {**_empty_quality(project), **wait},
+                "pauses": pauses(session, project)}
     computed = as_utc(row.computed)
     meta = {"computed": computed.isoformat(timespec="seconds"),
             "age_s": round(max(0.0, (now - computed).total_seconds()), 1),
@@ -340,7 +343,18 @@ def dashboard(session: Session, project: Project, *,
     return {"status": st, "gold": body.get("gold", {}),
             "throughput": {**_projected(body.get("throughput") or _empty_throughput(),
                                         st["left"], now), **meta},
-            "quality": {**(body.get("quality") or _empty_quality(project)), **meta}}
+            "quality": {**(body.get("quality") or _empty_quality(project)), **meta},
+            "pauses": pauses(session, project)}
+
+
+def pauses(session: Session, project: Project) -> dict[str, dict[str, Any]]:
+    """By handle, the trail of each paused annotator's pause (:mod:`.record.pauses`): the
+    annotator table shows it; one small query, read with every request."""
+    from .record.pauses import last_pauses, pause_trail
+    paused = {w.id: w.handle for w in session.exec(
+        select(Worker).where(Worker.project_id == project.id, Worker.status == "paused"))}
+    events = last_pauses(session, [i for i in paused if i is not None])
+    return {paused[i]: pause_trail(e) for i, e in events.items()}
 
 
 # --- the heavy figures, computed in the background --------------------------------------

@@ -68,6 +68,10 @@ class LabelqError(Exception):
 
 
 def _jsonable(value: Any) -> bool:
+    """A scalar, or a flat mapping of names to scalars (a pause's trail: ``Forbidden``)."""
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _jsonable(v) and not isinstance(v, dict)
+                   for k, v in value.items())
     return isinstance(value, (str, int, float, bool, type(None)))
 
 

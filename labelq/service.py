@@ -168,8 +168,22 @@ class Service:
         """The worker's next assignment, or ``None`` when there is nothing for them."""
         worker = self.worker(handle)
         if worker.status != "active":
-            raise Forbidden(f"worker {handle!r} is {worker.status}", worker=handle)
+            raise self._refusal(worker)
         return self.assigner.next(worker)
+
+    def _refusal(self, worker: Worker) -> Forbidden:
+        """Why a worker who is not active gets nothing: for a pause, its trail (when, by
+        which rule, on what evidence: :mod:`labelq.record.pauses`), read from SQL."""
+        from .record.pauses import last_pauses, pause_trail
+        handle = worker.handle
+        if worker.status == "paused" and worker.id is not None:
+            with session_scope(self.engine) as session:
+                event = last_pauses(session, [worker.id]).get(worker.id)
+                if event is not None:
+                    trail = pause_trail(event)
+                    return Forbidden(f"worker {handle!r} is {trail['text']}", worker=handle,
+                                     pause=trail)
+        return Forbidden(f"worker {handle!r} is {worker.status}", worker=handle)
 
     def idle_reason(self, handle: str) -> str:
         """Why :meth:`next_assignment` has nothing for the worker, in words for them: at

@@ -1,5 +1,6 @@
 """An annotator's progress: labels given, assignments declined or let expire, gold answered
-and right (random gold: loaded or audit), capacity left.
+and right (random gold: loaded or audit), capacity left, and while paused the pause's
+trail (``pause``).
 
 Counts come from SQL (the record); live leases from the hot state in Redis, so that
 ``remaining_capacity`` matches what the service will still issue.
@@ -15,6 +16,7 @@ from sqlmodel import Session, col, select
 from ..live.redis.keys import Keys
 from ..record.db import database_id
 from ..record.models import ENDED_UNLABELLED, Assignment, Label, Task, Worker, random_gold
+from ..record.pauses import last_pauses, pause_trail
 
 __all__ = ["worker_progress"]
 
@@ -40,6 +42,8 @@ def worker_progress(session: Session, redis: Any, worker: Worker) -> dict[str, A
     used = redis.hget(k.wcount, worker.seq)  # labels + live leases, when the state is hot
     in_use = max(int(used), int(labels)) if used is not None else int(labels)
     remaining = None if worker.capacity is None else max(worker.capacity - in_use, 0)
+    event = last_pauses(session, [worker.id]).get(worker.id) \
+        if worker.id is not None and worker.status == "paused" else None
     return {
         "handle": worker.handle,
         "status": worker.status,
@@ -51,4 +55,5 @@ def worker_progress(session: Session, redis: Any, worker: Worker) -> dict[str, A
                  "accuracy": round(int(correct) / int(gold), 4) if gold else None},
         "capacity": worker.capacity,
         "remaining_capacity": remaining,
+        "pause": pause_trail(event) if event is not None else None,
     }

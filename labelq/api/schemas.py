@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..exporting import METHODS
 
 __all__ = ["Name", "AssignmentId", "Assignment", "NextOut", "SubmitIn", "SubmitOut",
-           "DeclineOut", "GoldStats", "ProgressOut", "MeOut", "EnrollIn", "EnrollOut",
+           "DeclineOut", "GoldStats", "PauseOut", "ProgressOut", "MeOut", "EnrollIn", "EnrollOut",
            "ExportIn", "JobOut", "WorkerStatus", "TaskCounts", "CategoryCounts",
            "ProjectStatusOut", "HealthOut", "GoldWarning", "ProjectOut", "DashboardOut",
            "GoldSuggestion", "GoldSuggestionsOut",
@@ -74,6 +74,21 @@ class GoldStats(_Out):
     accuracy: float | None
 
 
+class PauseOut(_Out):
+    at: str = Field(description="When (ISO 8601, UTC).")
+    rule: str = Field(description="`quality`: the project's quality rule, on gold answers; "
+                                  "`operator`: paused by an operator.")
+    gold_right: int | None
+    gold_answered: int | None
+    statistic: str | None = Field(description="The quality rule's test: `likelihood_ratio` "
+                                              "(sequential) or `prob_below` (posterior).")
+    value: float | None = Field(description="The test's value when it fired.")
+    bound: float | None = Field(description="The bound the value reached.")
+    category: str | None
+    text: str = Field(description="The pause in words, e.g. \"paused by the quality rule "
+                                  "after 9 of 24 gold answers right; ask your operator\".")
+
+
 class ProgressOut(_Out):
     handle: str
     status: str
@@ -84,6 +99,8 @@ class ProgressOut(_Out):
     gold: GoldStats
     capacity: int | None
     remaining_capacity: int | None
+    pause: PauseOut | None = Field(None, description="While paused: when, by which rule, on "
+                                                     "what evidence.")
 
 
 class MeOut(_Out):
@@ -272,6 +289,10 @@ class DashboardOut(_Out):
                     "estimate_low/estimate_high and its basis, gold or models; other methods: "
                     "the mean posterior confidence of the answers) with its curve against "
                     "labels spent.")
+    pauses: dict[str, PauseOut] = Field(
+        default_factory=dict,
+        description="By handle, each paused annotator's pause: when, by which rule, on what "
+                    "evidence.")
 
 
 class GoldSuggestion(_Out):

@@ -42,7 +42,8 @@ at 4 of 10 is 0.90, below 0.95, so the pause came at an earlier look (3 of 10 gi
 demo's 40 gold questions (``bench/gold_suspicion.py``), that rule pauses 18 % of the
 annotators exactly at 0.6 (0.45 % of the demo's skilled ones, accuracy 0.65–0.95); the demo
 now uses ``sequential`` at 0.99: 0.4 % at the bar, for a careless annotator (accuracy 0.35)
-caught about half the time within those 40 gold answers instead of 95 %.
+caught about half the time within those 40 gold answers instead of 95 % — and since issue
+41 gives a suspect only gold from a pool of 100, 96 % of them (simulated; docs/gold.md).
 
 ``per_category=False`` (default) pools a worker's gold over categories; ``True`` pauses a
 worker whose accuracy in *any* category qualifies (each category then needs ``min_gold``;

@@ -33,6 +33,13 @@ at least r until the record clears. A careless annotator then answers gold fast 
 a quality rule to reach its confidence (docs/gold.md, "Gold on suspicion"); a good one who
 starts with a wrong answer or two pays a few extra gold questions. ``history.gold_answered``
 and ``history.gold_correct`` carry the record (the live pipeline keeps them in Redis).
+
+Agreement evidence makes a suspect too (issue 41): ``history.agree_answered`` and
+``history.agree_correct`` are the worker's labels the project's worker model could check
+against other labels and its (soft) count of right ones — for ``auto``, its per-worker soft
+counts; for other policies, agreement with the other labels of the same tasks — and a worker
+whose agreement record's posterior mean (c + 1) / (n + 2) is below ``suspect_below`` is
+suspect as well. Suspicion only raises the gold rate: the quality rule pauses on gold alone.
 """
 
 from __future__ import annotations
@@ -74,8 +81,18 @@ class WorkerHistory:
     gold_by_category: tuple[int, ...] = ()
     gold_answered: int = 0  # gold answers judged so far (their labels applied)
     gold_correct: int = 0  # right among them
+    agree_answered: float = 0.0  # labels checked by agreement (soft count, issue 41)
+    agree_correct: float = 0.0  # judged right among them (soft count)
 
     def __post_init__(self) -> None:
+        for name in ("agree_answered", "agree_correct"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) \
+                    or not math.isfinite(value) or value < 0:
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        if self.agree_correct > self.agree_answered + 1e-9:
+            raise ValueError(f"agree_correct ({self.agree_correct}) cannot exceed "
+                             f"agree_answered ({self.agree_answered})")
         _count("n_done", self.n_done)
         _count("n_gold_done", self.n_gold_done)
         _count("gold_answered", self.gold_answered)
@@ -110,11 +127,18 @@ class Schedule:
         return "gold" if self.should_inject(history, rng) else "task"
 
 
+def _below(right: float, answered: float, below: float) -> bool:
+    """(right + 1) / (answered + 2), the posterior mean under a uniform prior, is below
+    ``below`` (no record: no)."""
+    return answered > 0 and (right + 1) / (answered + 2) < below
+
+
 def suspected(history: WorkerHistory, below: float) -> bool:
-    """The worker's gold record so far is suspect: the posterior mean of their gold
-    accuracy under a uniform prior, (c + 1) / (n + 2), is below ``below`` (no record: no)."""
-    n = history.gold_answered
-    return n > 0 and (history.gold_correct + 1) / (n + 2) < below
+    """The worker is suspect: the posterior mean of their accuracy under a uniform prior,
+    (c + 1) / (n + 2), is below ``below`` on their gold record or on their agreement record
+    (no record: no)."""
+    return _below(history.gold_correct, history.gold_answered, below) \
+        or _below(history.agree_correct, history.agree_answered, below)
 
 
 def raised_if_suspect(rate: float, history: WorkerHistory, suspect: float,

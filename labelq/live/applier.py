@@ -54,10 +54,11 @@ from ..record.tally import fold
 from .decide import decision_rng
 from .home import claim_home
 from .hotstate import Hot, StateCache, write_snapshot
-from .redis.keys import Keys, gold_records, parse_decline, projects_key
+from .redis.keys import Keys, agreement_records, gold_records, parse_decline, projects_key
 from .redis.lock import RedisLock
 from .redis.scripts import Scripts
 from .refill import PaceMeter, refill_inboxes
+from .suspicion import agreement_counts, release_held, suspect_schedule, suspects
 from .tuning import TUNING, Tuning
 
 __all__ = ["Applier", "ApplyReport", "LockLost", "push_priorities", "applied_counts",
@@ -171,6 +172,7 @@ class Applier:
         self.pace = PaceMeter(tuning.pace_weight)
         self.last_snapshot: dict[int, float] = {}  # project -> monotonic time written
         self.snapshot_took: dict[int, float] = {}  # project -> seconds it took
+        self.suspect: dict[int, set[int]] = {}  # project -> workers suspect at the last look
         self._running = 0  # runs and upkeeps in progress in this process (``busy``)
         self._running_lock = threading.Lock()
 
@@ -315,6 +317,7 @@ class Applier:
                     touched: set[int] = set(hot.dirty or ())
                     applied_per_task: dict[int, int] = {}
                     gold_workers: set[int] = set()
+                    label_workers: set[int] = set()
                     seq = hot.seq
                     marks = []
                     for row in rows:
@@ -323,6 +326,7 @@ class Applier:
                         touched.update(int(t) for t in hot.policy.update(hot.state, obs))
                         marks.append({"lid": row[0], "seq": seq})
                         applied_per_task[obs.task] = applied_per_task.get(obs.task, 0) + 1
+                        label_workers.add(obs.worker)
                         if obs.gold:
                             gold_workers.add(obs.worker)
                     if marks:
@@ -338,6 +342,11 @@ class Applier:
                                                         sorted(gold_workers),
                                                         hot.view.categories)
                     report.paused += paused
+                    suspicion = suspect_schedule(hot.project.gold_schedule)
+                    agreement: dict[str, str] = {}
+                    if suspicion is not None and label_workers:
+                        checked, right = agreement_counts(session, hot, sorted(label_workers))
+                        agreement = agreement_records(sorted(label_workers), checked, right)
                     if not lock.extend():
                         raise LockLost("apply lock expired during the batch")
                 hot.seq = seq
@@ -355,6 +364,8 @@ class Applier:
             pipe = redis.pipeline(transaction=False)
             if record:  # absolute counts from SQL: a replayed batch writes them again
                 pipe.hset(k.nissued, mapping=record)
+            if agreement:  # the worker model's counts now (issue 41)
+                pipe.hset(k.nissued, mapping=agreement)
             push_priorities(redis, hot, touched, pipeline=pipe)
             # tasks of labels replayed from SQL (applied by a holder that died before its
             # Redis writes, or that did them): their ``applied`` counts are set from SQL,
@@ -373,7 +384,23 @@ class Applier:
             pipe.execute()
             if hot.dirty:
                 hot.dirty.clear()
+        if suspicion is not None and label_workers:
+            self._newly_suspect(project_id, k, suspicion, sorted(label_workers))
         return len(rows) + len(raw), hot
+
+    def _newly_suspect(self, project_id: int, k: Keys, schedule: Any,
+                       workers: list[int]) -> None:
+        """Release the held inbox reservations of those of ``workers`` who have just
+        become suspect (:mod:`.suspicion`): they were decided at the lower gold rate.
+        Remembered per process; a new process releases once more, which is harmless."""
+        was = self.suspect.setdefault(project_id, set())
+        now = suspects(self.redis, k, schedule, workers)
+        for w in sorted(now - was):
+            n = release_held(self.redis, self.scripts, k, w)
+            if n:
+                log.info("project %s: worker %s is suspect; %d held reservations released "
+                         "for gold at the suspect rate", project_id, w, n)
+        self.suspect[project_id] = (was - set(workers)) | now
 
     # --- snapshots and refills -----------------------------------------------------------
     def maybe_snapshot(self, project_id: int, every_s: float | None = None) -> None:

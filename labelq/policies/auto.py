@@ -227,6 +227,13 @@ class Auto(Policy):
                                             p.population == "workers")
         return acc, worker
 
+    def worker_agreement(self, state: AutoState) -> tuple[np.ndarray, np.ndarray]:
+        """(checked[W], right[W]): the worker model's soft counts per worker — labels it
+        could check (gold answers, and agreement labels weighted by the calibration against
+        gold) and the share judged right: the agreement record of gold on suspicion
+        (:mod:`labelq.live.suspicion`)."""
+        return state.total.sum(axis=1), state.correct.sum(axis=1)
+
     def _posterior(self, state: AutoState, tasks: np.ndarray) -> np.ndarray:
         post = em.posterior(state.loglik[tasks], np.log(state.class_prior))
         gold = state.gold[tasks]

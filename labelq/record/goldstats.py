@@ -10,7 +10,7 @@
 * :func:`flagged` / :func:`apply_quality_rule`: the project's ``quality`` JSON is a
   :class:`labelq.gold.quality.QualityRule`; the applier runs it after each batch that had
   gold, and an *active* worker the rule flags is paused (status in SQL, which ``next``
-  reads on every request).
+  reads on every request), with its trail (:mod:`.pauses`).
 * :func:`gold_exhaustion` tells which active workers have seen most of the gold pool
   (:class:`labelq.gold.pool.ExhaustionRule`).
 """
@@ -26,6 +26,7 @@ from sqlmodel import Session, col, select
 
 from ..gold.pool import ExhaustionRule
 from .models import Assignment, Label, Project, Task, Worker, chosen_gold, random_gold
+from .pauses import record_quality_pause
 
 if TYPE_CHECKING:  # (imported where used: scoring imports scipy, which labelq status skips)
     from ..gold.scoring import GoldScores
@@ -78,6 +79,9 @@ def apply_quality_rule(session: Session, project: Project, worker_seqs: list[int
     """Pause the active workers among ``worker_seqs`` the rule flags; returns handles.
     ``scores``: their :func:`gold_scores`, if already read."""
     paused = []
+    if project.quality and worker_seqs and scores is None:
+        assert project.id is not None, "a project read from the database has its id"
+        scores = gold_scores(session, project.id, worker_seqs, categories or [""])
     for seq in flagged(session, project, worker_seqs, categories, scores):
         w = session.exec(select(Worker).where(Worker.project_id == project.id,
                                               Worker.seq == seq)).one()
@@ -85,6 +89,10 @@ def apply_quality_rule(session: Session, project: Project, worker_seqs: list[int
             w.status = "paused"
             session.add(w)
             paused.append(w.handle)
+            assert scores is not None and project.quality  # (flagged found some)
+            from ..gold.quality import QualityRule
+            record_quality_pause(session, w, QualityRule(**project.quality), scores,
+                                 worker_seqs.index(seq), categories or [""])
     return paused
 
 

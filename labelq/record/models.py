@@ -1,7 +1,8 @@
 """The durable record (SQLModel): the source of truth from which all hot state is rebuilt.
 
-Tables: Project, Task, Worker, Assignment, Label, ModelVersion and Prediction (a model's
-predictions, labelq/record/predictions.py), and ``labelq_database`` (one row: the
+Tables: Project, Task, Worker, Assignment, Label, PauseEvent (every pause's trail),
+ModelVersion and Prediction (a model's predictions, labelq/record/predictions.py), and
+``labelq_database`` (one row: the
 database's identity, which names its keys in Redis). Works on SQLite and PostgreSQL.
 
 Every task and worker carries ``seq``, a dense index ``0..n-1`` within its project, which
@@ -33,7 +34,7 @@ from sqlmodel import Field, SQLModel, col
 
 __all__ = ["DatabaseIdentity", "Project", "Task", "Worker", "Assignment", "Label", "GoldDraw",
            "StatusTally", "TaskTally", "GoldTally", "WorkerTally", "EndedTally",
-           "DashboardFigures", "ModelVersion", "Prediction",
+           "DashboardFigures", "ModelVersion", "Prediction", "PauseEvent",
            "utcnow", "as_utc", "utc_from_ms",
            "WORKER_STATUSES", "ASSIGNMENT_STATES", "ENDED_UNLABELLED",
            "GOLD_KINDS", "RANDOM_GOLD_KINDS", "CHOSEN_GOLD_KINDS", "MARK_KINDS",
@@ -195,6 +196,27 @@ class Worker(SQLModel, table=True):
     token_hash: str = Field(index=True, max_length=128)
     categories: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     created: datetime = Field(default_factory=utcnow)
+
+
+class PauseEvent(SQLModel, table=True):
+    """One pause of an annotator and why (issue 41; :mod:`labelq.record.pauses`): ``rule``
+    ``quality`` (the project's quality rule, on gold) or ``operator`` (``workers pause``, the
+    API, the dashboard); for ``quality`` the gold answers right and answered when it fired
+    and the test's ``statistic``, its ``value`` and the ``bound`` it crossed. A new table:
+    ``labelq init`` creates it in an older database."""
+
+    __tablename__ = "pause_event"
+    id: int | None = Field(default=None, primary_key=True)
+    project_id: int = Field(foreign_key="project.id", index=True)
+    worker_id: int = Field(foreign_key="worker.id", index=True)
+    at: datetime = Field(default_factory=utcnow)
+    rule: str = Field(max_length=16)
+    gold_right: int | None = None
+    gold_answered: int | None = None
+    statistic: str | None = Field(default=None, max_length=32)
+    value: float | None = None
+    bound: float | None = None
+    category: str | None = Field(default=None, max_length=200)
 
 
 class Assignment(SQLModel, table=True):

@@ -34,6 +34,7 @@ from .models import (
     Assignment,
     GoldDraw,
     Label,
+    PauseEvent,
     Project,
     Task,
     Worker,
@@ -314,9 +315,9 @@ def project_counts(session: Session, project: Project) -> dict[str, int]:
 
 def delete_project(session: Session, project: Project) -> dict[str, int]:
     """Delete the project and everything it owns from SQL (a model's predictions and
-    versions, labels, assignments, gold draws, tasks, workers, in that order for the foreign
-    keys), in the caller's transaction; returns what was deleted. Its Redis state is the
-    caller's to drop first."""
+    versions, labels, assignments, gold draws, tasks, pause trails, workers, in that order
+    for the foreign keys), in the caller's transaction; returns what was deleted. Its Redis
+    state is the caller's to drop first."""
     counts = project_counts(session, project)
     from .predictions import delete_all
     from .tally import forget
@@ -324,7 +325,7 @@ def delete_project(session: Session, project: Project) -> dict[str, int]:
     assert project.id is not None, "a project read from the database has its id"
     forget(session, project.id)  # its status counters
     delete_all(session, project.id)
-    for model in (Label, Assignment, GoldDraw, Task, Worker):
+    for model in (Label, Assignment, GoldDraw, Task, PauseEvent, Worker):
         session.exec(delete(model).where(col(model.project_id) == project.id))
     session.delete(project)
     session.flush()
@@ -546,6 +547,9 @@ def set_worker_status(session: Session, handle: str, status: str) -> Worker:
     if status not in ("active", "paused", "removed"):
         raise InputError(f"unknown worker status {status!r}; use active, paused or removed")
     worker = get_worker(session, handle)
+    if status == "paused" and worker.status != "paused":  # the trail (labelq.record.pauses)
+        from .pauses import record_operator_pause
+        record_operator_pause(session, worker)
     worker.status = status
     session.add(worker)
     session.flush()

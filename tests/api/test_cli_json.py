@@ -140,6 +140,8 @@ def test_walk_every_command_with_o_json(stack: Stack, tmp_path):
     run("simulate", "--synthetic", "tasks=10,workers=3,model=one-coin,p=0.8",
         "--policy", "uniform", "--budget-per-task", "1", "--runs", "1")
     run("workers", "pause", "walk-w2")
+    shown = run("workers", "show", "walk-w2")
+    assert shown["pause"]["rule"] == "operator" and len(shown["pauses"]) == 1
     run("workers", "resume", "walk-w2")
     run("workers", "remove", "walk-w2")
     run("project", "delete", "walk", "--yes")

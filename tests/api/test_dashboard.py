@@ -119,7 +119,13 @@ def test_dashboard_shows_the_numbers_of_labelq_status_and_pauses(stack, browser)
          "button[data-action=\"pause\"]').click()")
     b.wait("document.querySelector('#workers tr[data-handle=\"dash-bob\"] "
            "[data-field=\"status\"]').textContent === 'paused'")
-    # Then dash-bob is paused (the record and `labelq status` say so), and can be resumed
+    # Then dash-bob is paused (the record and `labelq status` say so), the row says by
+    # whom (the pause's trail, issue 41), and can be resumed
+    b.wait("document.querySelector('#workers tr[data-handle=\"dash-bob\"] "
+           "[data-field=\"pause\"]').textContent === 'operator'")
+    assert "paused by the operator" in b.js(
+        "document.querySelector('#workers tr[data-handle=\"dash-bob\"] "
+        "[data-field=\"pause\"]').title")
     with session_scope(stack.engine) as s:
         assert s.exec(select(Worker.status).where(Worker.handle == "dash-bob")).one() == "paused"
     after = {w["handle"]: w["status"] for w in cli_json(stack, "status", "dash")["workers"]}

@@ -54,6 +54,36 @@ def test_operator_flow(run, tmp_path):
     assert out_file.read_text().splitlines()[0] == "task,worker,label,received,is_gold,category,assignment"
 
 
+def test_an_operator_pause_leaves_a_trail_shown_by_workers_show_and_list(run):
+    # Given an annotator paused by the operator, resumed, and paused again
+    run("init")
+    run("project", "create", "trail", "--labels", "0,1")
+    run("workers", "enroll", "trail", "bob")
+    run("workers", "pause", "bob")
+    run("workers", "pause", "bob")  # (already paused: no second trail)
+    shown = json.loads(run("workers", "show", "bob", "-o", "json").output)
+    # Then `workers show` and `workers list` give the pause: when, which rule, no evidence
+    pause = shown["pause"]
+    assert shown["status"] == "paused" and pause["rule"] == "operator"
+    assert pause["text"] == "paused by the operator; ask your operator"
+    assert pause["gold_answered"] is None and pause["statistic"] is None and pause["at"]
+    assert [p["rule"] for p in shown["pauses"]] == ["operator"]
+    listed = json.loads(run("workers", "list", "-o", "json").output)
+    assert listed[0]["pause"] == pause
+    assert "paused by the operator; ask your operator" in run("workers", "list").output
+    run("workers", "resume", "bob")
+    run("workers", "pause", "bob")
+    shown = json.loads(run("workers", "show", "bob", "-o", "json").output)
+    assert [p["rule"] for p in shown["pauses"]] == ["operator", "operator"]
+    assert shown["pause"] == shown["pauses"][-1]
+    run("workers", "resume", "bob")
+    shown = json.loads(run("workers", "show", "bob", "-o", "json").output)
+    assert shown["pause"] is None and len(shown["pauses"]) == 2  # (the history stays)
+    assert "operator" in run("workers", "show", "bob").output
+    listed = json.loads(run("workers", "list", "-o", "json").output)
+    assert listed[0]["pause"] is None
+
+
 @pytest.mark.parametrize("args,code,needle", [
     (["project", "show", "nope"], 4, "no project named 'nope'"),
     (["project", "create", "x", "--labels", "0,1", "--policy", "optimal:magic=1"], 8,

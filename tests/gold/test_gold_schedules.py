@@ -142,3 +142,24 @@ def test_suspicion_off_draws_the_same_decisions_as_before():
         a, b = np.random.default_rng(3), np.random.default_rng(3)
         assert [base.should_inject(WorkerHistory(50, 5), a) for _ in range(300)] == \
             [off.should_inject(bad, b) for _ in range(300)]
+
+
+def test_agreement_makes_a_suspect_too_and_is_validated():
+    # Given a clean gold record (or none), once with a poor agreement record (issue 41)
+    schedule = FixedRate(0.05, suspect=0.9, suspect_below=0.6)
+    rng = np.random.default_rng(0)
+    poor = WorkerHistory(n_done=60, n_gold_done=2, gold_answered=2, gold_correct=2,
+                         agree_answered=40.0, agree_correct=14.5)
+    fine = WorkerHistory(n_done=60, n_gold_done=2, gold_answered=2, gold_correct=2,
+                         agree_answered=40.0, agree_correct=33.0)
+    unchecked = WorkerHistory(n_done=60, agree_answered=0.0, agree_correct=0.0)
+    # Then the poor agreement alone raises the gold rate to the suspect rate
+    assert suspected(poor, 0.6) and not suspected(fine, 0.6) and not suspected(unchecked, 0.6)
+    assert np.mean([schedule.should_inject(poor, rng) for _ in range(4000)]) \
+        == pytest.approx(0.9, abs=0.02)
+    assert np.mean([schedule.should_inject(fine, rng) for _ in range(4000)]) < 0.08
+    # and a record that cannot be is refused with the field named
+    with pytest.raises(ValueError, match="agree_correct .* cannot exceed agree_answered"):
+        WorkerHistory(agree_answered=2.0, agree_correct=3.0)
+    with pytest.raises(ValueError, match="agree_answered must be a finite number >= 0"):
+        WorkerHistory(agree_answered=float("nan"))

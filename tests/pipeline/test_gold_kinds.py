@@ -250,7 +250,8 @@ def test_audit_answers_come_back_as_kind_audit_and_score(r, redis_url, sqlite_ur
     for h in ACCURACY:
         assert shown[h]["gold"] == n.get(h, 0), h
     res = run.invoke(cli, ["workers", "show", "ann-80", "-o", "json"], env=env)
-    assert res.exit_code == 0 and json.loads(res.stdout) == shown["ann-80"]
+    # the list's row, and every pause's trail (none here)
+    assert res.exit_code == 0 and json.loads(res.stdout) == {**shown["ann-80"], "pauses": []}
     # and a second audit never draws them again
     res = run.invoke(cli, ["gold", "audit", "p", "--n", "100", "-o", "json"], env=env)
     again = {t["id"] for t in json.loads(res.stdout)}

@@ -10,7 +10,7 @@ from sqlmodel import select
 from cli.main import cli
 from labelq.live.redis.keys import Keys, projects_key
 from labelq.record.db import database_id, session_scope
-from labelq.record.models import Assignment, Label, Project, Task, Worker
+from labelq.record.models import Assignment, Label, PauseEvent, Project, Task, Worker
 from labelq.record.settings import Settings
 from labelq.service import Service
 
@@ -33,6 +33,8 @@ def test_delete_removes_the_project_from_sql_and_redis_and_nothing_else(r, redis
     label_once(s, "kept-w0")
     env = {"LABELQ_DATABASE_URL": db_url, "LABELQ_REDIS_URL": redis_url}
     run = CliRunner().invoke
+    # (a pause of one of its annotators left a trail: issue 41)
+    assert run(cli, ["workers", "pause", "gone-w1"], env=env).exit_code == 0
     # When the operator asks without --yes, nothing goes and they are told what would
     res = run(cli, ["project", "delete", "gone"], env=env)
     assert res.exit_code == 2
@@ -43,7 +45,7 @@ def test_delete_removes_the_project_from_sql_and_redis_and_nothing_else(r, redis
     # Then no row and no key of it is left, and the other project is whole
     assert res.exit_code == 0, res.output
     with session_scope(eng) as db:
-        for model in (Task, Worker, Label, Assignment):
+        for model in (Task, Worker, Label, Assignment, PauseEvent):
             assert db.exec(select(func.count()).select_from(model)
                            .where(model.project_id == gone)).one() == 0
         assert db.get(Project, gone) is None

@@ -185,6 +185,12 @@ function show(d) {
     const s = cell(tr, w.status);
     s.className = "status-" + w.status;
     s.dataset.field = "status";
+    // the pause's trail: by which rule, on what evidence (when: on hover)
+    const pause = w.status === "paused" ? (d.pauses || {})[w.handle] : null;
+    const pc = cell(tr, pause ? (pause.rule === "quality" ? "quality rule: " + pause.gold_right
+      + " of " + pause.gold_answered + " gold right" : "operator") : null);
+    pc.dataset.field = "pause";
+    if (pause) pc.title = pause.at + ": " + pause.text;
     for (const [f, v] of [["cost", w.cost], ["labels", w.labels], ["gold_answered", w.gold_answered],
                           ["gold_accuracy", g.gold_accuracy]]) cell(tr, v, "n").dataset.field = f;
     cell(tr, g.gold_smoothed === null || g.gold_smoothed === undefined ? null

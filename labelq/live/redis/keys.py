@@ -43,7 +43,10 @@ key (after the prefix)     type    TTL    meaning
                                           taken back if released before it was popped;
                                           "ga{seq}" / "gr{seq}" -> the worker's gold
                                           answers applied / right among them (written by
-                                          the applier from SQL: gold on suspicion)
+                                          the applier from SQL: gold on suspicion);
+                                          "aa{seq}" / "ar{seq}" -> its labels checked by
+                                          agreement / judged right (soft counts, written
+                                          by the applier from the policy state: issue 41)
 ``spent``                  STRING  none   cost of the recorded labels (float)
 ``reserved_cost``          STRING  none   cost of the live leases (float)
 ``state``                  STRING  none   snapshot of the policy state and the view's task
@@ -70,7 +73,8 @@ left behind; the reaper normally removes it first.
 
 Field and member encodings are made here too: the gold counters in ``nissued``
 (:func:`gold_issued_field`, :func:`gold_category_field`; the Lua scripts spell them
-``'g' .. w`` and ``'g' .. w .. ':' .. c``; :func:`gold_record_fields`, :func:`gold_records`)
+``'g' .. w`` and ``'g' .. w .. ':' .. c``; :func:`gold_record_fields`, :func:`gold_records`,
+:func:`agreement_fields`, :func:`agreement_records`)
 and the ``declines`` entries (:func:`decline_entry`, :func:`parse_decline`).
 """
 
@@ -80,8 +84,9 @@ import re
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-__all__ = ["Keys", "projects_key", "home_key", "parse_key", "KeyOwner", "gold_issued_field", "gold_category_field",
-           "gold_record_fields", "gold_records", "decline_entry", "parse_decline"]
+__all__ = ["Keys", "projects_key", "home_key", "parse_key", "KeyOwner", "gold_issued_field",
+           "gold_category_field", "gold_record_fields", "gold_records", "agreement_fields",
+           "agreement_records", "decline_entry", "parse_decline"]
 
 _DATABASE = re.compile(r"[0-9a-z]{1,32}")
 
@@ -210,6 +215,23 @@ def gold_records(workers: Iterable[int], answered: Any, right: Any) -> dict[str,
         if n:
             fields = gold_record_fields(w)
             out[fields[0]], out[fields[1]] = int(n), int(c)
+    return out
+
+
+def agreement_fields(worker: int) -> tuple[str, str]:
+    """``nissued`` fields of ``worker``'s agreement record: labels checked, right among
+    them (soft counts)."""
+    return f"aa{int(worker)}", f"ar{int(worker)}"
+
+
+def agreement_records(workers: Iterable[int], answered: Any, right: Any) -> dict[str, str]:
+    """The ``nissued`` fields and values (rounded to 0.01) of the agreement records of
+    ``workers``; workers with nothing checked are left out."""
+    out: dict[str, str] = {}
+    for w, n, c in zip(workers, answered, right, strict=True):
+        if n > 0:
+            fields = agreement_fields(w)
+            out[fields[0]], out[fields[1]] = f"{float(n):.2f}", f"{min(float(c), float(n)):.2f}"
     return out
 
 
