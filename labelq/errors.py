@@ -7,6 +7,8 @@
     ├── InputError                   3  a file or argument the user gave is malformed
     │   └── FileFormatError          3  ... at a known file, line and field
     ├── NotFound                     4  project, task, worker or assignment does not exist
+    │   └── AssignmentUnknown        4  an assignment id this server never issued to this
+    │                                   annotator (forged, or another's): nothing recorded
     ├── Conflict                     5  the request contradicts the current state
     │   ├── AlreadyExists            5  unique name/handle/id taken
     │   ├── DuplicateSubmission      5  a label for this assignment was already recorded
@@ -33,6 +35,7 @@ __all__ = [
     "InputError",
     "FileFormatError",
     "NotFound",
+    "AssignmentUnknown",
     "Conflict",
     "AlreadyExists",
     "DuplicateSubmission",
@@ -98,6 +101,14 @@ class NotFound(LabelqError):
     exit_code = 4
     http_status = 404
     code = "not_found"
+
+
+class AssignmentUnknown(NotFound):
+    """A submit for an assignment id whose lease is gone (lost with Redis) and that this
+    database's servers never issued to this annotator: its MAC does not check out
+    (:mod:`labelq.live.leaseid`) — crafted, or another annotator's. Nothing is recorded."""
+
+    code = "assignment_unknown"
 
 
 class Conflict(LabelqError):

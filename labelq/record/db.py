@@ -19,6 +19,7 @@ from sqlmodel import Session, SQLModel, create_engine, select
 
 from ..errors import ServiceUnavailable
 from . import models  # noqa: F401 - registers the tables on SQLModel.metadata
+from .secret import ensure_secret, forget_secret
 from .settings import Settings, load_settings
 
 __all__ = ["get_engine", "init_schema", "session_scope", "engine_for", "ADDED_COLUMNS",
@@ -31,6 +32,7 @@ ADDED_COLUMNS: dict[str, tuple[str, ...]] = {
     "project": ("instructions", "label_names"),
     "task": ("marked",),
     "status_tally": ("version",),
+    "labelq_database": ("secret",),
 }
 # Indexes added to a table after its first release (``create_all`` skips an existing
 # table's indexes too): ``init_schema`` creates each one a database lacks.
@@ -92,6 +94,7 @@ def init_schema(engine: Engine) -> str:
         _add_columns(engine)
         _add_indexes(engine)
         uid = _ensure_identity(engine)
+        ensure_secret(engine)  # (labelq.record.secret: the assignment ids' key)
     except OperationalError as exc:
         raise ServiceUnavailable(f"database unavailable: {exc.orig}") from exc
     with _ids_lock:
@@ -168,6 +171,7 @@ def forget_database_id(engine: Engine) -> None:
     """Drop the cached identity (a test that drops and recreates a database's tables)."""
     with _ids_lock:
         _ids.pop(engine, None)
+    forget_secret(engine)
 
 
 def masked_url(url: str | URL) -> str:
