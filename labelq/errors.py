@@ -13,8 +13,9 @@
     │   ├── AlreadyExists            5  unique name/handle/id taken
     │   ├── DuplicateSubmission      5  a label for this assignment was already recorded
     │   ├── LeaseExpired             5  the assignment's lease ran out
-    │   └── LeaseLost                5  a lease lost with Redis whose task no longer takes
-    │                                   the label: not saved (``recorded: false``)
+    │   ├── LeaseLost                5  a lease lost with Redis whose task no longer takes
+    │   │                               the label: not saved (``recorded: false``)
+    │   └── TooManyJobs              5  too many exports queued for the project (HTTP 429)
     ├── Forbidden                    6  acting on something that is not yours / paused worker
     ├── BudgetExhausted              7  the project has no budget left
     ├── PolicyError                  8  a policy spec is invalid
@@ -41,6 +42,7 @@ __all__ = [
     "DuplicateSubmission",
     "LeaseExpired",
     "LeaseLost",
+    "TooManyJobs",
     "Forbidden",
     "BudgetExhausted",
     "PolicyError",
@@ -137,6 +139,14 @@ class LeaseLost(Conflict):
 
     http_status = 410
     code = "lease_lost"
+
+
+class TooManyJobs(Conflict):
+    """A project has as many distinct exports queued or running as it may
+    (:data:`labelq.jobs.EXPORTS_PER_PROJECT`); asking again for one of them returns it."""
+
+    http_status = 429
+    code = "too_many_exports"
 
 
 class Forbidden(LabelqError):

@@ -37,7 +37,6 @@ from ..policies import build
 from ..policies.base import Policy
 from ..record.db import database_id, session_scope
 from ..record.models import Project, Task, Worker
-from ..record.secret import assignment_key
 from ..record.problem import (
     ProjectView,
     count_workers,
@@ -47,6 +46,7 @@ from ..record.problem import (
     max_applied,
     to_observation,
 )
+from ..record.secret import assignment_key
 from . import snapshot as binary
 from .leaseid import IdSigner
 from .redis.keys import Keys

@@ -17,8 +17,13 @@ from sqlmodel import select
 from labelq.errors import AssignmentUnknown, Forbidden
 from labelq.live.leaseid import IdSigner, parse_assignment_id
 from labelq.live.redis.keys import Keys
-from labelq.record.db import SchemaMissing, database_id, forget_database_id, init_schema, \
-    session_scope
+from labelq.record.db import (
+    SchemaMissing,
+    database_id,
+    forget_database_id,
+    init_schema,
+    session_scope,
+)
 from labelq.record.models import Assignment, Label
 from labelq.record.secret import assignment_key
 from labelq.record.settings import Settings
