@@ -29,7 +29,7 @@ def test_another_databases_operator_gets_404_for_a_job(stack, tmp_path):
         assert op.get(f"/api/v1/exports/{job['id']}/result").status_code == 200
     # its file is in A's folder of the export directory
     ours = database_id(stack.engine)
-    files = list((stack.tmp / "exports").glob(f"*/*.csv"))
+    files = list((stack.tmp / "exports").glob("*/*.csv"))
     assert files and {f.parent.name for f in files} == {ours}
     # and database B, on the same Redis, with its own operator token and a project of the
     # same name
