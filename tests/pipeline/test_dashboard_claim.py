@@ -114,7 +114,9 @@ def test_a_killed_workers_claim_never_holds_the_dashboard(tmp_path, redis_url, c
 def test_a_live_computation_renews_its_claim(tmp_path, monkeypatch):
     # Given a computation of the figures that takes seconds, renewing its claim often
     url = f"sqlite:///{tmp_path / 'beat.db'}"
-    pid = _project(url)
+    # (not the other test's project: this process keeps a fit of equal labels, and the
+    # computation would be quick)
+    pid = _project(url, N_TASKS - 500)
     eng = engine_for(url)
     monkeypatch.setattr(dash, "FIGURES_BEAT_S", 0.1)
     seen: list = []
