@@ -22,8 +22,8 @@ once here and shared by the CLI and the API.
   expert answer would teach the most (:func:`labelq.gold.suggest.suggest_gold`), as rows an
   expert fills in for ``labelq gold mark --file``; :func:`gold_suggestions` is its top ten
   for the dashboard (``/api/v1/projects/{name}/gold-suggestions``): the list stored with
-  the background figures (a small project's computed on request and kept per project for
-  :data:`SUGGEST_SECONDS` while labels arrive), never inside the dashboard request itself.
+  the background figures (a small project's computed in the background when behind, as
+  the dashboard's), never inside a request.
 """
 
 from __future__ import annotations
@@ -36,13 +36,13 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
-from sqlalchemy import case, func
+from sqlalchemy import func
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from .exporting import aggregate_project, agreement_report, load_project_labels
 from .record.goldstats import ProjectGold, project_gold_scores
-from .record.models import DashboardFigures, Label, Project, Task, Worker, as_utc, utcnow
+from .record.models import DashboardFigures, Label, Project, Worker, as_utc, utcnow
 from .reporting import status_report
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ __all__ = ["status_report", "worker_gold", "gold_summary", "throughput", "qualit
            "dashboard", "compute_figures", "refresh_figures", "refresh_in_background",
            "figures_due", "project_gold_suggestions", "gold_suggestions", "suggestion_csv_row",
            "SUGGESTION_COLUMNS",
-           "RECENT_MINUTES", "CURVE_POINTS", "SUGGEST_SECONDS"]
+           "RECENT_MINUTES", "CURVE_POINTS"]
 
 RECENT_MINUTES = 15  # the spending rate of the projection: over the last this many minutes
 CURVE_POINTS = 10    # points of the accuracy-estimate curve (each one aggregation)
@@ -614,9 +614,7 @@ def _iso(ts: float) -> str:
 #: are what ``labelq gold mark --file`` reads; it ignores the others
 SUGGESTION_COLUMNS = ["id", "answer", "category", "current", "confidence", "current_method",
                       "candidates", "labels", "n_labels", "score", "reason"]
-SUGGEST_SECONDS = 60.0  # the dashboard's list is recomputed at most this often
 SUGGEST_TOP = 10
-_SUGGESTED: dict[tuple[int, int], tuple[float, tuple[Any, ...], dict[str, Any]]] = {}
 
 
 def project_gold_suggestions(session: Session, project: Project, *, n: int = 30,
@@ -688,55 +686,27 @@ def suggestion_csv_row(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def gold_suggestions(session: Session, project: Project, *, n: int = SUGGEST_TOP,
-                     live_labels: int | None = None) -> dict[str, Any]:
-    """The dashboard's list: the best ``n`` of the gold suggestions the background stored
-    with the dashboard's figures (:func:`refresh_figures`: ``current`` from that fit),
-    with ``labels`` (how many the computation saw) and ``computed`` (ISO time; ``""``:
-    none stored yet, the beat computes them). A small project (:data:`LIVE_LABELS`) whose
-    stored list is behind is computed here, as before: kept per project, recomputed at
-    once when the tasks, the gold (``labelq gold mark``), the label set or the method
-    changed; when only labels arrived, once the kept list is older than
-    :data:`SUGGEST_SECONDS`."""
+                     live_labels: int | None = None, wait_s: float | None = None
+                     ) -> dict[str, Any]:
+    """The dashboard's list: the best ``n`` of the gold suggestions stored with the
+    dashboard's figures (:func:`refresh_figures`: ``current`` from that fit), with
+    ``labels`` (how many the computation saw) and ``computed`` (ISO time; ``""``: none
+    stored yet, being computed). Never computed in the request: a small project
+    (:data:`LIVE_LABELS`) whose stored list is behind (labels, tasks, gold — ``labelq gold
+    mark`` —, the label set or the method changed) has the figures computed in the
+    background as :func:`dashboard` does, and the request waits ``wait_s``
+    (:data:`FIGURES_WAIT_S`) at most for them."""
     st = status_report(session, project)
     row = _stored(session, project)
     fresh = row is not None and row.computed is not None and row.key == _figures_key(project, st)
     if not fresh and _small(st, LIVE_LABELS if live_labels is None else live_labels):
-        return _live_gold_suggestions(session, project, n=n)
+        engine = session.get_bind().engine
+        if refresh_in_background(engine, _pid(project)).wait(
+                FIGURES_WAIT_S if wait_s is None else wait_s):
+            row = _stored_now(engine, project)
     if row is None or row.computed is None:
         return {"labels": 0, "computed": "", "refresh_seconds": FIGURES_EVERY_S, "tasks": []}
     return {"labels": row.labels,
             "computed": as_utc(row.computed).isoformat(timespec="seconds"),
             "refresh_seconds": FIGURES_EVERY_S,
             "tasks": list(row.body.get("suggestions", []))[:n]}
-
-
-def _live_gold_suggestions(session: Session, project: Project, *, n: int = SUGGEST_TOP
-                           ) -> dict[str, Any]:
-    """The dashboard's list: :func:`project_gold_suggestions` (``current`` from the
-    dashboard's own last fit) with ``labels`` (how many the computation saw) and
-    ``computed`` (ISO time). Kept per project: recomputed at once when the tasks, the
-    gold (``labelq gold mark``), the label set or the method changed; when only labels
-    arrived, once the kept list is older than :data:`SUGGEST_SECONDS` — one computation a
-    minute at most while labels arrive (~1 s per 100k labels)."""
-    pid = _pid(project)
-    n_labels, last = session.exec(select(func.count(col(Label.id)), func.max(col(Label.id)))
-                                  .where(Label.project_id == pid)).one()
-    n_tasks, n_gold = session.exec(
-        select(func.count(col(Task.id)),
-               func.coalesce(func.sum(case((col(Task.is_gold), 1), else_=0)), 0))
-        .where(Task.project_id == pid)).one()
-    key = (int(n_labels), last, int(n_tasks), int(n_gold), tuple(project.labels),
-           project.aggregation)
-    with _LOCK:
-        hit = _SUGGESTED.get((pid, n))
-    if hit is not None and (hit[1] == key or (hit[1][2:] == key[2:]
-                                              and time.monotonic() - hit[0] < SUGGEST_SECONDS)):
-        return hit[2]  # unchanged, or only labels arrived within the last minute
-    rows = project_gold_suggestions(session, project, n=n, current="cached")
-    out = {"labels": int(n_labels), "computed": _iso(time.time()),
-           "refresh_seconds": SUGGEST_SECONDS, "tasks": rows}
-    with _LOCK:
-        if len(_SUGGESTED) > 1000:
-            _SUGGESTED.clear()
-        _SUGGESTED[(pid, n)] = (time.monotonic(), key, out)
-    return out
