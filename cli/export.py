@@ -132,25 +132,30 @@ def _export_background(name: str, method: str | None, fmt: ExportFormat, out: st
                        redis_url: str | None) -> None:
     from labelq.errors import InputError
     from labelq.jobs import create_export_job
-    from labelq.record.db import session_scope
+    from labelq.record.db import database_id, session_scope
     from labelq.record.projects import get_project
 
     if out == "-":
         raise InputError("--background needs --out FILE (the job writes the file)")
-    with session_scope(engine(database_url)) as s:
+    eng = engine(database_url)
+    with session_scope(eng) as s:
         get_project(s, name)  # fail now on an unknown project
+    database = database_id(eng)
     redis = redis_client(redis_url)
-    job_id = create_export_job(redis, name, out=out, method=method, fmt=fmt, raw=raw,
-                               exclude_paused=exclude_paused)
-    from workers.jobs import export as export_task
-    export_task.apply_async(args=[job_id])
+    job_id, new = create_export_job(redis, database, name, out=out, method=method, fmt=fmt,
+                                    raw=raw, exclude_paused=exclude_paused)
+    if new:
+        from workers.jobs import export as export_task
+        export_task.apply_async(args=[job_id, database])
     click.echo(job_id)
-    click.echo(f"export job {job_id} queued; follow it with `labelq job {job_id}`", err=True)
+    click.echo(f"export job {job_id} {'queued' if new else 'already queued or running'}; "
+               f"follow it with `labelq job {job_id}`", err=True)
     if wait:
-        _follow(redis, job_id)
+        _follow(redis, database, job_id)
 
 
-def _follow(redis: Redis, job_id: str, timeout: float = 3600) -> dict[str, Any]:
+def _follow(redis: Redis, database: str, job_id: str, timeout: float = 3600
+            ) -> dict[str, Any]:
     from labelq.errors import LabelqError
     from labelq.jobs import get_job
 
@@ -158,7 +163,7 @@ def _follow(redis: Redis, job_id: str, timeout: float = 3600) -> dict[str, Any]:
     with click.progressbar(length=1, label="exporting", file=sys.stderr) as bar:
         shown = 0
         while time.monotonic() < deadline:
-            job = get_job(redis, job_id)
+            job = get_job(redis, database, job_id)
             if job["total"] and bar.length != job["total"]:
                 bar.length = job["total"]
             if job["done"] > shown:
@@ -182,16 +187,20 @@ def _follow(redis: Redis, job_id: str, timeout: float = 3600) -> dict[str, Any]:
 @click.command()
 @click.argument("job_id")
 @click.option("--wait", is_flag=True, help="Show progress until the job ends.")
+@DB_OPTION
 @REDIS_OPTION
 @OUTPUT_OPTION
-def job(job_id: str, wait: bool, redis_url: str | None, output: Output) -> None:
-    """Show the state and progress of export job JOB_ID."""
+def job(job_id: str, wait: bool, database_url: str | None, redis_url: str | None,
+        output: Output) -> None:
+    """Show the state and progress of export job JOB_ID (of the configured database)."""
     from labelq.jobs import get_job, job_view
+    from labelq.record.db import database_id
 
+    database = database_id(engine(database_url))
     redis = redis_client(redis_url)
     if wait:
-        _follow(redis, job_id)
-    job = get_job(redis, job_id)
+        _follow(redis, database, job_id)
+    job = get_job(redis, database, job_id)
     # the API's shape (GET /exports/{id}: labelq.jobs.job_view), and where the file goes
     emit_record({**job_view(job), "out": job.get("out")}, output)
 

@@ -70,6 +70,11 @@ def service(database_url: str | None = None, redis_url: str | None = None) -> Se
 
 def _worker_options(f: Command) -> Command:
     f = click.option("--loglevel", default="info", show_default=True)(f)
+    f = click.option("--long-work/--no-long-work", "long_work", default=True,
+                     show_default=True,
+                     help="Also run one Celery process for the long work queue (exports: "
+                          "LABELQ_CELERY_QUEUE + '.long'), so no label waits behind an "
+                          "export; --no-long-work if another worker serves it.")(f)
     f = click.option("--beat/--no-beat", default=True, show_default=True,
                      help="Also run the periodic upkeep (lease expiry, new tasks).")(f)
     return click.option("--concurrency", "-c", type=int, default=1, show_default=True,
@@ -78,37 +83,64 @@ def _worker_options(f: Command) -> Command:
 
 @click.command("run-worker")
 @_worker_options
-def worker_cmd(concurrency: int, beat: bool, loglevel: str) -> None:
+def worker_cmd(concurrency: int, beat: bool, loglevel: str, long_work: bool = True) -> None:
     """Run the Celery worker applying labels to the posterior, with the periodic upkeep
     (celery -A workers.main worker); `labelq worker` is the same command's earlier name.
-    (Annotators are `labelq workers`.)
+    (Annotators are `labelq workers`.) Exports run in one more Celery process, on their
+    own queue (--no-long-work: not here).
 
     This process becomes the Celery worker (exec, same PID), so a supervisor's SIGTERM or a
     Ctrl-C reaches Celery itself, which finishes its current task and stops its pool; a
-    wrapper process would die alone and leave the worker running unsupervised."""
+    wrapper process would die alone and leave the worker running unsupervised. The long
+    work process is its child and gets SIGTERM when it exits (Linux: the parent-death
+    signal), also when it is killed."""
     from labelq.record.location import open_configured
     from labelq.record.settings import load_settings
 
     # the database must exist (``labelq init``): said here, before Celery starts, with
     # where it was looked for, rather than by every pool process at its first task
-    engine = open_configured(load_settings())
+    settings = load_settings()
+    engine = open_configured(settings)
     from ._common import hot_redis  # (a copy of another database: refused here, exit 9)
-    hot_redis(engine, load_settings().redis_url)
-    args = [sys.executable, "-m", "celery", "-A", "workers.main", "worker",
-            "-c", str(concurrency), "--loglevel", loglevel, "-Q", load_settings().celery_queue]
+    hot_redis(engine, settings.redis_url)
+    celery = [sys.executable, "-m", "celery", "-A", "workers.main", "worker",
+              "--loglevel", loglevel]
+    args = [*celery, "-c", str(concurrency), "-Q", settings.celery_queue]
     if beat:
         args.append("--beat")
     sys.stdout.flush()
     sys.stderr.flush()
+    if long_work:
+        import subprocess
+        # one process (one export at a time), no beat, no warmer (it applies no label)
+        subprocess.Popen([*celery, "-c", "1", "-Q", settings.long_queue, "-n", "long@%h"],
+                         env={**os.environ, "LABELQ_WORKER_LONG": "1"},
+                         preexec_fn=_die_with_parent)
     os.execv(sys.executable, args)
+
+
+def _die_with_parent() -> None:
+    """In the long work process, before its exec: SIGTERM when its parent (the label
+    worker this process execs into) exits, however it ends (Linux ``PR_SET_PDEATHSIG``)."""
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: it outlives a killed parent
+        return
+    if os.getppid() == 1:  # the parent died before the call
+        os._exit(0)
 
 
 @click.command("worker")
 @_worker_options
 @click.pass_context
-def worker_alias(ctx: click.Context, concurrency: int, beat: bool, loglevel: str) -> None:
+def worker_alias(ctx: click.Context, concurrency: int, beat: bool, loglevel: str,
+                 long_work: bool = True) -> None:
     """The same as `labelq run-worker` (its earlier name; annotators are `labelq workers`)."""
-    ctx.invoke(worker_cmd, concurrency=concurrency, beat=beat, loglevel=loglevel)
+    ctx.invoke(worker_cmd, concurrency=concurrency, beat=beat, loglevel=loglevel,
+               long_work=long_work)
 
 
 @click.command("rebuild")

@@ -17,13 +17,16 @@ once here and shared by the CLI and the API.
 * :func:`dashboard` is all of them, the body of ``/api/v1/projects/{name}/dashboard``:
   the status from the counters, the others (which read every label) as the workers last
   computed them in the background (:func:`refresh_figures`, the beat's
-  ``labelq.figures``) with their age — a small project's computed in the request.
+  ``labelq.figures``) with their age, or ``pending`` (being computed) — never computed in
+  the request: a small project's behind figures are computed in a thread of the serving
+  process (:func:`refresh_in_background`), which the request waits for
+  :data:`FIGURES_WAIT_S` at most.
 * :func:`project_gold_suggestions` is ``labelq gold suggest``: the labelled tasks whose
   expert answer would teach the most (:func:`labelq.gold.suggest.suggest_gold`), as rows an
   expert fills in for ``labelq gold mark --file``; :func:`gold_suggestions` is its top ten
   for the dashboard (``/api/v1/projects/{name}/gold-suggestions``): the list stored with
-  the background figures (a small project's computed on request and kept per project for
-  :data:`SUGGEST_SECONDS` while labels arrive), never inside the dashboard request itself.
+  the background figures (a small project's computed in the background when behind, as
+  the dashboard's), never inside a request.
 """
 
 from __future__ import annotations
@@ -36,13 +39,13 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
-from sqlalchemy import case, func
+from sqlalchemy import func
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from .exporting import aggregate_project, agreement_report, load_project_labels
 from .record.goldstats import ProjectGold, project_gold_scores
-from .record.models import DashboardFigures, Label, Project, Task, Worker, as_utc, utcnow
+from .record.models import DashboardFigures, Label, Project, Worker, as_utc, utcnow
 from .reporting import status_report
 
 if TYPE_CHECKING:
@@ -56,9 +59,10 @@ class _Fit(Protocol):
     confidence_: np.ndarray
 
 __all__ = ["status_report", "worker_gold", "gold_summary", "throughput", "quality",
-           "dashboard", "pauses", "compute_figures", "refresh_figures", "figures_due", "project_gold_suggestions", "gold_suggestions", "suggestion_csv_row",
+           "dashboard", "pauses", "compute_figures", "refresh_figures", "refresh_in_background",
+           "figures_due", "project_gold_suggestions", "gold_suggestions", "suggestion_csv_row",
            "SUGGESTION_COLUMNS",
-           "RECENT_MINUTES", "CURVE_POINTS", "SUGGEST_SECONDS"]
+           "RECENT_MINUTES", "CURVE_POINTS"]
 
 RECENT_MINUTES = 15  # the spending rate of the projection: over the last this many minutes
 CURVE_POINTS = 10    # points of the accuracy-estimate curve (each one aggregation)
@@ -299,34 +303,35 @@ def _round_step(x: float) -> int:
         step *= 10
 
 
-def dashboard(session: Session, project: Project, *,
-              live_labels: int | None = None) -> dict[str, Any]:
+def dashboard(session: Session, project: Project, *, live_labels: int | None = None,
+              wait_s: float | None = None) -> dict[str, Any]:
     """Everything the dashboard page shows of ``project``. ``status`` is exactly
     :func:`status_report` (``labelq status -o json``, from the counters); ``gold`` (each
     annotator's :func:`gold_summary`), ``throughput`` and ``quality`` are the figures the
     beat computes in the background (:func:`refresh_figures`), as last stored: ``quality``
     and ``throughput`` say when (``computed``, ISO 8601 UTC), how old they are (``age_s``),
-    how many labels arrived since (``behind_labels``) and ``source`` (``background``, or
-    ``request`` for a small project computed here), or ``pending`` when none are stored
-    yet; ``gold`` is of the same computation. The projection of ``throughput`` (when the
-    budget runs out) is redone with the budget left now at the stored spending rate.
+    how many labels arrived since (``behind_labels``) and ``source`` (``background``), or
+    ``pending`` when none are stored yet (they are being computed); ``gold`` is of the same computation. The projection of
+    ``throughput`` (when the budget runs out) is redone with the budget left now at the
+    stored spending rate.
 
-    A request never reads every label of a large project: only a project of at most
+    A request never computes the figures (they read every label): for a project of at most
     ``live_labels`` (:data:`LIVE_LABELS`) labels and :data:`LIVE_TASKS` tasks whose stored
-    figures are behind (or missing) has them computed in the request, as before."""
+    figures are behind (or missing), it has them computed in a thread of this process
+    (:func:`refresh_in_background`; one per project, and none while another process holds
+    the claim) and waits ``wait_s`` (:data:`FIGURES_WAIT_S`) at most for them; larger
+    projects' the beat computes. Either way it answers with the figures stored then."""
     st = status_report(session, project)
     now = datetime.now(timezone.utc)
     key = _figures_key(project, st)
     row = _stored(session, project)
     if (row is None or row.computed is None or row.key != key) and \
             _small(st, LIVE_LABELS if live_labels is None else live_labels):
-        live = {"computed": now.isoformat(timespec="seconds"), "age_s": 0.0,
-                "behind_labels": 0, "source": "request", "pending": False}
-        return {"status": st, "gold": worker_gold(session, project),
-                "throughput": {**throughput(session, project, left=st["left"], now=now),
-                               **live},
-                "quality": {**quality(session, project), **live},
-                "pauses": pauses(session, project)}
+        engine = session.get_bind().engine
+        done = refresh_in_background(engine, _pid(project))
+        if done.wait(FIGURES_WAIT_S if wait_s is None else wait_s):
+            row = _stored_now(engine, project)  # (this session's snapshot predates them)
+        now = datetime.now(timezone.utc)
     if row is None or row.computed is None:
         wait = {"computed": None, "age_s": None, "behind_labels": st["labels"],
                 "source": None, "pending": True}
@@ -368,8 +373,9 @@ def pauses(session: Session, project: Project) -> dict[str, dict[str, Any]]:
 
 FIGURES_EVERY_S = 30.0   # stored figures are recomputed at most this often while labels arrive
 FIGURES_SHARE = 4.0      # ... and at most every this many times the last computation's length
-FIGURES_CLAIM_S = 1800.0  # a computation claimed longer ago than this (and 3x the last
-                          # computation's length) is taken as dead
+FIGURES_CLAIM_S = 60.0   # a claim not renewed for this long is of a dead computation ...
+FIGURES_BEAT_S = 15.0    # ... which renews it this often while its thread is alive
+FIGURES_WAIT_S = 0.5     # a request waits this long for figures computed for it
 LIVE_LABELS = 20_000     # a project with at most this many labels ...
 LIVE_TASKS = 100_000     # ... and tasks is computed in the request when its figures are behind
 SUGGEST_KEEP = 50        # gold suggestions stored (the API serves at most 50)
@@ -429,11 +435,16 @@ def _projected(th: dict[str, Any], left: float | None, now: datetime) -> dict[st
 
 
 def _claim_s(row: DashboardFigures | None) -> float:
-    """How long a claim on ``row`` holds: a computation older than this died."""
-    return max(FIGURES_CLAIM_S, 3 * (row.took_s if row is not None else 0.0))
+    """How long a claim on ``row`` holds without renewal: a computation whose claim is older
+    died (a live one renews it every :data:`FIGURES_BEAT_S`, :func:`refresh_figures`)."""
+    return FIGURES_CLAIM_S
 
 
-def _due(row: DashboardFigures | None, key: str, now: datetime) -> bool:
+def _due(row: DashboardFigures | None, key: str, now: datetime, *,
+         behind: bool = False) -> bool:
+    """Whether to compute: nobody is (no live claim), and none are stored, or they are
+    behind ``key`` — and, unless ``behind`` (a small project a request waits for), old
+    enough."""
     if row is None:
         return True
     if row.claimed is not None and (now - as_utc(row.claimed)).total_seconds() < _claim_s(row):
@@ -442,6 +453,8 @@ def _due(row: DashboardFigures | None, key: str, now: datetime) -> bool:
         return True
     if row.key == key:
         return False
+    if behind:
+        return True
     age = (now - as_utc(row.computed)).total_seconds()
     return age >= max(FIGURES_EVERY_S, FIGURES_SHARE * row.took_s)
 
@@ -474,10 +487,15 @@ def compute_figures(session: Session, project: Project) -> dict[str, Any]:
     return out
 
 
-def refresh_figures(engine: Engine, project_id: int, *, force: bool = False) -> bool:
+def refresh_figures(engine: Engine, project_id: int, *, force: bool = False,
+                    behind: bool = False) -> bool:
     """Compute and store ``project_id``'s figures if they are due (:func:`figures_due`;
-    ``force``: whatever their age): claims the row first, so two workers never compute one
-    project's at once; True if it stored new ones. The beat's ``labelq.figures`` task."""
+    ``behind``: whenever they are behind the labels; ``force``: whatever their age, and
+    whoever holds the claim): claims the row first, so two workers never compute one
+    project's at once, and renews the claim every :data:`FIGURES_BEAT_S` while computing
+    (a thread beside this one), so that a claim of a killed process lapses after
+    :data:`FIGURES_CLAIM_S`; True if it stored new ones. The beat's ``labelq.figures``
+    task, and :func:`refresh_in_background`."""
     from sqlalchemy import or_, update
     from sqlalchemy.exc import IntegrityError
 
@@ -492,7 +510,7 @@ def refresh_figures(engine: Engine, project_id: int, *, force: bool = False) -> 
                 return False
             row = _stored(session, project)
             if not force and not _due(row, _figures_key(project, status_report(
-                    session, project)), started):
+                    session, project)), started, behind=behind):
                 return False
             if row is None:
                 session.add(DashboardFigures(project_id=project_id, claimed=started))
@@ -505,6 +523,9 @@ def refresh_figures(engine: Engine, project_id: int, *, force: bool = False) -> 
     except IntegrityError:
         return False  # another worker claimed it first
     t0 = time.monotonic()
+    stop = threading.Event()
+    threading.Thread(target=_renew_claim, args=(engine, project_id, stop),
+                     name=f"labelq-figures-claim-{project_id}", daemon=True).start()
     try:
         with session_scope(engine) as session:
             project = session.get(Project, project_id)
@@ -514,19 +535,87 @@ def refresh_figures(engine: Engine, project_id: int, *, force: bool = False) -> 
             key = _figures_key(project, st)
             body = compute_figures(session, project)
         took = time.monotonic() - t0
+        stop.set()
         with session_scope(engine) as session:
             session.connection().execute(
                 update(t).where(t.c.project_id == project_id)
                 .values(body=body, computed=started, took_s=round(took, 3),
                         labels=int(st["labels"]), key=key, claimed=None))
     except BaseException:
+        stop.set()
         with session_scope(engine) as session:  # give the claim back
             session.connection().execute(update(t).where(t.c.project_id == project_id)
                                          .values(claimed=None))
         raise
+    finally:
+        stop.set()
     log.info("dashboard figures of project %s: %d labels in %.1f s", project_id,
              st["labels"], took)
     return True
+
+
+def _renew_claim(engine: Engine, project_id: int, stop: threading.Event) -> None:
+    """The heartbeat of a computation: ``claimed`` set to now every :data:`FIGURES_BEAT_S`
+    until ``stop`` (the computation ended, however). It dies with its process, and the
+    claim then lapses :data:`FIGURES_CLAIM_S` later."""
+    from sqlalchemy import update
+
+    from .record.db import session_scope
+
+    t = getattr(DashboardFigures, "__table__")
+    while not stop.wait(FIGURES_BEAT_S):
+        try:
+            with session_scope(engine) as session:
+                session.connection().execute(
+                    update(t).where(t.c.project_id == project_id, t.c.claimed.is_not(None))
+                    .values(claimed=utcnow()))
+        except Exception:  # noqa: BLE001 - the next beat tries again (the claim may lapse)
+            log.warning("claim on the dashboard figures of project %s not renewed",
+                        project_id, exc_info=True)
+
+
+# (engine, project id) -> set when this process's background computation of the project's
+# figures ends (refresh_in_background)
+_running: dict[tuple[int, int], threading.Event] = {}
+_running_lock = threading.Lock()
+
+
+def refresh_in_background(engine: Engine, project_id: int) -> threading.Event:
+    """Have ``project_id``'s figures computed in a thread of this process if they are behind
+    the labels and nobody is computing them (:func:`refresh_figures` with ``behind``: it
+    claims them, and gives up at once if another process holds the claim); one thread per
+    project and process. Returns an event set when that computation ends (the one already
+    running, if any): a request waits for it a little, never for long."""
+    key = (id(engine), int(project_id))
+    with _running_lock:
+        done = _running.get(key)
+        if done is not None:
+            return done
+        done = _running[key] = threading.Event()
+
+    def run() -> None:
+        try:
+            refresh_figures(engine, project_id, behind=True)
+        except Exception:  # noqa: BLE001 - logged; the next request or the beat asks again
+            log.exception("dashboard figures of project %s not computed", project_id)
+        finally:
+            with _running_lock:
+                _running.pop(key, None)
+            done.set()
+
+    threading.Thread(target=run, name=f"labelq-figures-{project_id}", daemon=True).start()
+    return done
+
+
+def _stored_now(engine: Engine, project: Project) -> DashboardFigures | None:
+    """The project's stored figures as committed now (a new session)."""
+    from .record.db import session_scope
+
+    with session_scope(engine) as session:
+        row = _stored(session, project)
+        if row is not None:
+            session.expunge(row)
+        return row
 
 
 def _plain(x: Any) -> Any:
@@ -560,9 +649,7 @@ def _iso(ts: float) -> str:
 #: are what ``labelq gold mark --file`` reads; it ignores the others
 SUGGESTION_COLUMNS = ["id", "answer", "category", "current", "confidence", "current_method",
                       "candidates", "labels", "n_labels", "score", "reason"]
-SUGGEST_SECONDS = 60.0  # the dashboard's list is recomputed at most this often
 SUGGEST_TOP = 10
-_SUGGESTED: dict[tuple[int, int], tuple[float, tuple[Any, ...], dict[str, Any]]] = {}
 
 
 def project_gold_suggestions(session: Session, project: Project, *, n: int = 30,
@@ -634,55 +721,27 @@ def suggestion_csv_row(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def gold_suggestions(session: Session, project: Project, *, n: int = SUGGEST_TOP,
-                     live_labels: int | None = None) -> dict[str, Any]:
-    """The dashboard's list: the best ``n`` of the gold suggestions the background stored
-    with the dashboard's figures (:func:`refresh_figures`: ``current`` from that fit),
-    with ``labels`` (how many the computation saw) and ``computed`` (ISO time; ``""``:
-    none stored yet, the beat computes them). A small project (:data:`LIVE_LABELS`) whose
-    stored list is behind is computed here, as before: kept per project, recomputed at
-    once when the tasks, the gold (``labelq gold mark``), the label set or the method
-    changed; when only labels arrived, once the kept list is older than
-    :data:`SUGGEST_SECONDS`."""
+                     live_labels: int | None = None, wait_s: float | None = None
+                     ) -> dict[str, Any]:
+    """The dashboard's list: the best ``n`` of the gold suggestions stored with the
+    dashboard's figures (:func:`refresh_figures`: ``current`` from that fit), with
+    ``labels`` (how many the computation saw) and ``computed`` (ISO time; ``""``: none
+    stored yet, being computed). Never computed in the request: a small project
+    (:data:`LIVE_LABELS`) whose stored list is behind (labels, tasks, gold — ``labelq gold
+    mark`` —, the label set or the method changed) has the figures computed in the
+    background as :func:`dashboard` does, and the request waits ``wait_s``
+    (:data:`FIGURES_WAIT_S`) at most for them."""
     st = status_report(session, project)
     row = _stored(session, project)
     fresh = row is not None and row.computed is not None and row.key == _figures_key(project, st)
     if not fresh and _small(st, LIVE_LABELS if live_labels is None else live_labels):
-        return _live_gold_suggestions(session, project, n=n)
+        engine = session.get_bind().engine
+        if refresh_in_background(engine, _pid(project)).wait(
+                FIGURES_WAIT_S if wait_s is None else wait_s):
+            row = _stored_now(engine, project)
     if row is None or row.computed is None:
         return {"labels": 0, "computed": "", "refresh_seconds": FIGURES_EVERY_S, "tasks": []}
     return {"labels": row.labels,
             "computed": as_utc(row.computed).isoformat(timespec="seconds"),
             "refresh_seconds": FIGURES_EVERY_S,
             "tasks": list(row.body.get("suggestions", []))[:n]}
-
-
-def _live_gold_suggestions(session: Session, project: Project, *, n: int = SUGGEST_TOP
-                           ) -> dict[str, Any]:
-    """The dashboard's list: :func:`project_gold_suggestions` (``current`` from the
-    dashboard's own last fit) with ``labels`` (how many the computation saw) and
-    ``computed`` (ISO time). Kept per project: recomputed at once when the tasks, the
-    gold (``labelq gold mark``), the label set or the method changed; when only labels
-    arrived, once the kept list is older than :data:`SUGGEST_SECONDS` — one computation a
-    minute at most while labels arrive (~1 s per 100k labels)."""
-    pid = _pid(project)
-    n_labels, last = session.exec(select(func.count(col(Label.id)), func.max(col(Label.id)))
-                                  .where(Label.project_id == pid)).one()
-    n_tasks, n_gold = session.exec(
-        select(func.count(col(Task.id)),
-               func.coalesce(func.sum(case((col(Task.is_gold), 1), else_=0)), 0))
-        .where(Task.project_id == pid)).one()
-    key = (int(n_labels), last, int(n_tasks), int(n_gold), tuple(project.labels),
-           project.aggregation)
-    with _LOCK:
-        hit = _SUGGESTED.get((pid, n))
-    if hit is not None and (hit[1] == key or (hit[1][2:] == key[2:]
-                                              and time.monotonic() - hit[0] < SUGGEST_SECONDS)):
-        return hit[2]  # unchanged, or only labels arrived within the last minute
-    rows = project_gold_suggestions(session, project, n=n, current="cached")
-    out = {"labels": int(n_labels), "computed": _iso(time.time()),
-           "refresh_seconds": SUGGEST_SECONDS, "tasks": rows}
-    with _LOCK:
-        if len(_SUGGESTED) > 1000:
-            _SUGGESTED.clear()
-        _SUGGESTED[(pid, n)] = (time.monotonic(), key, out)
-    return out

@@ -7,12 +7,15 @@
     ├── InputError                   3  a file or argument the user gave is malformed
     │   └── FileFormatError          3  ... at a known file, line and field
     ├── NotFound                     4  project, task, worker or assignment does not exist
+    │   └── AssignmentUnknown        4  an assignment id this server never issued to this
+    │                                   annotator (forged, or another's): nothing recorded
     ├── Conflict                     5  the request contradicts the current state
     │   ├── AlreadyExists            5  unique name/handle/id taken
     │   ├── DuplicateSubmission      5  a label for this assignment was already recorded
     │   ├── LeaseExpired             5  the assignment's lease ran out
-    │   └── LeaseLost                5  a lease lost with Redis whose task no longer takes
-    │                                   the label: not saved (``recorded: false``)
+    │   ├── LeaseLost                5  a lease lost with Redis whose task no longer takes
+    │   │                               the label: not saved (``recorded: false``)
+    │   └── TooManyJobs              5  too many exports queued for the project (HTTP 429)
     ├── Forbidden                    6  acting on something that is not yours / paused worker
     ├── BudgetExhausted              7  the project has no budget left
     ├── PolicyError                  8  a policy spec is invalid
@@ -33,11 +36,13 @@ __all__ = [
     "InputError",
     "FileFormatError",
     "NotFound",
+    "AssignmentUnknown",
     "Conflict",
     "AlreadyExists",
     "DuplicateSubmission",
     "LeaseExpired",
     "LeaseLost",
+    "TooManyJobs",
     "Forbidden",
     "BudgetExhausted",
     "PolicyError",
@@ -104,6 +109,14 @@ class NotFound(LabelqError):
     code = "not_found"
 
 
+class AssignmentUnknown(NotFound):
+    """A submit for an assignment id whose lease is gone (lost with Redis) and that this
+    database's servers never issued to this annotator: its MAC does not check out
+    (:mod:`labelq.live.leaseid`) — crafted, or another annotator's. Nothing is recorded."""
+
+    code = "assignment_unknown"
+
+
 class Conflict(LabelqError):
     exit_code = 5
     http_status = 409
@@ -130,6 +143,14 @@ class LeaseLost(Conflict):
 
     http_status = 410
     code = "lease_lost"
+
+
+class TooManyJobs(Conflict):
+    """A project has as many distinct exports queued or running as it may
+    (:data:`labelq.jobs.EXPORTS_PER_PROJECT`); asking again for one of them returns it."""
+
+    http_status = 429
+    code = "too_many_exports"
 
 
 class Forbidden(LabelqError):

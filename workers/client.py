@@ -5,10 +5,10 @@ injected (``labelq serve`` passes it to ``labelq.api.create_app``)."""
 
 from __future__ import annotations
 
-from .main import QUEUE, app
+from .main import app, queue_for
 
 __all__ = ["send_task"]
 
 
 def send_task(name: str, args: list[object]) -> None:
-    app.send_task(name, args=args, queue=QUEUE)
+    app.send_task(name, args=args, queue=queue_for(name))

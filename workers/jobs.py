@@ -1,24 +1,38 @@
-"""Celery tasks for operator jobs (exports). Thin: ids in, a pure labelq function called."""
+"""Celery tasks for operator jobs (exports). Thin: ids in, a pure labelq function called.
+
+They go to the long work queue (:data:`workers.main.LONG_QUEUE`), apart from label
+application: ``labelq run-worker`` serves it in a process of its own."""
 
 from __future__ import annotations
+
+import logging
 
 from celery import Task
 
 from labelq.jobs import run_export_job
 
-from .main import app
+from .main import LONG_QUEUE, app
+
+log = logging.getLogger(__name__)
 
 
 # (Celery ships no type hints: its decorator leaves what it wraps untyped)
-@app.task(name="labelq.export", bind=True, max_retries=3)  # type: ignore[untyped-decorator]
-def export(self: Task, job_id: str) -> str:
+@app.task(name="labelq.export", bind=True, max_retries=3, queue=LONG_QUEUE)  # type: ignore[untyped-decorator]
+def export(self: Task, job_id: str, database: str | None = None) -> str:
     from redis import Redis
 
+    from labelq.record.db import database_id
     from labelq.record.location import open_configured
     from labelq.record.settings import load_settings
 
     settings = load_settings()
     engine = open_configured(settings)
+    if database is not None and database != database_id(engine):
+        # another database's job (several share this Redis and this queue): not ours
+        log.warning("export job %s of database %s, but this worker serves database %s: "
+                    "ignored (give each database its own LABELQ_CELERY_QUEUE)", job_id,
+                    database, database_id(engine))
+        return "ignored"
     redis = Redis.from_url(settings.redis_url)
     try:
         return str(run_export_job(engine, redis, job_id)["state"])

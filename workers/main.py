@@ -20,12 +20,21 @@ from celery import Celery
 
 from labelq.record.settings import Settings, load_settings
 
-__all__ = ["create_app", "app", "QUEUE", "SETTINGS"]
+__all__ = ["create_app", "app", "QUEUE", "LONG_QUEUE", "SETTINGS", "queue_for"]
 
 SETTINGS = load_settings()
 # the queue the tasks go to (``LABELQ_CELERY_QUEUE``); ``labelq demo`` uses a private one so
 # a deployment's workers never pick up its messages
 QUEUE = SETTINGS.celery_queue
+# long work (exports) goes to a queue of its own, so a label is never applied behind it
+# (``labelq run-worker`` serves it in a process of its own): ``<queue>.long``
+LONG_QUEUE = SETTINGS.long_queue
+LONG_TASKS = frozenset({"labelq.export"})
+
+
+def queue_for(name: str, settings: Settings = SETTINGS) -> str:
+    """The queue task ``name`` goes to: the long work queue for :data:`LONG_TASKS`."""
+    return settings.long_queue if name in LONG_TASKS else settings.celery_queue
 
 
 def create_app(redis_url: str | None = None, settings: Settings = SETTINGS) -> Celery:
@@ -37,6 +46,7 @@ def create_app(redis_url: str | None = None, settings: Settings = SETTINGS) -> C
         worker_prefetch_multiplier=1,
         task_ignore_result=True,
         task_default_queue=settings.celery_queue,
+        task_routes={name: {"queue": settings.long_queue} for name in LONG_TASKS},
         broker_connection_retry_on_startup=True,
         # keep reconnecting for as long as Redis is away (the default gives up after 100
         # tries, about 3 hours at the top interval, and the worker exits)

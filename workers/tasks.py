@@ -57,7 +57,11 @@ def _applier() -> Applier:
 # (Celery ships no type hints: its decorators leave what they wrap untyped)
 @worker_process_init.connect  # type: ignore[untyped-decorator]
 def _start_warmer(**_: object) -> None:
-    """In each prefork child, as it starts: its applier, and the warmer's thread."""
+    """In each prefork child, as it starts: its applier, and the warmer's thread (not in
+    the long work process ``labelq run-worker`` starts: it applies no label)."""
+    import os
+    if os.environ.get("LABELQ_WORKER_LONG"):
+        return
     Warmer(_applier()).start()
 
 

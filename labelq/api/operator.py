@@ -238,25 +238,39 @@ def _load_predictions(request: Request, name: str, path: Path, model: str, kind:
                               exc.message.removeprefix(where)) from None
 
 
+_429: _Responses = {429: ERROR_RESPONSES[401] | {
+    "description": "The project has as many distinct exports queued or running as it may "
+                   "(`too_many_exports`)."}}
+
+
 @router.post("/projects/{name}/exports", response_model=JobOut, status_code=202,
-             summary="Start an export job", responses=_404)
+             summary="Start an export job", responses=_404 | _429)
 def start_export(request: Request, response: Response, body: ExportIn | None = None,
                  name: Name = ProjectPath) -> JobOut:
     """Queue an aggregated (or, with ``raw``, label-level) export of the project. A Celery
     worker runs it (``labelq.export``); poll ``GET /api/v1/exports/{id}`` and fetch
-    ``.../result`` when its state is ``done``."""
+    ``.../result`` when its state is ``done``. The same export asked for again while
+    its job is queued or running returns that job (200); a project with
+    ``labelq.jobs.EXPORTS_PER_PROJECT`` distinct ones queued or running is answered 429
+    (``too_many_exports``). Files go to the database's own folder of the export
+    directory."""
     body = body or ExportIn()
     rt = request.app.state.labelq
     with session_scope(rt.engine) as session:
         get_project(session, name)  # 404 now rather than a failed job later
-    rt.export_dir.mkdir(parents=True, exist_ok=True)
-    out = rt.export_dir / f"{uuid.uuid4().hex}.{body.format}"
-    job_id = create_export_job(rt.redis, name, out=str(out), method=body.method,
-                               fmt=body.format, raw=body.raw,
-                               exclude_paused=body.exclude_paused)
-    rt.send_task(EXPORT_TASK, [job_id])
+    database = rt.service.live.database
+    folder = rt.export_dir / database  # one database's files apart from another's
+    folder.mkdir(parents=True, exist_ok=True)
+    out = folder / f"{uuid.uuid4().hex}.{body.format}"
+    job_id, new = create_export_job(rt.redis, database, name, out=str(out),
+                                    method=body.method, fmt=body.format, raw=body.raw,
+                                    exclude_paused=body.exclude_paused, any_out=True)
+    if new:
+        rt.send_task(EXPORT_TASK, [job_id, database])
+    else:
+        response.status_code = 200
     response.headers["Location"] = f"/api/v1/exports/{job_id}"
-    return _job_out(get_job(rt.redis, job_id))
+    return _job_out(get_job(rt.redis, database, job_id))
 
 
 @router.get("/exports/{job_id}", response_model=JobOut, summary="Export job status",
@@ -284,7 +298,8 @@ def job_result(request: Request, job_id: str = JobPath) -> FileResponse:
 
 
 def _export_job(request: Request, job_id: str) -> dict[str, Any]:
-    job = get_job(request.app.state.labelq.redis, job_id)
+    rt = request.app.state.labelq
+    job = get_job(rt.redis, rt.service.live.database, job_id)  # this database's only
     if job.get("kind") != "export":
         raise NotFound(f"no export job {job_id!r}", job=job_id)
     return job

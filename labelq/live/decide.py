@@ -31,7 +31,6 @@ import numpy as np
 from ..errors import BudgetExhausted
 from .goldplan import gold_plan
 from .hotstate import Hot
-from .leaseid import new_assignment_id
 from .redis.keys import (
     Keys,
     agreement_fields,
@@ -43,7 +42,7 @@ from .redis.scripts import Refusal, Reserved, Scripts
 from .tuning import TUNING, Tuning
 
 __all__ = ["WorkerInfo", "Decision", "decide", "decision_rng", "InboxNotEmpty", "choose",
-           "reserve_for", "as_tasks"]
+           "reserve_for", "as_tasks", "assignment_id"]
 
 
 def decision_rng(seed: int | None, offset: int = 0) -> np.random.Generator:
@@ -103,6 +102,14 @@ def choose(hot: Hot, worker: WorkerInfo, cand: np.ndarray, rng: np.random.Genera
     return None if task is None else int(task)
 
 
+def assignment_id(hot: Hot, worker: int, task: int, now: int) -> str:
+    """The id of ``task`` issued to ``worker`` (seq) at ``now``, signed for ``hot``'s
+    database (:class:`.leaseid.IdSigner`)."""
+    if hot.signer is None:
+        raise RuntimeError("a Hot made without its database's signer")
+    return hot.signer.new(hot.project_id, worker, task, now)
+
+
 def reserve_for(scripts: Scripts, k: Keys, hot: Hot, worker: WorkerInfo, task: int,
                 assignment_id: str, expires_ms: int, key_ttl_ms: int, *, inbox: bool,
                 pipeline: Any = None, row: str | None = None,
@@ -157,7 +164,7 @@ def decide(redis: Any, scripts: Scripts, hot: Hot, worker: WorkerInfo, now: int,
     expect: list[tuple[int, int] | None] = [None]
 
     def reserve(task: int) -> str | Refusal:
-        aid = new_assignment_id(task, now)
+        aid = assignment_id(hot, worker.seq, task, now)
         res = reserve_for(scripts, k, hot, worker, task, aid, expires, key_ttl_ms,
                           inbox=inbox, expect_issued=expect[0], empty_inbox=not inbox,
                           max_open=None if inbox else max_open, now_ms=now,

@@ -46,7 +46,9 @@ from ..record.problem import (
     max_applied,
     to_observation,
 )
+from ..record.secret import assignment_key
 from . import snapshot as binary
+from .leaseid import IdSigner
 from .redis.keys import Keys
 
 __all__ = ["Hot", "StateCache", "encode_snapshot", "decode_snapshot", "write_snapshot",
@@ -83,6 +85,8 @@ class Hot:
     refreshing: bool = False
     # the identity of the SQL database the state was folded from (its Redis keys' prefix)
     database: str = ""
+    # makes the assignment ids of that database (keyed with its secret)
+    signer: IdSigner | None = None
 
     @property
     def project(self) -> Project:
@@ -219,7 +223,7 @@ def fold_from_sql(session: Session, project: Project, *, unapplied: bool = False
     view = load_view(session, project)
     policy = build(project.policy)
     hot = Hot(view, policy, policy.init_state(view.problem()), 0,
-              database=database_id(session))
+              database=database_id(session), signer=IdSigner(assignment_key(session)))
     _replay(session, hot)
     if unapplied:
         idx = {v: i for i, v in enumerate(project.labels)}
@@ -384,6 +388,7 @@ class StateCache:
         if hot is None:
             hot = Hot(view, policy, policy.init_state(view.problem()), 0)
         hot.epoch, hot.database = epoch, database
+        hot.signer = IdSigner(assignment_key(session))
         if self.track_dirty:
             hot.dirty = {}
         _replay(session, hot)

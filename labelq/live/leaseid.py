@@ -1,29 +1,34 @@
-"""Assignment ids that name their task, so that a lease lost with Redis can be taken again.
+"""Assignment ids that name their task, so that a lease lost with Redis can be taken again,
+and that prove who they were issued to.
 
 Live leases exist only in Redis (no SQL write at issue). A Redis restart without
 persistence, or a ``FLUSHDB``, loses them; the annotator's label then finds no lease. To
 record it anyway when the task still takes it (:meth:`labelq.live.submit.Submitter.
 _recover`), the id carries what the lease held that SQL cannot give back: the task's
-sequence number and the time the assignment was reserved::
+sequence number and the time the assignment was reserved, after a MAC::
 
-    <16 hex random>-<task seq, base 36>-<reserved at, Unix ms, base 36>
+    <MAC, 16 hex>-<task seq, base 36>-<reserved at, Unix ms, base 36>
 
-(at most 40 characters, the ``Assignment.id`` column). The worker is the caller; the cost,
-the gold flag and the task's SQL id are read again; the expiry is bounded by the time.
+(at most 40 characters, the ``Assignment.id`` column). The MAC is HMAC-SHA256, truncated to
+64 bits, over the project, the worker (their seq in it), the task and the time, keyed with
+the database's server secret (:mod:`labelq.record.secret`). So the recovery takes a lease
+again only for an id this database issued to this worker: a crafted id, or another
+worker's, fails :meth:`IdSigner.issued` (checked in constant time) and is refused
+(:class:`~labelq.errors.AssignmentUnknown`, nothing recorded). The worker is the caller;
+the cost, the gold flag and the task's SQL id are read again; the expiry is bounded by the
+time. On the hot path the Redis lease proves the issue; the MAC is not checked there.
 
-The id is not signed: an annotator who crafts one can submit for a task of their choice,
-but only one they were never issued, only within a lease's length of the time it names,
-and only where ``RESERVE`` would issue it to them anyway (below the cap, within their
-capacity and the budget) — no more than the recovery itself allows.
+A worker is issued a task once (``seen:{w}``), so the id is unique without a random part.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import re
-import secrets
 from dataclasses import dataclass
 
-__all__ = ["new_assignment_id", "parse_assignment_id", "LeaseId"]
+__all__ = ["IdSigner", "parse_assignment_id", "LeaseId"]
 
 _ID = re.compile(r"([0-9a-f]{16})-([0-9a-z]{1,12})-([0-9a-z]{1,10})")
 _DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
@@ -46,14 +51,43 @@ class LeaseId:
     reserved_ms: int
 
 
-def new_assignment_id(task: int, now_ms: int) -> str:
-    """A new assignment id for ``task`` (its seq) reserved at ``now_ms``."""
-    return f"{secrets.token_hex(8)}-{_b36(int(task))}-{_b36(int(now_ms))}"
-
-
 def parse_assignment_id(aid: str) -> LeaseId | None:
     """The task and time an id names, or None (an id of an earlier labelq: a bare uuid)."""
     m = _ID.fullmatch(aid)
     if m is None:
         return None
     return LeaseId(int(m.group(2), 36), int(m.group(3), 36))
+
+
+class IdSigner:
+    """Makes and checks the assignment ids of one database (``key``: its server secret,
+    :func:`labelq.record.secret.assignment_key`)."""
+
+    __slots__ = ("_mac",)
+
+    def __init__(self, key: bytes) -> None:
+        if len(key) < 16:
+            raise ValueError("an assignment id key has at least 16 bytes")
+        self._mac = hmac.new(key, digestmod=hashlib.sha256)  # copied per id: keyed once
+
+    def _tag(self, project: int, worker: int, task: str, at: str) -> str:
+        h = self._mac.copy()
+        h.update(f"{int(project)}:{int(worker)}:{task}:{at}".encode())
+        return h.hexdigest()[:16]
+
+    def new(self, project: int, worker: int, task: int, now_ms: int) -> str:
+        """The id of ``task`` (its seq) of ``project`` issued to ``worker`` (their seq)
+        at ``now_ms``."""
+        t, at = _b36(int(task)), _b36(int(now_ms))
+        return f"{self._tag(project, worker, t, at)}-{t}-{at}"
+
+    def issued(self, aid: str, project: int, worker: int) -> LeaseId | None:
+        """The task and time ``aid`` names if this database issued it to ``worker`` of
+        ``project`` (its MAC checks out, compared in constant time), else None."""
+        m = _ID.fullmatch(aid)
+        if m is None:
+            return None
+        want = self._tag(project, worker, m.group(2), m.group(3))
+        if not hmac.compare_digest(want, m.group(1)):
+            return None
+        return LeaseId(int(m.group(2), 36), int(m.group(3), 36))

@@ -27,9 +27,8 @@ from sqlmodel import col, select
 from ..errors import BudgetExhausted
 from ..record.db import session_scope
 from ..record.models import Task, Worker
-from .decide import WorkerInfo, as_tasks, choose, decide, reserve_for
+from .decide import WorkerInfo, as_tasks, assignment_id, choose, decide, reserve_for
 from .hotstate import Hot
-from .leaseid import new_assignment_id
 from .redis.scripts import Refusal, Scripts
 from .tuning import TUNING, Tuning
 
@@ -205,8 +204,8 @@ def _refill_batch(engine: Engine, redis: Any, scripts: Scripts, hot: Hot,
         rows.update(_task_rows(engine, hot.project_id, missing))
     pipe = scripts.pipeline()
     for w, task in plan:
-        reserve_for(scripts, k, hot, w, task, new_assignment_id(task, now), expires, key_ttl_ms,
-                    inbox=True, pipeline=pipe, row=rows.get(task))
+        reserve_for(scripts, k, hot, w, task, assignment_id(hot, w.seq, task, now), expires,
+                    key_ttl_ms, inbox=True, pipeline=pipe, row=rows.get(task))
     made = 0
     for (w, _task), out in zip(plan, pipe.execute(), strict=True):
         res = scripts.reserve_result(out)

@@ -36,6 +36,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import select
 
 from ..errors import (
+    AssignmentUnknown,
     BudgetExhausted,
     DuplicateSubmission,
     Forbidden,
@@ -46,11 +47,12 @@ from ..errors import (
 )
 from ..record.db import session_scope
 from ..record.models import Assignment, Label, Project, Task, Worker, utc_from_ms
+from ..record.secret import assignment_key
 from .assign import Assigner, Issued
 from .context import Live, now_ms
 from .decide import WorkerInfo, reserve_for
 from .group import Group, Item
-from .leaseid import parse_assignment_id
+from .leaseid import IdSigner, parse_assignment_id
 from .reaper import record_expired
 from .redis.scripts import Began, Finished, Pop, Popped, Refusal, Released
 
@@ -158,6 +160,7 @@ class Submitter:
         self.assigner = assigner
         self.inserts = Inserts.of(live.engine)
         self._group = Group(self._begin, self._commit, self._finish)
+        self._signer: IdSigner | None = None  # the recovery's, made at its first use
 
     def job(self, worker: Worker, project: Project, assignment_id: str, value: str, *,
             then_next: bool = False) -> SubmitJob:
@@ -296,14 +299,23 @@ class Submitter:
         cap, within the worker's capacity and the budget — the hot state rebuilt first if
         Redis lost it) and begin the submit; the caller commits the label. Else raise an
         error that says the label was not saved. A concurrent retry that recorded it
-        meanwhile answers as a duplicate (the returned :class:`Submitted`)."""
+        meanwhile answers as a duplicate (the returned :class:`Submitted`). Only an id
+        this database issued to this worker is taken again (its MAC, :mod:`.leaseid`):
+        any other is :class:`AssignmentUnknown`, before anything is read or written."""
         live = self.live
-        lid = parse_assignment_id(aid)
         not_saved = "your label was not saved"
-        if lid is None:
+        if parse_assignment_id(aid) is None:
             raise NotFound(f"no live assignment {aid!r} (never issued, or expired and "
                            f"returned to the pool): {not_saved}", assignment=aid,
                            recorded=False)
+        if self._signer is None:
+            self._signer = IdSigner(assignment_key(live.engine))
+        lid = self._signer.issued(aid, worker.project_id, worker.seq)
+        if lid is None:
+            raise AssignmentUnknown(f"assignment {aid!r} was not issued to {worker.handle!r} "
+                                    f"by this server (a made-up id, another annotator's, or "
+                                    f"one issued before this server's upgrade and lost with "
+                                    f"Redis): {not_saved}", assignment=aid, recorded=False)
         now = now_ms()
         with live.engine.connect() as conn:
             state = conn.execute(select(Assignment.state).where(Assignment.id == aid)

@@ -21,6 +21,7 @@ from sqlmodel import Session, SQLModel, create_engine
 
 from ..errors import ConfigError, ServiceUnavailable
 from . import models  # noqa: F401 - registers the tables on SQLModel.metadata
+from .secret import ensure_secret, forget_secret
 from .settings import Settings, load_settings
 
 __all__ = ["get_engine", "init_schema", "session_scope", "engine_for", "ADDED_COLUMNS",
@@ -34,7 +35,7 @@ ADDED_COLUMNS: dict[str, tuple[str, ...]] = {
     "project": ("instructions", "label_names"),
     "task": ("marked", "gold_kind"),
     "status_tally": ("version",),
-    "labelq_database": ("nonce",),
+    "labelq_database": ("nonce", "secret"),
 }
 # Indexes added to a table after its first release (``create_all`` skips an existing
 # table's indexes too): ``init_schema`` creates each one a database lacks.
@@ -134,6 +135,7 @@ def init_schema(engine: Engine) -> str:
         _add_indexes(engine)
         _backfill(engine)
         uid, nonce = _ensure_identity(engine)
+        ensure_secret(engine)  # (labelq.record.secret: the assignment ids' key)
     except OperationalError as exc:
         raise ServiceUnavailable(f"database unavailable: {exc.orig}") from exc
     with _ids_lock:
@@ -213,7 +215,7 @@ def _ensure_identity(engine: Engine) -> tuple[str, str]:
 
 
 def new_identity(engine: Engine) -> str:
-    """A new uid and nonce for the database (``labelq init --new-identity``: a copy made
+    """A new uid, nonce and assignment-id secret for the database (``labelq init --new-identity``: a copy made
     its own database; its hot state is then rebuilt under the new uid's keys, and the
     original's are left alone). Returns the new uid."""
     from .models import DatabaseIdentity
@@ -222,13 +224,15 @@ def new_identity(engine: Engine) -> str:
     with Session(engine) as session:
         identity = session.get(DatabaseIdentity, 1)
         assert identity is not None
-        identity.uid, identity.nonce = uid, nonce
+        # a new secret too: ids the original issued are not the copy's (labelq.record.secret)
+        identity.uid, identity.nonce, identity.secret = uid, nonce, secrets.token_hex(32)
         session.add(identity)
         session.commit()
     with _ids_lock:
         _ids[engine] = uid
         _nonces[engine] = nonce
         _homes.pop(engine, None)
+    forget_secret(engine)
     return uid
 
 
@@ -258,6 +262,7 @@ def forget_database_id(engine: Engine) -> None:
         _ids.pop(engine, None)
         _nonces.pop(engine, None)
         _homes.pop(engine, None)
+    forget_secret(engine)
 
 
 @dataclass(frozen=True)

@@ -76,7 +76,9 @@ class DatabaseIdentity(SQLModel, table=True):
     """The one row naming this database: ``uid`` is made by ``labelq init`` (or by the
     schema upgrade ``init`` does on a database of an earlier labelq) and prefixes every
     Redis key of its projects (``lq:{uid:project}:...``), so several databases can share
-    one Redis database without touching each other's hot state."""
+    one Redis database without touching each other's hot state. ``secret`` (64 hex, made
+    by ``init`` too, and by its upgrade of a database made before it) keys the MAC of the
+    assignment ids this database's servers issue (:mod:`labelq.record.secret`)."""
 
     __tablename__ = "labelq_database"
     id: int = Field(default=1, primary_key=True)
@@ -86,6 +88,8 @@ class DatabaseIdentity(SQLModel, table=True):
     # database lives, the check value of the identity's home in Redis (``lq:{uid}:home``,
     # labelq.live.home), by which a copy of the database knows it is one
     nonce: str | None = Field(default=None, max_length=32)
+    # the key of the assignment ids' MAC (labelq.record.secret)
+    secret: str | None = Field(default=None, max_length=64)
 
 
 class Project(SQLModel, table=True):

@@ -83,6 +83,12 @@ class Settings:
     visibility_timeout: int = 300
 
     @property
+    def long_queue(self) -> str:
+        """The Celery queue of long work (exports): ``<celery_queue>.long``, apart from
+        the labels' queue so that no label waits behind an export."""
+        return f"{self.celery_queue}.long"
+
+    @property
     def sqlalchemy_url(self) -> str:
         """The database URL with the psycopg 3 driver made explicit for PostgreSQL."""
         if self.database_url.startswith("postgresql://"):

@@ -24,12 +24,15 @@ def test_figures_due_claimed_stored_and_served(tmp_path):
     with session_scope(eng) as s:
         pid = get_project(s, "p").id
     assert dash.figures_due(eng, pid)
-    # a computation claimed by another process a minute ago: not due, not computed here
+    # a computation claimed (or its claim renewed) by another process half a claim's
+    # length ago: not due, not computed here
     with session_scope(eng) as s:
-        s.add(DashboardFigures(project_id=pid, claimed=utcnow() - timedelta(minutes=1)))
+        s.add(DashboardFigures(project_id=pid, claimed=utcnow() - timedelta(
+            seconds=dash.FIGURES_CLAIM_S / 2)))
     assert not dash.figures_due(eng, pid) and not dash.refresh_figures(eng, pid)
-    with session_scope(eng) as s:  # one that died long ago: taken over
-        s.get(DashboardFigures, pid).claimed = utcnow() - timedelta(hours=2)
+    with session_scope(eng) as s:  # one not renewed for over a claim's length: taken over
+        s.get(DashboardFigures, pid).claimed = utcnow() - timedelta(
+            seconds=dash.FIGURES_CLAIM_S + 1)
     assert dash.figures_due(eng, pid) and dash.refresh_figures(eng, pid)
     assert not dash.figures_due(eng, pid)  # nothing changed since
     assert not dash.refresh_figures(eng, pid)

@@ -117,9 +117,10 @@ def test_background_export_job_reports_the_choice_and_the_warning(early_project,
     from cli.export import _follow
     from labelq.api.operator import _job_out
     from labelq.jobs import create_export_job, get_job, run_export_job
-    from labelq.record.db import engine_for
+    from labelq.record.db import database_id, engine_for
 
     db_url, truth = early_project
+    database = database_id(engine_for(db_url))
     _, err = export(db_url)
     lines = err.splitlines()  # the note (the choice, the estimate, ...), then the warning
     warning = next(line for line in lines if line.startswith("warning: "))
@@ -127,8 +128,9 @@ def test_background_export_job_reports_the_choice_and_the_warning(early_project,
     redis = Redis.from_url(redis_url)
     try:
         # Given an export job queued with the project's default method (auto)
-        job_id = create_export_job(redis, "early", out=str(tmp_path / "out.csv"))
-        assert get_job(redis, job_id)["chosen"] == ""
+        job_id, new = create_export_job(redis, database, "early",
+                                        out=str(tmp_path / "out.csv"))
+        assert new and get_job(redis, database, job_id)["chosen"] == ""
         # When it runs
         job = run_export_job(engine_for(db_url), redis, job_id)
         # Then the record carries auto's choice, the note and the warning of a foreground run
@@ -139,11 +141,12 @@ def test_background_export_job_reports_the_choice_and_the_warning(early_project,
         out = _job_out(job)
         assert (out.chosen, out.aggregation, out.warning) == (job["chosen"], note, warning)
         capsys.readouterr()
-        _follow(redis, job_id)
+        _follow(redis, database, job_id)
         shown = capsys.readouterr().err
         assert note in shown and warning in shown
         # and a raw export aggregates nothing: no choice, no warning
-        raw_id = create_export_job(redis, "early", out=str(tmp_path / "raw.csv"), raw=True)
+        raw_id, _ = create_export_job(redis, database, "early", out=str(tmp_path / "raw.csv"),
+                                      raw=True)
         raw = run_export_job(engine_for(db_url), redis, raw_id)
         assert (raw["chosen"], raw["aggregation"], raw["warning"]) == ("", "", "")
         assert _job_out(raw).warning is None

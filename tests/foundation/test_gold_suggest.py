@@ -3,6 +3,7 @@
 
 import csv
 import json
+import time
 import uuid
 
 import numpy as np
@@ -13,8 +14,8 @@ from sqlmodel import select
 from cli.main import cli
 from labelq.record.db import engine_for, init_schema, session_scope
 from labelq.record.loading import load_tasks
-from labelq.record.models import Assignment, Label, Task, utcnow
-from labelq.record.projects import create_project, enroll_worker
+from labelq.record.models import Assignment, DashboardFigures, Label, Task, utcnow
+from labelq.record.projects import create_project, enroll_worker, get_project
 
 NO_REDIS = "redis://127.0.0.1:1/0"  # nothing listens: gold mark marks in SQL only
 
@@ -128,7 +129,6 @@ def test_auto_gives_its_choice_as_the_current_method(project_db):
 def test_dashboard_list_from_the_api(project_db, tmp_path, redis_url):
     from fastapi.testclient import TestClient
 
-    from labelq import dashboard as dash
     from labelq.api import create_app
     from labelq.record.settings import Settings
 
@@ -138,22 +138,36 @@ def test_dashboard_list_from_the_api(project_db, tmp_path, redis_url):
     auth = {"Authorization": "Bearer op-token-op-token-op-token"}
     assert c.get("/api/v1/projects/p/gold-suggestions").status_code == 401
     assert c.get("/api/v1/projects/nope/gold-suggestions", headers=auth).status_code == 404
-    r = c.get("/api/v1/projects/p/gold-suggestions", headers=auth)
-    assert r.status_code == 200, r.text
-    d = r.json()
+    def listed(until) -> dict:
+        """The list as the page polls it: computed in the background, never in the request
+        (which waits half a second at most for it)."""
+        deadline = time.monotonic() + 120
+        while True:
+            t0 = time.monotonic()
+            r = c.get("/api/v1/projects/p/gold-suggestions", headers=auth)
+            assert r.status_code == 200, r.text
+            assert time.monotonic() - t0 < 5  # (a request that computed would take longer)
+            if until(r.json()):
+                return r.json()
+            assert time.monotonic() < deadline, r.json()
+            time.sleep(0.2)
+
+    d = listed(lambda d: d["computed"] != "")
     # the top 10, as labelq gold suggest gives them (current: the method, ds, a member)
     cli_rows = json.loads(run(project_db, "gold", "suggest", "p", "--n", "10", "-o",
                               "json").output)
     assert d["tasks"] == cli_rows and d["labels"] == 183  # 59 tasks and 2 gold, 3 each
     # kept: a second request does not compute again
-    before = dash._SUGGESTED[next(k for k in dash._SUGGESTED if k[1] == 10)]
+    with session_scope(engine_for(project_db)) as s:
+        before = s.get(DashboardFigures, get_project(s, "p").id).computed
     assert c.get("/api/v1/projects/p/gold-suggestions", headers=auth).json() == d
-    assert dash._SUGGESTED[next(k for k in dash._SUGGESTED if k[1] == 10)] is before
-    # a gold mark changes the list at once
+    with session_scope(engine_for(project_db)) as s:
+        assert s.get(DashboardFigures, get_project(s, "p").id).computed == before
+    # a gold mark changes the list as soon as the figures are computed again
     f = tmp_path / "m.csv"
     f.write_text(f"id,answer\n{d['tasks'][0]['id']},{truth_of(d['tasks'][0]['id'])}\n")
     run(project_db, "gold", "mark", "p", "--file", f, "--redis-url", NO_REDIS)
-    after = c.get("/api/v1/projects/p/gold-suggestions", headers=auth).json()
-    assert d["tasks"][0]["id"] not in [t["id"] for t in after["tasks"]]
+    after = listed(lambda a: d["tasks"][0]["id"] not in [t["id"] for t in a["tasks"]])
+    assert after["computed"] >= d["computed"]
     # the dashboard's own data does not carry (nor compute) it
     assert "gold_suggestions" not in c.get("/api/v1/projects/p/dashboard", headers=auth).json()

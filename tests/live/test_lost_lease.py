@@ -10,9 +10,10 @@ import pytest
 from sqlmodel import select
 
 from labelq.errors import LeaseExpired, LeaseLost, NotFound
-from labelq.live.leaseid import new_assignment_id, parse_assignment_id
+from labelq.live.leaseid import IdSigner, parse_assignment_id
 from labelq.record.db import session_scope
 from labelq.record.models import Assignment, Label
+from labelq.record.secret import assignment_key
 from labelq.record.settings import Settings
 from labelq.service import Service
 
@@ -31,10 +32,12 @@ def _labels(s):
 
 
 def test_the_id_names_task_and_time():
-    aid = new_assignment_id(123456, 1_800_000_000_123)
+    signer = IdSigner(b"k" * 32)
+    aid = signer.new(7, 3, 123456, 1_800_000_000_123)
     assert len(aid) <= 40
     got = parse_assignment_id(aid)
     assert got is not None and (got.task, got.reserved_ms) == (123456, 1_800_000_000_123)
+    assert signer.issued(aid, 7, 3) == got
     assert parse_assignment_id("f" * 32) is None
 
 
@@ -104,13 +107,17 @@ def test_a_lost_lease_of_a_task_labelled_by_the_worker_since_is_not_saved(r, db_
 def test_ids_that_name_no_lost_lease_are_not_found_or_expired(r, db_url):
     s, pid = _service(r, db_url, n_tasks=2, workers=1)
     s.next_assignment("p-w0")
+    # ids this database signed for the worker (w0 is seq 0): a task that does not exist,
+    # a time in the future
+    signer = IdSigner(assignment_key(s.engine))
     # an id of an earlier labelq, a task that does not exist, a time in the future
-    for aid in ("f" * 32, new_assignment_id(99, 1_700_000_000_000),
-                new_assignment_id(0, 4_000_000_000_000)):
+    for aid in ("f" * 32, signer.new(pid, 0, 99, 1_700_000_000_000),
+                signer.new(pid, 0, 0, 4_000_000_000_000)):
         with pytest.raises(NotFound) as got:
             s.submit("p-w0", aid, "a")
         assert got.value.to_dict()["recorded"] is False
+        assert got.value.to_dict()["code"] == "not_found"
     # a lease whose length has run out
     with pytest.raises(LeaseExpired):
-        s.submit("p-w0", new_assignment_id(1, 1_700_000_000_000), "a")
+        s.submit("p-w0", signer.new(pid, 0, 1, 1_700_000_000_000), "a")
     assert _labels(s) == []

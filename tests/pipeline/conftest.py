@@ -84,7 +84,10 @@ class CeleryWorker:
     def start(self, timeout: float = 60.0) -> CeleryWorker:
         log = open(self.logfile, "ab") if self.logfile else subprocess.DEVNULL
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "workers.main", "worker", "-Q", "labelq",
+            [sys.executable, "-m", "celery", "-A", "workers.main", "worker",
+             # the labels' queue and the long work queue (exports) both: a worker may
+             # serve both (``labelq run-worker`` gives the long work its own process)
+             "-Q", "labelq,labelq.long",
              "-c", str(self.concurrency), "--pool", "prefork", "--loglevel", "info",
              "--without-gossip", "--without-mingle", "--without-heartbeat",
              *(["--beat", "--schedule", str(self.logfile) + ".beat"] if self.beat else [])],

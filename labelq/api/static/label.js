@@ -142,7 +142,7 @@ async function act(path, body, done) {
     if (path === "/label?next=true") showNext(out.next); else await next();
   } catch (err) {
     say(err.message, true);
-    if (["lease_expired", "lease_lost", "not_found"].includes(err.code)) await next();
+    if (["lease_expired", "lease_lost", "not_found", "assignment_unknown"].includes(err.code)) await next();
   } finally {
     busy = false;
     document.body.dataset.busy = "";

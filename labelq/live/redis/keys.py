@@ -4,8 +4,10 @@
 one Redis database, and a rebuild, a project's deletion or an applier of one never touches
 another's keys. The braces are a Redis Cluster hash tag: one project's keys share a slot
 (the Lua scripts touch several at once). The projects with hot state of database ``D`` are
-the set ``lq:{D}:projects`` (:func:`projects_key`). :func:`parse_key` reads a key back
-(``labelq check`` counts the keys of other databases with it).
+the set ``lq:{D}:projects`` (:func:`projects_key`); its export jobs are
+``lq:{D}:job:<id>`` (:func:`job_key`) and ``lq:{D}:exports`` (:func:`exports_key`).
+:func:`parse_key` reads a key back (``labelq check`` counts the keys of other databases
+with it).
 
 =========================  ======  =====  ====================================================
 key (after the prefix)     type    TTL    meaning
@@ -84,9 +86,10 @@ import re
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-__all__ = ["Keys", "projects_key", "home_key", "parse_key", "KeyOwner", "gold_issued_field",
-           "gold_category_field", "gold_record_fields", "gold_records", "agreement_fields",
-           "agreement_records", "decline_entry", "parse_decline"]
+__all__ = ["Keys", "projects_key", "home_key", "job_key", "exports_key", "parse_key",
+           "KeyOwner", "gold_issued_field", "gold_category_field", "gold_record_fields",
+           "gold_records", "agreement_fields", "agreement_records", "decline_entry",
+           "parse_decline"]
 
 _DATABASE = re.compile(r"[0-9a-z]{1,32}")
 
@@ -110,6 +113,19 @@ def home_key(database: str) -> str:
     return f"lq:{{{_database(database)}}}:home"
 
 
+def job_key(database: str, job_id: str) -> str:
+    """HASH of export job ``job_id`` of database ``database`` (:mod:`labelq.jobs`): under
+    the database's prefix, so an operator of another database never reads it."""
+    return f"lq:{{{_database(database)}}}:job:{job_id}"
+
+
+def exports_key(database: str) -> str:
+    """HASH of database ``database``'s export jobs that are queued or running: the export
+    they make (project, method, format, raw, exclude_paused) -> job id (:mod:`labelq.jobs`:
+    a second request for the same export returns that job)."""
+    return f"lq:{{{_database(database)}}}:exports"
+
+
 class KeyOwner(NamedTuple):
     """Whose key a Redis key is: its database's identity (``None``: a key of labelq before
     keys carried one, ``lq:P:...`` or ``lq:projects``) and project id (``None``: the
@@ -124,8 +140,9 @@ _LEGACY = re.compile(rb"^lq:(?:([0-9]+):|projects$)")
 
 
 def parse_key(key: bytes | str) -> KeyOwner | None:
-    """The owner of a labelq key of the hot state; ``None`` for any other key (the Celery
-    broker's, export jobs' ``lq:job:...``)."""
+    """The owner of a labelq key (the hot state's, and export jobs' ``lq:{D}:job:...``,
+    owned by their database); ``None`` for any other key (the Celery broker's, export jobs
+    of a labelq before they named their database, ``lq:job:...``)."""
     raw = key.encode() if isinstance(key, str) else key
     m = _OWNED.match(raw)
     if m:
