@@ -58,6 +58,21 @@ class MajorityVote(BaseAggregator):
     #: the (weighted) vote counts per (task, class) of the last fit
     scores_: FloatArray
 
+    def _label_posterior(self, d: LabelArrays) -> FloatArray:
+        """The one-coin posterior of the vote (``auto``'s, :meth:`AutoAggregator.
+        _vote_posterior`): vote shares are not probabilities (2/3 for any lone label), and
+        the models' evidence is weighed against this (issue 42)."""
+        from ._em import softmax_rows
+        from .auto import AutoAggregator
+
+        scores = np.asarray(self.scores_, dtype=float)
+        if getattr(self, "weight_unit_", None) is None:
+            scores = scores * AutoAggregator._common_log_odds(d)
+        if d.n_classes < 2 or not np.any(scores):
+            return self.probas_
+        out: FloatArray = softmax_rows(scores)
+        return out
+
     def __init__(self, smoothing: float = 1.0, tie_break: str = "first",
                  rng: Seed = None) -> None:
         if smoothing < 0:

@@ -40,7 +40,7 @@ from ..errors import InputError
 from .base import FloatArray, IntArray
 
 __all__ = ["ModelSources", "ModelAccuracy", "BINS", "CATEGORY_PRIOR", "ROW_SUM_TOL",
-           "answer_cells", "build_sources", "source_of"]
+           "answer_cells", "build_sources", "source_of", "combine", "COMBINE_ITERS"]
 
 #: confidence bins per model (quantiles of its confidences; fewer when it has few
 #: predictions, so that each (cell, class) expects >= ``MIN_PER_CELL`` answers)
@@ -48,6 +48,8 @@ BINS = 5
 MIN_PER_CELL = 20
 #: answers per cell with which a category's table is shrunk towards the model's overall one
 CATEGORY_PRIOR = 2.0
+#: EM steps of :func:`combine` (the tables settle in 3-5 on the shared data sets)
+COMBINE_ITERS = 10
 #: a prediction row must sum to 1 within this
 ROW_SUM_TOL = 1e-3
 
@@ -251,3 +253,30 @@ def source_of(n_human: IntArray, has_prediction: np.ndarray, gold: IntArray | No
     names = np.array(["none", "model", "humans", "humans+model"])
     out: list[str] = names[h.astype(int) * 2 + p.astype(int)].tolist()
     return out
+
+
+def combine(sources: ModelSources, human: FloatArray, evidence: np.ndarray,
+            task_category: IntArray, gold: IntArray, iters: int = COMBINE_ITERS
+            ) -> FloatArray:
+    """The posterior of every task with the models' evidence added to ``human`` (T, C),
+    an aggregator's posterior from the labels alone (for a task without labels: the class
+    prior), the models' tables learned by EM from the tasks with ``evidence`` (a label or
+    gold) against that posterior — the annotators' side held fixed, as an aggregator fitted
+    them. Gold rows stay one-hot. ``sources``' counts hold the final tables."""
+    log_h = np.log(np.maximum(np.asarray(human, float), 1e-300))
+    g = np.asarray(gold, np.int64)
+    known = np.flatnonzero(g >= 0)
+    C = log_h.shape[1]
+    sources.counts[:] = 0.0
+
+    def post() -> FloatArray:
+        z = log_h + sources.loglik(task_category)
+        z -= z.max(axis=1, keepdims=True)  # subtract the row max: exp never overflows
+        p = np.exp(z)
+        p /= p.sum(axis=1, keepdims=True)
+        p[known] = np.eye(C)[g[known]]
+        return p
+
+    for _ in range(max(iters, 1)):
+        sources.refit(post(), evidence, task_category, g)
+    return post()
