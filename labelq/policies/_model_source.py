@@ -108,7 +108,7 @@ def answer_cells(probas: FloatArray, n_bins: int | None = None,
     bad = ~np.isfinite(q) | (q < 0) | (q > 1)
     if bad.any():
         i, k = (int(x) for x in np.argwhere(bad)[0])
-        raise InputError(f"{name}: row {i}, class {k}: probability {p[i, k]!r} is not in "
+        raise InputError(f"{name}: row {i}, class {k}: probability {float(p[i, k])!r} is not in "
                          f"[0, 1]", field=name, index=i)
     off = ~missing & (np.abs(q.sum(axis=1) - 1.0) > ROW_SUM_TOL)
     if off.any():

@@ -382,6 +382,7 @@ class Auto(Policy):
     def select_pair(self, state: AutoState, mask: np.ndarray,
                     rng: np.random.Generator) -> tuple[int, int] | None:
         mask = np.asarray(mask, dtype=bool)
+        mask = self._short_first(state, mask)
         rows = None  # the open rows of ``mask``, when the gate found them
         if self.params.gate:  # as ``gated``, keeping the row test that decided it
             good = self._above_mean(state, mask)
@@ -417,6 +418,18 @@ class Auto(Policy):
                                 minlength=state.correct.shape[0])[best]
             best = best[given == given.max()]
         return task, int(best[rng.integers(best.size)])
+
+    def _short_first(self, state: AutoState, mask: np.ndarray) -> np.ndarray:
+        """With models' predictions: while any task that can be asked has fewer than
+        ``min_human_labels`` human labels, only those tasks (gold aside) — a hard floor,
+        before the gate and the exploration, so that no answer rests on a model with fewer
+        human labels than the operator asked for while the budget lasts."""
+        least = self.params.min_human_labels
+        if state.model_cell is None or least == 0:
+            return mask
+        short = (state.n_labels < least) & (state.gold < 0)
+        open_short = short & mask.any(axis=1)
+        return mask & open_short[:, None] if open_short.any() else mask
 
     def explore_rate(self, mask: np.ndarray, n_open: int, anchored: bool = True) -> float:
         """``explore`` × (1 − ``explore_dense`` × density), where density is the share of
