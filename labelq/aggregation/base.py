@@ -39,7 +39,7 @@ accuracy per class with a 95 % interval and the answers it rests on).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Protocol, TypeAlias, cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -217,18 +217,20 @@ class BaseAggregator:
         for name in ("labels_", "source_", "model_accuracy_"):
             vars(self).pop(name, None)  # set by _fit, or below: never the last fit's
         extra = dict(extra)
-        predictions = extra.pop("predictions", None)
+        predictions = cast("Mapping[str, FloatArray] | None", extra.pop("predictions", None))
         if predictions and self.uses_predictions:
             extra["predictions"] = predictions
         self._fit(d, **extra)
+        gold = cast("ArrayLike | None", extra.get("gold"))
         if predictions and not self.uses_predictions:
-            self._combine(d, predictions, extra.get("gold"), extra.get("categories"))
+            self._combine(d, predictions, gold, cast("ArrayLike | None",
+                                                     extra.get("categories")))
         if "labels_" not in vars(self):
             self.labels_ = argmax_first(self.probas_)
         self.confidence_ = self.probas_[np.arange(d.n_tasks), self.labels_]
         if predictions and "source_" not in vars(self):
             has = build_sources(predictions, d.n_tasks, d.n_classes).has_prediction()
-            g = None if extra.get("gold") is None else np.asarray(extra["gold"])
+            g = None if gold is None else np.asarray(gold)
             self.source_ = source_of(np.bincount(d.task, minlength=d.n_tasks), has, g)
         return self
 

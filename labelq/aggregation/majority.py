@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -117,11 +118,13 @@ class WeightedMajorityVote(MajorityVote):
     def fit(self, task: ArrayLike, worker: ArrayLike, label: ArrayLike, *,
             n_tasks: int | None = None, n_workers: int | None = None,
             n_classes: int | None = None, weights: ArrayLike | None = None,
-            categories: ArrayLike | None = None) -> Self:
+            categories: ArrayLike | None = None,
+            predictions: Mapping[str, FloatArray] | None = None) -> Self:
         """Fit on label arrays with ``weights`` per worker or per (worker, category) and
         the tasks' ``categories`` (see the class docstring); returns ``self``."""
         return self.fit_with(task, worker, label,
-                             {"weights": weights, "categories": categories},
+                             {"weights": weights, "categories": categories,
+                              "predictions": predictions},
                              n_tasks=n_tasks, n_workers=n_workers, n_classes=n_classes)
 
     def _scores(self, d: LabelArrays, weights: ArrayLike | None = None,

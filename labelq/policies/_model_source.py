@@ -148,8 +148,7 @@ class ModelSources:
 
     def has_prediction(self) -> np.ndarray:
         """bool (T,): tasks with a prediction from any model."""
-        out: np.ndarray = (self.cell >= 0).any(axis=0)
-        return out
+        return np.asarray((self.cell >= 0).any(axis=0), dtype=bool)
 
     def tables(self) -> FloatArray:
         """log P(cell | class) per model and category: (M, S, A, C)."""

@@ -16,7 +16,6 @@ from labelq.policies._model_source import answer_cells, build_sources, source_of
 from labelq.policies.base import Observation, Problem
 from labelq.simulate.environment import Environment
 from labelq.simulate.runner import run_policy
-from labelq.simulate.workers import WorkerPool
 
 
 def crowd(rng: np.random.Generator, T: int = 2000, W: int = 40, per_task: int = 2,
