@@ -98,7 +98,7 @@ class ShrunkOneCoin(BaseAggregator):
                             per_worker=True,
                             calibrate=True if calibration is None else
                             np.asarray(calibration, dtype=bool)[d.task],
-                            sources=src, task_category=cat)
+                            sources=src, task_category=cat, judge_by_models=True)
             acc, _, _ = em.shrunk_accuracy(fit.correct, fit.total, K, self.prior_accuracy,
                                            self.prior_strength, self.strength, True)
             ll = em.task_loglik(d.task, acc[d.worker, cat[d.task]], d.label, d.n_tasks, K)

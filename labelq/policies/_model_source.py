@@ -13,7 +13,11 @@ with n[a, y] the soft count (EM posterior) of tasks of class y on which the mode
 a. The +1 per cell is a Dirichlet(1) prior that is the same for every class: a cell never
 measured says nothing (likelihood ratio 1), so an untested model carries no weight and a
 model whose answers do not depend on the truth (predictions shuffled across tasks) ends
-with a table whose columns agree, i.e. ~no weight. Where tasks have categories, a
+with a table whose columns agree, i.e. ~no weight. A cell is never read in reverse: its
+predicted class is taken as at least as likely as any other (a cell measured worse than
+chance carries no weight, as an annotator's accuracy is clipped at chance), which keeps
+the EM from a fixed point where an early, thinly measured table turned the model upside
+down and the class prior followed it. Where tasks have categories, a
 category's table is shrunk towards the model's overall table with the weight of
 ``CATEGORY_PRIOR`` answers per cell (a model may be good on one kind of task only).
 
@@ -178,6 +182,10 @@ class ModelSources:
         for m in range(M):
             has = self.cell[m] >= 0
             rows = tab[m, cat[has], self.cell[m, has]]  # (n, C)
+            # never read in reverse: a cell's predicted class is at least as likely as any
+            # other (as an annotator's accuracy is clipped at chance, _shrunk_em)
+            pred = self.cell[m, has] // int(self.bins[m])
+            rows[np.arange(pred.size), pred] = rows.max(axis=1)
             # only the ratios between classes matter: subtract the row mean
             out[has] += rows - rows.mean(axis=1, keepdims=True)
         return out
