@@ -301,7 +301,9 @@ class Auto(Policy):
                         W, S, state.n_classes, mu0=p.prior_accuracy, m0=p.prior_strength,
                         m=p.strength, iters=p.em_iters, start=start,
                         per_worker=p.population == "workers", sources=src,
-                        task_category=state.task_category)
+                        task_category=state.task_category,
+                        judge_by_models=src is not None and ms.measured(
+                            src, state.n_labels > 0))
         if src is not None:
             state.model_loglik = src.loglik(state.task_category)
         state.correct, state.total, state.class_prior = fit.correct, fit.total, fit.class_prior
