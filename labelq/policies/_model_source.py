@@ -65,7 +65,11 @@ class ModelAccuracy:
     the task is of class k), from the soft counts of EM (``answers[k]``: the tasks of class
     k it rests on, gold ones counted in full) with a 95 % interval ``low``/``high``
     (Jeffreys, Beta(right + 1/2, wrong + 1/2)); ``gold[k]``: gold answers among them.
-    ``overall`` is the same over every class, with ``overall_low``/``overall_high``."""
+    ``overall`` is the same over every class, with ``overall_low``/``overall_high``.
+    ``gold_accuracy`` (with ``gold_low``/``gold_high``): the same measured on the gold
+    answers alone (NaN without any) — fewer answers, but not resting on the annotators'
+    fitted accuracies (docs/models.md: where annotators are biased the EM's reading is off
+    by more than its interval)."""
 
     accuracy: FloatArray
     low: FloatArray
@@ -75,12 +79,20 @@ class ModelAccuracy:
     overall: float
     overall_low: float
     overall_high: float
+    gold_accuracy: FloatArray | None = None
+    gold_low: FloatArray | None = None
+    gold_high: FloatArray | None = None
 
     def to_dict(self) -> dict[str, object]:
+        def listed(a: FloatArray | None) -> list[float] | None:
+            return None if a is None else [float(x) for x in a]
+
         return {"accuracy": self.accuracy.tolist(), "low": self.low.tolist(),
                 "high": self.high.tolist(), "answers": self.answers.tolist(),
                 "gold": self.gold.tolist(), "overall": self.overall,
-                "overall_low": self.overall_low, "overall_high": self.overall_high}
+                "overall_low": self.overall_low, "overall_high": self.overall_high,
+                "gold_accuracy": listed(self.gold_accuracy), "gold_low": listed(self.gold_low),
+                "gold_high": listed(self.gold_high)}
 
 
 def _jeffreys(right: FloatArray, n: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -146,6 +158,7 @@ class ModelSources:
     bins: IntArray
     counts: FloatArray
     gold: IntArray
+    gold_right: IntArray | None = None  # (M, C): gold answers it predicted right
 
     @property
     def n_cells(self) -> int:
@@ -207,6 +220,10 @@ class ModelSources:
                                                       minlength=S * A).reshape(S, A)
             g = sel & is_gold
             self.gold[m] = np.bincount(np.asarray(gold)[g], minlength=C)
+            if self.gold_right is None:
+                self.gold_right = np.zeros((M, C), np.int64)
+            yes = g & (self.cell[m] // int(self.bins[m]) == np.asarray(gold))
+            self.gold_right[m] = np.bincount(np.asarray(gold)[yes], minlength=C)
 
     def accuracy(self) -> dict[str, ModelAccuracy]:
         """Each model's measured accuracy per true class (:class:`ModelAccuracy`)."""
@@ -221,9 +238,16 @@ class ModelSources:
             low, high = _jeffreys(right, n)
             tot, ok = float(n.sum()), float(right.sum())
             lo, hi = _jeffreys(np.array([ok]), np.array([tot]))
+            g_n = self.gold[m].astype(float)
+            g_ok = (self.gold_right[m].astype(float) if self.gold_right is not None
+                    else np.zeros(C))
+            g_lo, g_hi = _jeffreys(g_ok, g_n)
             out[name] = ModelAccuracy(acc, low, high, n, self.gold[m].copy(),
                                       ok / tot if tot > 0 else float("nan"),
-                                      float(lo[0]), float(hi[0]))
+                                      float(lo[0]), float(hi[0]),
+                                      np.where(g_n > 0, g_ok / np.maximum(g_n, 1.0), np.nan),
+                                      np.where(g_n > 0, g_lo, np.nan),
+                                      np.where(g_n > 0, g_hi, np.nan))
         return out
 
 

@@ -242,3 +242,28 @@ def test_shrunk_with_the_shared_data_sets_model_beats_both_sources(shared_datase
     labels = float((d.label[first] == d.truth[d.task[first]]).mean())
     # (the file's first labels are right on 0.91, the model on 0.81: together 0.92)
     assert float((res.labels_ == d.truth).mean()) > max(alone, labels) + 0.005
+
+
+def test_gold_answers_measure_the_model_on_their_own():
+    rng = np.random.default_rng(9)
+    truth, task, worker, label = crowd(rng, per_task=2)
+    p = model(rng, truth, (0.9, 0.65))
+    gold = np.full(truth.size, -1)
+    pick = rng.choice(truth.size, 400, replace=False)
+    gold[pick] = truth[pick]
+    on_gold = [float((p[pick][truth[pick] == k].argmax(axis=1) == k).mean()) for k in (0, 1)]
+    for method in ("ds", "shrunk"):  # combined after the fit, and in the EM
+        res = aggregate(task, worker, label, method, n_tasks=truth.size, n_classes=2,
+                        gold=gold, predictions={"m": p})
+        acc = res.model_accuracy_["m"]
+        assert acc.gold_accuracy is not None and acc.gold_low is not None
+        assert acc.gold_high is not None
+        np.testing.assert_allclose(acc.gold_accuracy, on_gold)
+        assert acc.gold.sum() == 400
+        assert np.all(acc.gold_low < acc.gold_accuracy)
+        assert np.all(acc.gold_accuracy < acc.gold_high)
+        assert json.loads(json.dumps(acc.to_dict()))["gold_accuracy"] == pytest.approx(on_gold)
+    # without gold: NaN
+    none = aggregate(task, worker, label, "mv", n_tasks=truth.size, n_classes=2,
+                     predictions={"m": p}).model_accuracy_["m"]
+    assert none.gold_accuracy is not None and np.isnan(none.gold_accuracy).all()
