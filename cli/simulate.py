@@ -40,6 +40,11 @@ def parse_budgets(text: str) -> list[float]:
 @click.command("simulate")
 @click.option("--data", "data_dir", type=click.Path(),  # checked below: exit 3, not 2
               help="Replay a data set folder (labels.csv, truth.csv[, task_types.csv]).")
+@click.option("--predictions", "predictions", type=click.Path(), default=None,
+              metavar="FILE",
+              help="A model's predictions for the --data set (task,p_<class>,...): every "
+                   "policy also runs with them available from the start (row 'SPEC +model'; "
+                   "the budget counts human labels only); see docs/models.md.")
 @click.option("--synthetic", "synthetic_spec", metavar="SPEC",
               help='Synthetic task set, e.g. "tasks=500,categories=4,workers=40,'
                    'model=spammer-hammer,classes=2" (see docs/simulator.md).')
@@ -83,7 +88,8 @@ def parse_budgets(text: str) -> list[float]:
               metavar="[FILE]", help="Print the results as JSON (the same as -o json); "
               "--json FILE, its earlier meaning, still writes them to FILE as --out does.")
 @click.option("--markdown", is_flag=True, help="Print the table as Markdown (-o markdown).")
-def simulate(data_dir: str | None, synthetic_spec: str | None, policies: tuple[str, ...],
+def simulate(data_dir: str | None, predictions: str | None, synthetic_spec: str | None,
+             policies: tuple[str, ...],
              budgets: str, runs: int, seed: int, jobs: int, max_labels: int | None,
              aggregate: str | None, mode: Literal["push", "pull", "task"] | None,
              shuffle: bool, gold: str | None, gold_schedule: str | None, quality: str | None,
@@ -112,6 +118,9 @@ def simulate(data_dir: str | None, synthetic_spec: str | None, policies: tuple[s
     if plot_out:
         pyplot()  # before the runs: a missing matplotlib is said at once, not after them
     if synthetic_spec is not None:
+        if predictions is not None:
+            raise click.UsageError("--predictions needs --data (predictions name a data "
+                                   "set's tasks)")
         SyntheticSpec.parse(synthetic_spec)
         source = EnvSource("synthetic", synthetic_spec)
     else:
@@ -123,7 +132,9 @@ def simulate(data_dir: str | None, synthetic_spec: str | None, policies: tuple[s
             raise InputError(f"{data_dir}: no truth.csv: simulate scores what each policy "
                              "collects against the truth (to aggregate labels without it: "
                              "labelq aggregate)", path=str(data_dir))
-        source = EnvSource("data", str(data_dir))
+        if predictions is not None and not Path(predictions).is_file():
+            raise InputError(f"--predictions {predictions}: no such file", path=predictions)
+        source = EnvSource("data", str(data_dir), predictions)
     per_task = parse_budgets(budgets)
     if gold is not None:  # option errors before any run (and before a progress bar)
         from labelq.simulate.gold import GoldRules, parse_gold_amount
@@ -148,7 +159,9 @@ def simulate(data_dir: str | None, synthetic_spec: str | None, policies: tuple[s
     head = (f"{source.describe()}: {exp.n_tasks} tasks, {runs} runs, seed {seed}"
             + (f", mode {mode}" if mode else "") + (", shuffled" if shuffle else "")
             + (f", gold {gold} served by {gold_schedule or DEFAULT_SCHEDULE}"
-               + (f", quality {quality}" if quality else "") if gold is not None else ""))
+               + (f", quality {quality}" if quality else "") if gold is not None else "")
+            + (f"; the model alone: accuracy {exp.model_accuracy:.4f}"
+               if exp.model_accuracy is not None else ""))
     if output == "json":
         import json
         click.echo(head, err=True)

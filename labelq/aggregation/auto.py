@@ -41,6 +41,7 @@ fitted on n answers is itself uncertain by about 1/sqrt(n): 50 give +-0.14 at wo
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -233,13 +234,15 @@ class AutoAggregator(BaseAggregator):
             n_tasks: int | None = None, n_workers: int | None = None,
             n_classes: int | None = None, gold: ArrayLike | None = None,
             categories: ArrayLike | None = None,
-            calibration: ArrayLike | None = None) -> Self:
+            calibration: ArrayLike | None = None,
+            predictions: Mapping[str, FloatArray] | None = None) -> Self:
         """Fit on label arrays with ``gold`` (class index or -1 per task), the tasks'
         ``categories`` (int per task) and ``calibration`` (bool per task: the gold answers
-        that may calibrate; default all); returns ``self``."""
+        that may calibrate; default all); returns ``self``. ``predictions``: models'
+        probabilities, combined with the chosen answer (:mod:`labelq.aggregation.base`)."""
         return self.fit_with(task, worker, label,
                              {"gold": gold, "categories": categories,
-                              "calibration": calibration},
+                              "calibration": calibration, "predictions": predictions},
                              n_tasks=n_tasks, n_workers=n_workers, n_classes=n_classes)
 
     def _candidates(self, categories: ArrayLike | None) -> tuple[str, ...]:

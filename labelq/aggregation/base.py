@@ -23,18 +23,30 @@ After ``fit`` every aggregator exposes
 * ``probas_``     -- float (n_tasks, n_classes), rows sum to 1; uniform for unlabelled tasks;
 * ``confidence_`` -- float (n_tasks,), ``probas_[i, labels_[i]]``. A single label never reads
   as certain (every algorithm smooths or has a prior), so it is strictly below 1.
+
+Models' predictions (issue 42): ``fit_with`` (and so :func:`labelq.aggregation.aggregate`,
+and ``fit`` of ``shrunk`` and ``auto``) takes ``predictions`` — source name (model name and
+version) -> float (n_tasks, n_classes) probabilities, classes in the label set's order, a
+row of NaN where that model gave none. Each model is then one more source whose answers'
+meaning is measured (:mod:`labelq.policies._model_source`): ``shrunk`` learns it in its own
+EM beside the annotators; every other method's posterior from the labels is combined with
+it afterwards. The result then also has ``source_`` (per task ``humans``,
+``humans+model``, ``model`` or ``none``: what its answer rests on) and ``model_accuracy_``
+(source name -> :class:`~labelq.policies._model_source.ModelAccuracy`, the measured
+accuracy per class with a 95 % interval and the answers it rests on).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Protocol, TypeAlias, cast
 
 import numpy as np
 import scipy.sparse as sp
 from numpy.typing import ArrayLike
 
 from ..errors import InputError
+from ..policies._model_source import ModelAccuracy, build_sources, combine, source_of
 from ..policies.base import BoolArray, FloatArray, IntArray
 
 if TYPE_CHECKING:
@@ -177,16 +189,22 @@ class BaseAggregator:
     uses_categories = False
     uses_gold = False
 
+    #: True when ``_fit`` takes ``predictions`` itself (else they are combined afterwards)
+    uses_predictions = False
+
     labels_: IntArray
     probas_: FloatArray
     confidence_: FloatArray
+    source_: list[str]
+    model_accuracy_: dict[str, ModelAccuracy]
 
     def fit(self, task: ArrayLike, worker: ArrayLike, label: ArrayLike, *,
             n_tasks: int | None = None, n_workers: int | None = None,
-            n_classes: int | None = None) -> Self:
+            n_classes: int | None = None,
+            predictions: Mapping[str, FloatArray] | None = None) -> Self:
         """Fit on label arrays (see the module docstring); returns ``self``."""
-        return self.fit_with(task, worker, label, {}, n_tasks=n_tasks, n_workers=n_workers,
-                             n_classes=n_classes)
+        return self.fit_with(task, worker, label, {"predictions": predictions},
+                             n_tasks=n_tasks, n_workers=n_workers, n_classes=n_classes)
 
     def fit_with(self, task: ArrayLike, worker: ArrayLike, label: ArrayLike,
                  extra: Mapping[str, object], *, n_tasks: int | None = None,
@@ -196,12 +214,51 @@ class BaseAggregator:
         :func:`labelq.aggregation.aggregate`); one this method does not take is a
         ``TypeError``, as in ``fit``."""
         d = check_labels(task, worker, label, n_tasks, n_workers, n_classes)
-        vars(self).pop("labels_", None)  # set by _fit, or below: never the last fit's
+        for name in ("labels_", "source_", "model_accuracy_"):
+            vars(self).pop(name, None)  # set by _fit, or below: never the last fit's
+        extra = dict(extra)
+        predictions = cast("Mapping[str, FloatArray] | None", extra.pop("predictions", None))
+        if predictions and self.uses_predictions:
+            extra["predictions"] = predictions
         self._fit(d, **extra)
+        gold = cast("ArrayLike | None", extra.get("gold"))
+        if predictions and not self.uses_predictions:
+            self._combine(d, predictions, gold, cast("ArrayLike | None",
+                                                     extra.get("categories")))
         if "labels_" not in vars(self):
             self.labels_ = argmax_first(self.probas_)
         self.confidence_ = self.probas_[np.arange(d.n_tasks), self.labels_]
+        if predictions and "source_" not in vars(self):
+            has = build_sources(predictions, d.n_tasks, d.n_classes).has_prediction()
+            g = None if gold is None else np.asarray(gold)
+            self.source_ = source_of(np.bincount(d.task, minlength=d.n_tasks), has, g)
         return self
+
+    def _label_posterior(self, d: LabelArrays) -> FloatArray:
+        """The posterior from the labels that the models' evidence is combined with: the
+        method's ``probas_`` (a vote overrides it with a posterior, as its shares are not
+        one)."""
+        return self.probas_
+
+    def _combine(self, d: LabelArrays, predictions: Mapping[str, FloatArray],
+                 gold: ArrayLike | None, categories: ArrayLike | None) -> None:
+        """This method's posterior from the labels, with the models' measured evidence
+        (:func:`labelq.policies._model_source.combine`); sets ``probas_``, ``labels_``
+        (their argmax), ``model_accuracy_``."""
+        g = check_gold(gold, d.n_tasks, d.n_classes)
+        cat = (np.zeros(d.n_tasks, np.int64) if categories is None
+               else np.asarray(categories, np.int64))
+        S = int(cat.max()) + 1 if cat.size else 1
+        src = build_sources(predictions, d.n_tasks, d.n_classes, S)
+        labelled = np.bincount(d.task, minlength=d.n_tasks) > 0
+        human = np.array(self._label_posterior(d), dtype=float)
+        if labelled.any():  # a task without labels: the class shares of the labelled ones,
+            # half-way to uniform (as auto's worker model), not the method's uniform row
+            shares = human[labelled].sum(axis=0) + 1.0
+            human[~labelled] = 0.5 * shares / shares.sum() + 0.5 / d.n_classes
+        self.probas_ = combine(src, human, labelled | (g >= 0), cat, g)
+        self.labels_ = argmax_first(self.probas_)
+        self.model_accuracy_ = src.accuracy()
 
     def _fit(self, d: LabelArrays) -> None:  # pragma: no cover - abstract
         raise NotImplementedError

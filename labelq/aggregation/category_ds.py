@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -62,10 +63,12 @@ class CategoryDawidSkene(EMAggregator):
     def fit(self, task: ArrayLike, worker: ArrayLike, label: ArrayLike, *,
             n_tasks: int | None = None, n_workers: int | None = None,
             n_classes: int | None = None, gold: ArrayLike | None = None,
-            categories: ArrayLike | None = None) -> Self:
+            categories: ArrayLike | None = None,
+            predictions: Mapping[str, FloatArray] | None = None) -> Self:
         """Fit on label arrays with the tasks' ``categories`` (int per task; None: one
         category) and ``gold`` (class index or -1 per task) clamped; returns ``self``."""
-        return self.fit_with(task, worker, label, {"categories": categories, "gold": gold},
+        return self.fit_with(task, worker, label, {"categories": categories, "gold": gold,
+                              "predictions": predictions},
                              n_tasks=n_tasks, n_workers=n_workers, n_classes=n_classes)
 
     def _fit(self, d: LabelArrays, categories: ArrayLike | None = None,

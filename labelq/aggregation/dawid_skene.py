@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -88,10 +88,12 @@ class EMAggregator(BaseAggregator):
 
     def fit(self, task: ArrayLike, worker: ArrayLike, label: ArrayLike, *,
             n_tasks: int | None = None, n_workers: int | None = None,
-            n_classes: int | None = None, gold: ArrayLike | None = None) -> Self:
+            n_classes: int | None = None, gold: ArrayLike | None = None,
+            predictions: Mapping[str, FloatArray] | None = None) -> Self:
         """Fit on label arrays, ``gold`` (class index or -1 per task) clamped; returns
         ``self``."""
-        return self.fit_with(task, worker, label, {"gold": gold}, n_tasks=n_tasks,
+        return self.fit_with(task, worker, label, {"gold": gold, "predictions": predictions},
+                             n_tasks=n_tasks,
                              n_workers=n_workers, n_classes=n_classes)
 
     def _prior(self, T: FloatArray, labelled: BoolArray) -> FloatArray:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -58,6 +59,21 @@ class MajorityVote(BaseAggregator):
     #: the (weighted) vote counts per (task, class) of the last fit
     scores_: FloatArray
 
+    def _label_posterior(self, d: LabelArrays) -> FloatArray:
+        """The one-coin posterior of the vote (``auto``'s, :meth:`AutoAggregator.
+        _vote_posterior`): vote shares are not probabilities (2/3 for any lone label), and
+        the models' evidence is weighed against this (issue 42)."""
+        from ._em import softmax_rows
+        from .auto import AutoAggregator
+
+        scores = np.asarray(self.scores_, dtype=float)
+        if getattr(self, "weight_unit_", None) is None:
+            scores = scores * AutoAggregator._common_log_odds(d)
+        if d.n_classes < 2 or not np.any(scores):
+            return self.probas_
+        out: FloatArray = softmax_rows(scores)
+        return out
+
     def __init__(self, smoothing: float = 1.0, tie_break: str = "first",
                  rng: Seed = None) -> None:
         if smoothing < 0:
@@ -102,11 +118,13 @@ class WeightedMajorityVote(MajorityVote):
     def fit(self, task: ArrayLike, worker: ArrayLike, label: ArrayLike, *,
             n_tasks: int | None = None, n_workers: int | None = None,
             n_classes: int | None = None, weights: ArrayLike | None = None,
-            categories: ArrayLike | None = None) -> Self:
+            categories: ArrayLike | None = None,
+            predictions: Mapping[str, FloatArray] | None = None) -> Self:
         """Fit on label arrays with ``weights`` per worker or per (worker, category) and
         the tasks' ``categories`` (see the class docstring); returns ``self``."""
         return self.fit_with(task, worker, label,
-                             {"weights": weights, "categories": categories},
+                             {"weights": weights, "categories": categories,
+                              "predictions": predictions},
                              n_tasks=n_tasks, n_workers=n_workers, n_classes=n_classes)
 
     def _scores(self, d: LabelArrays, weights: ArrayLike | None = None,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
@@ -10,7 +10,7 @@ from numpy.typing import ArrayLike
 
 from ..errors import InputError
 from .auto import AutoAggregator
-from .base import BaseAggregator, Seed
+from .base import BaseAggregator, FloatArray, Seed
 from .category_ds import CategoryDawidSkene
 from .dawid_skene import DawidSkene, OneCoinDawidSkene
 from .glad import GLAD
@@ -97,6 +97,7 @@ def aggregate(task: ArrayLike, worker: ArrayLike, label: ArrayLike, method: str 
               categories: ArrayLike | None = None, gold: ArrayLike | None = None, *,
               n_workers: int | None = None, weights: ArrayLike | None = None,
               calibration: ArrayLike | None = None,
+              predictions: Mapping[str, FloatArray] | None = None,
               **params: Unpack[AggregatorParams]) -> BaseAggregator:
     """Fit ``method`` on label arrays and return the fitted aggregator (the result).
 
@@ -105,8 +106,11 @@ def aggregate(task: ArrayLike, worker: ArrayLike, label: ArrayLike, method: str 
     the EM methods (``ds``, ``onecoin``, ``ds-category``, ``glad``), used by ``auto`` to
     choose and calibrate, and ignored by the voting ones; ``calibration`` (bool per task,
     ``auto`` and ``shrunk``): the gold answers that may calibrate the confidences and the accuracy
-    estimate (default all; not tasks chosen for being doubtful). Read ``labels_``,
-    ``probas_`` and ``confidence_`` from the result.
+    estimate (default all; not tasks chosen for being doubtful). ``predictions`` (every
+    method; issue 42): source name -> (n_tasks, n_classes) probabilities of a model, a row
+    of NaN where it gave none, used as a source whose reliability is measured
+    (:mod:`labelq.aggregation.base`). Read ``labels_``, ``probas_`` and ``confidence_``
+    from the result (with predictions also ``source_`` and ``model_accuracy_``).
     """
     agg = get_aggregator(method, **params)
     kw: dict[str, object] = {}
@@ -119,5 +123,7 @@ def aggregate(task: ArrayLike, worker: ArrayLike, label: ArrayLike, method: str 
     if isinstance(agg, WeightedMajorityVote):
         kw["weights"] = weights
         kw["categories"] = categories
+    if predictions:
+        kw["predictions"] = predictions
     return agg.fit_with(task, worker, label, kw, n_tasks=n_tasks, n_workers=n_workers,
                         n_classes=n_classes)

@@ -19,12 +19,14 @@ shared data sets).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from ..policies import _shrunk_em as em
+from ..policies._model_source import build_sources
 from .base import BaseAggregator, FloatArray, LabelArrays, check_gold
 
 if TYPE_CHECKING:
@@ -46,6 +48,7 @@ class ShrunkOneCoin(BaseAggregator):
 
     uses_gold = True
     uses_categories = True
+    uses_predictions = True  # a model is one more source in the same EM (issue 42)
 
     #: learned: accuracy per (worker, category) (W, S) and the class prior (K,)
     accuracy_: FloatArray
@@ -60,24 +63,30 @@ class ShrunkOneCoin(BaseAggregator):
             n_tasks: int | None = None, n_workers: int | None = None,
             n_classes: int | None = None, gold: ArrayLike | None = None,
             categories: ArrayLike | None = None,
-            calibration: ArrayLike | None = None) -> Self:
+            calibration: ArrayLike | None = None,
+            predictions: Mapping[str, FloatArray] | None = None) -> Self:
         """Fit on label arrays with ``gold`` (class index or -1 per task) clamped, the tasks'
-        ``categories`` and ``calibration`` (see :meth:`_fit`); returns ``self``."""
+        ``categories``, ``calibration`` (see :meth:`_fit`) and models' ``predictions``
+        (:mod:`labelq.aggregation.base`); returns ``self``."""
         return self.fit_with(task, worker, label,
                              {"gold": gold, "categories": categories,
-                              "calibration": calibration},
+                              "calibration": calibration, "predictions": predictions},
                              n_tasks=n_tasks, n_workers=n_workers, n_classes=n_classes)
 
     def _fit(self, d: LabelArrays, gold: ArrayLike | None = None,
              categories: ArrayLike | None = None,
-             calibration: ArrayLike | None = None) -> None:
+             calibration: ArrayLike | None = None,
+             predictions: Mapping[str, FloatArray] | None = None) -> None:
         """``calibration`` (bool per task): the gold answers that may measure how far
-        agreement departs from gold (default all; see ``fit_em``'s ``calibrate``)."""
+        agreement departs from gold (default all; see ``fit_em``'s ``calibrate``);
+        ``predictions``: models as sources fitted in the same EM (``_model_source``)."""
         K = d.n_classes
         g = check_gold(gold, d.n_tasks, K)
         cat = (np.zeros(d.n_tasks, dtype=np.int64) if categories is None
                else np.asarray(categories, dtype=np.int64))
         S = int(cat.max()) + 1 if cat.size else 1
+        src = build_sources(predictions, d.n_tasks, K, S) if predictions else None
+        model_ll = np.zeros((d.n_tasks, K))
         if K < 2 or d.task.size == 0:
             self.probas_ = np.full((d.n_tasks, K), 1.0 / K)
             self.accuracy_ = np.full((d.n_workers, S), self.prior_accuracy)
@@ -88,13 +97,19 @@ class ShrunkOneCoin(BaseAggregator):
                             m0=self.prior_strength, m=self.strength, iters=self.iters,
                             per_worker=True,
                             calibrate=True if calibration is None else
-                            np.asarray(calibration, dtype=bool)[d.task])
+                            np.asarray(calibration, dtype=bool)[d.task],
+                            sources=src, task_category=cat, judge_by_models=True)
             acc, _, _ = em.shrunk_accuracy(fit.correct, fit.total, K, self.prior_accuracy,
                                            self.prior_strength, self.strength, True)
             ll = em.task_loglik(d.task, acc[d.worker, cat[d.task]], d.label, d.n_tasks, K)
-            self.probas_ = em.posterior(ll, np.log(fit.class_prior))
+            if src is not None:
+                model_ll = src.loglik(cat)
+            self.probas_ = em.posterior(ll + model_ll, np.log(fit.class_prior))
             self.accuracy_, self.class_prior_ = acc, fit.class_prior
-        unlabelled = np.bincount(d.task, minlength=d.n_tasks) == 0
+        if src is not None:
+            self.model_accuracy_ = src.accuracy()
+        unlabelled = (np.bincount(d.task, minlength=d.n_tasks) == 0) & ~np.any(
+            model_ll != 0, axis=1)
         self.probas_[unlabelled] = 1.0 / K
         known = np.flatnonzero(g >= 0)
         self.probas_[known] = np.eye(K)[g[known]]

@@ -63,11 +63,13 @@ with ``thompson``, the accuracy draws.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from . import _model_source as ms
 from . import _shrunk_em as em
 from .base import FloatArray, IntArray, Observation, Policy, Problem
 from .registry import register
@@ -96,6 +98,24 @@ class AutoState:
     # _shrunk_em's ``agree_weight``); 1 without gold
     agree_weight: FloatArray | None = None  # float (W,)
     anchored: bool = False  # the last fit could check agreement against gold records
+    # models' predictions as sources (issue 42, _model_source): names, answer cell per
+    # (model, task) (-1: none), bins per model, soft counts (M, S, A, C), gold behind them
+    # (M, C), and their evidence per task (T, C), kept beside the humans' ``loglik``
+    model_names: list[str] = field(default_factory=list)
+    model_cell: IntArray | None = None  # int (M, T)
+    model_bins: IntArray | None = None  # int (M,)
+    model_counts: FloatArray | None = None  # float (M, S, A, C)
+    model_gold: IntArray | None = None  # int (M, C)
+    model_loglik: FloatArray | None = None  # float (T, C)
+
+    def sources(self) -> ms.ModelSources | None:
+        """The models as :class:`~labelq.policies._model_source.ModelSources` over this
+        state's arrays (a refit writes into them), or None without predictions."""
+        if not self.model_names or self.model_cell is None or self.model_bins is None \
+                or self.model_counts is None or self.model_gold is None:
+            return None
+        return ms.ModelSources(self.model_names, self.model_cell, self.model_bins,
+                               self.model_counts, self.model_gold)
 
 
 def _variance(acc: np.ndarray, evidence: np.ndarray, strength: float) -> np.ndarray:
@@ -160,14 +180,14 @@ class Auto(Policy):
         ties: str = "random"
         explore_dense: float = 0.5
         anchor: bool = True
+        min_human_labels: int = 1
 
         def __post_init__(self) -> None:
-            for name in ("floor", "refit_min", "em_iters"):
+            for name in ("floor", "refit_min", "em_iters", "min_human_labels"):
                 v = getattr(self, name)
-                if isinstance(v, bool) or not isinstance(v, int) or v < (0 if name == "floor"
-                                                                         else 1):
-                    raise ValueError(f"{name} must be an integer >= "
-                                     f"{0 if name == 'floor' else 1}, got {v!r}")
+                lo = 0 if name in ("floor", "min_human_labels") else 1
+                if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                    raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
             if self.explore_by not in ("capacity", "uniform"):
                 raise ValueError(f"explore_by must be capacity or uniform, got "
                                  f"{self.explore_by!r}")
@@ -195,25 +215,45 @@ class Auto(Policy):
                                _unit("refit_growth", self.refit_growth, 1, math.inf))
 
     # --- state -----------------------------------------------------------------------
-    def init_state(self, problem: Problem) -> AutoState:
+    def init_state(self, problem: Problem,
+                   predictions: Mapping[str, FloatArray] | None = None) -> AutoState:
+        """The state before any label. ``predictions`` (or ``problem.predictions``): source
+        name -> n_tasks x n_classes probabilities of a model, a row of NaN where it gave
+        none (issue 42): each becomes a source whose reliability the refits measure
+        (``_model_source``); it starts with no weight."""
         W, S, C, T = problem.n_workers, problem.n_categories, problem.n_classes, problem.n_tasks
         gold = np.where(np.asarray(problem.is_gold, bool), np.asarray(problem.gold_answer), -1)
+        preds = predictions if predictions is not None else problem.predictions
+        src = ms.build_sources(preds, T, C, S) if preds else None
+        model: dict[str, Any] = {} if src is None else {
+            "model_names": src.names, "model_cell": src.cell, "model_bins": src.bins,
+            "model_counts": src.counts, "model_gold": src.gold,
+            "model_loglik": np.zeros((T, C))}
         return AutoState(
             n_classes=C, task_category=np.asarray(problem.task_category, np.int64).copy(),
             gold=np.asarray(gold, np.int64), cost=np.asarray(problem.worker_cost, float).copy(),
             log_task=[], log_worker=[], log_label=[], correct=np.zeros((W, S)),
             total=np.zeros((W, S)), class_prior=np.full(C, 1.0 / C), loglik=np.zeros((T, C)),
             n_labels=np.zeros(T, np.int64), next_refit=self.params.refit_min,
-            agree_weight=np.ones(W))
+            agree_weight=np.ones(W), **model)
 
     def state_from_dict(self, data: dict[str, Any]) -> AutoState:
         arr = {"task_category": np.int64, "gold": np.int64, "cost": float, "correct": float,
                "total": float, "class_prior": float, "loglik": float, "n_labels": np.int64,
-               "agree_weight": float}
+               "agree_weight": float, "model_cell": np.int64, "model_bins": np.int64,
+               "model_counts": float, "model_gold": np.int64, "model_loglik": float}
         kw: dict[str, Any] = {k: (np.asarray(v, dtype=arr[k]) if k in arr and v is not None
                                   else v) for k, v in data.items()}
         T, C = len(kw["task_category"]), int(kw["n_classes"])
         kw["loglik"] = kw["loglik"].reshape(T, C)
+        if kw.get("model_names"):  # (a JSON round trip flattens nothing, but lists of
+            # lists come back as nested lists: shapes from the problem's sizes)
+            M, S = len(kw["model_names"]), np.asarray(kw["correct"]).reshape(
+                len(kw["cost"]), -1).shape[1]
+            kw["model_cell"] = kw["model_cell"].reshape(M, T)
+            kw["model_counts"] = kw["model_counts"].reshape(M, S, -1, C)
+            kw["model_gold"] = kw["model_gold"].reshape(M, C)
+            kw["model_loglik"] = kw["model_loglik"].reshape(T, C)
         if kw.get("agree_weight") is None:  # a state saved before the calibration
             kw["agree_weight"] = np.ones(len(kw["cost"]))
         return AutoState(**kw)
@@ -235,7 +275,10 @@ class Auto(Policy):
         return state.total.sum(axis=1), state.correct.sum(axis=1)
 
     def _posterior(self, state: AutoState, tasks: np.ndarray) -> np.ndarray:
-        post = em.posterior(state.loglik[tasks], np.log(state.class_prior))
+        ll = state.loglik[tasks]
+        if state.model_loglik is not None:  # the models' measured evidence (issue 42)
+            ll = ll + state.model_loglik[tasks]
+        post = em.posterior(ll, np.log(state.class_prior))
         gold = state.gold[tasks]
         if (gold >= 0).any():
             post[gold >= 0] = np.eye(state.n_classes)[gold[gold >= 0]]
@@ -260,10 +303,16 @@ class Auto(Policy):
         # a few EM steps from the vote refine it; starting from the last fit would let a
         # wrong fixed point (a group of workers agreeing on wrong answers) carry over
         start = None
+        src = state.sources()
         fit = em.fit_em(task, worker, label, state.task_category[task], state.gold[task], T,
                         W, S, state.n_classes, mu0=p.prior_accuracy, m0=p.prior_strength,
                         m=p.strength, iters=p.em_iters, start=start,
-                        per_worker=p.population == "workers")
+                        per_worker=p.population == "workers", sources=src,
+                        task_category=state.task_category,
+                        judge_by_models=src is not None and ms.measured(
+                            src, state.n_labels > 0))
+        if src is not None:
+            state.model_loglik = src.loglik(state.task_category)
         state.correct, state.total, state.class_prior = fit.correct, fit.total, fit.class_prior
         state.agree_weight, state.anchored = fit.agree_weight, fit.anchored
         acc, _ = self.accuracies(state)
@@ -277,7 +326,12 @@ class Auto(Policy):
         tasks = np.asarray(tasks, np.int64)
         n = state.n_labels[tasks]
         unsure = 1.0 - self._posterior(state, tasks).max(axis=1)
-        floor = self.params.floor
+        floor: int | np.ndarray = self.params.floor
+        if state.model_cell is not None and state.model_cell.size:
+            # a task a model predicted needs ``min_human_labels`` human labels first
+            # (0: the model may settle it alone); the others keep ``floor``
+            floor = np.where((state.model_cell[:, tasks] >= 0).any(axis=0),
+                             self.params.min_human_labels, floor)
         settled = unsure <= 1.0 - self.params.confidence
         prio = np.where(n < floor, 2.0 + (floor - n), np.where(settled, unsure - 1.0, unsure))
         return np.where(state.gold[tasks] >= 0, -2.0, prio)
@@ -337,6 +391,7 @@ class Auto(Policy):
     def select_pair(self, state: AutoState, mask: np.ndarray,
                     rng: np.random.Generator) -> tuple[int, int] | None:
         mask = np.asarray(mask, dtype=bool)
+        mask = self._short_first(state, mask)
         rows = None  # the open rows of ``mask``, when the gate found them
         if self.params.gate:  # as ``gated``, keeping the row test that decided it
             good = self._above_mean(state, mask)
@@ -372,6 +427,18 @@ class Auto(Policy):
                                 minlength=state.correct.shape[0])[best]
             best = best[given == given.max()]
         return task, int(best[rng.integers(best.size)])
+
+    def _short_first(self, state: AutoState, mask: np.ndarray) -> np.ndarray:
+        """With models' predictions: while any task that can be asked has fewer than
+        ``min_human_labels`` human labels, only those tasks (gold aside) — a hard floor,
+        before the gate and the exploration, so that no answer rests on a model with fewer
+        human labels than the operator asked for while the budget lasts."""
+        least = self.params.min_human_labels
+        if state.model_cell is None or least == 0:
+            return mask
+        short = (state.n_labels < least) & (state.gold < 0)
+        open_short = short & mask.any(axis=1)
+        return mask & open_short[:, None] if open_short.any() else mask
 
     def explore_rate(self, mask: np.ndarray, n_open: int, anchored: bool = True) -> float:
         """``explore`` × (1 − ``explore_dense`` × density), where density is the share of
@@ -487,8 +554,9 @@ class Auto(Policy):
         if len(state.log_task) >= state.next_refit:
             self.refit(state)  # the class prior moves every posterior; with a floor the
             # unlabelled tasks' priority depends on their label count only
+            # (the models' evidence moves every predicted task's posterior too)
             return (np.flatnonzero(state.n_labels > 0) if self.params.floor > 0
-                    else np.arange(state.n_labels.size))
+                    and state.model_cell is None else np.arange(state.n_labels.size))
         return np.array([i], dtype=np.int64)
 
     def predict_proba(self, state: AutoState) -> np.ndarray:

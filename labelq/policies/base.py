@@ -35,6 +35,7 @@ Randomness always comes from the ``rng`` (``numpy.random.Generator``) passed in.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -65,6 +66,9 @@ class Problem:
     max_labels_per_task: int | None = None
     is_gold: np.ndarray | None = None  # bool (n_tasks,)
     gold_answer: np.ndarray | None = None  # int (n_tasks,), -1 where not gold
+    # models' predictions (issue 42): source name -> float (n_tasks, n_classes), a row of
+    # NaN where that model gave none; a policy that uses them (``auto``) reads them here
+    predictions: Mapping[str, np.ndarray] | None = None
 
     def __post_init__(self) -> None:
         if self.task_category is None:

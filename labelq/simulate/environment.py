@@ -44,6 +44,9 @@ class Environment:
     theta: FloatArray | None = None  # (n_tasks, n_classes), optional latent labels
     recorded: IntArray | None = None  # (n_tasks, n_workers), -1 = not recorded
     name: str = ""
+    # a model's predictions available from the start (issue 42): source name -> float
+    # (n_tasks, n_classes), NaN rows where it gave none; free, not labels of the budget
+    predictions: dict[str, FloatArray] | None = None
 
     def __post_init__(self) -> None:
         self.truth = np.asarray(self.truth, dtype=np.int64)
@@ -86,7 +89,8 @@ class Environment:
             task_category=self.task_category.copy(), n_categories=self.n_categories,
             worker_cost=self.worker_cost.copy(), worker_capacity=self.worker_capacity.copy(),
             budget=budget, max_labels_per_task=max_labels_per_task,
-            is_gold=self.is_gold.copy(), gold_answer=gold_answer)
+            is_gold=self.is_gold.copy(), gold_answer=gold_answer,
+            predictions=None if self.predictions is None else dict(self.predictions))
 
     def shuffled(self, rng: np.random.Generator) -> Environment:
         """The same environment with tasks and workers in a random order.
@@ -109,7 +113,14 @@ class Environment:
             task_category=self.task_category[t], n_categories=self.n_categories,
             worker_cost=self.worker_cost[w], worker_capacity=self.worker_capacity[w],
             is_gold=self.is_gold[t], theta=None if self.theta is None else self.theta[t],
-            recorded=self.recorded[np.ix_(t, w)], name=self.name)
+            recorded=self.recorded[np.ix_(t, w)], name=self.name,
+            predictions=None if self.predictions is None else {
+                k: v[t] for k, v in self.predictions.items()})
+
+    def with_predictions(self, predictions: dict[str, FloatArray] | None) -> Environment:
+        """The same environment with ``predictions`` (None: without any)."""
+        from dataclasses import replace
+        return replace(self, predictions=predictions)
 
     def answer(self, task: int, worker: int, rng: np.random.Generator) -> int:
         """The class index worker ``worker`` answers on task ``task``."""

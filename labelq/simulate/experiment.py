@@ -54,6 +54,20 @@ def _load_replay(directory: str) -> Environment:
     return replay_environment(load_dataset(directory))
 
 
+@lru_cache(maxsize=8)
+def _load_predictions(directory: str, path: str) -> dict[str, FloatArray]:
+    """The model's predictions ``path`` for the data set ``directory``, as the source
+    ``{file stem: (n_tasks, n_classes) array}`` (:mod:`labelq.simulate.predictions`)."""
+    from ..datasets import load_dataset
+    from .predictions import read_predictions_csv, source_name
+    data = load_dataset(directory)
+    return {source_name(path): read_predictions_csv(path, data.tasks, data.classes)}
+
+
+#: what a policy's row is called when it ran with the model's predictions
+WITH_MODEL = " +model"
+
+
 @dataclass(frozen=True)
 class EnvSource:
     """Where environments come from: ``kind`` "data" (a data set folder) or "synthetic"
@@ -61,10 +75,14 @@ class EnvSource:
 
     kind: str
     value: str
+    predictions: str | None = None  # a predictions file (``--data`` only)
 
     def build(self, rng: np.random.Generator) -> Environment:
         if self.kind == "data":
-            return _load_replay(self.value)
+            env = _load_replay(self.value)
+            if self.predictions is not None:
+                env = env.with_predictions(_load_predictions(self.value, self.predictions))
+            return env
         if self.kind == "synthetic":
             from .synthetic import make_synthetic
             return make_synthetic(self.value, rng)
@@ -86,16 +104,30 @@ class EnvSource:
         return spec.tasks - int(round(spec.gold * spec.tasks))
 
     def describe(self) -> str:
-        return f"--data {self.value}" if self.kind == "data" else f"--synthetic {self.value}"
+        out = f"--data {self.value}" if self.kind == "data" else f"--synthetic {self.value}"
+        return out + (f" --predictions {self.predictions}" if self.predictions else "")
+
+    def model_accuracy(self) -> float | None:
+        """The model alone: accuracy of its top class over the tasks with a truth and a
+        prediction (ties count 1/k), or None without predictions."""
+        if self.predictions is None or self.kind != "data":
+            return None
+        from ..aggregation.agreement import expected_accuracy
+        env = _load_replay(self.value)
+        p = next(iter(_load_predictions(self.value, self.predictions).values()))
+        have = ~np.isnan(p).any(axis=1)
+        return expected_accuracy(p[have], env.truth[have])
 
 
 def load_aggregator(method: str, *, categories: IntArray | None = None,
-                    model: str | None = None) -> Aggregator:
+                    model: str | None = None,
+                    predictions: dict[str, FloatArray] | None = None) -> Aggregator:
     """An aggregator ``f(task, worker, label, n_tasks, n_classes)`` from
     ``labelq.aggregation.aggregate`` (built separately); :class:`InputError` if absent.
     ``categories`` (per task) reach the category-aware methods as the export gives them;
     ``model`` is ``auto``'s richer model (``shrunk`` when the policy is ``auto``, as the
-    export of an ``auto`` project does)."""
+    export of an ``auto`` project does); ``predictions``: models' predictions it combines
+    with the labels (issue 42)."""
     try:
         from ..aggregation import aggregate
     except ImportError as exc:
@@ -104,11 +136,11 @@ def load_aggregator(method: str, *, categories: IntArray | None = None,
 
     def run(task: IntArray, worker: IntArray, label: IntArray, n_tasks: int, n_classes: int,
             gold: IntArray | None = None) -> FloatArray | IntArray:
-        if task.size == 0:
+        if task.size == 0 and not predictions:
             return np.full((n_tasks, n_classes), 1.0 / n_classes)
         extra: AggregatorParams = {"model": model} if model is not None else {}
         out: object = aggregate(task, worker, label, method, n_tasks, n_classes, gold=gold,
-                        categories=categories, **extra)
+                                categories=categories, predictions=predictions, **extra)
         for attr in ("proba", "probas", "probas_", "labels", "labels_"):
             if hasattr(out, attr):
                 out = getattr(out, attr)
@@ -134,6 +166,12 @@ class _Unit:
     gold: float | int | None = None
     gold_schedule: str | None = None
     quality: str | None = None
+    model: bool = True  # with the source's predictions (if it has any)
+
+    @property
+    def key(self) -> str:
+        """The row this unit's results go to."""
+        return self.spec + (WITH_MODEL if self.model and self.source.predictions else "")
 
 
 def run_rngs(seed: int, run: int, spec: str) -> tuple[np.random.Generator,
@@ -148,6 +186,8 @@ def run_rngs(seed: int, run: int, spec: str) -> tuple[np.random.Generator,
 def _run_unit(unit: _Unit) -> tuple[_Unit, list[Checkpoint]]:
     env_rng, rng = run_rngs(unit.seed, unit.run, unit.spec)
     env = unit.source.build(env_rng)
+    if not unit.model:
+        env = env.with_predictions(None)
     if unit.shuffle:
         env = env.shuffled(env_rng)
     rules = None
@@ -157,8 +197,8 @@ def _run_unit(unit: _Unit) -> tuple[_Unit, list[Checkpoint]]:
     policy = build(unit.spec)
     # the export of a project routed by auto uses auto's worker model (exporting.py)
     model = "shrunk" if unit.aggregate == "auto" and policy.name == "auto" else None
-    agg = load_aggregator(unit.aggregate, categories=env.task_category, model=model) \
-        if unit.aggregate else None
+    agg = load_aggregator(unit.aggregate, categories=env.task_category, model=model,
+                          predictions=env.predictions) if unit.aggregate else None
     return unit, run_policy(policy, env, unit.budgets, rng,
                             max_labels_per_task=unit.max_labels_per_task, aggregate=agg,
                             mode=unit.mode, gold=rules)
@@ -216,10 +256,15 @@ class Experiment:
     gold: float | int | None = None
     gold_schedule: str | None = None
     quality: str | None = None
+    model_accuracy: float | None = None  # the model alone (with predictions)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"policies": [{"spec": s, "points": [p.to_dict() for p in self.points[s]]}
-                             for s in self.specs]}
+        out: dict[str, Any] = {"policies": [{"spec": s, "points": [p.to_dict() for p in
+                                                                   self.points[s]]}
+                                            for s in self.specs]}
+        if self.model_accuracy is not None:
+            out["model_alone_accuracy"] = self.model_accuracy
+        return out
 
 
 def run_experiment(source: EnvSource, specs: Sequence[str], budgets_per_task: Sequence[float],
@@ -236,9 +281,19 @@ def run_experiment(source: EnvSource, specs: Sequence[str], budgets_per_task: Se
     (:meth:`Environment.shuffled`). ``gold`` (a share in (0, 1) or a count, see
     :func:`~labelq.simulate.gold.parse_gold_amount`) makes a sample of the tasks with a truth
     gold questions, served by ``gold_schedule`` (default
-    :data:`~labelq.simulate.gold.DEFAULT_SCHEDULE`) and judged by ``quality``."""
+    :data:`~labelq.simulate.gold.DEFAULT_SCHEDULE`) and judged by ``quality``.
+
+    A ``source`` with ``predictions`` (``labelq simulate --predictions``) runs every policy
+    twice per run, with the model's predictions available from the start (row
+    ``SPEC +model``; the budget counts human labels only) and without (row ``SPEC``), on
+    the same order, gold and policy generator; ``model_accuracy`` is the model alone."""
     if runs < 1:
         raise InputError(f"runs must be >= 1, got {runs}")
+    if source.predictions is not None:
+        if source.kind != "data":
+            raise InputError("--predictions needs --data (a data set whose tasks the "
+                             "predictions name)", field="predictions")
+        _load_predictions(source.value, source.predictions)  # file errors now
     specs = list(dict.fromkeys(specs))
     per_task = sorted(set(float(b) for b in budgets_per_task))
     if not per_task or per_task[0] < 0:
@@ -263,11 +318,13 @@ def run_experiment(source: EnvSource, specs: Sequence[str], budgets_per_task: Se
         budget_aware = bool(getattr(build(s), "budget_aware", False))
         groups = [(b,) for b in budgets] if budget_aware else [budgets]
         for r in range(runs):
-            units += [_Unit(source, s, r, seed, g, aggregate, max_labels_per_task, mode, shuffle,
-                            gold, gold_schedule, quality)
-                      for g in groups]
+            for model in ((False, True) if source.predictions else (True,)):
+                units += [_Unit(source, s, r, seed, g, aggregate, max_labels_per_task, mode,
+                                shuffle, gold, gold_schedule, quality, model)
+                          for g in groups]
+    rows = [k for s in specs for k in ((s, s + WITH_MODEL) if source.predictions else (s,))]
     points = {s: [PointSummary(bpt, b, with_gold=gold is not None)
-                  for bpt, b in zip(per_task, budgets, strict=True)] for s in specs}
+                  for bpt, b in zip(per_task, budgets, strict=True)] for s in rows}
     index = {b: k for k, b in enumerate(budgets)}
     results: list[tuple[_Unit, list[Checkpoint]]] = []
     done = 0
@@ -285,10 +342,10 @@ def run_experiment(source: EnvSource, specs: Sequence[str], budgets_per_task: Se
             done += 1
             if progress:
                 progress(done, len(units))
-    results.sort(key=lambda r: (specs.index(r[0].spec), r[0].run, r[0].budgets))
+    results.sort(key=lambda r: (rows.index(r[0].key), r[0].run, r[0].budgets))
     for unit, cps in results:
         for cp in cps:
-            pt = points[unit.spec][index[cp.budget]]
+            pt = points[unit.key][index[cp.budget]]
             pt.accuracy.append(cp.accuracy)
             pt.spent.append(cp.spent)
             pt.tasks_completed.append(cp.tasks_completed)
@@ -296,5 +353,5 @@ def run_experiment(source: EnvSource, specs: Sequence[str], budgets_per_task: Se
             pt.paused.append(cp.paused)
             if cp.accuracy_aggregate is not None:
                 pt.accuracy_aggregate.append(cp.accuracy_aggregate)
-    return Experiment(source, specs, per_task, n_tasks, points, aggregate, gold,
-                      gold_schedule, quality)
+    return Experiment(source, rows, per_task, n_tasks, points, aggregate, gold,
+                      gold_schedule, quality, source.model_accuracy())

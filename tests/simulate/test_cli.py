@@ -167,3 +167,78 @@ def test_data_without_truth_exits_3_saying_what_simulate_needs_it_for(tmp_path):
     result = CliRunner().invoke(cli, ["simulate", "--data", str(data), "--policy", "uniform"])
     assert result.exit_code == 3, result.output
     assert f"{data}: no truth.csv" in result.output and "labelq aggregate" in result.output
+
+
+def _dataset_with_predictions(tmp_path, rows=None):
+    """A small replayable data set (200 tasks, 4 workers who labelled everything) and a
+    model's predictions.csv, right on 180 of the 200 tasks."""
+    import numpy as np
+    rng = np.random.default_rng(0)
+    truth = rng.integers(0, 2, 200)
+    names = ["neg", "pos"]
+    labels = ["task,worker,label"]
+    for i, y in enumerate(truth):
+        for j in range(4):
+            z = y if rng.random() < 0.75 else 1 - y
+            labels.append(f"t{i},w{j},{names[z]}")
+    (tmp_path / "labels.csv").write_text("\n".join(labels) + "\n")
+    (tmp_path / "truth.csv").write_text(
+        "task,truth\n" + "".join(f"t{i},{names[y]}\n" for i, y in enumerate(truth)))
+    if rows is None:
+        rows = []
+        for i, y in enumerate(truth):
+            p = 0.9 if i % 10 else 0.2  # wrong on every tenth task
+            rows.append(f"t{i},{1 - p if y else p:.2f},{p if y else 1 - p:.2f}")
+    pred = tmp_path / "predictions.csv"
+    pred.write_text("task,p_neg,p_pos\n" + "\n".join(rows) + "\n")
+    return tmp_path, pred
+
+
+def test_predictions_run_each_policy_with_and_without_the_model(tmp_path):
+    data, pred = _dataset_with_predictions(tmp_path)
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(cli, [
+        "simulate", "--data", str(data), "--predictions", str(pred), "--policy", "auto",
+        "--budget-per-task", "1,2", "--runs", "2", "--shuffle", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "the model alone: accuracy 0.9000" in result.output
+    assert "auto +model" in result.output
+    doc = json.loads(out.read_text())
+    assert doc["model_alone_accuracy"] == pytest.approx(0.9)
+    rows = {p["spec"]: p["points"] for p in doc["policies"]}
+    assert set(rows) == {"auto", "auto +model"}
+    # the budget counts human labels only: the model's predictions are not labels
+    for spec in rows:
+        assert [p["spent_mean"] for p in rows[spec]] == [200, 400]
+    # the model's evidence lifts the answers above the labels alone
+    for k in (0, 1):
+        assert rows["auto +model"][k]["accuracy_mean"] > rows["auto"][k]["accuracy_mean"]
+
+
+@pytest.mark.parametrize("rows, where", [
+    (["t0,0.5,0.5", "t999,0.5,0.5"], "line 3, field 'task'"),
+    (["t0,0.5,0.5", "t1,abc,0.5"], "line 3, field 'p_neg'"),
+    (["t0,-0.1,1.1"], "line 2, field 'p_neg'"),
+    (["t0,0.5,0.4"], "line 2, field 'p_*'"),
+    (["t0,0.5,0.5", "t0,0.5,0.5"], "line 3, field 'task'"),
+])
+def test_bad_predictions_files_are_refused_with_file_line_and_field(tmp_path, rows, where):
+    data, pred = _dataset_with_predictions(tmp_path, rows)
+    result = CliRunner().invoke(cli, [
+        "simulate", "--data", str(data), "--predictions", str(pred), "--policy", "auto",
+        "--budget-per-task", "1", "--runs", "1"])
+    assert result.exit_code == 3, result.output
+    assert f"{pred}, {where}" in result.output
+
+
+def test_predictions_without_a_class_column_or_data_are_refused(tmp_path):
+    data, pred = _dataset_with_predictions(tmp_path)
+    pred.write_text("task,p_neg\nt0,1.0\n")
+    result = CliRunner().invoke(cli, [
+        "simulate", "--data", str(data), "--predictions", str(pred), "--policy", "auto",
+        "--budget-per-task", "1", "--runs", "1"])
+    assert result.exit_code == 3 and "line 1, field 'p_pos'" in result.output
+    result = CliRunner().invoke(cli, [
+        "simulate", "--synthetic", SPEC, "--predictions", str(pred), "--policy", "auto",
+        "--budget-per-task", "1", "--runs", "1"])
+    assert result.exit_code == 2 and "--predictions needs --data" in result.output
