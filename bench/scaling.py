@@ -254,7 +254,8 @@ def main() -> None:
             "| labels/s | request p50 / p99 (ms) | CPU ms/label: clients | API | Celery "
             "| Redis | PostgreSQL | load avg (1 min) |")
     rule = "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-    lines = ["## Several API and Celery processes (`bench/scaling.py`)", "",
+    who = "" if args.annotators == 16 else f", {args.annotators} annotators"
+    lines = [f"## Several API and Celery processes (`bench/scaling.py`{who})", "",
              f"Command: `nice -n 10 {command_line()}`", "",
              f"Machine: {machine()}, shared with other users (load average beside each "
              "run); clients, API processes, Celery workers, Redis and PostgreSQL all on its "
