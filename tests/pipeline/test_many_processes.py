@@ -191,6 +191,8 @@ def test_two_apis_two_workers_survive_kill9(redis_url, pg_url, celery_env, tmp_p
         restart = threading.Thread(target=apis[1].start)
         restart.start()
         wait_acked(KILL_WORKER_AT)
+        # the worker killed had its share of the work (Celery logs each task it takes)
+        assert b"received" in (tmp_path / "celery1.log").read_bytes()
         workers[1].kill9()
         killed_worker_at = len(acked)
         for t in threads:
