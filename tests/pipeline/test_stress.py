@@ -12,20 +12,17 @@ import multiprocessing as mp
 import os
 import time
 import traceback
-from collections import Counter
 
 import numpy as np
 import pytest
 import redis as redislib
 from sqlmodel import select
 
-from labelq.live.applier import Applier
-from labelq.live.hotstate import StateCache, fold_from_sql
-from labelq.live.reaper import expire_leases
-from labelq.live.redis.keys import Keys
-from labelq.record.db import database_id, engine_for, init_schema, session_scope
-from labelq.record.models import Assignment, Label, Project, Task, Worker
+from labelq.record.db import engine_for, init_schema, session_scope
+from labelq.record.models import Label, Task
 from labelq.record.projects import create_project, enroll_worker
+
+from .invariants import check_invariants, settle
 
 TARGET = int(os.environ.get("LABELQ_STRESS_LABELS", "20000"))
 N_WORKERS = 20
@@ -137,48 +134,9 @@ def test_twenty_annotators_keep_every_invariant(redis_url, pg_url, celery_env, c
         time.sleep(0.2)
     applied_after = time.monotonic() - t0
     worker.stop()  # else it goes on refilling the inboxes of the (recently) active workers
-    # every reservation left is a held inbox entry of an annotator who stopped: the reaper
-    # returns them all once their hold is over
-    Applier(eng, r, cache=StateCache()).apply_pending(pid, refill=False)
-    expire_leases(eng, r, pid, lease_ms=600_000, now_ms=int(time.time() * 1000) + 10 * 60_000)
-    with session_scope(eng) as s:
-        rows = s.exec(select(Label.assignment_id, Task.seq, Task.is_gold, Worker.seq,
-                             Worker.cost, Label.applied_seq)
-                      .join(Task, Task.id == Label.task_id)
-                      .join(Worker, Worker.id == Label.worker_id)
-                      .where(Label.project_id == pid)).all()
-        declines = s.exec(select(Task.seq, Worker.seq).select_from(Assignment)
-                          .join(Task, Task.id == Assignment.task_id)
-                          .join(Worker, Worker.id == Assignment.worker_id)
-                          .where(Assignment.state == "declined")).all()
-        hot = fold_from_sql(s, s.get(Project, pid))
-    n = len(rows)
-    print(f"\n{n} labels, {sum(declined)} declines, spent {sum(r_[4] for r_ in rows):.1f} "
-          f"of {budget:.1f}; all submitted in {elapsed:.1f} s, applied in {applied_after:.1f} s")
+    settle(eng, r, pid)
+    n = check_invariants(eng, r, pid, [a for lst in acked for a in lst], cap=CAP, caps=caps,
+                         budget=budget)
+    print(f"\n{n} labels, {sum(declined)} declines, budget {budget:.1f}; all submitted in "
+          f"{elapsed:.1f} s, applied in {applied_after:.1f} s")
     assert n >= 0.9 * TARGET * 0.9  # the run really did scale
-    # no acknowledged label lost, nothing recorded that was not acknowledged
-    assert sorted(x[0] for x in rows) == sorted(a for lst in acked for a in lst)
-    # the cap (gold exempt)
-    per_task = Counter(x[1] for x in rows if not x[2])
-    assert max(per_task.values()) <= CAP
-    # never one task twice to one worker (labels and declines together)
-    pairs = Counter([(x[1], x[3]) for x in rows] + [tuple(d) for d in declines])
-    assert max(pairs.values()) == 1
-    # budget and capacities
-    assert sum(x[4] for x in rows) <= budget + 1e-6
-    per_worker = Counter(x[3] for x in rows)
-    for j, c in enumerate(caps):
-        if c is not None:
-            assert per_worker[j] <= c
-    # every label applied exactly once, densely
-    assert sorted(x[5] for x in rows) == list(range(1, n + 1))
-    assert hot.seq == n
-    # Redis counters equal SQL; no reservation left behind
-    k = Keys(pid, database_id(eng))
-    nl = {int(t): int(v) for t, v in r.hgetall(k.nlabels).items() if int(v)}
-    assert nl == dict(Counter(x[1] for x in rows))
-    assert all(int(v) == 0 for v in r.hgetall(k.reserved).values())
-    assert float(r.get(k.spent)) == pytest.approx(sum(x[4] for x in rows))
-    assert float(r.get(k.reserved_cost)) == pytest.approx(0.0, abs=1e-6)
-    assert {int(w): int(v) for w, v in r.hgetall(k.wcount).items() if int(v)} == \
-        dict(per_worker)
