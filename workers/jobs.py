@@ -12,14 +12,13 @@ from .main import app
 # (Celery ships no type hints: its decorator leaves what it wraps untyped)
 @app.task(name="labelq.export", bind=True, max_retries=3)  # type: ignore[untyped-decorator]
 def export(self: Task, job_id: str) -> str:
-    from redis import Redis
-
+    from labelq.live.redis.connect import connect
     from labelq.record.location import open_configured
     from labelq.record.settings import load_settings
 
     settings = load_settings()
     engine = open_configured(settings)
-    redis = Redis.from_url(settings.redis_url)
+    redis = connect(settings.redis_url)
     try:
         return str(run_export_job(engine, redis, job_id)["state"])
     finally:

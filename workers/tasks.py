@@ -46,11 +46,10 @@ log = logging.getLogger(__name__)
 
 @lru_cache(maxsize=1)
 def _applier() -> Applier:
-    import redis
-
+    from labelq.live.redis.connect import connect
     from labelq.record.location import open_configured
     # the database must exist with its identity (``labelq init``): a worker never makes one
-    return Applier(open_configured(SETTINGS), redis.Redis.from_url(SETTINGS.redis_url),
+    return Applier(open_configured(SETTINGS), connect(SETTINGS.redis_url),
                    settings=SETTINGS)
 
 
