@@ -22,11 +22,18 @@ from __future__ import annotations
 import os
 
 from celery import Celery
+from kombu.transport import TRANSPORT_ALIASES
 
 from labelq.live.redis.connect import celery_broker
 from labelq.record.settings import Settings, load_settings
 
 __all__ = ["create_app", "app", "QUEUE", "SETTINGS"]
+
+# kombu's name of the sentinel transport means ours in labelq's processes: a sentinel
+# broker URL lists every sentinel (``sentinel://A;sentinel://B``), and when the connection
+# drops kombu switches to the next one, taking the transport from its scheme — which left
+# ``broker_transport`` behind, and the reconnected worker ran kombu's, without the fix
+TRANSPORT_ALIASES["sentinel"] = "workers.broker:SentinelTransport"
 
 SETTINGS = load_settings()
 # the queue the tasks go to (``LABELQ_CELERY_QUEUE``); ``labelq demo`` uses a private one so
