@@ -25,7 +25,7 @@ from sqlmodel import select
 from labelq.errors import LabelqError, ServiceUnavailable
 from labelq.live.hotstate import fold_from_sql
 from labelq.live.redis.connect import connect
-from labelq.live.redis.keys import Keys
+from labelq.live.redis.keys import Keys, replication_key
 from labelq.record.db import database_id, session_scope
 from labelq.record.models import Label, Project, Task
 from labelq.record.settings import Settings, load_settings
@@ -184,7 +184,7 @@ def test_labelq_follows_a_failover_and_loses_no_label(sentinel_group, sqlite_url
     # Given a project, a Celery worker and annotators, all on a Redis watched by Sentinel
     group = sentinel_group
     url = group.url
-    eng, pid = make_project(sqlite_url, n_tasks=400, workers=4, max_labels=3, policy="optkg")
+    eng, pid = make_project(sqlite_url, n_tasks=1500, workers=4, max_labels=3, policy="optkg")
     env = celery_env(sqlite_url)
     env["LABELQ_REDIS_URL"] = url
     worker = celery_worker(env)
@@ -202,7 +202,15 @@ def test_labelq_follows_a_failover_and_loses_no_label(sentinel_group, sqlite_url
     interrupted: set[str] = set()  # submits cut off (503: maybe recorded)
     refused: Counter[str] = Counter()  # other outcomes, by kind
 
+    unexpected: list[str] = []
+
     def annotate(j: int) -> None:
+        try:
+            work(j)
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            unexpected.append(f"{type(exc).__name__}: {exc}")
+
+    def work(j: int) -> None:
         i = 0
         while not stop.is_set():
             handle = f"p-w{j}"
@@ -227,6 +235,13 @@ def test_labelq_follows_a_failover_and_loses_no_label(sentinel_group, sqlite_url
                 with lock:
                     acked[a.assignment_id] = time.monotonic()
 
+    # (the beat has looked at the master once, as in a deployment that ran for a while: it
+    # learns the replication id it tells a promotion by)
+    key, deadline = replication_key(database_id(eng)), time.monotonic() + 30
+    replica = redis_lib.Redis(port=group.replica_port)
+    while not replica.exists(key) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert replica.exists(key), worker.logfile.read_text()[-3000:]
     threads = [threading.Thread(target=annotate, args=(j,), daemon=True) for j in range(4)]
     for t in threads:
         t.start()
@@ -256,13 +271,14 @@ def test_labelq_follows_a_failover_and_loses_no_label(sentinel_group, sqlite_url
                 break
             time.sleep(0.05)
         assert len(after) >= 100, (f"{len(after)} labels acknowledged since the promotion",
-                                   group.logs())
+                                   unexpected, refused, group.logs())
         resumed = after[0] - promoted
         back = min(t for t in acked.values() if t > killed) - killed
     finally:
         stop.set()
         for t in threads:
             t.join(30)
+    assert not unexpected, unexpected
     failover = promoted - killed
     print(f"\nfailover: promoted {failover:.1f} s after the kill, labels acknowledged again "
           f"{back:.1f} s after the kill; {before} labels before, {len(acked) - before} "
@@ -286,6 +302,9 @@ def test_labelq_follows_a_failover_and_loses_no_label(sentinel_group, sqlite_url
     assert worker.proc.poll() is None, log[-3000:]
     assert "Unrecoverable error" not in log
     assert log.count("] Connected to ") > connected  # its broker connection followed too
+    # and the beat saw the promotion: the hot state was rebuilt from SQL, as after a flush
+    # (the beat's task result, which the worker logs)
+    assert "'rebuilt_after_failover': 1" in log
     in_sql = Counter(x[0] for x in rows)
     # no acknowledged label lost, none recorded twice, nothing recorded that was not sent
     assert set(acked) <= set(in_sql)
@@ -302,3 +321,49 @@ def test_labelq_follows_a_failover_and_loses_no_label(sentinel_group, sqlite_url
     counted = sum(int(v) for v in r.hgetall(k.nlabels).values())
     assert n - len(interrupted) <= counted <= n
     r.close()
+
+
+def test_a_promotion_rebuilds_the_hot_state_and_a_restart_does_not(
+        sentinel_group, private_redis, sqlite_url):
+    from labelq.live.failover import check_failover
+    from labelq.live.rebuild import ensure_hot
+
+    # Given a project with hot state on the group's master, the beat's check having run
+    group = sentinel_group
+    eng, pid = make_project(sqlite_url, n_tasks=30, workers=2)
+    master = redis_lib.Redis(port=group.master_port)
+    replica = redis_lib.Redis(port=group.replica_port)
+    database = database_id(eng)
+    assert ensure_hot(eng, master, pid)
+    assert check_failover(eng, master, database) == []  # (first look: remembered)
+    assert check_failover(eng, master, database) == []
+    k = Keys(pid, database)
+    deadline = time.monotonic() + 10
+    while not replica.exists(replication_key(database)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    # When the replica lost some of the master's last writes and is promoted
+    master.hset(k.nlabels, "3", 7)  # (a counter written on the master...)
+    time.sleep(0.2)
+    replica.execute_command("REPLICAOF", "NO", "ONE")
+    replica.hdel(k.nlabels, "3")  # (...that the replica never got, as if it lagged)
+    replica.hset(k.nlabels, "4", 2)  # (and one it got wrong)
+    # Then the check rebuilds the project's hot state from SQL (no labels: no counts), once
+    assert check_failover(eng, replica, database) == [pid]
+    assert replica.hgetall(k.nlabels) in ({}, {b"4": b"0"}) or \
+        all(int(v) == 0 for v in replica.hgetall(k.nlabels).values())
+    assert replica.hexists(k.meta, "built")
+    assert check_failover(eng, replica, database) == []
+
+    # and a restarted Redis (its data persisted, a new replication id) rebuilds nothing
+    r = redis_lib.Redis.from_url(private_redis.url)
+    assert ensure_hot(eng, r, pid)
+    assert check_failover(eng, r, database) == []
+    r.hset(k.nlabels, "5", 1)  # (a mark the rebuild would drop)
+    before = r.get(replication_key(database))
+    private_redis.stop()
+    private_redis.start()
+    r = redis_lib.Redis.from_url(private_redis.url)
+    assert r.get(replication_key(database)) == before
+    assert check_failover(eng, r, database) == []
+    assert r.get(replication_key(database)) != before  # (the new id, remembered)
+    assert r.hget(k.nlabels, "5") == b"1"

@@ -80,7 +80,7 @@ import re
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-__all__ = ["Keys", "projects_key", "home_key", "parse_key", "KeyOwner", "gold_issued_field", "gold_category_field",
+__all__ = ["Keys", "projects_key", "home_key", "replication_key", "parse_key", "KeyOwner", "gold_issued_field", "gold_category_field",
            "gold_record_fields", "gold_records", "decline_entry", "parse_decline"]
 
 _DATABASE = re.compile(r"[0-9a-z]{1,32}")
@@ -96,6 +96,13 @@ def projects_key(database: str) -> str:
     """SET of the ids of database ``database``'s projects with hot state (for the beat and
     the warmer)."""
     return f"lq:{{{_database(database)}}}:projects"
+
+
+def replication_key(database: str) -> str:
+    """STRING: the replication id (``INFO replication``'s ``master_replid``) of the master
+    database ``database``'s beat last saw (``labelq.live.failover``): another one whose
+    ``master_replid2`` is it means a replica was promoted."""
+    return f"lq:{{{_database(database)}}}:replid"
 
 
 def home_key(database: str) -> str:
