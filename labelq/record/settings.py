@@ -12,7 +12,7 @@ LABELQ_REDIS_URL           Redis URL of the hot state and broker  redis://localh
                            number; unix:// a socket path;
                            redis+sentinel://H1:P1,H2:P2/MASTER/DB
                            a Redis watched by Sentinel:
-                           labelq.live.redis.connect)
+                           labelq.record.redisurl)
 LABELQ_LEASE_SECONDS       how long an issued assignment lives    600
                            (1-604800: a week at most)
 LABELQ_INBOX_SIZE          ready assignments kept per annotator   5
@@ -164,11 +164,11 @@ def _url(env: Mapping[str, str], name: str, default: str, schemes: tuple[str, ..
 
 
 def _sentinel_url(name: str, raw: str) -> str:
-    """A ``redis+sentinel://`` URL, checked by :mod:`labelq.live.redis.connect`'s parser."""
+    """A ``redis+sentinel://`` URL, checked by :mod:`labelq.record.redisurl`."""
     if any(c.isspace() or ord(c) < 32 for c in raw):
         raise ConfigError(f"{name} must be a URL without spaces or control characters; "
                           f"got {_masked(raw)!r}", variable=name)
-    from ..live.redis.connect import parse_sentinel_url
+    from .redisurl import parse_sentinel_url
     try:
         parse_sentinel_url(raw)
     except ValueError as exc:
