@@ -4,7 +4,8 @@
 one Redis database, and a rebuild, a project's deletion or an applier of one never touches
 another's keys. The braces are a Redis Cluster hash tag: one project's keys share a slot
 (the Lua scripts touch several at once). The projects with hot state of database ``D`` are
-the set ``lq:{D}:projects`` (:func:`projects_key`). :func:`parse_key` reads a key back
+the set ``lq:{D}:projects`` (:func:`projects_key`); ``lq:{D}:replid`` is the replication id
+the beat last saw (:func:`replication_key`, ``labelq.live.failover``). :func:`parse_key` reads a key back
 (``labelq check`` counts the keys of other databases with it).
 
 =========================  ======  =====  ====================================================
