@@ -18,7 +18,9 @@ equals it is a promotion (the stored key came over with the replicated data); a 
 compare-and-set is one Lua call, so of several beats seeing the change one rebuilds.
 
 Between the promotion and the next beat (``LABELQ_BEAT_SECONDS``), requests run on the
-replica's state as it is: a lost increment there is at most the last writes' worth.
+replica's state as it is: a lost increment there is at most the last writes' worth. A
+failover before any beat looked at the master (the key unset) goes unseen; so does one on a
+Redis that refuses ``INFO``. ``labelq rebuild NAME`` recomputes a project's hot state then.
 """
 
 from __future__ import annotations
@@ -53,7 +55,11 @@ def replication_ids(redis: Any) -> tuple[str, str, str]:
 def check_failover(engine: Engine, redis: Any, database: str) -> list[int]:
     """If the server is a replica promoted since the last check, drop and rebuild every
     hot project of ``database``; returns their ids (empty: no failover seen)."""
-    role, replid, previous = replication_ids(redis)
+    from redis.exceptions import ResponseError
+    try:
+        role, replid, previous = replication_ids(redis)
+    except ResponseError:  # INFO refused (an ACL, a managed Redis): no failover is seen
+        return []
     if role != "master" or not replid:
         return []
     key = replication_key(database)
