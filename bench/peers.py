@@ -292,14 +292,13 @@ class Labelq:
         self.procs: list[subprocess.Popen] = []
 
     def start(self, tasks: list[dict]) -> dict:
-        import redis
-
+        from labelq.live.redis.connect import connect
         from labelq.record.db import engine_for, init_schema, session_scope
         from labelq.record.loading import load_tasks
         from labelq.record.projects import create_project, enroll_worker, get_project
         from labelq.record.settings import Settings
         a = self.args
-        self.r = redis.Redis.from_url(a.redis_url)
+        self.r = connect(a.redis_url)
         self.r.flushdb()
         self.dir = Path(tempfile.mkdtemp(prefix="peers-labelq-"))
         database = self.pg.start() if a.database == "postgres" else a.database

@@ -103,7 +103,9 @@ def redis_client(url: str | None = None) -> redis.Redis:
     import redis
 
     url = url or load_settings().redis_url
-    client = redis.Redis.from_url(url)
+    from labelq.live.redis.connect import connect
+
+    client = connect(url)
     try:
         client.ping()
     except redis.RedisError as exc:

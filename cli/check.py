@@ -79,8 +79,10 @@ def _database(url: str, location: Location | None = None) -> tuple[bool, str]:
 def _redis(url: str) -> tuple[bool, str]:
     import redis
 
+    from labelq.live.redis.connect import connect
+
     try:
-        info = redis.Redis.from_url(url, socket_timeout=5).info("server")
+        info = connect(url, socket_timeout=5).info("server")
     except redis.RedisError as exc:
         return False, f"{url}: {exc}"
     return True, f"{url} (Redis {info.get('redis_version', '?')})"
@@ -92,6 +94,7 @@ def _keys(rd: str, db: str) -> _KeysCheck:
     named, never touched) and keys of a labelq before keys named their database."""
     import redis
 
+    from labelq.live.redis.connect import connect
     from labelq.live.redis.keys import parse_key
     from labelq.record.db import database_id, engine_for
 
@@ -101,7 +104,7 @@ def _keys(rd: str, db: str) -> _KeysCheck:
         own = None
     counts: dict[str | None, int] = {}
     try:
-        client = redis.Redis.from_url(rd, socket_timeout=5)
+        client = connect(rd, socket_timeout=5)
         for key in client.scan_iter(match="lq:*", count=1000):
             owner = parse_key(key)
             if owner is not None:
@@ -133,9 +136,10 @@ def _home(rd: str, db: str) -> _Check:
 
     from labelq.errors import LabelqError
     from labelq.live.home import home_status
+    from labelq.live.redis.connect import connect
     from labelq.record.db import engine_for
     try:
-        status = home_status(engine_for(db), redis.Redis.from_url(rd, socket_timeout=5))
+        status = home_status(engine_for(db), connect(rd, socket_timeout=5))
     except (LabelqError, redis.RedisError) as exc:
         return {"check": "database home", "ok": False, "detail": str(exc)}
     return {"check": "database home", "ok": status.state in ("home", "unclaimed"),

@@ -56,8 +56,10 @@ def _free_port() -> int:
 def _redis(url: str | None) -> tuple[redis.Redis, str, _Stop | None]:
     """(client, url, server or None): the configured Redis, else an embedded one."""
     import redis
+
+    from labelq.live.redis.connect import connect
     if url:
-        client = redis.Redis.from_url(url)
+        client = connect(url)
         try:
             client.ping()
             return client, url, None

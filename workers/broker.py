@@ -15,7 +15,8 @@ Here a channel whose transport was detached answers with a connection error inst
 the close ignores; the unacknowledged message stays in kombu's ``unacked`` hash in Redis and
 is redelivered after the visibility timeout (and correctness never rests on redelivery:
 the beat wakes every project's applier, which works from SQL). Selected with
-``broker_transport`` in :mod:`workers.main`.
+``broker_transport`` in :mod:`workers.main`; :class:`SentinelTransport` is kombu's
+sentinel transport (``redis+sentinel://`` URLs) with the same fix.
 """
 
 from __future__ import annotations
@@ -25,13 +26,17 @@ from typing import Any
 from kombu.transport import redis as kombu_redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-__all__ = ["Channel", "Transport"]
+__all__ = ["Channel", "Transport", "SentinelChannel", "SentinelTransport"]
+
+
+def _check_attached(channel: Any) -> None:
+    if channel.connection is None or channel.connection.client is None:
+        raise RedisConnectionError("broker connection already closed (transport detached)")
 
 
 class Channel(kombu_redis.Channel):
     def _connparams(self, asynchronous: bool = False) -> dict[str, Any]:
-        if self.connection is None or self.connection.client is None:
-            raise RedisConnectionError("broker connection already closed (transport detached)")
+        _check_attached(self)
         # (kombu ships no type hints)
         params: dict[str, Any] = super()._connparams(  # type: ignore[no-untyped-call]
             asynchronous=asynchronous)
@@ -40,3 +45,18 @@ class Channel(kombu_redis.Channel):
 
 class Transport(kombu_redis.Transport):
     Channel = Channel
+
+
+class SentinelChannel(kombu_redis.SentinelChannel):
+    """kombu's sentinel channel with the same fix: its pool (``_sentinel_managed_pool``,
+    which asks the sentinels for the master) starts from ``_connparams`` too."""
+
+    def _connparams(self, asynchronous: bool = False) -> dict[str, Any]:
+        _check_attached(self)
+        params: dict[str, Any] = super()._connparams(  # type: ignore[no-untyped-call]
+            asynchronous=asynchronous)
+        return params
+
+
+class SentinelTransport(kombu_redis.SentinelTransport):
+    Channel = SentinelChannel

@@ -19,8 +19,7 @@ log = logging.getLogger(__name__)
 # (Celery ships no type hints: its decorator leaves what it wraps untyped)
 @app.task(name="labelq.export", bind=True, max_retries=3, queue=LONG_QUEUE)  # type: ignore[untyped-decorator]
 def export(self: Task, job_id: str, database: str | None = None) -> str:
-    from redis import Redis
-
+    from labelq.live.redis.connect import connect
     from labelq.record.db import database_id
     from labelq.record.location import open_configured
     from labelq.record.settings import load_settings
@@ -33,7 +32,7 @@ def export(self: Task, job_id: str, database: str | None = None) -> str:
                     "ignored (give each database its own LABELQ_CELERY_QUEUE)", job_id,
                     database, database_id(engine))
         return "ignored"
-    redis = Redis.from_url(settings.redis_url)
+    redis = connect(settings.redis_url)
     try:
         return str(run_export_job(engine, redis, job_id)["state"])
     finally:

@@ -10,6 +10,11 @@ labels), and the beat wakes it every few seconds.
 A Redis outage does not end the worker: it reconnects for as long as it takes (kombu's
 backoff, 2 s growing to 30 s between tries), with the transport of :mod:`workers.broker`
 (kombu's, less a crash when the connection drops while a message is unacknowledged).
+
+A ``redis+sentinel://`` URL (:mod:`labelq.live.redis.connect`) selects kombu's sentinel
+transport, with the same fix (:class:`workers.broker.SentinelTransport`): every
+(re)connection asks the sentinels where the master is, so after a failover the worker's
+reconnection finds the promoted replica.
 """
 
 from __future__ import annotations
@@ -17,10 +22,18 @@ from __future__ import annotations
 import os
 
 from celery import Celery
+from kombu.transport import TRANSPORT_ALIASES
 
+from labelq.live.redis.connect import celery_broker
 from labelq.record.settings import Settings, load_settings
 
 __all__ = ["create_app", "app", "QUEUE", "LONG_QUEUE", "SETTINGS", "queue_for"]
+
+# kombu's name of the sentinel transport means ours in labelq's processes: a sentinel
+# broker URL lists every sentinel (``sentinel://A;sentinel://B``), and when the connection
+# drops kombu switches to the next one, taking the transport from its scheme — which left
+# ``broker_transport`` behind, and the reconnected worker ran kombu's, without the fix
+TRANSPORT_ALIASES["sentinel"] = "workers.broker:SentinelTransport"
 
 SETTINGS = load_settings()
 # the queue the tasks go to (``LABELQ_CELERY_QUEUE``); ``labelq demo`` uses a private one so
@@ -39,7 +52,9 @@ def queue_for(name: str, settings: Settings = SETTINGS) -> str:
 
 def create_app(redis_url: str | None = None, settings: Settings = SETTINGS) -> Celery:
     url = redis_url or settings.redis_url
-    celery = Celery("labelq", broker=url, include=["workers.tasks", "workers.jobs"])
+    # a redis+sentinel:// URL becomes kombu's sentinel:// form and its master's name
+    broker, options = celery_broker(url)
+    celery = Celery("labelq", broker=broker, include=["workers.tasks", "workers.jobs"])
     celery.conf.update(
         task_acks_late=True,
         task_reject_on_worker_lost=True,
@@ -53,13 +68,15 @@ def create_app(redis_url: str | None = None, settings: Settings = SETTINGS) -> C
         broker_connection_max_retries=None,
         # kombu's Redis transport with the fix that keeps the worker alive when Redis
         # restarts while a task is unacknowledged (workers/broker.py)
-        broker_transport="workers.broker:Transport",
+        broker_transport=("workers.broker:SentinelTransport" if options
+                          else "workers.broker:Transport"),
         # a task running when the connection drops finishes (its ack is lost; the message
         # comes back after the visibility timeout and finds nothing to do): cancelling it
         # would kill an applier between its SQL commit and its Redis writes
         worker_cancel_long_running_tasks_on_connection_loss=False,
         # an unacknowledged message of a vanished worker is redelivered after this long
-        broker_transport_options={"visibility_timeout": settings.visibility_timeout},
+        broker_transport_options={"visibility_timeout": settings.visibility_timeout,
+                                  **options},
         worker_hijack_root_logger=False,
         beat_schedule={"labelq-maintain": {"task": "labelq.maintain",
                                            "schedule": settings.beat_seconds}},

@@ -46,11 +46,10 @@ log = logging.getLogger(__name__)
 
 @lru_cache(maxsize=1)
 def _applier() -> Applier:
-    import redis
-
+    from labelq.live.redis.connect import connect
     from labelq.record.location import open_configured
     # the database must exist with its identity (``labelq init``): a worker never makes one
-    return Applier(open_configured(SETTINGS), redis.Redis.from_url(SETTINGS.redis_url),
+    return Applier(open_configured(SETTINGS), connect(SETTINGS.redis_url),
                    settings=SETTINGS)
 
 
@@ -93,11 +92,19 @@ def _ours(applier: Applier, project_id: int, database: str | None, task: str) ->
 @app.task(name="labelq.maintain")  # type: ignore[untyped-decorator]
 def maintain() -> dict[int, dict[str, int]]:
     from labelq.dashboard import figures_due
+    from labelq.live.failover import check_failover
 
     applier, out = _applier(), {}
     database = database_id(applier.engine)
+    # a replica promoted by Sentinel may lack the last writes: rebuilt from SQL
+    rebuilt = check_failover(applier.engine, applier.redis, database)
+    if rebuilt:
+        log.warning("Redis failed over (a promoted replica): hot state of projects %s "
+                    "rebuilt from SQL", rebuilt)
     for raw in applier.redis.smembers(applier.projects_key):
         out[int(raw)] = maintain_project(applier, int(raw))
+        if int(raw) in rebuilt:
+            out[int(raw)]["rebuilt_after_failover"] = 1
         apply_labels.delay(int(raw), database)
         try:
             if figures_due(applier.engine, int(raw)):

@@ -104,11 +104,13 @@ def create_app(settings: Settings | None = None, *, max_body: int = DEFAULT_MAX_
     directory (same host, or one volume mounted at the same path)."""
     import redis as redis_lib
 
+    from ..live.redis.connect import connect
+
     settings = settings or load_settings()
     # an existing, initialised database (``labelq init``), never a new empty one: else
     # the server does not start, saying where it looked (exit code 9)
     engine = open_configured(settings)
-    redis = redis_lib.Redis.from_url(settings.redis_url, socket_timeout=10,
+    redis = connect(settings.redis_url, socket_timeout=10,
                                      health_check_interval=30)
     if send_task is None:
         def send_task(name: str, args: list[Any]) -> None:

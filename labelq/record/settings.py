@@ -9,7 +9,10 @@ LABELQ_DATABASE_URL        SQLAlchemy URL of the durable record   the nearest la
                                                                   labelq.db
 LABELQ_REDIS_URL           Redis URL of the hot state and broker  redis://localhost:6379/0
                            (a host, a port 1-65535, a database
-                           number; unix:// a socket path)
+                           number; unix:// a socket path;
+                           redis+sentinel://H1:P1,H2:P2/MASTER/DB
+                           a Redis watched by Sentinel:
+                           labelq.record.redisurl)
 LABELQ_LEASE_SECONDS       how long an issued assignment lives    600
                            (1-604800: a week at most)
 LABELQ_INBOX_SIZE          ready assignments kept per annotator   5
@@ -65,7 +68,7 @@ from ..errors import ConfigError
 __all__ = ["Settings", "load_settings", "check_environment"]
 
 _DB_SCHEMES = ("sqlite", "postgresql", "postgresql+psycopg", "postgresql+psycopg2")
-_REDIS_SCHEMES = ("redis", "rediss", "unix")
+_REDIS_SCHEMES = ("redis", "rediss", "unix", "redis+sentinel")
 
 
 @dataclass(frozen=True)
@@ -124,6 +127,8 @@ def _positive_int(env: Mapping[str, str], name: str, default: int,
 def _url(env: Mapping[str, str], name: str, default: str, schemes: tuple[str, ...]) -> str:
     raw = env.get(name) or default
     scheme = urlparse(raw).scheme
+    if scheme == "redis+sentinel" and scheme in schemes:
+        return _sentinel_url(name, raw)
     if raw.startswith("postgres://"):
         scheme = "postgresql"
     if scheme not in schemes:
@@ -162,6 +167,31 @@ def _url(env: Mapping[str, str], name: str, default: str, schemes: tuple[str, ..
             raise ConfigError(f"{name} is not a database URL ({exc}); got {raw!r}",
                               variable=name) from None
     return raw
+
+
+def _sentinel_url(name: str, raw: str) -> str:
+    """A ``redis+sentinel://`` URL, checked by :mod:`labelq.record.redisurl`."""
+    if any(c.isspace() or ord(c) < 32 for c in raw):
+        raise ConfigError(f"{name} must be a URL without spaces or control characters; "
+                          f"got {_masked(raw)!r}", variable=name)
+    from .redisurl import parse_sentinel_url
+    try:
+        parse_sentinel_url(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name}: the sentinel URL {exc}; got {_masked(raw)!r}",
+                          variable=name) from None
+    return raw
+
+
+def _masked(url: str) -> str:
+    """``url`` with the password of its credentials (``:PASSWORD@``) replaced by ``***``."""
+    scheme, sep, rest = url.partition("://")
+    where, slash, path = rest.partition("/")
+    if "@" not in where:
+        return url
+    auth, _, hosts = where.rpartition("@")
+    user, colon, _secret_ = auth.partition(":")
+    return f"{scheme}{sep}{user}{colon}{'***' if colon else ''}@{hosts}{slash}{path}"
 
 
 def _secret(env: Mapping[str, str], name: str, min_length: int) -> str | None:

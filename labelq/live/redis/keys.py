@@ -5,9 +5,10 @@ one Redis database, and a rebuild, a project's deletion or an applier of one nev
 another's keys. The braces are a Redis Cluster hash tag: one project's keys share a slot
 (the Lua scripts touch several at once). The projects with hot state of database ``D`` are
 the set ``lq:{D}:projects`` (:func:`projects_key`); its export jobs are
-``lq:{D}:job:<id>`` (:func:`job_key`) and ``lq:{D}:exports`` (:func:`exports_key`).
-:func:`parse_key` reads a key back (``labelq check`` counts the keys of other databases
-with it).
+``lq:{D}:job:<id>`` (:func:`job_key`) and ``lq:{D}:exports`` (:func:`exports_key`);
+``lq:{D}:replid`` is the replication id the beat last saw (:func:`replication_key`,
+``labelq.live.failover``). :func:`parse_key` reads a key back (``labelq check`` counts the
+keys of other databases with it).
 
 =========================  ======  =====  ====================================================
 key (after the prefix)     type    TTL    meaning
@@ -86,7 +87,8 @@ import re
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-__all__ = ["Keys", "projects_key", "home_key", "job_key", "exports_key", "parse_key",
+__all__ = ["Keys", "projects_key", "home_key", "job_key", "exports_key", "replication_key",
+           "parse_key",
            "KeyOwner", "gold_issued_field", "gold_category_field", "gold_record_fields",
            "gold_records", "agreement_fields", "agreement_records", "decline_entry",
            "parse_decline"]
@@ -104,6 +106,13 @@ def projects_key(database: str) -> str:
     """SET of the ids of database ``database``'s projects with hot state (for the beat and
     the warmer)."""
     return f"lq:{{{_database(database)}}}:projects"
+
+
+def replication_key(database: str) -> str:
+    """STRING: the replication id (``INFO replication``'s ``master_replid``) of the master
+    database ``database``'s beat last saw (``labelq.live.failover``): another one whose
+    ``master_replid2`` is it means a replica was promoted."""
+    return f"lq:{{{_database(database)}}}:replid"
 
 
 def home_key(database: str) -> str:
