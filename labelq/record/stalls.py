@@ -22,7 +22,12 @@ operator acts, though the project is not finished.
    annotator with an unseen open task. At most :data:`READ_MAX` assignments are read per
    call: beyond that the answer is ``None`` (not known, not claimed). The answer is kept
    per process and project while nothing it depends on changes (labels, assignments,
-   annotators, cap, budget), so a stalled project's repeated status reads pay step 1 only.
+   annotators, cap, budget), so a stalled project's repeated status reads pay step 1 only;
+   a project that step 2 found running is taken as running for :data:`RECHECK_S` seconds
+   while only its progress changes (labels arriving), so a project near its end pays
+   step 2 at most once per that long per process — a stall is announced at most that
+   late. A change of who can label what (a pause, a resume, an enrolment, a cap) is
+   asked again at once.
 
 Open tasks in categories that no eligible annotator works on are stalled whatever the
 others do (step 1 counts them): reported as a partial stall while the rest run.
@@ -31,6 +36,7 @@ others do (step 1 counts them): reported as a partial stall while the rest run.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -43,12 +49,14 @@ from .models import Assignment, Label, Project, Task, Worker
 
 __all__ = ["stall", "stall_text", "READ_MAX", "WorkerRow"]
 
-READ_MAX = 200_000  # assignments read by one exact check at most (step 2)
+READ_MAX = 100_000  # assignments read by one exact check at most (step 2)
+RECHECK_S = 5.0  # a project found running by step 2 is taken as running this long while
+                 # only its progress changes (labels arriving: it runs)
 
 # (id, handle, status, cost, capacity, labels, assignments: labels + declined + expired)
 WorkerRow = tuple[int, str, str, float, int | None, int, int]
 
-_KEPT: dict[int, tuple[tuple[Any, ...], dict[str, Any] | None]] = {}
+_KEPT: dict[int, tuple[tuple[Any, ...], tuple[Any, ...], float, dict[str, Any] | None]] = {}
 _LOCK = threading.Lock()
 
 
@@ -101,13 +109,20 @@ def stall(session: Session, project: Project, open_by_category: Mapping[str, int
     partial = _answer(project, uncovered, n_uncovered, False, blocked)
     if any(e.open > e.assigned for e in eligible):  # step 1: someone has an unseen task
         return partial if n_uncovered else None
-    key = (project.max_labels, left, tuple(sorted(open_by_category.items())),
-           tuple(workers), tuple(sorted((k, tuple(sorted(v))) for k, v in cats.items()
-                                        if v is not None)))
+    # what the answer depends on: who can label what (changed: asked again at once), and
+    # the progress (labels, assignments, open tasks, the budget left)
+    who = (project.name, project.max_labels,
+           tuple((w[0], w[1], w[2], w[3], w[4]) for w in workers),
+           tuple(sorted((k, tuple(sorted(v))) for k, v in cats.items() if v is not None)))
+    progress = (left, tuple(sorted(open_by_category.items())), tuple(workers))
+    now = time.monotonic()
     with _LOCK:
         kept = _KEPT.get(project.id)
-    if kept is not None and kept[0] == key:
-        return kept[1]
+    if kept is not None and kept[0] == who:
+        if kept[1] == progress:
+            return kept[3]
+        if (kept[3] is None or not kept[3]["all"]) and now - kept[2] < RECHECK_S:
+            return partial if n_uncovered else None  # found running a moment ago
     out: dict[str, Any] | None = partial if n_uncovered else None
     if sum(e.assigned for e in eligible) <= READ_MAX:
         stuck = True
@@ -124,7 +139,7 @@ def stall(session: Session, project: Project, open_by_category: Mapping[str, int
     with _LOCK:
         if len(_KEPT) > 1000:
             _KEPT.clear()
-        _KEPT[project.id] = (key, out)
+        _KEPT[project.id] = (who, progress, now, out)
     return out
 
 

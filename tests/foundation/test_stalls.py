@@ -173,3 +173,30 @@ def test_gold_without_a_schedule_is_reported(db_url):
         update_project(s, "st", gold_schedule="fixed:rate=0.1")
     st = _status(eng, status_report)
     assert st["gold_unscheduled"] == 0 and gold_unscheduled(st) == []
+
+
+def test_the_exact_check_is_bounded_and_its_answer_kept(db_url, monkeypatch):
+    from labelq.record import stalls
+
+    eng = _project(db_url, n_tasks=3, cap=3, workers=2)
+    for t in range(3):
+        _label(eng, t, 0)
+        _label(eng, t, 1)
+    # Given a stall that only the exact check (step 2) can see
+    monkeypatch.setattr(stalls, "_KEPT", {})
+    # When that check may read fewer assignments than it would need
+    monkeypatch.setattr(stalls, "READ_MAX", 5)
+    st = _status(eng)
+    # Then the stall is not claimed either way (not known), and the project reads running
+    assert st["stalled"] is None and st["state"] == "running"
+    # When it may read them, the stall is found, and kept while nothing changes
+    monkeypatch.setattr(stalls, "READ_MAX", 6)
+    assert _status(eng)["state"] == "stalled"
+    reads = []
+    real = stalls._seen_open
+    monkeypatch.setattr(stalls, "_seen_open", lambda *a: reads.append(a) or real(*a))
+    assert _status(eng)["state"] == "stalled" and reads == []
+    # and asked again at once when who can label changes (a third annotator enrolled)
+    with session_scope(eng) as s:
+        enroll_worker(s, get_project(s, "st"), "st-new")
+    assert _status(eng)["state"] == "running"
