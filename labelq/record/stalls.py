@@ -18,9 +18,10 @@ operator acts, though the project is not finished.
    near its end in O(annotators + categories);
 2. otherwise (near the end, or stalled) each eligible annotator's seen open tasks are
    counted exactly — their assignments (``ix_assignment_worker_state``), each task's
-   labels counted in ``ix_label_project_task`` — smallest first, stopping at the first
-   annotator with an unseen open task. At most :data:`READ_MAX` assignments are read per
-   call: beyond that the answer is ``None`` (not known, not claimed). The answer is kept
+   labels counted in ``ix_label_project_task`` — fewest assignments first, stopping at the
+   first annotator with an unseen open task. At most :data:`READ_MAX` assignments are
+   read per call: an annotator who would take the reads past it is not read, and the
+   answer is then ``None`` (not known, not claimed). The answer is kept
    per process and project while nothing it depends on changes (labels, assignments,
    annotators, cap, budget), so a stalled project's repeated status reads pay step 1 only;
    a project that step 2 found running is taken as running for :data:`RECHECK_S` seconds
@@ -124,18 +125,18 @@ def stall(session: Session, project: Project, open_by_category: Mapping[str, int
         if (kept[3] is None or not kept[3]["all"]) and now - kept[2] < RECHECK_S:
             return partial if n_uncovered else None  # found running a moment ago
     out: dict[str, Any] | None = partial if n_uncovered else None
-    if sum(e.assigned for e in eligible) <= READ_MAX:
-        stuck = True
-        for e in sorted(eligible, key=lambda e: e.assigned):
-            if e.open > _seen_open(session, project, e):
-                stuck = False
-                break
-            blocked["seen"].append(e.handle)
-        if stuck:
-            out = _answer(project, sorted(c for c, n in open_by_category.items() if n),
-                          open_total, True, blocked)
-    elif not n_uncovered:
-        return None  # not known: not kept, asked again
+    read, stuck = 0, True
+    for e in sorted(eligible, key=lambda e: e.assigned):  # the fewest reads first
+        read += e.assigned
+        if read > READ_MAX:
+            return out  # not known (beyond the bound): not kept, asked again
+        if e.open > _seen_open(session, project, e):
+            stuck = False
+            break
+        blocked["seen"].append(e.handle)
+    if stuck:
+        out = _answer(project, sorted(c for c, n in open_by_category.items() if n),
+                      open_total, True, blocked)
     with _LOCK:
         if len(_KEPT) > 1000:
             _KEPT.clear()
