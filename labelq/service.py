@@ -32,7 +32,7 @@ import numpy as np
 from sqlalchemy.engine import Engine
 
 from .errors import Forbidden, InputError, NotFound
-from .live.assign import NOTHING_NOW, Assigner, Issued
+from .live.assign import BUDGET_SPENT, NOTHING_NOW, Assigner, Issued
 from .live.context import Live
 from .live.decide import decision_rng
 from .live.decline import decline
@@ -189,7 +189,7 @@ class Service:
         when there was nothing."""
         worker = self.worker(handle)
         reason = self.assigner.idle_reason(worker, self.project(worker.project_id))
-        if reason != NOTHING_NOW:
+        if reason not in (NOTHING_NOW, BUDGET_SPENT):
             return reason
         st = self.project_state(worker.project_id)
         if st.state == "finished":

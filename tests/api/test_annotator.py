@@ -208,7 +208,7 @@ def test_submit_with_next_that_spends_the_budget_is_200(stack):
         assert (body["label"], body["duplicate"]) == ("pos", False)
         assert body["next"] == {
             "assignment": None,
-            "message": "the project's budget is spent: there is no more work in it"}
+            "message": "finished: the project needs no more labels (budget spent); thank you"}
         # and a plain next is still 409 budget_exhausted
         r = c.post("/api/v1/assignments/next")
         assert r.status_code == 409 and r.json()["code"] == "budget_exhausted"

@@ -4,7 +4,10 @@ either), not "try again later", by the real engine on a real Redis and SQLite.""
 
 from __future__ import annotations
 
-from labelq.live.assign import NOTHING_NOW
+import pytest
+
+from labelq.errors import BudgetExhausted
+from labelq.live.assign import BUDGET_SPENT, NOTHING_NOW
 from labelq.record.db import session_scope
 from labelq.record.projects import set_worker_status
 from labelq.record.settings import Settings
@@ -54,3 +57,27 @@ def test_every_task_at_its_cap_is_finished(r, sqlite_url):
     assert s.next_assignment("p-w1") is None
     assert s.idle_reason("p-w1") == ("finished: the project needs no more labels (every "
                                      "task at its cap); thank you")
+
+
+def test_a_budget_that_pays_only_the_cheaper_annotator_is_not_finished(r, sqlite_url):
+    # Given a budget of 3, an annotator at cost 2 and one at cost 1
+    eng, pid = make_project(sqlite_url, n_tasks=6, workers=2, budget=3.0)
+    with session_scope(eng) as db:
+        from labelq.record.models import Worker
+        w0 = db.exec(Worker.__table__.select().where(Worker.handle == "p-w0")).first()
+        db.exec(Worker.__table__.update().where(Worker.id == w0.id).values(cost=2.0))
+    s = Service(eng, r, settings=Settings(database_url=sqlite_url), worker_max_age=0)
+    # When the dearer one spends 2: 1 is left, which pays only the cheaper one
+    a = s.next_assignment("p-w0")
+    s.submit("p-w0", a.assignment_id, "a")
+    with pytest.raises(BudgetExhausted):
+        s.next_assignment("p-w0")
+    # Then the dearer one is told the budget is spent for them, not that it is finished
+    assert s.idle_reason("p-w0") == BUDGET_SPENT
+    assert s.project_state(pid).state == "running"
+    # and once the cheaper one spends the last 1, it is finished for both
+    b = s.next_assignment("p-w1")
+    s.submit("p-w1", b.assignment_id, "a")
+    for h in ("p-w0", "p-w1"):
+        assert s.idle_reason(h) == ("finished: the project needs no more labels (budget "
+                                    "spent); thank you")
