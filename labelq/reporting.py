@@ -15,7 +15,8 @@ from .record.models import ENDED_UNLABELLED, Assignment, Label, Project, Task, W
 from .record.projects import get_task
 from .record.stalls import stall
 
-__all__ = ["project_status", "status_report", "gold_unscheduled", "iter_raw_labels", "task_detail", "RAW_COLUMNS"]
+__all__ = ["project_status", "status_report", "gold_unscheduled", "iter_raw_labels",
+           "task_detail", "RAW_COLUMNS"]
 
 TASK_STATES = ("unlabeled", "in_progress", "complete", "gold")
 RAW_COLUMNS = ["task", "worker", "label", "received", "is_gold", "category", "assignment"]

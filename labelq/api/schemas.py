@@ -11,7 +11,8 @@ from ..exporting import METHODS
 __all__ = ["Name", "AssignmentId", "Assignment", "NextOut", "SubmitIn", "SubmitOut",
            "DeclineOut", "GoldStats", "ProgressOut", "MeOut", "EnrollIn", "EnrollOut",
            "ExportIn", "JobOut", "WorkerStatus", "TaskCounts", "CategoryCounts",
-           "ProjectStatusOut", "StallOut", "HealthOut", "GoldWarning", "ProjectOut", "DashboardOut",
+           "ProjectStatusOut", "StallOut", "HealthOut", "GoldWarning", "ProjectOut",
+           "DashboardOut",
            "GoldSuggestion", "GoldSuggestionsOut",
            "CurrentOut",
            "WorkerStatusIn", "WorkerStatusOut", "TokenOut", "TaskLabel", "TaskDetailOut"]
