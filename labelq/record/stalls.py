@@ -171,21 +171,33 @@ def _categories(session: Session, worker_ids: list[int]) -> dict[int, frozenset[
 
 def _seen_open(session: Session, project: Project, e: _Eligible) -> int:
     """The open tasks of ``e``'s categories that ``e`` has seen (step 2): their
-    assignments' distinct tasks, not gold, below the cap (each one's labels counted in
-    ``ix_label_project_task``)."""
+    assignments' distinct tasks (``ix_assignment_worker_state``), not gold, below the cap,
+    each task's labels counted in ``ix_label_project_task``. On PostgreSQL one grouped
+    join of both; on SQLite a correlated count per task. (In back-to-back runs of
+    bench/stall_check.py, 45,000 open tasks, a loaded machine: on PostgreSQL the grouped
+    join took 983 ms where the correlated count took 1772; on SQLite 489 ms where it took
+    193.)"""
     t = col(Assignment.task_id)
-    q = (sa_select(func.count(func.distinct(t)))
+    q = (sa_select(t)
          .join(Task, col(Task.id) == t)
-         .where(col(Assignment.worker_id) == e.wid,
-                col(Task.is_gold).is_(False)))
+         .where(col(Assignment.worker_id) == e.wid, col(Task.is_gold).is_(False)))
     if e.categories is not None:
         q = q.where(col(Task.category).in_(sorted(e.categories)))
-    if project.max_labels is not None:
+    cap = project.max_labels
+    if cap is None:
+        q = q.distinct()
+    elif session.get_bind().dialect.name == "postgresql":
+        q = (q.outerjoin(Label, (col(Label.project_id) == project.id)
+                         & (col(Label.task_id) == t))
+             .group_by(t).having(func.count(func.distinct(col(Label.id))) < cap))
+    else:
         n = (sa_select(func.count()).select_from(Label)
              .where(col(Label.project_id) == project.id, col(Label.task_id) == t)
              .scalar_subquery())
-        q = q.where(n < project.max_labels)
-    return int(session.connection().execute(q).scalar() or 0)
+        q = q.where(n < cap).with_only_columns(func.count(func.distinct(t)))
+        return int(session.connection().execute(q).scalar() or 0)
+    return int(session.connection().execute(
+        sa_select(func.count()).select_from(q.subquery())).scalar() or 0)
 
 
 def _answer(project: Project, categories: list[str], n: int, whole: bool,
