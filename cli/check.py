@@ -29,6 +29,43 @@ class _KeysCheck(_Check, total=False):
     legacy_keys: int
 
 
+class _ProjectCheck(_Check):
+    """A project's row: only for a project that is stalled or holds gold it never serves
+    (``ok``: the deployment can run; ``warning``: the operator has something to do)."""
+
+    warning: bool
+    state: str
+    stalled: dict[str, object] | None
+    gold_unscheduled: int
+
+
+def _projects(url: str) -> list[_ProjectCheck]:
+    """A row for each project with open tasks no active annotator can serve (the state
+    ``labelq status`` prints, with the ways out) or gold questions and no gold schedule."""
+    from sqlmodel import select
+
+    from labelq.record.db import engine_for, session_scope
+    from labelq.record.models import Project
+    from labelq.record.stalls import stall_text
+    from labelq.reporting import gold_unscheduled, project_status
+
+    rows: list[_ProjectCheck] = []
+    with session_scope(engine_for(url)) as s:
+        for project in s.exec(select(Project).order_by(Project.name)).all():
+            st = project_status(s, project)
+            said = []
+            if st["stalled"] is not None:
+                said.append(f"{stall_text(st['stalled'])}; ways out: "
+                            + "; ".join(st["stalled"]["ways_out"]))
+            said += gold_unscheduled(st)
+            if said:
+                rows.append({"check": f"project {project.name}", "ok": True, "warning": True,
+                             "detail": " | ".join(said), "state": st["state"],
+                             "stalled": st["stalled"],
+                             "gold_unscheduled": st["gold_unscheduled"]})
+    return rows
+
+
 def _database(url: str, location: Location | None = None) -> tuple[bool, str]:
     from pathlib import Path
 
@@ -171,7 +208,9 @@ def check(database_url: str | None, redis_url: str | None, timeout: float,
           output: Output) -> None:
     """Check that this deployment can run: the database (and its schema), Redis, and a
     Celery worker answering on the broker (without one, labels are recorded but never
-    applied). Exit code 9 when a check fails."""
+    applied). Exit code 9 when a check fails. Projects that are stalled (open tasks no
+    active annotator can serve) or hold gold without a gold schedule get a WARN row each
+    (not a failure)."""
     from labelq.record.location import locate
     from labelq.record.settings import Settings
 
@@ -195,8 +234,12 @@ def check(database_url: str | None, redis_url: str | None, timeout: float,
     rows.append({"check": "operator token", "ok": True,
                  "detail": "set" if settings.operator_token else
                  "unset: the API's operator endpoints are disabled"})
+    if rows[0]["ok"]:
+        rows.extend(_projects(db))
     emit(rows if output == "json" else
-         [{**r, "ok": "ok" if r["ok"] else "FAIL"} for r in rows], output)
+         [{"check": r["check"], "detail": r["detail"],
+           "ok": "FAIL" if not r["ok"] else "WARN" if r.get("warning") else "ok"}
+          for r in rows], output, columns=["check", "ok", "detail"])
     if not all(r["ok"] for r in rows):
         raise click.exceptions.Exit(9)
 

@@ -71,10 +71,16 @@ def _load(name: str, file: str, fmt: FileFormat | None, database_url: str | None
     progress = _Progress(f"writing {what}")
     try:
         with session_scope(engine(database_url)) as s:
-            result = load_tasks(s, get_project(s, name), file, gold=gold, fmt=fmt,
-                                progress=progress)
+            project = get_project(s, name)
+            unscheduled = gold and not project.gold_schedule
+            result = load_tasks(s, project, file, gold=gold, fmt=fmt, progress=progress)
     finally:
         progress.close()
+    if unscheduled and result.inserted:
+        # issue 41: gold loaded into a project without a gold schedule is never served
+        click.secho(f"warning: project {name!r} has no gold schedule: these gold questions "
+                    f"will never be served; set one: labelq project update {name} "
+                    "--gold-schedule fixed:rate=0.1 (docs/gold.md)", fg="yellow", err=True)
     if output != "table":
         emit_record({"project": name, "file": str(file), "gold": gold,
                      "inserted": result.inserted,

@@ -347,7 +347,7 @@ def dashboard(session: Session, project: Project, *, live_labels: int | None = N
     body = row.body
     return {"status": st, "gold": body.get("gold", {}),
             "throughput": {**_projected(body.get("throughput") or _empty_throughput(),
-                                        st["left"], now), **meta},
+                                        st, now), **meta},
             "quality": {**(body.get("quality") or _empty_quality(project)), **meta},
             "pauses": pauses(session, project)}
 
@@ -423,14 +423,28 @@ def _empty_throughput() -> dict[str, Any]:
             "runs_out_in_s": None, "runs_out_at": None}
 
 
-def _projected(th: dict[str, Any], left: float | None, now: datetime) -> dict[str, Any]:
-    """``th`` with its projection redone for the budget ``left`` now, at its spending rate."""
-    out = {**th, "runs_out_in_s": None, "runs_out_at": None}
+def _projected(th: dict[str, Any], st: dict[str, Any], now: datetime) -> dict[str, Any]:
+    """``th`` with its projection redone for status ``st`` now, at its spending rate,
+    counting only what can still be spent (``st["spendable"]``: nothing when the project
+    is finished or stalled; at most what the open tasks' missing labels cost). When that
+    is less than the budget left, the budget is not what runs out: ``runs_out_in_s`` is
+    None and ``work_ends_in_s`` says when the open tasks' labels are paid at this rate
+    (``budget_outlasts``)."""
+    out = {**th, "runs_out_in_s": None, "runs_out_at": None, "work_ends_in_s": None,
+           "budget_outlasts": False}
     rate = float(th.get("recent_spend_per_min") or 0.0)
-    if left is not None and rate > 0:
-        secs = max(left, 0.0) / rate * 60
-        out["runs_out_in_s"] = round(secs, 1)
-        out["runs_out_at"] = (now + timedelta(seconds=secs)).isoformat(timespec="seconds")
+    left, can = st["left"], st.get("spendable", st["left"])
+    if left is None:
+        return out
+    can = max(left if can is None else min(can, left), 0.0)
+    out["budget_outlasts"] = can + 1e-9 < left
+    if rate > 0 and can > 0:
+        secs = round(can / rate * 60, 1)
+        if out["budget_outlasts"]:
+            out["work_ends_in_s"] = secs
+        else:
+            out["runs_out_in_s"] = secs
+            out["runs_out_at"] = (now + timedelta(seconds=secs)).isoformat(timespec="seconds")
     return out
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -13,8 +13,10 @@ from sqlmodel import Session, col
 
 from .record.models import ENDED_UNLABELLED, Assignment, Label, Project, Task, Worker, as_utc
 from .record.projects import get_task
+from .record.stalls import stall
 
-__all__ = ["project_status", "status_report", "iter_raw_labels", "task_detail", "RAW_COLUMNS"]
+__all__ = ["project_status", "status_report", "gold_unscheduled", "iter_raw_labels",
+           "task_detail", "RAW_COLUMNS"]
 
 TASK_STATES = ("unlabeled", "in_progress", "complete", "gold")
 RAW_COLUMNS = ["task", "worker", "label", "received", "is_gold", "category", "assignment"]
@@ -22,8 +24,11 @@ RAW_COLUMNS = ["task", "worker", "label", "received", "is_gold", "category", "as
 
 def project_status(session: Session, project: Project) -> dict[str, Any]:
     """Tasks by state (in all and per category), labels, budget spent and left, per-worker
-    counts (labels, gold answered, assignments declined and let expire), and ``finished``:
-    why no label will be asked for again (:func:`_finished`), or None while it runs.
+    counts (labels, gold answered, assignments declined and let expire), ``finished``:
+    why no label will be asked for again (:func:`_finished`), or None while it runs,
+    ``stalled``: open tasks no active annotator can serve (:func:`labelq.record.stalls.
+    stall`: the state ``stalled`` when that is all of them), ``state`` (``running``,
+    ``stalled``, ``finished``) and ``spendable`` (:func:`_spendable`).
     From the status counters (:mod:`labelq.tally`): no query reads every label."""
     return _project_status(session, project)[0]
 
@@ -61,11 +66,32 @@ def _project_status(session: Session, project: Project
     if oldest is not None:
         oldest = as_utc(oldest)
     left = None if project.budget is None else project.budget - spent
+    finished = _finished(project, by_state, left,
+                         [c for _, st_, c, *_ in workers if st_ != "removed"])
+    stalled = None
+    if finished is None:
+        stalled = stall(session, project, {
+            c: s_["unlabeled"] + s_["in_progress"] for c, s_ in by_category.items()},
+            [(wid, h, st_, cost, cap_, n,
+              n + closed.get((wid, "declined"), 0) + closed.get((wid, "expired"), 0)
+              + closed.get((wid, "issued"), 0))
+             for (wid, *_), (h, st_, cost, cap_, n, _g) in zip(rows, workers, strict=True)],
+            left)
     return {
         "project": project.name,
         "policy": project.policy,
-        "finished": _finished(project, by_state, left,
-                              [c for _, st_, c, *_ in workers if st_ != "removed"]),
+        "finished": finished,
+        # open tasks no active annotator can serve (labelq/record/stalls.py): ``all`` when
+        # that is every open task (the project is stalled), else the categories nobody
+        # active works on
+        "stalled": stalled,
+        "state": ("finished" if finished else "stalled" if stalled and stalled["all"]
+                  else "running"),
+        # at most what the open tasks' missing labels can still cost (None: no cap, or
+        # nothing can be served): the dashboard's budget projection counts this, not more
+        "spendable": _spendable(project, c.hist, left, finished, stalled, workers),
+        # gold questions never served: the project has no gold schedule
+        "gold_unscheduled": 0 if project.gold_schedule else int(by_state["gold"]),
         "tasks": by_state,
         "categories": [{"category": c, **by_category[c]} for c in sorted(by_category)],
         "labels": labels,
@@ -189,6 +215,34 @@ def _finished(project: Project, tasks: dict[str, int], left: float | None,
                                                           or tasks["in_progress"]):
         return "every task at its cap"
     return None
+
+
+def gold_unscheduled(st: Mapping[str, Any]) -> list[str]:
+    """The warning of a status whose gold questions are never served (no gold schedule),
+    as ``labelq status``, ``labelq check`` and the dashboard say it (empty: none)."""
+    n = int(st.get("gold_unscheduled") or 0)
+    if not n:
+        return []
+    return [f"{n} gold question{'s are' if n != 1 else ' is'} loaded but project "
+            f"{st['project']!r} has no gold schedule: {'they are' if n != 1 else 'it is'} "
+            f"never served; set one: labelq project update {st['project']} "
+            "--gold-schedule fixed:rate=0.1 (docs/gold.md)"]
+
+
+def _spendable(project: Project, hist: Mapping[tuple[str, int], int], left: float | None,
+               finished: str | None, stalled: dict[str, Any] | None,
+               workers: list[tuple[str, str, float, int | None, int, int]]) -> float | None:
+    """What can still be spent: 0 when finished or stalled; with a cap, the labels the open
+    tasks miss at the dearest active annotator's cost, at most the budget left; else (no
+    cap: a task can always take one more label) the budget left."""
+    if finished or (stalled and stalled["all"]):
+        return 0.0
+    costs = [cost for _h, st_, cost, *_ in workers if st_ == "active"]
+    if project.max_labels is None or not costs:
+        return left
+    missing = sum(max(project.max_labels - n, 0) * tasks for (_c, n), tasks in hist.items())
+    most = float(missing * max(costs))
+    return most if left is None else min(left, most)
 
 
 def iter_raw_labels(session: Session, project: Project, batch: int = 5000

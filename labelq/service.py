@@ -25,14 +25,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
 from sqlalchemy.engine import Engine
 
 from .errors import Forbidden, InputError, NotFound
-from .live.assign import Assigner, Issued
+from .live.assign import BUDGET_SPENT, NOTHING_NOW, Assigner, Issued
 from .live.context import Live
 from .live.decide import decision_rng
 from .live.decline import decline
@@ -46,11 +46,20 @@ from .record.models import Project, Worker
 from .record.projects import get_worker
 from .record.settings import Settings, load_settings
 
-__all__ = ["Service", "Issued", "Submitted", "Batches", "ToThread", "UNAVAILABLE",
+__all__ = ["Service", "ProjectState", "Issued", "Submitted", "Batches", "ToThread", "UNAVAILABLE",
            "unavailable"]
 
 _K = TypeVar("_K", str, int)
-_V = TypeVar("_V", Worker, Project)
+_V = TypeVar("_V", Worker, Project, "ProjectState")
+
+
+@dataclass(frozen=True)
+class ProjectState:
+    """A project's state as ``labelq status`` says it: ``running``, ``finished`` (and
+    ``why``: the budget spent, every task at its cap) or ``stalled``."""
+
+    state: str
+    why: str | None = None
 
 
 class Batches(Protocol):
@@ -97,6 +106,7 @@ class Service:
         self.submitter = Submitter(self.live, self.assigner)
         self._workers: dict[str, tuple[float, Worker]] = {}
         self._projects: dict[int, tuple[float, Project]] = {}
+        self._states: dict[int, tuple[float, ProjectState]] = {}
         self._renewing: set[tuple[str, str | int]] = set()
 
     # --- lookups ---------------------------------------------------------------------------
@@ -188,10 +198,42 @@ class Service:
     def idle_reason(self, handle: str) -> str:
         """Why :meth:`next_assignment` has nothing for the worker, in words for them: at
         capacity (with open assignments still to finish, or not), the budget spent, or what
-        is left of it all held by open assignments, else nothing right now. A Redis read or
-        two; call it only when there was nothing."""
+        is left of it all held by open assignments, else the project finished (``finished:
+        ...``) or stalled (``stalled: ...``; the labeling page stops asking on either), else
+        nothing right now. A Redis read or two (and :meth:`project_state`); call it only
+        when there was nothing."""
         worker = self.worker(handle)
-        return self.assigner.idle_reason(worker, self.project(worker.project_id))
+        reason = self.assigner.idle_reason(worker, self.project(worker.project_id))
+        if reason not in (NOTHING_NOW, BUDGET_SPENT):
+            return reason
+        st = self.project_state(worker.project_id)
+        if st.state == "finished":
+            return f"finished: the project needs no more labels ({st.why}); thank you"
+        if st.state == "stalled":
+            return ("stalled: no task is left that you can label, and the project waits for "
+                    "its operator (to enrol or resume annotators); nothing will come until "
+                    "then")
+        return reason
+
+    def project_state(self, project_id: int) -> ProjectState:
+        """The project's state (``running``, ``finished`` or ``stalled``), as
+        ``labelq status`` says it (:func:`labelq.reporting.project_status`: the counters,
+        and the stall check's bounded reads), kept like the rows for
+        ``tuning.worker_max_age`` seconds: annotators asking again and again while
+        nothing is left cost one status read per project per that long."""
+        return self._cached(self._states, ("s", project_id), self._read_state)
+
+    def _read_state(self, project_id: int) -> ProjectState:
+        from .reporting import project_status
+
+        with session_scope(self.engine) as session:
+            project = session.get(Project, project_id)
+            if project is None:
+                raise NotFound(f"no project with id {project_id}", project_id=project_id)
+            st = project_status(session, project)
+        out = ProjectState(str(st["state"]), st["finished"])
+        self._states[project_id] = (time.monotonic(), out)
+        return out
 
     def submit(self, handle: str, assignment_id: str, value: str, *,
                then_next: bool = False) -> dict[str, Any]:

@@ -11,7 +11,8 @@ from ..exporting import METHODS
 __all__ = ["Name", "AssignmentId", "Assignment", "NextOut", "SubmitIn", "SubmitOut",
            "DeclineOut", "GoldStats", "PauseOut", "ProgressOut", "MeOut", "EnrollIn", "EnrollOut",
            "ExportIn", "JobOut", "WorkerStatus", "TaskCounts", "CategoryCounts",
-           "ProjectStatusOut", "HealthOut", "GoldWarning", "ProjectOut", "DashboardOut",
+           "ProjectStatusOut", "StallOut", "HealthOut", "GoldWarning", "ProjectOut",
+           "DashboardOut",
            "GoldSuggestion", "GoldSuggestionsOut",
            "CurrentOut", "PredictionsOut",
            "WorkerStatusIn", "WorkerStatusOut", "TokenOut", "TaskLabel", "TaskDetailOut"]
@@ -245,12 +246,34 @@ class GoldWarning(_Out):
     gold_pool: int
 
 
+class StallOut(_Out):
+    tasks: int = Field(description="Open tasks no active annotator can serve.")
+    all: bool = Field(description="True: every open task (the project is stalled); false: "
+                                  "the tasks of categories no active annotator works on.")
+    categories: list[str] = Field(description="Those tasks' categories.")
+    reasons: list[str] = Field(description="Why, one line each (paused annotators, "
+                                           "capacities spent, tasks seen, ...).")
+    ways_out: list[str] = Field(description="What the operator can do, as commands.")
+
+
 class ProjectStatusOut(_Out):
     project: str
     policy: dict[str, Any]
     finished: Literal["budget spent", "every task at its cap"] | None = Field(
         None, description="Why no label will be asked for again (the tasks in progress stay "
                           "below their cap), or null while the project runs.")
+    stalled: StallOut | None = Field(
+        None, description="Open tasks no active annotator can serve (issue 41), or null.")
+    state: Literal["running", "stalled", "finished"] = Field(
+        "running", description="finished (see finished), stalled (no open task can be "
+                               "served until the operator acts: see stalled) or running.")
+    spendable: float | None = Field(
+        None, description="At most what can still be spent: 0 when finished or stalled; "
+                          "with a cap, what the open tasks' missing labels cost at the "
+                          "dearest active annotator's cost, at most the budget left.")
+    gold_unscheduled: int = Field(
+        0, description="Gold questions that are never served: the project has no gold "
+                       "schedule (labelq project update --gold-schedule).")
     tasks: TaskCounts
     categories: list[CategoryCounts] = Field(description="Tasks by state, per category.")
     labels: int

@@ -29,7 +29,16 @@ from .rebuild import ensure_hot
 from .redis.scripts import Inbox, Pop, Popped, Released
 from .redis.wire import text
 
-__all__ = ["Assigner", "Issued"]
+__all__ = ["Assigner", "Issued", "NOTHING_NOW", "BUDGET_SPENT"]
+
+#: :meth:`Assigner.idle_reason` when the budget left cannot pay this worker's next label
+#: (the service says ``finished: ...`` instead when it pays nobody's: the project finished)
+BUDGET_SPENT = "the project's budget is spent: there is no more work in it"
+
+#: :meth:`Assigner.idle_reason` when nothing else explains it (the service says instead
+#: when the project is finished or stalled: labelq.service.Service.idle_reason)
+NOTHING_NOW = ("no task for you right now (all done, or waiting for other labels); "
+               "try again later")
 
 
 @dataclass(frozen=True)
@@ -178,12 +187,11 @@ class Assigner:
             k = self.live.keys(worker.project_id)
             spent, held_cost = live.redis.mget(k.spent, k.reserved_cost)
             if float(spent or 0) + worker.cost > budget + 1e-9:
-                return "the project's budget is spent: there is no more work in it"
+                return BUDGET_SPENT
             if float(spent or 0) + float(held_cost or 0) + worker.cost > budget + 1e-9:
                 return ("the rest of the project's budget is held by open assignments; "
                         "try again later (it frees up if they are declined or expire)")
-        return ("no task for you right now (all done, or waiting for other labels); "
-                "try again later")
+        return NOTHING_NOW
 
     def _reclaim(self, hot: Hot, worker: Worker, now: int) -> bool:
         """Return to the pool one reservation held in another worker's inbox that this

@@ -83,7 +83,8 @@ def test_submit_and_next_in_one_request(stack):
                 given.append(stack.task_of(a["assignment_id"]))
         # Then every answer carried the next assignment, and the last says why none is left
         assert sorted(given) == ["t0", "t1", "t2"]
-        assert body["next"]["message"].startswith("no task for you right now")
+        # (the one annotator has seen every task, each below its cap of 2: stalled)
+        assert body["next"]["message"].startswith("stalled: no task is left that you can")
         # and a replayed submit with ?next=true is still idempotent
         again = c.post(f"/api/v1/assignments/{body['assignment_id']}/label?next=true",
                        json={"label": "neg"}).json()
@@ -207,7 +208,7 @@ def test_submit_with_next_that_spends_the_budget_is_200(stack):
         assert (body["label"], body["duplicate"]) == ("pos", False)
         assert body["next"] == {
             "assignment": None,
-            "message": "the project's budget is spent: there is no more work in it"}
+            "message": "finished: the project needs no more labels (budget spent); thank you"}
         # and a plain next is still 409 budget_exhausted
         r = c.post("/api/v1/assignments/next")
         assert r.status_code == 409 and r.json()["code"] == "budget_exhausted"

@@ -54,8 +54,9 @@ def test_annotate_from_a_shell_with_the_token_in_the_environment(stack):
     # message), and why on stderr
     none = labelq(stack, "next", "-o", "json", token=token)
     assert none.returncode == 0 and json.loads(none.stdout)["assignment"] is None
-    assert json.loads(none.stdout)["message"].startswith("no task for you right now")
-    assert none.stderr.startswith("no task for you right now")
+    # (the one annotator has seen both tasks, each below its cap of 2: stalled)
+    assert json.loads(none.stdout)["message"].startswith("stalled: no task is left")
+    assert none.stderr.startswith("stalled: no task is left")
     # And a wrong token (given as an option) exits 6 (forbidden) with the reason
     wrong = labelq(stack, "next", "--token", "nope")
     assert wrong.returncode == 6 and "unknown token" in wrong.stderr

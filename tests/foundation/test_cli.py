@@ -43,7 +43,8 @@ def test_operator_flow(run, tmp_path):
     listed = list(csv.DictReader(io.StringIO(run("workers", "list", "-o", "csv").output)))
     assert listed[0]["handle"] == "alice" and listed[0]["status"] == "paused"
     run("workers", "resume", "alice")
-    status = json.loads(run("status", "demo", "-o", "json").output)
+    # (stdout: a warning on stderr says the gold has no schedule)
+    status = json.loads(run("status", "demo", "-o", "json").stdout)
     assert status["tasks"] == {"unlabeled": 3, "in_progress": 0, "complete": 0, "gold": 1}
     assert status["budget"] == 50 and status["spent"] == 0 and status["left"] == 50
     assert status["workers"][0]["status"] == "active"

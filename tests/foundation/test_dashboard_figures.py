@@ -60,7 +60,22 @@ def test_figures_due_claimed_stored_and_served(tmp_path):
 
 def test_the_projection_is_redone_with_the_budget_left_now():
     now = utcnow()
-    th = dash._projected({"recent_spend_per_min": 2.0, "runs_out_in_s": 5.0}, 60.0, now)
-    assert th["runs_out_in_s"] == 1800.0
+    th = dash._projected({"recent_spend_per_min": 2.0, "runs_out_in_s": 5.0},
+                         {"left": 60.0, "spendable": 60.0}, now)
+    assert th["runs_out_in_s"] == 1800.0 and not th["budget_outlasts"]
     assert th["runs_out_at"] == (now + timedelta(seconds=1800)).isoformat(timespec="seconds")
-    assert dash._projected({"recent_spend_per_min": 2.0}, None, now)["runs_out_in_s"] is None
+    assert dash._projected({"recent_spend_per_min": 2.0}, {"left": None, "spendable": None},
+                           now)["runs_out_in_s"] is None
+
+
+def test_the_projection_counts_only_what_can_still_be_spent():
+    # issue 41: a stalled (or finished) project spends nothing more: no "budget runs out in
+    # 4 min"; open tasks that need less than the budget left end before it does
+    now = utcnow()
+    rate = {"recent_spend_per_min": 2.0}
+    stalled = dash._projected(rate, {"left": 60.0, "spendable": 0.0}, now)
+    assert stalled["runs_out_in_s"] is None and stalled["work_ends_in_s"] is None
+    assert stalled["budget_outlasts"] is True
+    short = dash._projected(rate, {"left": 60.0, "spendable": 10.0}, now)
+    assert short["runs_out_in_s"] is None and short["work_ends_in_s"] == 300.0
+    assert short["budget_outlasts"] is True

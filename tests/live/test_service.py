@@ -128,7 +128,9 @@ def test_submit_with_next_records_the_label_when_the_budget_runs_out(r, sqlite_u
     with session_scope(eng) as db:
         assert db.exec(select(Label.value).where(Label.assignment_id == b.assignment_id)
                        ).one() == "b"
-    assert s.idle_reason("p-w0") == "the project's budget is spent: there is no more work in it"
+    # (the one annotator's cost: nobody's next label is paid, the project is finished)
+    assert s.idle_reason("p-w0") == ("finished: the project needs no more labels (budget "
+                                     "spent); thank you")
     # and a retry of it is the idempotent duplicate, again without a next
     again = s.submit("p-w0", b.assignment_id, "b", then_next=True)
     assert again["duplicate"] is True and again["next"] is None

@@ -122,6 +122,18 @@ function show(d) {
   $("finished").textContent = !done ? ""
     : "Finished: " + (done === "budget spent" ? "the budget is spent" : "every task is at its cap")
       + (below ? ` — ${below} task${below === 1 ? "" : "s"} stay below the cap` : "") + ".";
+  // stalled: open tasks no active annotator can serve, with the ways out (labelq status)
+  const stall = st.stalled && st.stalled.all ? st.stalled : null;
+  $("stalled").hidden = !stall;
+  $("stalled-text").textContent = !stall ? ""
+    : `Stalled: ${stall.tasks} task${stall.tasks === 1 ? " needs" : "s need"} a label no `
+      + "active annotator can give.";
+  $("stalled-why").textContent = stall ? "Why: " + stall.reasons.join("; ") + "." : "";
+  $("stalled-ways").replaceChildren(...(stall ? stall.ways_out : []).map((text) => {
+    const li = document.createElement("li");
+    li.textContent = text;
+    return li;
+  }));
   const stateName = (s) => s === "in_progress" && done ? "below cap" : s.replace("_", " ");
   $("in-progress-head").textContent = stateName("in_progress");
   stackedBar($("tasks-bar"), STATES.map((s) => [stateName(s), st.tasks[s], COLORS[s]]));
@@ -149,6 +161,12 @@ function show(d) {
     $("projection").textContent = st.left <= 0 ? "the budget is spent"
       : st.finished === "budget spent" ? "the budget is spent: what is left pays for no "
         + "annotator's next label"
+      : st.finished ? `the project is finished: ${fmt(st.left)} of the budget stays unspent`
+      : stall ? "the project is stalled: nothing can be spent until an annotator can label"
+      : th.work_ends_in_s !== null && th.work_ends_in_s !== undefined
+      ? `the open tasks need at most ${fmt(st.spendable)} of the ${fmt(st.left)} left: at `
+        + `${fmt(th.recent_spend_per_min)}/min (last ${th.recent_minutes} min) they are done `
+        + `within ${Math.round(th.work_ends_in_s / 60)} min`
       : th.runs_out_at
       ? `at ${fmt(th.recent_spend_per_min)}/min (last ${th.recent_minutes} min) it runs out in `
         + `${Math.round(th.runs_out_in_s / 60)} min, about ${th.runs_out_at}`
@@ -164,6 +182,16 @@ function show(d) {
   const warnings = st.gold_warnings.map((w) =>
     `${w.worker} has seen ${w.gold_seen} of the ${w.gold_pool} gold questions: load more gold ` +
     `(labelq gold load)`);
+  if (st.gold_unscheduled)
+    warnings.push(`${st.gold_unscheduled} gold question${st.gold_unscheduled === 1 ? " is" : "s are"}`
+                  + " loaded but the project has no gold schedule: never served; set one: "
+                  + `labelq project update ${st.project} --gold-schedule fixed:rate=0.1`);
+  if (st.stalled && !st.stalled.all)
+    warnings.push(`${st.stalled.tasks} task${st.stalled.tasks === 1 ? " needs" : "s need"} a `
+                  + "label no active annotator can give (categor"
+                  + `${st.stalled.categories.length === 1 ? "y" : "ies"} `
+                  + `${st.stalled.categories.map((c) => c || "-").join(", ")}): `
+                  + st.stalled.ways_out[0]);
   if ((st.oldest_unapplied_s || 0) > STALE_APPLY_S)
     warnings.push(`${st.unapplied} labels wait to be applied, the oldest for ` +
                   `${Math.round(st.oldest_unapplied_s)} s: is a labelq run-worker running?`);

@@ -103,15 +103,23 @@ function showAssignment(a) {
   timer = setInterval(tick, 1000);
 }
 
+// the idle reasons of a project that will give no more work until its operator acts
+// (labelq.service.Service.idle_reason): no point in asking again by itself
+const OVER = /^(finished|stalled):/;
+
 function showEmpty(text, again) {
   current = null;
   clearInterval(timer);
   clearTimeout(retry);
+  retry = null;
   $("task").hidden = true;
   $("empty").hidden = false;
   $("empty-text").textContent = text || "Nothing to label right now.";
-  // nothing now (not an error): look again by itself, as a task may come back to the pool
-  if (again && token) retry = setTimeout(next, RETRY_MS);
+  const over = OVER.exec(text || "");
+  $("empty").dataset.state = over ? over[1] : "";
+  // nothing now (not an error): look again by itself, as a task may come back to the pool;
+  // not when the project is finished or stalled ("Check again" still asks)
+  if (again && token && !over) retry = setTimeout(next, RETRY_MS);
 }
 
 function showNext(out) {
