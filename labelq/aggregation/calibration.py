@@ -10,17 +10,24 @@ moves confidences by more than it knows):
    far to soften every posterior, one parameter by held-out log-likelihood;
 2. **Shrunk bins** (:class:`BinnedMap`): the held-out answers split at equal mass into
    ``n // ANSWERS_PER_BIN`` bins (at most :data:`MAX_BINS`); each bin's departure d (its
-   share right - its mean tempered confidence) is shrunk toward 0 -- the identity map --
-   by empirical Bayes: were the confidences right, d would vary by v = c (1 - c) / n_b
-   from sampling alone; the spread of the true departures is tau^2 = mean(d^2 - v) (at
-   least 0), and a bin keeps tau^2 / (tau^2 + v) of its departure. Where the temperature
-   already made the confidences match the answers, tau^2 is 0 and the map is the identity;
-   a bin at confidence 0.999 whose answers are right 80 % of the time keeps nearly all of
-   it. The kept shifts are interpolated linearly between the bins' mean confidences (flat
-   beyond them) and added to a task's confidence.
+   Jeffreys share right (r + 1/2) / (n_b + 1) - its mean tempered confidence) is shrunk
+   toward 0 -- the identity map -- by empirical Bayes: were the confidences right, d would
+   vary by v = c (1 - c) / n_b from sampling alone; the spread of the true departures is
+   tau^2 = mean(d^2 - v) (at least 0), and a bin keeps tau^2 / (tau^2 + v) of its
+   departure. Where the temperature already made the confidences match the answers, tau^2
+   is 0 and the map is the identity; a bin at confidence 0.999 whose answers are right
+   80 % of the time keeps nearly all of it, and one whose 25 answers are all right is
+   brought to 0.98, not left at 1 (a temperature fitted on answers that are all right
+   sharpens without bound). The kept shifts are interpolated linearly between the bins'
+   mean confidences (flat beyond them) and added to a task's confidence.
 
-``ANSWERS_PER_BIN`` (10) and ``MAX_BINS`` (10) are round numbers, not fitted; the
-shrinkage is fitted on the answers themselves.
+``MAX_BINS`` (10) is a round number. ``ANSWERS_PER_BIN`` (25) was chosen among 10, 25 and
+50 on 9 of the shared data sets (athlete, bluebirds, dog, moviereviews_bin, possent_zheng,
+rte, sp_amt, temp, zencrowd_in; 12 draws of 50 random gold answers each), the sets
+``bench/interval_coverage.py`` measures: the mean ECE differed by less than 0.001 between
+them (0.0386 at 25), but at 10 the Jeffreys rate of 10 of 10 right (0.955) pulled athlete's
+answers, right 99.6 % of the time, down to an ECE of 0.042 (0.016 at 25). The shrinkage is
+fitted on the answers themselves.
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ __all__ = ["BinnedMap", "fit_binned_map", "recalibrate", "MIN_ANSWERS"]
 #: random gold answers needed before any map changes the confidences
 MIN_ANSWERS = 50
 #: held-out answers per bin of the binned map, and the most bins
-ANSWERS_PER_BIN = 10
+ANSWERS_PER_BIN = 25
 MAX_BINS = 10
 
 
@@ -74,7 +81,8 @@ def fit_binned_map(confidence: ArrayLike, right: ArrayLike) -> BinnedMap:
     # has sampling variance v = c (1 - c) / n if the confidences are right; the true
     # departures vary by tau^2 = mean(d^2 - v) (>= 0), and each bin keeps the share
     # tau^2 / (tau^2 + v) of its own
-    dep = rb / nb - cb
+    # a bin's share right is its Jeffreys posterior mean: 25 of 25 right is not certainty
+    dep = (rb + 0.5) / (nb + 1.0) - cb
     var = cb * (1 - cb) / nb
     tau2 = max(0.0, float(np.mean(dep ** 2 - var)))
     keep = tau2 / (tau2 + var) if tau2 > 0 else np.zeros(bins)
