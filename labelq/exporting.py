@@ -167,8 +167,12 @@ def accuracy_note(result: AutoAggregator) -> str:
                 f"exact, from {a.n_right} of {a.n_gold} random gold answers right, each "
                 f"held out)")
     else:
-        line = (f"estimated accuracy {a.estimate:.3f}: the models' belief, unchecked (no "
-                f"random gold answers); {audit_note(a)}")
+        k = int(result.calibration_["answers"])
+        why = ("no random gold answers" if k == 0 else
+               f"{k} random gold answers, too few to hold out: {result.min_gold} gold "
+               f"answers are needed")
+        line = (f"estimated accuracy {a.estimate:.3f}: the models' belief, unchecked ({why}); "
+                f"{audit_note(a)}")
     return line + "\n" + calibration_note(result)
 
 
