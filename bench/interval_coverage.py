@@ -100,8 +100,8 @@ def _run(job: tuple[str, int, int]) -> dict[str, Any]:
 
 def run(names: list[str], ns: list[int], draws: int, jobs: int, cache: Path
         ) -> list[dict[str, Any]]:
-    """Every (set, n, draw), the ones in ``cache`` (JSON lines) read, not refitted: a run
-    can be resumed, or extended by draws or values of n."""
+    """Fit every (set, n, draw) of ``names`` not in ``cache`` (JSON lines: a run can be
+    resumed, or extended by draws, sets or values of n); returns every cached fit."""
     done: dict[tuple[str, int, int], dict[str, Any]] = {}
     if cache.exists():
         for line in cache.read_text().splitlines():
@@ -117,7 +117,7 @@ def run(names: list[str], ns: list[int], draws: int, jobs: int, cache: Path
             fh.flush()
             if (i + 1) % 50 == 0:
                 print(f"{i + 1}/{len(work)} fits", flush=True)
-    return [done[(name, n, s)] for s in range(draws) for name in names for n in ns]
+    return list(done.values())
 
 
 def summarise(rows: list[dict[str, Any]], ece_n: int) -> dict[str, Any]:
@@ -152,9 +152,10 @@ def render(s: dict[str, Any], names: list[str], ns: list[int], draws: int, ece_n
              "(`bench/interval_coverage.py`, issue 41)", "",
              f"Command: `nice -n 10 {command_line()}`", "",
              f"Machine: {machine()} (shared with other jobs); {len(names)} data sets x "
-             f"{draws} draws x n in {{{', '.join(map(str, ns))}}}: "
+             f"up to {draws} draws x n in {{{', '.join(map(str, ns))}}}: "
              f"{sum(v['cases'] for v in s['per_n'].values())} fits, {s['cpu']:.0f} s of "
-             f"fitting CPU, {wall:.0f} s wall.", "",
+             f"fitting CPU (this run's wall time {wall:.0f} s; fits cached in "
+             f"bench/results/interval_coverage.jsonl are read, not redone).", "",
              "n random gold answers drawn uniformly among the labelled tasks with a truth "
              "(keeping their crowd labels); the default export (`auto`) fitted with them; "
              "scored on the *other* labelled tasks with a truth. Coverage: share of draws "
@@ -164,7 +165,7 @@ def render(s: dict[str, Any], names: list[str], ns: list[int], draws: int, ece_n
     for n, v in s["per_n"].items():
         lines.append(f"| {n} | {v['cases']} | {v['coverage']:.3f} | {v['zero_width']} | "
                      f"{v['median_width']:.3f} |")
-    lines += ["", "Per set: coverage (median width) per n; accuracy of the other tasks; "
+    lines += ["", "Per set: coverage (median width; draws) per n; accuracy of the other tasks; "
               f"ECE at n = {ece_n} (10 equal-width bins, mean over draws ± its standard "
               "error).", "",
               "| data set | " + " | ".join(f"n={n}" for n in ns)
@@ -174,7 +175,8 @@ def render(s: dict[str, Any], names: list[str], ns: list[int], draws: int, ece_n
         cells = []
         for n in ns:
             v = s["per_set"].get((name, n))
-            cells.append("-" if v is None else f"{v['coverage']:.2f} ({v['median_width']:.3f})")
+            cells.append("-" if v is None else
+                         f"{v['coverage']:.2f} ({v['median_width']:.3f}; {v['draws']})")
         e = s["ece"].get(name)
         acc = s["per_set"].get((name, ece_n), s["per_set"].get((name, ns[0])))
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {acc['acc']:.3f} | "
@@ -193,7 +195,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--n", type=int, nargs="+", default=[20, 50, 100])
     ap.add_argument("--ece-n", type=int, default=50)
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--only", nargs="*")
+    ap.add_argument("--only", nargs="*", help="fit only these sets")
+    ap.add_argument("--table", nargs="*", help="tabulate only these sets (default: all)")
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--cache", type=Path, default=CACHE,
                     help="JSON lines of the fits done (resumed; delete to refit)")
@@ -205,6 +208,12 @@ def main(argv: list[str] | None = None) -> None:
                    if (p / "truth.csv").exists() and (not args.only or p.name in args.only))
     t0 = time.monotonic()
     rows = run(names, args.n, args.draws, args.jobs, args.cache)
+    # the table: every cached fit of the sets and n asked for, whatever run made it
+    # (a set whose fits are slow may have fewer draws: the table says how many)
+    names = sorted(p.name for p in root.iterdir() if (p / "truth.csv").exists()
+                   and (not args.table or p.name in args.table))
+    rows = [r for r in rows if r["name"] in names and r["n"] in args.n
+            and r["draw"] < args.draws]
     s = summarise(rows, args.ece_n)
     text = render(s, names, args.n, args.draws, args.ece_n, time.monotonic() - t0)
     print(text)
