@@ -86,8 +86,11 @@ def one_column(d, gold: np.ndarray | None, calibrate: bool = True) -> dict:
     est = res.accuracy_
     out.update(auto=acc, chosen=res.method_ + ("*" if res.guarded_ else ""),
                ece=ece(conf, right), ece_se=ece_se(conf, right),
-               est=est.estimate, lo=est.low, hi=est.high,
-               covered=bool(est.low <= acc <= est.high), basis=est.basis,
+               # no interval without random gold answers (issue 41): nothing covers (nan)
+               est=est.estimate, lo=np.nan if est.low is None else est.low,
+               hi=np.nan if est.high is None else est.high,
+               covered=(np.nan if est.low is None or est.high is None
+                        else bool(est.low <= acc <= est.high)), basis=est.basis,
                overruled=res.disagreement_["overruled"])
     out["best"] = max(out[m] for m in METHODS if m in out)
     return out
@@ -137,6 +140,8 @@ def _f(x) -> str:
 
 
 def _cov(x) -> str:
+    if x != x:  # nan: no interval
+        return "-"
     return ("yes" if x else "no") if isinstance(x, bool) else f"{x:.2g}"
 
 
@@ -171,7 +176,7 @@ def render(rows: list[dict], command: str, machine: str, n_gold: int, draws: int
         ok_mv = sum(r["none"]["auto"] >= r["none"]["mv"] - 0.005 for r in full)
         ok_best = sum(r["suggested"]["auto"] >= r["suggested"]["best"] - 0.01 for r in full)
         ok_ece = sum(r["suggested"]["ece"] <= 0.05 for r in full)
-        cov = sum(bool(r["suggested"]["covered"]) for r in full)
+        cov = sum(r["suggested"]["covered"] == 1 for r in full)
         lines += [f"Full sets ({len(full)}): no gold, auto ≥ mv − 0.005 on {ok_mv}; 30 "
                   f"suggested gold, auto within 0.01 of best on {ok_best}, ECE ≤ 0.05 on "
                   f"{ok_ece}, interval covers on {cov}.", ""]

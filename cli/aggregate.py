@@ -152,6 +152,8 @@ def aggregate_cmd(labels: str, method: str, categories: str | None, truth: str |
         if isinstance(result, AutoAggregator):  # its estimate, interval and disagreement
             # (not hasattr(result, "accuracy_"): shrunk's accuracy_ is its workers')
             summary["accuracy_estimate"] = result.accuracy_.as_dict()
+            # whether the confidences are calibrated, on how many random gold answers
+            summary["calibration"] = result.calibration_
             summary["disagreement"] = result.disagreement_
         click.echo(json.dumps(summary, indent=2))
     elif accuracy is not None:

@@ -425,6 +425,8 @@ def _report(eng: Engine, pid: int, n_tasks: int, accuracy: npt.NDArray[np.float6
         aggregated_rows,
         aggregation_notes,
         atomic_output,
+        audit_note,
+        calibration_note,
         load_project_labels,
         write_rows,
     )
@@ -520,14 +522,20 @@ def _report(eng: Engine, pid: int, n_tasks: int, accuracy: npt.NDArray[np.float6
     if others:
         click.echo("  others paused, of true accuracy "
                    + ", ".join(f"{accuracy[q]:.2f} (gold {gold_of(q)})" for q in others))
-    if estimate is not None and exported:
+    if estimate is not None and exported and isinstance(result, AutoAggregator):
         a = estimate
-        basis = (f"prediction-powered on {a.n_gold} held-out gold answers" if a.basis == "gold"
-                 else "the models' range: no gold checks them")
-        click.echo(f"The export ({getattr(result, 'method_', project_method)}): "
-                   f"{export_acc:.3f} of its {len(exported)} labelled tasks right; estimated "
-                   f"accuracy {a.estimate:.3f}, 95% interval {a.low:.3f}-{a.high:.3f} ({basis}): "
-                   f"{'holds' if a.low <= export_acc <= a.high else 'misses'} the true accuracy.")
+        head = (f"The export ({getattr(result, 'method_', project_method)}): "
+                f"{export_acc:.3f} of its {len(exported)} labelled tasks right; estimated "
+                f"accuracy {a.estimate:.3f}")
+        if a.low is not None and a.high is not None:
+            click.echo(f"{head}, 95% interval {a.low:.3f}-{a.high:.3f} (exact, from "
+                       f"{a.n_right} of {a.n_gold} random gold answers right, held out): "
+                       f"{'holds' if a.low <= export_acc <= a.high else 'misses'} the true "
+                       f"accuracy.")
+        else:
+            click.echo(f"{head}: the models' belief, unchecked (no random gold answers, so "
+                       f"no interval); {audit_note(a).replace('NAME', 'demo')}.")
+        click.echo("  " + calibration_note(result))
     click.echo("Accuracy against the truth (every task; unlabelled ones count as wrong, a tie "
                "among k classes as 1/k):")
     for (method, exclude), name in ((("policy", False), f"posterior ({policy})"),

@@ -209,9 +209,12 @@ _LOCK = threading.Lock()
 def quality(session: Session, project: Project) -> dict[str, Any]:
     """Aggregated with the project's method (as ``labelq export`` and ``labelq agreement``):
     agreement, the accuracy estimate — for ``auto``, its estimate with a 95 % interval
-    (``estimate_low``/``estimate_high``; ``estimate_basis`` ``gold``: prediction-powered on
-    held-out gold questions, ``models``: the range of the models' beliefs without them,
-    labelq/aggregation/guard.py); for another method the mean posterior confidence of the
+    (``estimate_low``/``estimate_high``; ``estimate_basis`` ``gold``: exact, from random
+    gold answers held out; ``models``: the models' belief, unchecked, with no interval
+    (None) and ``estimate_audit_n`` random answers that would bound it to +-0.03 at that
+    belief, ``estimate_audit_n_floor`` at ``estimate_floor``, one label's accuracy;
+    labelq/aggregation/guard.py) and ``calibration`` (``calibrated``, on how many random
+    ``answers``); for another method the mean posterior confidence of the
     answers of the labelled non-gold tasks — and its curve over label prefixes (labels
     spent so far; mean confidences).
     ``labels`` says how many labels the fit saw (it is redone at most every
@@ -274,10 +277,17 @@ def quality(session: Session, project: Project) -> dict[str, Any]:
            "curve_method": curve_method, "labels": total,
            "estimate": (round(acc.estimate, 6) if acc is not None and acc.n_tasks
                         else _mean_conf(result, data & (counts > 0))),
-           "estimate_low": round(acc.low, 6) if acc is not None and acc.n_tasks else None,
-           "estimate_high": round(acc.high, 6) if acc is not None and acc.n_tasks else None,
+           "estimate_low": (round(acc.low, 6) if acc is not None and acc.low is not None
+                            else None),
+           "estimate_high": (round(acc.high, 6) if acc is not None and acc.high is not None
+                             else None),
            "estimate_basis": acc.basis if acc is not None and acc.n_tasks else None,
            "estimate_gold": acc.n_gold if acc is not None else 0,
+           "estimate_audit_n": acc.audit_n if acc is not None else None,
+           "estimate_audit_n_floor": acc.audit_n_floor if acc is not None else None,
+           "estimate_floor": (round(acc.floor, 4) if acc is not None and acc.floor is not None
+                              else None),
+           "calibration": getattr(result, "calibration_", None),
            "tasks_labelled": int(np.sum(data & (counts > 0))),
            "curve": curve, "agreement": report}
     with _LOCK:
@@ -412,7 +422,8 @@ def _stored(session: Session, project: Project) -> DashboardFigures | None:
 def _empty_quality(project: Project) -> dict[str, Any]:
     return {"method": project.aggregation, "chosen": None, "curve_method": None, "labels": 0,
             "estimate": None, "estimate_low": None, "estimate_high": None,
-            "estimate_basis": None, "estimate_gold": 0, "tasks_labelled": 0, "curve": [],
+            "estimate_basis": None, "estimate_gold": 0, "estimate_audit_n": None,
+            "estimate_audit_n_floor": None, "estimate_floor": None, "calibration": None, "tasks_labelled": 0, "curve": [],
             "agreement": {"krippendorff_alpha": None, "fleiss_kappa": None, "labels": 0,
                           "workers": []}}
 

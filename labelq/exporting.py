@@ -34,6 +34,7 @@ from .aggregation import (
     worker_accuracy,
 )
 from .aggregation.base import BaseAggregator, check_labels
+from .aggregation.guard import AUDIT_HALF_WIDTH, AccuracyEstimate
 from .errors import InputError
 from .record.models import Label, Project, Task, Worker, random_gold
 from .record.problem import ProjectView, load_view
@@ -43,7 +44,8 @@ from .record.projects import METHODS
 Fitted = BaseAggregator | PosteriorAggregator
 
 __all__ = ["ProjectLabels", "load_project_labels", "aggregate_project", "aggregation_notes",
-           "aggregated_rows", "accuracy_note",
+           "aggregated_rows", "accuracy_note", "calibration_note",
+           "audit_note",
            "agreement_report", "METHODS", "atomic_output", "write_rows", "write_dataset"]
 
 
@@ -160,15 +162,47 @@ def aggregation_notes(pl: ProjectLabels, method: str, result: Fitted
 
 
 def accuracy_note(result: AutoAggregator) -> str:
-    """The accuracy estimate of ``auto``'s answers as one line, with its interval and
-    what the interval rests on."""
+    """The accuracy estimate of ``auto``'s answers as one line: with random gold answers
+    (gold questions, audit answers) its exact 95 % interval; without them the models'
+    belief, said to be unchecked, and the audit that would bound it
+    (labelq/aggregation/guard.py). A second line says whether the confidences are
+    calibrated and on how many random answers."""
     a = result.accuracy_
     if a.n_tasks == 0:
         return "estimated accuracy: - (no labelled task)"
-    basis = (f"prediction-powered, from {a.n_gold} held-out gold answers" if a.basis == "gold"
-             else "the range of the candidate models' beliefs: no gold checks them")
-    return (f"estimated accuracy {a.estimate:.3f} (95% interval {a.low:.3f}-{a.high:.3f}; "
-            f"{basis})")
+    if a.basis == "gold" and a.low is not None and a.high is not None:
+        line = (f"estimated accuracy {a.estimate:.3f} (95% interval {a.low:.3f}-{a.high:.3f}; "
+                f"exact, from {a.n_right} of {a.n_gold} random gold answers right, each "
+                f"held out)")
+    else:
+        k = int(result.calibration_["answers"])
+        why = ("no random gold answers" if k == 0 else
+               f"{k} random gold answers, too few to hold out: {result.min_gold} gold "
+               f"answers are needed")
+        line = (f"estimated accuracy {a.estimate:.3f}: the models' belief, unchecked ({why}); "
+                f"{audit_note(a)}")
+    return line + "\n" + calibration_note(result)
+
+
+def audit_note(a: AccuracyEstimate) -> str:
+    """How many random answers (`labelq gold audit`) would bound the models' belief."""
+    at = (f"`labelq gold audit NAME --n {a.audit_n}` would bound it to "
+          f"+-{AUDIT_HALF_WIDTH:g} if it is near this belief" if a.audit_n is not None else
+          f"no audit of these {a.n_tasks} tasks bounds the rest to +-{AUDIT_HALF_WIDTH:g}")
+    if a.floor is not None and a.audit_n_floor != a.audit_n:
+        at += (f" ({'--n ' + str(a.audit_n_floor) if a.audit_n_floor is not None else 'more'}"
+               f" if it is as low as one label's accuracy, {a.floor:.2f})")
+    return at
+
+
+def calibration_note(result: AutoAggregator) -> str:
+    """Whether ``auto``'s confidences are calibrated, and on how many random answers."""
+    c = result.calibration_
+    if c["calibrated"]:
+        return (f"confidences: calibrated on {c['answers']} random gold answers, held out "
+                f"(temperature {c['temperature']:g}, then shrunk bins)")
+    return (f"confidences: not calibrated (the models' own): {c['answers']} random gold "
+            f"answers, {result.calibrate_gold} calibrate")
 
 
 def aggregated_rows(pl: ProjectLabels, result: Fitted) -> Iterator[dict[str, Any]]:

@@ -9,8 +9,9 @@ between the candidates in two ways:
 * with gold answers on at least ``min_gold`` labelled tasks: **cross-validation over the
   gold** -- each fold's gold is hidden, every candidate is fitted with the rest clamped, and
   the held-out gold answers are scored by mean log-probability (accuracy first would reward
-  over-confident guesses equally); with ``calibrate_gold`` or more, the best method's
-  held-out probabilities then fit a temperature that calibrates the final confidences;
+  over-confident guesses equally); with ``calibrate_gold`` (50) or more *random* gold
+  answers (the ``calibration`` mask), the best method's held-out probabilities on them fit
+  the map that calibrates the final confidences (:mod:`labelq.aggregation.calibration`);
 * otherwise **a rule on the evidence** (:func:`evidence`): no task with two labels -> ``mv``
   (nothing tells workers apart); at least ``min_support`` checkable labels per confusion
   cell for the typical label's worker -> ``ds`` (with task categories: ``ds-category`` when
@@ -29,8 +30,10 @@ plausible (its 90 % credible set); it cannot overturn a clear majority. With gol
 guarded answer competes with every candidate on the held-out gold answers and is replaced
 only by one that beats it by ``SWITCH_Z`` standard errors. ``disagreement_`` counts the
 tasks where the richer model and the vote part and those where the vote's answer was kept;
-``accuracy_`` is the accuracy estimate with its 95 % interval (prediction-powered on
-held-out gold, else the range of the models' beliefs).
+``accuracy_`` is the accuracy estimate: with random gold answers an exact 95 % interval
+from how many of them the chosen method answers right with their gold hidden; without them
+the models' belief, unchecked, and no interval (issue 41, :mod:`labelq.aggregation.guard`);
+``calibration_`` says whether the confidences are calibrated and on how many answers.
 
 The chosen method is ``method_``, the reason ``reason_``, the evidence ``evidence_``;
 ``trustworthy_`` is False when the confidences rest on too little -- support below
@@ -41,9 +44,9 @@ fitted on n answers is itself uncertain by about 1/sqrt(n): 50 give +-0.14 at wo
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -60,6 +63,7 @@ from .base import (
     count_matrix,
     rank_within_task,
 )
+from .calibration import MIN_ANSWERS, fit_binned_map, recalibrate
 from .guard import ALPHA, AccuracyEstimate, accuracy_interval, credible_guard
 from .majority import MajorityVote
 
@@ -165,8 +169,10 @@ class AutoAggregator(BaseAggregator):
     ``min_support`` (6): checkable labels per confusion cell a full confusion model needs,
     from the shared data sets subsampled to 2 and 3 labels per task (at 5 and below ``ds``
     fell behind ``wmv``; see docs/aggregation.md); ``trust_gold`` (50): gold answers that
-    make the confidences trustworthy without that support; ``calibrate_gold`` (20): gold
-    answers needed to fit the temperature; ``seed`` fixes the fold split.
+    make the confidences trustworthy without that support; ``calibrate_gold`` (50,
+    :data:`~labelq.aggregation.calibration.MIN_ANSWERS`): random gold answers needed to
+    calibrate the confidences (a temperature, then shrunk bins); ``seed`` fixes the fold
+    split.
 
     Without gold, a majority (or weighted majority) vote's confidence is the one-coin
     posterior :math:`p_{ik} \propto \exp(s_{ik})` of its (log-odds) vote scores, with majority
@@ -181,7 +187,9 @@ class AutoAggregator(BaseAggregator):
     log-probability per candidate and ``guarded``, gold only), ``temperature_``,
     ``trustworthy_``, ``fitted_`` (the chosen aggregator, fitted on all labels),
     ``guarded_`` (the answers are ``method_`` guarded by majority vote), ``disagreement_``,
-    ``accuracy_`` (:class:`~labelq.aggregation.guard.AccuracyEstimate`), ``vote_probas_``.
+    ``accuracy_`` (:class:`~labelq.aggregation.guard.AccuracyEstimate`), ``calibration_``
+    (``calibrated``, ``answers``: random gold answers, ``temperature``, ``spread``: of
+    the bins' departures), ``vote_probas_``.
     """
 
     method_: str
@@ -193,6 +201,7 @@ class AutoAggregator(BaseAggregator):
     fitted_: BaseAggregator
     guarded_: bool
     accuracy_: AccuracyEstimate
+    calibration_: dict[str, Any]
     disagreement_: dict[str, float | int]
     vote_probas_: FloatArray
 
@@ -211,7 +220,7 @@ class AutoAggregator(BaseAggregator):
     _calibration: BoolArray | None = None
 
     def __init__(self, min_gold: int = 8, folds: int = 5, min_support: float = 6.0,
-                 trust_gold: int = 50, calibrate_gold: int = 20, seed: int = 0,
+                 trust_gold: int = 50, calibrate_gold: int = MIN_ANSWERS, seed: int = 0,
                  model: str | None = None, alpha: float = ALPHA) -> None:
         if min_gold < 2:
             raise InputError(f"min_gold must be >= 2, got {min_gold}", field="min_gold")
@@ -341,6 +350,9 @@ class AutoAggregator(BaseAggregator):
         self._calibration = None if calibration is None else cal
         ev = evidence(d, g)
         self.evidence_, self.scores_, self.temperature_ = ev, {}, 1.0
+        n_random = int((cal & (np.bincount(d.task, minlength=d.n_tasks) > 0)).sum())
+        self.calibration_ = {"calibrated": False, "answers": n_random, "temperature": 1.0,
+                             "spread": None}
         cands = self._candidates(categories)
         self._weights_by_em = False
         n_cat = int(np.unique(categories).size) if categories is not None else 1
@@ -390,9 +402,11 @@ class AutoAggregator(BaseAggregator):
             self.reason_ = (f"best held-out log-likelihood on {ev.n_gold} gold answers "
                             f"({min(self.folds, ev.n_gold)}-fold), better than majority-vote-"
                             f"guarded {rich} by more than {SWITCH_Z} standard errors")
-        if self.temperature_ != 1.0:
-            probas = softmax_rows(np.log(np.maximum(probas, 1e-300)) * self.temperature_)
-            # the guard's answer may not be the argmax: keep it, re-read its confidence
+        held_right = None
+        if held is not None:
+            held_right, calibrate = self._calibrate(*held)
+            if calibrate is not None:
+                probas = calibrate(probas, labels)
         probas[~labelled] = 1.0 / d.n_classes
         known = np.flatnonzero(g >= 0)  # gold answers stand, whichever method was chosen
         probas[known] = 0.0
@@ -403,14 +417,38 @@ class AutoAggregator(BaseAggregator):
             (bool(self.scores_) and ev.n_gold >= self.trust_gold)
         data = labelled & (g < 0)
         conf = probas[np.arange(d.n_tasks), labels][data]
-        if held is not None and held[0].size >= self.min_gold:
-            self.accuracy_ = accuracy_interval(conf, held_right=held[0], held_conf=held[1])
-        else:
-            # no sample of gold to check them: from what one label is worth (the crowd's
-            # accuracy behind how often two labels agree) to what the models believe
-            beliefs = [p[np.arange(d.n_tasks), labels][data] for p in (vote, rich_p)]
-            self.accuracy_ = accuracy_interval(conf, model_beliefs=beliefs,
-                                               floor=self._common_accuracy(d))
+        # an interval only from random gold answers, held out; else the models' belief
+        self.accuracy_ = accuracy_interval(conf, held_right=held_right,
+                                           floor=self._common_accuracy(d))
+
+    def _calibrate(self, held_p: FloatArray, held_labels: IntArray, answers: IntArray
+                   ) -> tuple[BoolArray | None,
+                              Callable[[FloatArray, IntArray], FloatArray] | None]:
+        """From the chosen method's held-out probabilities ``held_p``, answers and the
+        gold ``answers`` of the random gold: whether each held-out answer was right (None
+        without any) and, with ``calibrate_gold`` (50) or more, the map that calibrates
+        the export's probabilities (a temperature, then shrunk bins:
+        :mod:`labelq.aggregation.calibration`); sets ``temperature_`` and
+        ``calibration_``."""
+        n = int(answers.size)
+        right: BoolArray = held_labels == answers
+        self.calibration_ = {"calibrated": False, "answers": n, "temperature": 1.0,
+                             "spread": None}
+        if n < max(self.calibrate_gold, 1):  # a map fitted on a few moves more than it knows
+            return (right if n else None), None
+        logp = np.log(np.maximum(held_p, 1e-300))
+        t = self.temperature_ = _temperature(logp, answers)
+        tempered = softmax_rows(logp * t)
+        mapping = fit_binned_map(tempered[np.arange(n), held_labels], right)
+        self.calibration_ = {"calibrated": True, "answers": n, "temperature": round(t, 4),
+                             "spread": round(mapping.spread, 4)}
+
+        def calibrate(probas: FloatArray, labels: IntArray) -> FloatArray:
+            # the guard's answer may not be the argmax: keep it, re-read its confidence
+            p = softmax_rows(np.log(np.maximum(probas, 1e-300)) * t)
+            return recalibrate(p, labels, mapping)
+
+        return right, calibrate
 
     def _choose_by_rule(self, ev: Evidence, cands: tuple[str, ...],
                         n_categories: int) -> tuple[str, str]:
@@ -439,18 +477,18 @@ class AutoAggregator(BaseAggregator):
 
     def _choose_on_gold(self, d: LabelArrays, g: IntArray, categories: ArrayLike | None,
                         cands: tuple[str, ...], rich: str, cal: BoolArray
-                        ) -> tuple[str, tuple[FloatArray, FloatArray]]:
+                        ) -> tuple[str, tuple[FloatArray, IntArray, IntArray]]:
         """Cross-validate every candidate and the guarded default on the gold; returns the
-        choice and, for the accuracy estimate, whether each held-out answer of the final
-        method was right and its (calibrated) confidence.
+        choice and, for the calibration and the accuracy estimate, the final method's
+        held-out probabilities, answers and the gold answers of the gold in ``cal``.
 
         The guarded default stands unless a candidate's held-out log-likelihood beats it
         by ``SWITCH_Z`` standard errors of the paired per-answer differences: a handful of
         gold answers that cannot tell two models apart do not overturn the rule that
-        keeps the export at or above majority vote. The temperature and the accuracy
-        estimate are fitted on the held-out answers of the gold in ``cal`` only (a sample
-        like the other tasks): gold chosen where the models disagree would teach that every
-        answer is as doubtful as those."""
+        keeps the export at or above majority vote. The calibration and the accuracy
+        estimate use the held-out answers of the gold in ``cal`` only (a sample like the
+        other tasks): gold chosen where the models disagree would teach that every answer
+        is as doubtful as those."""
         per_task = np.bincount(d.task, minlength=d.n_tasks)
         labelled = per_task > 0
         gold_tasks = np.flatnonzero(labelled & (g >= 0))
@@ -483,14 +521,8 @@ class AutoAggregator(BaseAggregator):
         se = float(diff.std(ddof=1) / np.sqrt(diff.size)) if diff.size > 1 else np.inf
         choice = best if diff.mean() > SWITCH_Z * se and diff.mean() > 0 else GUARDED
         sample = cal[gold_tasks]
-        p = held[choice][sample]
         labels = (guarded_labels if choice == GUARDED else np.argmax(held[choice], axis=1))
-        labels, answers = labels[sample], answers[sample]
-        if answers.size >= self.calibrate_gold:  # a temperature fitted on a few overfits
-            self.temperature_ = _temperature(np.log(np.maximum(p, 1e-300)), answers)
-            p = softmax_rows(np.log(np.maximum(p, 1e-300)) * self.temperature_)
-        conf = p[np.arange(answers.size), labels]
-        return choice, ((labels == answers).astype(float), conf)
+        return choice, (held[choice][sample], labels[sample], answers[sample])
 
     @staticmethod
     def _thin_gold(d: LabelArrays, g: IntArray, gold_tasks: IntArray,

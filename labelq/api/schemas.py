@@ -308,10 +308,13 @@ class DashboardOut(_Out):
     throughput: dict[str, Any] = Field(
         description="Labels/min over time and when the budget runs out at the recent rate.")
     quality: dict[str, Any] = Field(
-        description="Agreement and the accuracy estimate (auto: with its 95% interval in "
-                    "estimate_low/estimate_high and its basis, gold or models; other methods: "
-                    "the mean posterior confidence of the answers) with its curve against "
-                    "labels spent.")
+        description="Agreement and the accuracy estimate (auto: basis gold, an exact 95% "
+                    "interval in estimate_low/estimate_high from random gold answers held "
+                    "out; basis models, the models' unchecked belief with no interval and "
+                    "estimate_audit_n, the audit answers that would bound it to +-0.03; "
+                    "calibration: whether the confidences are calibrated and on how many "
+                    "random answers; other methods: the mean posterior confidence of the "
+                    "answers) with its curve against labels spent.")
     pauses: dict[str, PauseOut] = Field(
         default_factory=dict,
         description="By handle, each paused annotator's pause: when, by which rule, on what "

@@ -116,3 +116,24 @@ def test_columns_under_other_names_are_read_and_a_missing_one_names_them(files, 
     assert r.exit_code == 3
     assert f"{bad}, line 1, field 'label': missing column" in r.output
     assert "also accepted for 'label': response, answer" in r.output
+
+
+def test_json_summary_says_whether_confidences_are_calibrated(shared_datasets, tmp_path):
+    """Issue 41: with 100 truths as gold (random: the first 100 tasks of rte) ``auto``
+    reports an exact interval and calibrated confidences; without gold, neither."""
+    d = shared_datasets / "rte"
+    truth = tmp_path / "truth.csv"
+    truth.write_text("".join((d / "truth.csv").read_text().splitlines(keepends=True)[:101]))
+    args = ["aggregate", str(d / "labels.csv"), "--truth", str(truth), "--json"]
+    without = json.loads(CliRunner().invoke(cli, args).output)
+    assert without["calibration"]["calibrated"] is False
+    est = without["accuracy_estimate"]
+    assert est["basis"] == "models" and est["low"] is None and est["audit_n"] > 50
+    r = CliRunner().invoke(cli, [*args, "--gold"])
+    assert r.exit_code == 0, r.output
+    with_gold = json.loads(r.output)
+    assert with_gold["calibration"]["calibrated"] is True
+    assert with_gold["calibration"]["answers"] == 100
+    est = with_gold["accuracy_estimate"]
+    assert est["basis"] == "gold" and est["n_gold"] == 100 and est["n_tasks"] == 700
+    assert 0 < est["low"] < est["estimate"] < est["high"] <= 1

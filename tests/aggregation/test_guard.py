@@ -1,11 +1,18 @@
-"""Issue 33: the majority-vote guard, auto's own worker model as a method, the accuracy
-interval, and the bar on every shared data set."""
+"""Issue 33: the majority-vote guard, auto's own worker model as a method, and the bar on
+every shared data set; issue 41: the exact accuracy interval from random gold answers (none
+without them) and the calibration of the confidences."""
 
 import numpy as np
 import pytest
 
 from labelq.aggregation import AutoAggregator, MajorityVote, ShrunkOneCoin, aggregate
-from labelq.aggregation.guard import accuracy_interval, credible_guard
+from labelq.aggregation.calibration import fit_binned_map, recalibrate
+from labelq.aggregation.guard import (
+    accuracy_interval,
+    audit_answers,
+    credible_guard,
+    exact_interval,
+)
 from labelq.datasets import load_dataset
 from labelq.policies import _shrunk_em as em
 
@@ -66,23 +73,93 @@ def test_shrunk_is_the_auto_policys_model():
         MajorityVote().fit(task, worker, label, n_classes=K).labels_ == truth)
 
 
-def test_accuracy_interval_with_gold_is_corrected_by_the_held_out_residuals():
-    conf = np.full(1000, 0.95)
-    # held-out gold says answers at 0.95 confidence are right 80 % of the time
-    right = np.r_[np.ones(80), np.zeros(20)]
-    est = accuracy_interval(conf, held_right=right, held_conf=np.full(100, 0.95))
-    assert est.basis == "gold" and est.n_gold == 100
-    assert est.estimate == pytest.approx(0.80)
-    assert est.low < 0.80 < est.high and est.high - est.low == pytest.approx(
-        2 * 1.96 * np.sqrt(0.16 * 100 / 99 / 100), rel=1e-3)
+def test_accuracy_interval_from_random_gold_is_exact_and_never_zero_width():
+    """Issue 41: every held-out gold answer right is no reason for certainty."""
+    conf = np.full(1000, 0.9999)
+    est = accuracy_interval(conf, held_right=np.ones(30))
+    assert est.basis == "gold" and est.n_gold == 30 and est.n_right == 30
+    assert est.high == 1.0 and est.low < 0.9 and est.high - est.low > 0.1
+    # the exact (Clopper-Pearson) bound of 30 of 30 right, for many other tasks
+    assert est.low == pytest.approx(0.025 ** (1 / 30), abs=0.002)
+    assert est.estimate == pytest.approx(30.5 / 31)
+    # and a few wrong: an interval around the share right, whatever the confidences say
+    est = accuracy_interval(conf, held_right=np.r_[np.ones(80), np.zeros(20)])
+    assert est.low < 0.8 < est.high and est.high < 0.9 and est.low > 0.7
 
 
-def test_accuracy_interval_without_gold_spans_the_models_beliefs():
-    conf = np.full(500, 0.9)
-    est = accuracy_interval(conf, model_beliefs=[np.full(500, 0.7), np.full(500, 0.95)])
-    assert est.basis == "models"
-    assert est.low == pytest.approx(0.7) and est.high == pytest.approx(0.95)
-    assert est.estimate == pytest.approx(0.9)
+def test_exact_interval_is_finite_population_aware():
+    # one other task: its accuracy is 0 or 1, and 5 of 5 right cannot rule out 0
+    assert exact_interval(5, 5, 1) == (0.0, 1.0)
+    # many others: Clopper-Pearson
+    lo, hi = exact_interval(18, 20, 10**6)
+    assert lo == pytest.approx(0.683, abs=0.002) and hi == pytest.approx(0.988, abs=0.002)
+    # few others: wider than for the population (their own draw is uncertain too)
+    lo8, hi8 = exact_interval(45, 50, 8)
+    lo_inf, hi_inf = exact_interval(45, 50, 10**6)
+    assert hi8 - lo8 > hi_inf - lo_inf
+
+
+def test_exact_interval_covers_on_a_synthetic_setting():
+    """200 draws of 30 random answers from a finite population at accuracy 0.93: the
+    interval holds the accuracy of the tasks not drawn in at least 90 % of them."""
+    rng = np.random.default_rng(3)
+    covered = 0
+    for _ in range(200):
+        right = rng.random(400) < 0.93
+        pick = rng.choice(400, 30, replace=False)
+        rest = np.ones(400, dtype=bool)
+        rest[pick] = False
+        lo, hi = exact_interval(int(right[pick].sum()), 30, 370)
+        covered += lo <= right[rest].mean() <= hi
+        assert hi > lo
+    assert covered / 200 >= 0.9
+
+
+def test_auto_interval_covers_with_gold_labelled_more_than_the_tasks():
+    """End to end: 30 random gold questions exempt from the label cap (9 labels each, tasks
+    3) among 200 tasks of 12 one-coin workers (accuracy U(0.55, 0.85)); over 100 crowds
+    the export's interval holds the accuracy of the other tasks' answers in >= 90 % (200
+    crowds measured: 0.975; with gold labelled like the tasks 0.985), never zero-width."""
+    covered = 0
+    for seed in range(100, 200):
+        rng = np.random.default_rng(seed)
+        T, W = 200, 12
+        truth = rng.integers(0, 2, T)
+        acc = rng.uniform(0.55, 0.85, W)
+        gold_tasks = rng.choice(T, 30, replace=False)
+        k = np.full(T, 3)
+        k[gold_tasks] = 9
+        task = np.repeat(np.arange(T), k)
+        worker = np.concatenate([rng.choice(W, kk, replace=False) for kk in k])
+        label = np.where(rng.random(task.size) < acc[worker], truth[task], 1 - truth[task])
+        gold = np.full(T, -1)
+        gold[gold_tasks] = truth[gold_tasks]
+        res = aggregate(task, worker, label, "auto", n_classes=2, n_workers=W, n_tasks=T,
+                        gold=gold)
+        a = res.accuracy_
+        assert a.basis == "gold" and a.low is not None and a.high is not None
+        assert a.high - a.low > 0.05
+        rest = gold < 0
+        covered += a.low <= float(np.mean(res.labels_[rest] == truth[rest])) <= a.high
+    assert covered >= 90
+
+
+def test_without_random_gold_there_is_no_interval_but_an_audit_count():
+    conf = np.full(5000, 0.998)
+    est = accuracy_interval(conf, floor=0.7)
+    assert est.basis == "models" and est.low is None and est.high is None
+    assert est.estimate == pytest.approx(0.998)
+    # the exact interval at the belief and at one label's accuracy: +-0.03 needs more
+    # answers the nearer the accuracy is to 1/2
+    assert est.audit_n is not None and est.audit_n_floor is not None
+    assert 50 < est.audit_n < est.audit_n_floor
+    for p, n in ((0.998, est.audit_n), (0.7, est.audit_n_floor)):
+        lo, hi = exact_interval(round(p * n), n, 5000 - n)
+        assert (hi - lo) / 2 <= 0.03
+        lo, hi = exact_interval(round(p * n * 0.8), int(n * 0.8), 5000)
+        assert (hi - lo) / 2 > 0.03  # (the smallest such n, up to the count's rounding)
+    assert audit_answers(0.9, 200) is None  # the rest of 200 tasks is itself too uncertain
+    assert est.as_dict()["low"] is None
 
 
 def test_auto_reports_its_accuracy_interval_and_the_disagreement():
@@ -90,19 +167,40 @@ def test_auto_reports_its_accuracy_interval_and_the_disagreement():
     T = 400
     task, worker, label, truth, _ = binary_crowd(rng, T, 20, 4)
     res = aggregate(task, worker, label, "auto", n_classes=2)
-    true_acc = float(np.mean(res.labels_ == truth))
-    assert res.accuracy_.basis == "models"
-    assert res.accuracy_.low <= true_acc <= res.accuracy_.high
+    assert res.accuracy_.basis == "models" and res.accuracy_.low is None
+    assert res.calibration_ == {"calibrated": False, "answers": 0, "temperature": 1.0,
+                                "spread": None}
     gold = np.full(T, -1)
     pick = rng.choice(T, 60, replace=False)
     gold[pick] = truth[pick]
     with_gold = aggregate(task, worker, label, "auto", n_classes=2, gold=gold)
     rest = gold < 0
     true_acc = float(np.mean(with_gold.labels_[rest] == truth[rest]))
-    assert with_gold.accuracy_.basis == "gold" and with_gold.accuracy_.n_gold == 60
-    assert with_gold.accuracy_.low <= true_acc <= with_gold.accuracy_.high
+    a = with_gold.accuracy_
+    assert a.basis == "gold" and a.n_gold == 60
+    assert a.low is not None and a.high is not None and a.low <= true_acc <= a.high
+    assert with_gold.calibration_["calibrated"] and with_gold.calibration_["answers"] == 60
     d = with_gold.disagreement_
     assert d["tasks"] == T and 0 <= d["overruled"] <= d["differ"] <= T
+
+
+def test_the_interval_is_the_held_out_answers_not_the_clamped_gold():
+    """The estimate for a gold task is its answer without its gold: with workers at chance
+    the gold (clamped, always right) says nothing, and the interval holds the truth."""
+    rng = np.random.default_rng(2)
+    T = 300
+    truth = rng.integers(0, 2, T)
+    task = np.repeat(np.arange(T), 3)
+    worker = np.tile(np.arange(3), T)
+    label = rng.integers(0, 2, task.size)  # coin flips
+    gold = np.full(T, -1)
+    pick = rng.choice(T, 40, replace=False)
+    gold[pick] = truth[pick]
+    res = aggregate(task, worker, label, "auto", n_classes=2, gold=gold)
+    a = res.accuracy_
+    assert a.basis == "gold" and a.high is not None and a.high < 0.85
+    assert a.low is not None and a.low <= float(np.mean(res.labels_[gold < 0] ==
+                                                        truth[gold < 0])) <= a.high
 
 
 FULL_SETS = ["adult2", "athlete", "bluebirds", "dog", "possent_zheng", "product", "rte",
@@ -122,41 +220,66 @@ def test_default_export_holds_majority_vote_on_every_full_shared_set(shared_data
 
 
 def test_chosen_gold_chooses_but_does_not_calibrate():
-    """Tasks marked gold because they looked doubtful choose the method; only a sample of
-    gold like the other tasks calibrates the confidences and the accuracy estimate."""
+    """Tasks marked gold because they looked doubtful choose the method; only random gold
+    (the calibration mask) calibrates the confidences and bounds the accuracy."""
     rng = np.random.default_rng(11)
     T = 600
     task, worker, label, truth, acc = binary_crowd(rng, T, 25, 3)
     gold = np.full(T, -1)
-    pick = rng.choice(T, 40, replace=False)
+    pick = rng.choice(T, 60, replace=False)
     gold[pick] = truth[pick]
     sample = aggregate(task, worker, label, "auto", n_classes=2, gold=gold)
     chosen = aggregate(task, worker, label, "auto", n_classes=2, gold=gold,
                        calibration=np.zeros(T, dtype=bool))
     assert sample.scores_ and chosen.scores_  # both chose on the gold
     assert sample.accuracy_.basis == "gold" and sample.temperature_ != 1.0
+    assert sample.calibration_["calibrated"]
     assert chosen.accuracy_.basis == "models" and chosen.temperature_ == 1.0
-    # the interval without a calibration sample reaches down to what one label is worth
-    assert chosen.accuracy_.low <= float(np.mean(acc[worker]))
+    assert chosen.accuracy_.low is None and not chosen.calibration_["calibrated"]
+    # the audit count at one label's accuracy: the crowd's, from how often labels agree
+    assert chosen.accuracy_.floor == pytest.approx(float(np.mean(acc[worker])), abs=0.05)
 
 
-def test_gold_estimate_is_stratified_by_confidence():
-    """Gold answers spread low while most answers sit above 0.99 (an adaptive policy stops
-    once labels agree): each stratum is corrected by its own gold, not by the average."""
-    rng = np.random.default_rng(5)
-    conf = np.r_[np.full(800, 0.995), np.full(200, 0.7)]
-    # gold: 30 answers at 0.7 right 70 % of the time, 10 at 0.995 right 90 % of the time
-    held_conf = np.r_[np.full(30, 0.7), np.full(10, 0.995)]
-    held_right = np.r_[rng.random(30) < 0.7, np.r_[np.ones(9), np.zeros(1)]].astype(float)
-    est = accuracy_interval(conf, held_right=held_right, held_conf=held_conf)
-    expected = 0.8 * (0.995 + (held_right[30:] - 0.995).mean()) + \
-        0.2 * (0.7 + (held_right[:30] - 0.7).mean())
-    assert est.estimate == pytest.approx(expected)
-    assert est.low < 0.8 * 0.9 + 0.2 * 0.7 < est.high
-    # a stratum with fewer than 5 gold answers is estimated from them alone, widely
-    few = accuracy_interval(conf, held_right=np.r_[held_right[:30], 1.0, 1.0, 0.0],
-                            held_conf=np.r_[held_conf[:30], 0.995, 0.995, 0.995])
-    a, b = 2.5, 1.5  # Jeffreys posterior of 2 right of 3
-    assert few.estimate == pytest.approx(0.8 * a / (a + b) + 0.2 * (
-        0.7 + (held_right[:30] - 0.7).mean()))
-    assert few.high - few.low > est.high - est.low
+def test_calibration_changes_confidences_only_with_50_random_answers():
+    """49 random gold answers leave the models' confidences as they are (and say so); 50
+    calibrate them, and the export says on how many."""
+    rng = np.random.default_rng(4)
+    T = 800
+    task, worker, label, truth, _ = binary_crowd(rng, T, 30, 5)
+    pick = rng.choice(T, 50, replace=False)
+    rest = np.ones(T, dtype=bool)
+    rest[pick] = False
+    out = {}
+    for n in (49, 50):
+        gold = np.full(T, -1)
+        gold[pick[:n]] = truth[pick[:n]]
+        out[n] = aggregate(task, worker, label, "auto", n_classes=2, gold=gold)
+    few, enough = out[49], out[50]
+    assert not few.calibration_["calibrated"] and few.calibration_["answers"] == 49
+    assert few.temperature_ == 1.0
+    assert enough.calibration_["calibrated"] and enough.calibration_["answers"] == 50
+    # the same method and answers; with 50 the confidences moved
+    uncal = AutoAggregator(calibrate_gold=10**6).fit(
+        task, worker, label, n_classes=2, gold=np.where(np.isin(np.arange(T), pick),
+                                                         truth, -1))
+    assert uncal.method_ == enough.method_
+    np.testing.assert_array_equal(uncal.labels_[rest], enough.labels_[rest])
+    assert np.abs(uncal.confidence_[rest] - enough.confidence_[rest]).max() > 0.01
+    # and they are calibrated: on the other tasks mean confidence is near the accuracy
+    right = enough.labels_[rest] == truth[rest]
+    assert abs(float(enough.confidence_[rest].mean()) - float(right.mean())) < 0.05
+
+
+def test_binned_map_stays_the_identity_where_answers_match_and_moves_where_they_do_not():
+    rng = np.random.default_rng(0)
+    conf = rng.uniform(0.6, 1.0, 200)
+    honest = fit_binned_map(conf, rng.random(200) < conf)
+    assert np.abs(honest(conf) - conf).max() < 0.05
+    over = fit_binned_map(np.full(200, 0.999), rng.random(200) < 0.8)
+    assert over(np.array([0.999]))[0] == pytest.approx(0.8, abs=0.06)
+    probas = np.array([[0.999, 0.001], [1.0, 0.0]])
+    p = recalibrate(probas, np.array([0, 0]), over)
+    np.testing.assert_allclose(p.sum(axis=1), 1.0)
+    assert p[0, 0] < 0.9 and p[1, 0] < 0.9
+
+

@@ -44,6 +44,20 @@ def wait_applied(stack: Stack, name: str, timeout: float = 30) -> None:
     raise AssertionError("labels not applied")
 
 
+def wait_figures(stack: Stack, name: str, timeout: float = 60) -> None:
+    """Until the dashboard's figures are computed for every label (issue 45: computed in a
+    background thread, never in the request: a loaded machine can take longer than the
+    request's half-second wait, and the page then shows them pending)."""
+    deadline = time.monotonic() + timeout
+    with stack.operator() as op:
+        while time.monotonic() < deadline:
+            d = op.get(f"/api/v1/projects/{name}/dashboard").json()
+            if not d["throughput"]["pending"] and not d["throughput"]["behind_labels"]:
+                return
+            time.sleep(0.2)
+    raise AssertionError("dashboard figures not computed")
+
+
 def board(b: Browser) -> dict:
     return json.loads(b.js("""JSON.stringify({
         values: Object.fromEntries([...document.querySelectorAll('[data-k]')]
@@ -76,6 +90,7 @@ def test_dashboard_shows_the_numbers_of_labelq_status_and_pauses(stack, browser)
     label_some(stack, alice, ["pos", "neg", "pos", "pos", "neutral"])
     label_some(stack, bob, ["pos", "pos", "neg"])
     wait_applied(stack, "dash")
+    wait_figures(stack, "dash")
     expected = cli_json(stack, "status", "dash")
     # When the operator opens the dashboard and signs in with the operator token
     b = browser

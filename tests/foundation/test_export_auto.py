@@ -104,7 +104,11 @@ def test_dense_export_names_method_without_warning(db_url, tmp_path):
     assert len(rows) == 120
     # a project routed by auto (the default policy) is exported with auto's worker model
     assert "aggregation: auto chose shrunk" in err and "warning" not in err
-    assert "estimated accuracy" in err and "95% interval" in err
+    # no random gold answers: no interval, the models' belief and the audit that bounds it
+    assert "estimated accuracy" in err and "95% interval" not in err
+    assert "the models' belief, unchecked" in err and "confidences: not calibrated" in err
+    # 120 tasks: the accuracy of those an audit leaves is itself uncertain by more than 0.03
+    assert "no audit of these 120 tasks bounds the rest to +-0.03" in err
 
 
 def test_background_export_job_reports_the_choice_and_the_warning(early_project, redis_url,

@@ -102,10 +102,24 @@ function show(d) {
   for (const k of ["recent_labels_per_min", "recent_minutes", "bucket_minutes"]) put(k, th[k]);
   for (const k of ["estimate", "tasks_labelled", "chosen", "curve_method"]) put(k, q[k]);
   // the interval and what it rests on: held-out gold questions, or only the models' belief
-  put("estimate_interval", q.estimate_low === null || q.estimate_low === undefined ? "" :
-      `95% interval ${fmt(q.estimate_low)}–${fmt(q.estimate_high)} (` +
-      (q.estimate_basis === "gold" ? `checked on ${q.estimate_gold} gold answers)`
-                                   : "no gold checks it: the models' range)"));
+  // (without random gold answers there is no interval: the figure is the models' belief)
+  put("estimate_interval", q.estimate_basis === "gold" && q.estimate_low != null
+      ? `95% interval ${fmt(q.estimate_low)}–${fmt(q.estimate_high)} (exact, from ` +
+        `${q.estimate_gold} random gold answers, held out)`
+      : q.estimate_basis === "models"
+      ? "the models' belief, unchecked: no random gold answers. " +
+        (q.estimate_audit_n != null
+         ? `An audit of ${q.estimate_audit_n} answers (labelq gold audit NAME --n ` +
+           `${q.estimate_audit_n}) would bound it to ±0.03 if it is near this belief` +
+           (q.estimate_audit_n_floor != null && q.estimate_audit_n_floor !== q.estimate_audit_n
+            ? ` (${q.estimate_audit_n_floor} if it is as low as one label's accuracy, ` +
+              `${fmt(q.estimate_floor)})` : "")
+         : "No audit of these tasks bounds it to ±0.03")
+      : "");
+  put("calibration", !q.calibration ? ""
+      : q.calibration.calibrated
+      ? `confidences calibrated on ${q.calibration.answers} random gold answers`
+      : `confidences not calibrated (${q.calibration.answers} random gold answers, 50 calibrate)`);
   put("krippendorff_alpha", q.agreement.krippendorff_alpha);
   put("fleiss_kappa", q.agreement.fleiss_kappa);
   // these figures read every label: computed in the background (labelq run-worker's beat)
