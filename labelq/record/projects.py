@@ -35,6 +35,7 @@ from .models import (
     GoldDraw,
     Label,
     Project,
+    SavedState,
     Task,
     Worker,
     utcnow,
@@ -315,7 +316,7 @@ def project_counts(session: Session, project: Project) -> dict[str, int]:
 def delete_project(session: Session, project: Project) -> dict[str, int]:
     """Delete the project and everything it owns from SQL (a model's predictions and
     versions, labels, assignments, gold draws, tasks, workers, in that order for the foreign
-    keys), in the caller's transaction; returns what was deleted. Its Redis state is the
+    keys) and its saved policy state, in the caller's transaction; returns what was deleted. Its Redis state is the
     caller's to drop first."""
     counts = project_counts(session, project)
     from .predictions import delete_all
@@ -324,6 +325,7 @@ def delete_project(session: Session, project: Project) -> dict[str, int]:
     assert project.id is not None, "a project read from the database has its id"
     forget(session, project.id)  # its status counters
     delete_all(session, project.id)
+    session.exec(delete(SavedState).where(col(SavedState.project_id) == project.id))
     for model in (Label, Assignment, GoldDraw, Task, Worker):
         session.exec(delete(model).where(col(model.project_id) == project.id))
     session.delete(project)
