@@ -33,7 +33,7 @@ import time
 from typing import Any
 
 import numpy as np
-from sqlalchemy import func
+from sqlalchemy import func, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
@@ -105,20 +105,21 @@ def save_state(engine: Engine, hot: Hot, blob: bytes, *, gold: str | None = None
     pid = hot.project_id
     with session_scope(engine) as session:
         n = n_applied(session, pid, seq)
-        row = session.get(SavedState, pid)
-        if row is not None and row.applied_seq > seq and row.gold == gold:
+        # (the columns, not the row: its body is the size of the snapshot)
+        had = session.exec(select(col(SavedState.applied_seq), col(SavedState.gold))
+                           .where(col(SavedState.project_id) == pid)).first()
+        if had is not None and had[0] > seq and had[1] == gold:
             return False
         fields: dict[str, Any] = {
             "applied_seq": seq, "n_applied": n, "n_tasks": hot.view.n_tasks, "gold": gold,
             "identity": _identity_text(hot.project), "version": __version__,
             "format": FORMAT if binary.is_binary(blob) else "zlib-json",
             "digest": hashlib.sha256(blob).hexdigest(), "written": utcnow(), "body": blob}
-        if row is None:
+        if had is None:
             session.add(SavedState(project_id=pid, **fields))
         else:
-            for name, value in fields.items():
-                setattr(row, name, value)
-            session.add(row)
+            session.exec(update(SavedState).where(col(SavedState.project_id) == pid)
+                         .values(**fields))
         try:
             session.flush()
         except IntegrityError:  # another writer's new row came first: it stands
