@@ -58,6 +58,7 @@ from .redis.keys import Keys, agreement_records, gold_records, parse_decline, pr
 from .redis.lock import RedisLock
 from .redis.scripts import Scripts
 from .refill import PaceMeter, refill_inboxes
+from .saved import gold_digest, save_state
 from .suspicion import agreement_counts, release_held, suspect_schedule, suspects
 from .tuning import TUNING, Tuning
 
@@ -173,6 +174,8 @@ class Applier:
         self.last_snapshot: dict[int, float] = {}  # project -> monotonic time written
         self.snapshot_took: dict[int, float] = {}  # project -> seconds it took
         self.suspect: dict[int, set[int]] = {}  # project -> workers suspect at the last look
+        self.last_saved: dict[int, float] = {}  # project -> monotonic time kept in SQL
+        self.saved_took: dict[int, float] = {}  # project -> seconds that took
         self._running = 0  # runs and upkeeps in progress in this process (``busy``)
         self._running_lock = threading.Lock()
 
@@ -413,10 +416,28 @@ class Applier:
         every = self.tuning.snapshot_every_s if every_s is None else every_s
         every = max(every, self.tuning.snapshot_share * self.snapshot_took.get(project_id, 0.0))
         if hot is not None and now - self.last_snapshot.get(project_id, 0.0) >= every:
+            save = self._save_due(project_id, now)
             with hot.lock:
-                write_snapshot(self.redis, hot)
+                blob = write_snapshot(self.redis, hot)
+                # what the snapshot was folded at, taken with it (under the lock)
+                seq, gold = (hot.seq, gold_digest(hot)) if save else (0, "")
             self.last_snapshot[project_id] = done = time.monotonic()
             self.snapshot_took[project_id] = done - now
+            if save:  # (outside the lock: decisions meanwhile are not held up)
+                save_state(self.engine, hot, blob, gold=gold, seq=seq)
+                self.last_saved[project_id] = saved = time.monotonic()
+                self.saved_took[project_id] = saved - done
+
+    def _save_due(self, project_id: int, now: float) -> bool:
+        """Whether this snapshot goes to SQL too (:mod:`.saved`): at most every
+        ``tuning.saved_every_s`` seconds, or ``tuning.snapshot_share`` times the last
+        write's duration if longer."""
+        every = self.tuning.saved_every_s
+        if every <= 0:
+            return False
+        every = max(every, self.tuning.snapshot_share * self.saved_took.get(project_id, 0.0))
+        last = self.last_saved.get(project_id)
+        return last is None or now - last >= every
 
     def refill_project(self, project_id: int) -> int:
         """Top up the active workers' inboxes (:func:`.refill.refill_inboxes`) with the

@@ -183,13 +183,17 @@ def decode_snapshot(blob: bytes) -> dict[str, Any]:
     return data
 
 
-def write_snapshot(redis: Any, hot: Hot, pipeline: Any = None) -> None:
+def write_snapshot(redis: Any, hot: Hot, pipeline: Any = None) -> bytes:
+    """Write the snapshot of ``hot`` to Redis; returns its bytes (which the applier and a
+    rebuild also keep in SQL: :mod:`.saved`)."""
     k = hot.keys
     pipe = pipeline or redis.pipeline(transaction=True)
-    pipe.set(k.state, encode_snapshot(hot))
+    blob = encode_snapshot(hot)
+    pipe.set(k.state, blob)
     pipe.set(k.state_seq, hot.seq)
     if pipeline is None:
         pipe.execute()
+    return blob
 
 
 def _replay(session: Session, hot: Hot, upto: int | None = None) -> int:

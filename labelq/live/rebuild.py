@@ -38,6 +38,7 @@ from .home import claim_home
 from .hotstate import StateCache, fold_from_sql, write_snapshot
 from .redis.keys import Keys, gold_category_field, gold_issued_field, gold_records
 from .redis.lock import RedisLock
+from .saved import load_saved, n_applied, save_state
 
 __all__ = ["rebuild_project", "ensure_hot", "add_new_tasks", "reopen_below_cap", "delete_hot"]
 
@@ -70,7 +71,11 @@ def _zadd_chunks(pipe: Any, key: str, tasks: np.ndarray, pri: np.ndarray,
 
 def rebuild_project(engine: Engine, redis: Any, project_id: int, *,
                     cache: StateCache | None = None, wait_s: float = 60.0,
-                    unless_built: bool = False) -> dict[str, Any]:
+                    unless_built: bool = False, from_saved: bool = True) -> dict[str, Any]:
+    """Rebuild the project's hot state (module docstring). The policy state starts from
+    the one kept in SQL (:mod:`.saved`) when it holds, unless ``from_saved`` is False,
+    and only the labels applied after it are folded; the result's ``folded`` says how
+    many labels were, ``saved_seq`` the saved state's sequence (None: none used)."""
     k = Keys(project_id, claim_home(engine, redis))
     lock = RedisLock(redis, k.apply_lock, ttl_ms=300_000)
     if not lock.acquire_within(wait_s):
@@ -82,7 +87,13 @@ def rebuild_project(engine: Engine, redis: Any, project_id: int, *,
             project = session.get(Project, project_id)
             if project is None:
                 raise NotFound(f"no project with id {project_id}", project_id=project_id)
-            hot = fold_from_sql(session, project)
+            saved = load_saved(session, project) if from_saved else None
+            saved_seq: int | None
+            if saved is not None:  # the state kept in SQL and the labels applied since
+                hot, folded, saved_seq = saved
+            else:
+                hot = fold_from_sql(session, project)
+                folded, saved_seq = n_applied(session, project_id, hot.seq), None
             pid = hot.project_id
             per_task = session.exec(
                 select(col(Task.seq), func.count())
@@ -160,7 +171,9 @@ def rebuild_project(engine: Engine, redis: Any, project_id: int, *,
             pipe.hset(k.nissued, mapping=issued)
         pipe.set(k.pushed_seq, hot.seq)  # the priorities and counts above are the fold's
         pipe.execute()
-        write_snapshot(redis, hot)
+        blob = write_snapshot(redis, hot)
+        if folded or saved is None:  # (a saved state with nothing after it is kept)
+            save_state(engine, hot, blob)
         redis.hset(k.meta, mapping={"built": 1, "n_tasks": view.n_tasks,
                                     "n_workers": view.n_workers, "epoch": hot.epoch,
                                     "cap": _cap_field(project.max_labels)})
@@ -168,7 +181,8 @@ def rebuild_project(engine: Engine, redis: Any, project_id: int, *,
         if cache is not None:
             cache.drop(pid)
         return {"project_id": pid, "tasks": view.n_tasks, "pending": int(tasks.size),
-                "gold": int(gold.size), "labels": int(nlabels.sum()), "state_seq": hot.seq}
+                "gold": int(gold.size), "labels": int(nlabels.sum()), "state_seq": hot.seq,
+                "folded": int(folded), "saved_seq": saved_seq}
     finally:
         lock.release()
 

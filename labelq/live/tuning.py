@@ -54,6 +54,10 @@ class Tuning:
     linger_s: float = 0.01  # ... wait this long so the next one is bigger
     snapshot_every_s: float = 2.0  # a Redis snapshot of the policy state at most this often
     snapshot_share: int = 20  # ... or every this many times the last snapshot's duration
+    # the snapshot kept in SQL too (labelq.live.saved: what a rebuild after losing Redis
+    # starts from), with a Redis snapshot at most this often (or every snapshot_share
+    # times the last SQL write's duration, if longer); 0: never by the applier
+    saved_every_s: float = 30.0
     # --- reaper (labelq.live.reaper) -------------------------------------------------------
     submit_grace_ms: int = 60_000  # a lease being submitted is left alone this long
     reap_grace_ms: int = 2_000  # leases are expired this long after their expiry

@@ -33,7 +33,7 @@ from sqlalchemy.engine import Connection
 from sqlmodel import Field, SQLModel, col
 
 __all__ = ["DatabaseIdentity", "Project", "Task", "Worker", "Assignment", "Label", "GoldDraw",
-           "StatusTally", "TaskTally", "GoldTally", "WorkerTally", "EndedTally",
+           "SavedState", "StatusTally", "TaskTally", "GoldTally", "WorkerTally", "EndedTally",
            "DashboardFigures", "ModelVersion", "Prediction", "PauseEvent",
            "utcnow", "as_utc", "utc_from_ms",
            "WORKER_STATUSES", "ASSIGNMENT_STATES", "ENDED_UNLABELLED",
@@ -289,6 +289,31 @@ class Prediction(SQLModel, table=True):
     version_id: int = Field(foreign_key="model_version.id", primary_key=True)
     task_id: int = Field(foreign_key="task.id", primary_key=True)
     probs: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+
+
+class SavedState(SQLModel, table=True):
+    """A project's folded policy state kept in SQL, so that it outlives Redis (issue 44):
+    the applier's snapshot (``body``: :func:`labelq.live.hotstate.encode_snapshot`'s bytes)
+    at applied sequence ``applied_seq``, written at a bounded rate by the applier and by a
+    rebuild (:mod:`labelq.live.saved`). A rebuild after Redis was lost loads it and folds
+    only the labels applied after it; it is used only while everything it was folded from
+    is unchanged: ``n_applied`` labels with ``applied_seq <= applied_seq`` (none deleted),
+    the gold questions and answers (``gold``: their digest), ``n_tasks`` tasks, the same
+    project (``identity``), labelq ``version`` and snapshot ``format``, and ``body`` as
+    written (``digest``). Else it is ignored and the state folded from the labels."""
+
+    __tablename__ = "saved_state"
+    project_id: int = Field(primary_key=True)
+    applied_seq: int
+    n_applied: int
+    n_tasks: int
+    gold: str = Field(max_length=64)
+    identity: str = Field(max_length=300)
+    version: str = Field(max_length=32)
+    format: str = Field(max_length=32)
+    digest: str = Field(max_length=64)
+    written: datetime = Field(default_factory=utcnow)
+    body: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
 
 
 class StatusTally(SQLModel, table=True):

@@ -36,6 +36,7 @@ from .models import (
     Label,
     PauseEvent,
     Project,
+    SavedState,
     Task,
     Worker,
     utcnow,
@@ -316,8 +317,8 @@ def project_counts(session: Session, project: Project) -> dict[str, int]:
 def delete_project(session: Session, project: Project) -> dict[str, int]:
     """Delete the project and everything it owns from SQL (a model's predictions and
     versions, labels, assignments, gold draws, tasks, pause trails, workers, in that order
-    for the foreign keys), in the caller's transaction; returns what was deleted. Its Redis
-    state is the caller's to drop first."""
+    for the foreign keys) and its saved policy state, in the caller's transaction; returns
+    what was deleted. Its Redis state is the caller's to drop first."""
     counts = project_counts(session, project)
     from .predictions import delete_all
     from .tally import forget
@@ -325,6 +326,7 @@ def delete_project(session: Session, project: Project) -> dict[str, int]:
     assert project.id is not None, "a project read from the database has its id"
     forget(session, project.id)  # its status counters
     delete_all(session, project.id)
+    session.exec(delete(SavedState).where(col(SavedState.project_id) == project.id))
     for model in (Label, Assignment, GoldDraw, Task, PauseEvent, Worker):
         session.exec(delete(model).where(col(model.project_id) == project.id))
     session.delete(project)
