@@ -215,6 +215,12 @@ class JobOut(_Out):
                                        "`labelq export` prints it.")
     warning: str | None = Field(None, description="Why the confidences are not "
                                    "trustworthy yet; null when they are.")
+    models: dict[str, Any] | None = Field(
+        None, description="The project's models as the export measured them (issue 42; "
+                          "null without any): per source `MODEL@vN` its accuracy per class "
+                          "with the 95 % interval and the answers it rests on, and how many "
+                          "answers rest on each kind of evidence (`model_alone`: on the "
+                          "model alone). docs/models.md.")
 
 
 class WorkerStatus(_Out):
