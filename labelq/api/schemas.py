@@ -294,7 +294,9 @@ class DashboardOut(_Out):
         description="Agreement and the accuracy estimate (auto: with its 95% interval in "
                     "estimate_low/estimate_high and its basis, gold or models; other methods: "
                     "the mean posterior confidence of the answers) with its curve against "
-                    "labels spent.")
+                    "labels spent; `models` (null without one): each model version's "
+                    "measured accuracy per class with its 95% interval and the answers it "
+                    "rests on, and how many answers rest on the model alone (docs/models.md).")
     pauses: dict[str, PauseOut] = Field(
         default_factory=dict,
         description="By handle, each paused annotator's pause: when, by which rule, on what "
