@@ -4,8 +4,21 @@
 from __future__ import annotations
 
 import click
+from sqlalchemy.engine import Engine
 
-from ._common import DB_OPTION, OUTPUT_OPTION, Output, emit, emit_record, engine
+from labelq.errors import LabelqError
+
+from ._common import (
+    DB_OPTION,
+    OUTPUT_OPTION,
+    REDIS_OPTION,
+    Output,
+    emit,
+    emit_record,
+    engine,
+    redis_client,
+    stored_id,
+)
 from .load import FORMAT_OPTION, FileFormat
 
 
@@ -25,9 +38,11 @@ def predictions() -> None:
                    "how many), instead of refusing the file.")
 @FORMAT_OPTION
 @DB_OPTION
+@REDIS_OPTION
 @OUTPUT_OPTION
 def predictions_load(name: str, file: str, model: str, normalise: bool,
-                     fmt: FileFormat | None, database_url: str | None, output: Output) -> None:
+                     fmt: FileFormat | None, database_url: str | None, redis_url: str | None,
+                     output: Output) -> None:
     """Load FILE (CSV or JSONL: `id` and `p_<class>` for every class of the label set,
     or `id`, `label` and `score` — the rest of the score spread evenly over the other
     classes) as the next version of MODEL in project NAME. All or nothing: a bad row
@@ -37,9 +52,13 @@ def predictions_load(name: str, file: str, model: str, normalise: bool,
     from labelq.record.projects import get_project
 
     click.echo(f"validating {file} ...", err=True)
-    with session_scope(engine(database_url)) as s:
-        result = load_predictions(s, get_project(s, name), file, model=model, fmt=fmt,
+    eng = engine(database_url)
+    with session_scope(eng) as s:
+        project = get_project(s, name)
+        result = load_predictions(s, project, file, model=model, fmt=fmt,
                                   normalise=normalise)
+        pid = stored_id(project)
+    _refold(eng, redis_url, name, pid)
     if output != "table":
         emit_record(result.as_dict(), output)
         return
@@ -74,16 +93,21 @@ def predictions_list(name: str, database_url: str | None, output: Output) -> Non
 @click.option("--version", "version", type=click.IntRange(min=1), default=None,
               help="Only this version (default: every version of the model).")
 @DB_OPTION
+@REDIS_OPTION
 @OUTPUT_OPTION
 def predictions_remove(name: str, model: str, version: int | None, database_url: str | None,
-                       output: Output) -> None:
+                       redis_url: str | None, output: Output) -> None:
     """Remove MODEL's predictions (every version, or --version V) from project NAME."""
     from labelq.record.db import session_scope
     from labelq.record.predictions import remove_predictions
     from labelq.record.projects import get_project
 
-    with session_scope(engine(database_url)) as s:
-        removed = remove_predictions(s, get_project(s, name), model, version)
+    eng = engine(database_url)
+    with session_scope(eng) as s:
+        project = get_project(s, name)
+        removed = remove_predictions(s, project, model, version)
+        pid = stored_id(project)
+    _refold(eng, redis_url, name, pid)
     if output != "table":
         emit_record({"project": name, "model": model,
                      "versions": [v.version for v in removed],
@@ -92,6 +116,21 @@ def predictions_remove(name: str, model: str, version: int | None, database_url:
         return
     for v in removed:
         click.echo(f"removed {v.source} ({v.rows} predictions) from {name!r}")
+
+
+def _refold(eng: Engine, redis_url: str | None, name: str, project_id: int) -> None:
+    """A new epoch for the project's hot state: every running process folds its policy
+    state again, with the latest version of each model (as after ``gold correct``). Without
+    Redis, a warning: they still notice at their next catch-up with SQL."""
+    from labelq.live.home import claim_home
+    from labelq.live.hotstate import bump_epoch
+    from labelq.live.redis.keys import Keys
+    try:
+        r = redis_client(redis_url)
+        bump_epoch(r, Keys(project_id, claim_home(eng, r)))
+    except LabelqError as exc:
+        click.echo(f"warning: {exc}; running processes take the new predictions at their "
+                   f"next catch-up with SQL, or after 'labelq rebuild {name}'", err=True)
 
 
 commands = [predictions]

@@ -43,9 +43,10 @@ from sqlalchemy import func
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from .exporting import aggregate_project, agreement_report, load_project_labels
+from .exporting import aggregate_project, agreement_report, load_project_labels, model_report
 from .record.goldstats import ProjectGold, project_gold_scores
 from .record.models import DashboardFigures, Label, Project, Worker, as_utc, utcnow
+from .record.problem import model_sources
 from .reporting import status_report
 
 if TYPE_CHECKING:
@@ -289,18 +290,23 @@ def quality(session: Session, project: Project) -> dict[str, Any]:
                               else None),
            "calibration": getattr(result, "calibration_", None),
            "tasks_labelled": int(np.sum(data & (counts > 0))),
-           "curve": curve, "agreement": report}
+           "curve": curve, "agreement": report,
+           # the project's models as the export measures them (issue 42): per version its
+           # accuracy per class with the 95 % interval and the answers it rests on, beside
+           # the annotators' gold accuracy; None without a model
+           "models": model_report(pl, result)}
     with _LOCK:
         _FITS[pid] = (time.monotonic(),
                              (int(n), last, method, tuple(project.labels), *view_key), out)
     return out
 
 
-def _view_key(pl: ProjectLabels) -> tuple[int, int, int, int]:
-    """What besides the labels changes a fit: the tasks, their categories, gold answers."""
+def _view_key(pl: ProjectLabels) -> tuple[int, int, int, int, int]:
+    """What besides the labels changes a fit: the tasks, their categories, gold answers,
+    the models' versions (a predictions load or remove)."""
     v = pl.view
     return (v.n_tasks, v.n_workers, hash(v.gold_answer.tobytes()),
-            hash(v.task_category.tobytes()))
+            hash(v.task_category.tobytes()), hash(tuple(sorted(v.predictions or ()))))
 
 
 def _round_step(x: float) -> int:
@@ -333,7 +339,7 @@ def dashboard(session: Session, project: Project, *, live_labels: int | None = N
     projects' the beat computes. Either way it answers with the figures stored then."""
     st = status_report(session, project)
     now = datetime.now(timezone.utc)
-    key = _figures_key(project, st)
+    key = _figures_key(session, project, st)
     row = _stored(session, project)
     if (row is None or row.computed is None or row.key != key) and \
             _small(st, LIVE_LABELS if live_labels is None else live_labels):
@@ -397,11 +403,13 @@ def _small(st: dict[str, Any], live_labels: int) -> bool:
     return bool(st["labels"] <= live_labels and sum(st["tasks"].values()) <= LIVE_TASKS)
 
 
-def _figures_key(project: Project, st: dict[str, Any]) -> str:
-    """What the figures were computed from: labels, tasks, gold questions, method, labels."""
+def _figures_key(session: Session, project: Project, st: dict[str, Any]) -> str:
+    """What the figures were computed from: labels, tasks, gold questions, method, labels,
+    and the models' latest versions (a predictions load or remove changes the fit)."""
     t = st["tasks"]
+    models = model_sources(session, project)
     return json.dumps([st["labels"], sum(t.values()), t["gold"], project.aggregation,
-                       list(project.labels)])
+                       list(project.labels), *([models] if models else [])])
 
 
 def _pid(project: Project) -> int:
@@ -425,7 +433,7 @@ def _empty_quality(project: Project) -> dict[str, Any]:
             "estimate_basis": None, "estimate_gold": 0, "estimate_audit_n": None,
             "estimate_audit_n_floor": None, "estimate_floor": None, "calibration": None, "tasks_labelled": 0, "curve": [],
             "agreement": {"krippendorff_alpha": None, "fleiss_kappa": None, "labels": 0,
-                          "workers": []}}
+                          "workers": []}, "models": None}
 
 
 def _empty_throughput() -> dict[str, Any]:
@@ -496,7 +504,7 @@ def figures_due(engine: Engine, project_id: int) -> bool:
         if project is None:
             return False
         st = status_report(session, project)
-        return _due(_stored(session, project), _figures_key(project, st), utcnow())
+        return _due(_stored(session, project), _figures_key(session, project, st), utcnow())
 
 
 def compute_figures(session: Session, project: Project) -> dict[str, Any]:
@@ -534,7 +542,7 @@ def refresh_figures(engine: Engine, project_id: int, *, force: bool = False,
             if project is None:
                 return False
             row = _stored(session, project)
-            if not force and not _due(row, _figures_key(project, status_report(
+            if not force and not _due(row, _figures_key(session, project, status_report(
                     session, project)), started, behind=behind):
                 return False
             if row is None:
@@ -557,7 +565,7 @@ def refresh_figures(engine: Engine, project_id: int, *, force: bool = False,
             if project is None:
                 return False
             st = status_report(session, project)
-            key = _figures_key(project, st)
+            key = _figures_key(session, project, st)
             body = compute_figures(session, project)
         took = time.monotonic() - t0
         stop.set()
@@ -758,7 +766,7 @@ def gold_suggestions(session: Session, project: Project, *, n: int = SUGGEST_TOP
     (:data:`FIGURES_WAIT_S`) at most for them."""
     st = status_report(session, project)
     row = _stored(session, project)
-    fresh = row is not None and row.computed is not None and row.key == _figures_key(project, st)
+    fresh = row is not None and row.computed is not None and row.key == _figures_key(session, project, st)
     if not fresh and _small(st, LIVE_LABELS if live_labels is None else live_labels):
         engine = session.get_bind().engine
         if refresh_in_background(engine, _pid(project)).wait(

@@ -44,8 +44,8 @@ from .record.projects import METHODS
 Fitted = BaseAggregator | PosteriorAggregator
 
 __all__ = ["ProjectLabels", "load_project_labels", "aggregate_project", "aggregation_notes",
-           "aggregated_rows", "accuracy_note", "calibration_note",
-           "audit_note",
+           "aggregated_rows", "accuracy_note", "calibration_note", "audit_note",
+           "model_report", "model_notes",
            "agreement_report", "METHODS", "atomic_output", "write_rows", "write_dataset"]
 
 
@@ -121,10 +121,12 @@ def aggregate_project(session: Session, project: Project, pl: ProjectLabels, met
     # for being doubtful) chooses the method but does not calibrate it
     # (labelq/aggregation/guard.py)
     calibration = pl.random_gold
+    # the latest version of each model (issue 42): one more source, its reliability
+    # measured against the labels and gold (docs/models.md); read with the view
     return aggregate(pl.task, pl.worker, pl.label, method, n_tasks=v.n_tasks,
                      n_classes=len(project.labels), n_workers=max(v.n_workers, 1),
                      categories=v.task_category, gold=v.gold_answer,
-                     calibration=calibration, **params)
+                     calibration=calibration, predictions=v.predictions, **params)
 
 
 def aggregation_notes(pl: ProjectLabels, method: str, result: Fitted
@@ -143,6 +145,7 @@ def aggregation_notes(pl: ProjectLabels, method: str, result: Fitted
                      f"{dis['mean_abs_diff']:.3f}); gold answers settle which is right: "
                      f"`labelq gold suggest` lists the tasks to ask an expert")
         ev, trusted = result.evidence_, result.trustworthy_
+        note += "".join("\n" + line for line in model_notes(pl, result))
     else:
         note = f"aggregation: {method}"
         v = pl.view
@@ -150,6 +153,7 @@ def aggregation_notes(pl: ProjectLabels, method: str, result: Fitted
                          len(pl.classes))
         ev = evidence(d, v.gold_answer)
         trusted = ev.support >= rule.min_support
+        note += "".join("\n" + line for line in model_notes(pl, result))
     if trusted:
         return note, None
     return note, (
@@ -205,16 +209,31 @@ def calibration_note(result: AutoAggregator) -> str:
             f"answers, {result.calibrate_gold} calibrate")
 
 
+def answer_sources(pl: ProjectLabels, result: Fitted) -> list[str]:
+    """Per task what its answer rests on: ``humans``, ``humans+model``, ``model`` (the
+    model alone), ``none`` (no answer), ``gold`` (a gold question: its answer is known).
+    The fit's ``source_`` with the project's models; without any, from the labels."""
+    got = getattr(result, "source_", None)
+    if got is None:
+        counts = np.bincount(pl.task, minlength=pl.view.n_tasks)
+        got = np.where(counts > 0, "humans", "none").tolist()
+    return ["gold" if g >= 0 else s
+            for s, g in zip(got, pl.view.gold_answer.tolist(), strict=True)]
+
+
 def aggregated_rows(pl: ProjectLabels, result: Fitted) -> Iterator[dict[str, Any]]:
     """One row per non-gold task (and per task marked gold after loading, with its known
-    answer, confidence 1): id, category, label, confidence, labels, per-class
-    probabilities.
+    answer, confidence 1): id, category, label, confidence, labels, source (what the
+    answer rests on: :func:`answer_sources`), per-class probabilities.
 
-    A task nobody has labelled yet has no label (``None``: an empty CSV field, JSON null);
-    its confidence and probabilities are the method's prior guess, so that a consumer who
-    reads only ``label`` never takes a guess for an answer."""
+    A task with neither a label nor a model's prediction has no label (``None``: an empty
+    CSV field, JSON null; source ``none``); its confidence and probabilities are the
+    method's prior guess, so that a consumer who reads only ``label`` never takes a guess
+    for an answer. A task a model predicted and no one labelled has the model's answer
+    as the fit reads it (source ``model``)."""
     counts = np.bincount(pl.task, minlength=pl.view.n_tasks)
     classes = pl.classes
+    sources = answer_sources(pl, result)
     data = ~pl.view.is_gold if pl.marked is None else ~pl.view.is_gold | pl.marked
     for seq in np.flatnonzero(data).tolist():
         known = int(pl.view.gold_answer[seq])
@@ -225,14 +244,79 @@ def aggregated_rows(pl: ProjectLabels, result: Fitted) -> Iterator[dict[str, Any
             label, confidence = classes[known], 1.0
         else:
             probas = result.probas_[seq]
-            label = classes[result.labels_[seq]] if counts[seq] else None
+            label = classes[result.labels_[seq]] if sources[seq] != "none" else None
             confidence = float(result.confidence_[seq])
         row = {"task": pl.external_ids[seq], "category": pl.view.category_of(seq),
                "label": label, "confidence": round(confidence, 6),
-               "n_labels": int(counts[seq])}
+               "n_labels": int(counts[seq]), "source": sources[seq]}
         for k, c in enumerate(classes):
             row[f"p_{c}"] = round(float(probas[k]), 6)
         yield row
+
+
+def model_report(pl: ProjectLabels, result: Fitted) -> dict[str, Any] | None:
+    """The project's models as the export measured them (None without any): per source
+    (``MODEL@vN``) its accuracy per class with the 95 % interval and the answers it rests
+    on (:class:`~labelq.policies._model_source.ModelAccuracy`, keyed by class name), and
+    how many exported answers rest on each kind of evidence, the model alone included."""
+    measured = getattr(result, "model_accuracy_", None)
+    if not pl.view.predictions or measured is None:
+        return None
+    classes = pl.classes
+    data = ~pl.view.is_gold if pl.marked is None else ~pl.view.is_gold | pl.marked
+    sources = np.asarray(answer_sources(pl, result))[data]
+    models: dict[str, Any] = {}
+    for name, acc in measured.items():
+        per_class = {}
+        for k, c in enumerate(classes):
+            per_class[c] = {"accuracy": _num(acc.accuracy[k]), "low": _num(acc.low[k]),
+                            "high": _num(acc.high[k]),
+                            "answers": round(float(acc.answers[k]), 2),
+                            "gold": int(acc.gold[k])}
+            if acc.gold_accuracy is not None:
+                per_class[c].update(
+                    gold_accuracy=_num(acc.gold_accuracy[k]),
+                    gold_low=_num(acc.gold_low[k]) if acc.gold_low is not None else None,
+                    gold_high=_num(acc.gold_high[k]) if acc.gold_high is not None else None)
+        models[name] = {"classes": per_class, "overall": _num(acc.overall),
+                        "overall_low": _num(acc.overall_low),
+                        "overall_high": _num(acc.overall_high)}
+    kinds = ("humans", "humans+model", "model", "none", "gold")
+    return {"models": models,
+            "answers": {kd: int(np.count_nonzero(sources == kd)) for kd in kinds},
+            "model_alone": int(np.count_nonzero(sources == "model"))}
+
+
+def model_notes(pl: ProjectLabels, result: Fitted) -> list[str]:
+    """:func:`model_report` as lines for the person exporting (none without a model):
+    each model's measured accuracy per class with its interval and the answers it rests
+    on, and how many answers rest on the model alone -- whose accuracy only random gold
+    checks (``labelq gold audit``)."""
+    report = model_report(pl, result)
+    if report is None:
+        return []
+    lines = []
+    for name, m in report["models"].items():
+        parts = [f"{c} {_pct(v['accuracy'])} ({_pct(v['low'])}-{_pct(v['high'])}, "
+                 f"{v['answers']:g} answers, {v['gold']} gold"
+                 + (f"; on gold alone {_pct(v['gold_accuracy'])} ({_pct(v['gold_low'])}-"
+                    f"{_pct(v['gold_high'])})" if v.get("gold_accuracy") is not None else "")
+                 + ")" for c, v in m["classes"].items()]
+        lines.append(f"model {name}: measured accuracy per class (95% interval, the "
+                     f"answers it rests on): {'; '.join(parts)}; overall "
+                     f"{_pct(m['overall'])} ({_pct(m['overall_low'])}-"
+                     f"{_pct(m['overall_high'])})")
+    alone, n = report["model_alone"], sum(report["answers"].values())
+    lines.append(f"answers resting on the model alone: {alone} of {n}")
+    if alone:
+        lines.append(f"note: the {alone} answers resting on the model alone are checked "
+                     f"only by random gold: `labelq gold audit {pl.view.project.name}` "
+                     f"draws tasks to ask an expert")
+    return lines
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
 
 
 def agreement_report(pl: ProjectLabels, result: Fitted) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from .exporting import (
     aggregation_notes,
     atomic_output,
     load_project_labels,
+    model_report,
     write_rows,
 )
 from .live.redis.keys import exports_key
@@ -191,7 +192,8 @@ def job_view(job: dict[str, Any]) -> dict[str, Any]:
             "finished": iso(job.get("finished")),
             "result_url": f"/api/v1/exports/{job['id']}/result" if state == "done" else None,
             "chosen": job.get("chosen") or None, "aggregation": job.get("aggregation") or None,
-            "warning": job.get("warning") or None}
+            "warning": job.get("warning") or None,
+            "models": json.loads(job["models"]) if job.get("models") else None}
 
 
 def run_export_job(engine: Engine, redis: Redis, job_id: str, *, report_every: int = 5000
@@ -221,8 +223,11 @@ def run_export_job(engine: Engine, redis: Redis, job_id: str, *, report_every: i
                 method = job["method"] or project.aggregation
                 result = aggregate_project(s, project, pl, method)
                 note, warning = aggregation_notes(pl, method, result)
+                report = model_report(pl, result)
                 redis.hset(key, mapping={"chosen": getattr(result, "method_", method),
-                                         "aggregation": note, "warning": warning or ""})
+                                         "aggregation": note, "warning": warning or "",
+                                         "models": "" if report is None
+                                         else json.dumps(report)})
                 total = int((~pl.view.is_gold).sum())
                 rows = aggregated_rows(pl, result)
             redis.hset(key, "total", int(total))

@@ -39,6 +39,7 @@ from starlette.concurrency import run_in_threadpool
 from ..dashboard import dashboard, gold_suggestions, status_report
 from ..errors import Conflict, FileFormatError, InputError, NotFound
 from ..jobs import create_export_job, get_job, job_view
+from ..live.hotstate import bump_epoch
 from ..record.db import session_scope
 from ..record.predictions import PredictionLoad, load_predictions
 from ..record.projects import (
@@ -227,10 +228,17 @@ async def predictions(
 
 def _load_predictions(request: Request, name: str, path: Path, model: str, kind: str,
                       normalise: bool) -> PredictionLoad:
+    rt = request.app.state.labelq
     try:
-        with session_scope(request.app.state.labelq.engine) as session:
-            return load_predictions(session, get_project(session, name), path, model=model,
-                                    fmt=kind, normalise=normalise)
+        with session_scope(rt.engine) as session:
+            project = get_project(session, name)
+            result = load_predictions(session, project, path, model=model, fmt=kind,
+                                      normalise=normalise)
+            pid = int(project.id or 0)
+        # a new epoch: every process folds its policy state again with the new version
+        # (as ``labelq predictions load``; docs/models.md)
+        bump_epoch(rt.redis, rt.service.live.keys(pid))
+        return result
     except FileFormatError as exc:  # named as the body, not the server's temporary file
         line, field = exc.context["line"], exc.context["field"]
         where = f"{path}, line {line}" + (f", field '{field}'" if field else "") + ": "

@@ -216,6 +216,12 @@ class JobOut(_Out):
                                        "`labelq export` prints it.")
     warning: str | None = Field(None, description="Why the confidences are not "
                                    "trustworthy yet; null when they are.")
+    models: dict[str, Any] | None = Field(
+        None, description="The project's models as the export measured them (issue 42; "
+                          "null without any): per source `MODEL@vN` its accuracy per class "
+                          "with the 95 % interval and the answers it rests on, and how many "
+                          "answers rest on each kind of evidence (`model_alone`: on the "
+                          "model alone). docs/models.md.")
 
 
 class WorkerStatus(_Out):
@@ -314,7 +320,10 @@ class DashboardOut(_Out):
                     "estimate_audit_n, the audit answers that would bound it to +-0.03; "
                     "calibration: whether the confidences are calibrated and on how many "
                     "random answers; other methods: the mean posterior confidence of the "
-                    "answers) with its curve against labels spent.")
+                    "answers) with its curve against labels spent; `models` (null without one): "
+                    "each model version's measured accuracy per class with its 95% interval "
+                    "and the answers it rests on, and how many answers rest on the model "
+                    "alone (docs/models.md).")
     pauses: dict[str, PauseOut] = Field(
         default_factory=dict,
         description="By handle, each paused annotator's pause: when, by which rule, on what "

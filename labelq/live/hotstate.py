@@ -12,6 +12,10 @@ changes (tasks loaded, workers enrolled), and the fold restarts from SQL. Each c
 re-reads the project row, so ``labelq project update`` (budget, label cap, gold schedule,
 quality rule) reaches running processes; a budget-aware policy, whose state copies the
 budget and the cap from its problem, is then folded again from SQL under the new ones.
+A model's predictions (issue 42) are part of the view: the latest version of each model,
+read with it; a predictions load or remove bumps the epoch, and each catch-up also compares
+the latest versions in SQL with the state's (a load made without Redis), so every holder
+folds again with the new ones, and a snapshot made under other versions is not used.
 
 Declines are applied by the applier from the ``declines`` list and are not replayed from SQL
 (see docs/architecture.md): only policies that learn from declines notice the difference.
@@ -44,6 +48,8 @@ from ..record.problem import (
     label_rows,
     load_view,
     max_applied,
+    model_sources,
+    project_predictions,
     to_observation,
 )
 from ..record.secret import assignment_key
@@ -120,7 +126,8 @@ def encode_snapshot(hot: Hot) -> bytes:
     so that a process's load reads them back with no O(tasks) Python work and no task
     rows from SQL; zlib JSON for a state the binary form does not take."""
     envelope = {"dims": list(hot.view.dims), "seq": hot.seq, "limits": _limits(hot.project),
-                "epoch": hot.epoch, "policy": hot.project.policy}
+                "epoch": hot.epoch, "policy": hot.project.policy,
+                "models": sorted(hot.view.predictions or ())}
     with gc_paused():
         view = hot.view
         try:
@@ -325,12 +332,14 @@ class StateCache:
 
     def _follow(self, session: Session, redis: Any, project_id: int, hot: Hot) -> bool:
         """Catch ``hot`` up with SQL (replay the labels applied since); False when the
-        project's shape, epoch or problem changed and the state must be loaded again."""
+        project's shape, epoch, problem or models (a predictions load or remove: the latest
+        versions differ from the state's) changed and the state must be loaded again."""
         with hot.catching_up:
             n_tasks, epoch = _meta(redis, session, project_id)
             if count_workers(session, project_id) == hot.view.n_workers and \
                     n_tasks == hot.view.n_tasks and epoch == hot.epoch and \
-                    self._same_problem(session, hot):
+                    self._same_problem(session, hot) and \
+                    model_sources(session, hot.project) == sorted(hot.view.predictions or ()):
                 _replay(session, hot)
                 hot.checked = time.monotonic()
                 return True
@@ -384,6 +393,7 @@ class StateCache:
                 snap["policy"] == project.policy and \
                 snap["seq"] <= max_applied(session, project_id) and \
                 snap.get("epoch", 0) == epoch and \
+                snap.get("models", []) == sorted(view.predictions or ()) and \
                 (not policy.budget_aware or snap.get("limits") == _limits(project)):
             with gc_paused():
                 state = policy.state_from_dict(snap["state"])
@@ -422,7 +432,7 @@ def _snapshot_view(session: Session, project: Project, snap: dict[str, Any],
     cost = np.array([w[0] for w in workers], dtype=float)
     capacity = np.array([-1 if w[1] is None else w[1] for w in workers], dtype=np.int64)
     return ProjectView(project, list(got["categories"]), arrays[0], arrays[1], arrays[2],
-                       cost, capacity, arrays[3])
+                       cost, capacity, arrays[3], project_predictions(session, project, arrays[3]))
 
 
 def _meta(redis: Any, session: Session, project_id: int) -> tuple[int, int]:

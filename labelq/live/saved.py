@@ -187,6 +187,10 @@ def load_saved(session: Session, project: Project) -> tuple[Hot, int, int] | Non
             if tuple(snap["dims"]) != view.dims:
                 return refuse(f"its dimensions {tuple(snap['dims'])} are not the "
                               f"project's {view.dims} (annotators enrolled since)")
+            if snap.get("models", []) != sorted(view.predictions or ()):
+                # (a predictions load or remove since: the state was folded with other models)
+                return refuse(f"folded with the models {snap.get('models', [])}, the latest "
+                              f"in SQL are {sorted(view.predictions or ())}")
             state = policy.state_from_dict(snap["state"])
     except Exception as exc:  # noqa: BLE001 - an unreadable row is only a shortcut missed
         log.warning("project %s: saved state unreadable, folded from the labels: %r", pid,

@@ -19,10 +19,11 @@ from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 
 from ..policies.base import Observation, Problem
-from .models import Label, Project, Task, Worker
+from .models import Label, ModelVersion, Project, Task, Worker
+from .predictions import read_predictions, source_name
 
 __all__ = ["ProjectView", "load_view", "label_rows", "to_observation", "count_workers",
-           "gc_paused"]
+           "gc_paused", "project_predictions", "model_sources"]
 
 
 @contextmanager
@@ -51,6 +52,9 @@ class ProjectView:
     worker_cost: np.ndarray
     worker_capacity: np.ndarray  # -1 = unlimited
     task_id: np.ndarray | None = None  # int (n_tasks,): the SQL ``Task.id`` of each seq
+    # the latest version of each model's predictions (issue 42): source ``MODEL@vN`` ->
+    # float (n_tasks, n_classes), a row of NaN where it gave none; None without any
+    predictions: dict[str, np.ndarray] | None = None
 
     @property
     def n_tasks(self) -> int:
@@ -76,7 +80,7 @@ class ProjectView:
             worker_cost=self.worker_cost.copy(), worker_capacity=self.worker_capacity.copy(),
             budget=float("inf") if p.budget is None else float(p.budget),
             max_labels_per_task=p.max_labels, is_gold=self.is_gold.copy(),
-            gold_answer=self.gold_answer.copy())
+            gold_answer=self.gold_answer.copy(), predictions=self.predictions)
 
 
 def count_workers(session: Session, project_id: int) -> int:
@@ -127,7 +131,26 @@ def _load_view(session: Session, project: Project) -> ProjectView:
     cost = np.array([w[0] for w in workers], dtype=float)
     capacity = np.array([-1 if w[1] is None else w[1] for w in workers], dtype=np.int64)
     return ProjectView(project, cats, task_category, is_gold, gold_answer, cost, capacity,
-                       task_id)
+                       task_id, project_predictions(session, project, task_id))
+
+
+def project_predictions(session: Session, project: Project, task_id: np.ndarray
+                        ) -> dict[str, np.ndarray] | None:
+    """The latest version of each of the project's models, by task seq (``task_id``: the
+    view's SQL task ids), for the policy state (``Problem.predictions``); None without
+    any. Read with the view, so that every fold of the state from SQL -- a rebuild, a
+    process's load, a load after a new epoch -- routes with the predictions stored now."""
+    got = read_predictions(session, project, task_index=task_id)
+    return got or None
+
+
+def model_sources(session: Session, project: Project) -> list[str]:
+    """The sources (``MODEL@vN``, sorted) a fold of the state now reads: the latest
+    version of each model. A snapshot records them; one made under others is not used."""
+    rows = session.exec(select(ModelVersion.name, func.max(ModelVersion.version))
+                        .where(ModelVersion.project_id == project.id)
+                        .group_by(col(ModelVersion.name))).all()
+    return sorted(source_name(name, int(v)) for name, v in rows)
 
 
 # (label id, applied_seq, task seq, worker seq, value, is_gold, gold_answer): a label read

@@ -2,7 +2,7 @@
 (``saved_state``), a rebuild after a ``FLUSHDB`` starts from it and folds only the labels
 applied after it, and a saved state that no longer matches what it was folded from (a label
 deleted, a gold answer corrected or marked, another labelq version or format, another
-project, more tasks, damaged bytes) is never used: the state is folded from the labels."""
+project, more tasks, damaged bytes, a model's predictions loaded) is never used: the state is folded from the labels."""
 
 from __future__ import annotations
 
@@ -153,9 +153,26 @@ def _damaged_under_its_digest(eng, pid, monkeypatch):
         row.digest = hashlib.sha256(row.body).hexdigest()
 
 
+def _new_predictions(eng, pid, monkeypatch):
+    import tempfile
+    from pathlib import Path
+
+    from labelq.record.predictions import load_predictions
+    with session_scope(eng) as sess:  # a model's predictions loaded since (issue 42)
+        project = sess.get(Project, pid)
+        tasks = sess.exec(select(Task.external_id).where(Task.project_id == pid)).all()
+        classes = list(project.labels)
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "p.csv"
+            share = 1.0 / len(classes)
+            path.write_text("id," + ",".join(f"p_{c}" for c in classes) + "\n" + "".join(
+                f"{t}," + ",".join(f"{share:.6f}" for _ in classes) + "\n" for t in tasks))
+            load_predictions(sess, project, path, model="m", normalise=True)
+
+
 @pytest.mark.parametrize("change", [_delete_a_label, _correct_gold, _mark_gold, _new_version,
                                     _old_format, _another_project, _more_tasks, _damaged,
-                                    _damaged_under_its_digest])
+                                    _damaged_under_its_digest, _new_predictions])
 def test_a_saved_state_that_no_longer_matches_is_rebuilt_from_the_labels(r, db_url, change,
                                                                          monkeypatch):
     # Given a saved state, and then something it was folded from changed

@@ -92,6 +92,7 @@ def test_marked_tasks_become_gold_in_sql_and_redis_and_judge_their_labels(r, db_
     assert sorted(rows_out) == [f"t{i}" for i in range(6)]
     assert rows_out["t0"]["label"] == "a" and rows_out["t0"]["confidence"] == 1.0
     assert rows_out["t0"]["p_a"] == 1.0 and rows_out["t0"]["n_labels"] == 3
+    assert rows_out["t0"]["source"] == "gold" and rows_out["t1"]["source"] != "gold"
     # and marking them again is a no-op that says so
     again = mark_gold_live(eng, r, "p", [GoldMark("t0", "a")])
     assert (again["marked"], again["skipped"]) == (0, 1)

@@ -257,9 +257,41 @@ function show(d) {
     tr.append(td);
     wb.append(tr);
   }
+  showModels(q.models);
   $("board").dataset.project = st.project;
   $("board").dataset.loaded = String(Date.now());
   $("updated").textContent = "updated " + new Date().toLocaleTimeString();
+}
+
+// the models' measured accuracy per class, beside the annotators' (issue 42)
+function interval(v, lo, hi) {
+  return v === null || v === undefined ? null : `${fmt(v)} [${fmt(lo)}, ${fmt(hi)}]`;
+}
+
+function showModels(m) {
+  $("models-part").hidden = !m;
+  const body = $("models").tBodies[0];
+  body.replaceChildren();
+  if (!m) return;
+  for (const [name, model] of Object.entries(m.models)) {
+    for (const [cls, v] of Object.entries(model.classes)) {
+      const tr = document.createElement("tr");
+      tr.dataset.model = name;
+      tr.dataset.cls = cls;
+      cell(tr, name);
+      cell(tr, cls);
+      cell(tr, interval(v.accuracy, v.low, v.high), "n").dataset.field = "accuracy";
+      cell(tr, v.answers, "n").dataset.field = "answers";
+      cell(tr, v.gold, "n").dataset.field = "gold";
+      cell(tr, interval(v.gold_accuracy, v.gold_low, v.gold_high), "n")
+        .dataset.field = "gold_accuracy";
+      body.append(tr);
+    }
+  }
+  const alone = m.model_alone;
+  $("model-alone").textContent = alone
+    ? `${alone} answers rest on a model alone: only random gold checks them (labelq gold audit).`
+    : "No answer rests on a model alone.";
 }
 
 // gold suggestions cost about a second per 100k labels: their own request, made when a
