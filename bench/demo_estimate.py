@@ -51,8 +51,10 @@ def main() -> None:
     lines = ["## The demo's accuracy estimate against the truth (`bench/demo_estimate.py`)", "",
              f"Command: `{command_line()}`", "", f"Machine: {machine()}.", "",
              "`labelq demo --seed S`: the export's accuracy on its labelled tasks, and the "
-             "95 % interval of its estimate (prediction-powered on the held-out gold "
-             "questions, `labelq/aggregation/guard.py`).", "",
+             "95 % interval of its estimate (exact, finite-population Clopper-Pearson on the "
+             "random gold questions the export answers right with their gold held out, "
+             "`labelq/aggregation/guard.py`; gold labels thinned to the tasks' label counts "
+             "and annotator mix, `AutoAggregator._thin_gold`).", "",
              "| seed | chosen | true accuracy | estimate | 95 % interval | holds |",
              "|---|---|---|---|---|---|"]
     for r in rows:

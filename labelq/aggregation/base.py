@@ -121,11 +121,22 @@ def count_matrix(rows: IntArray, cols: IntArray, n_rows: int, n_cols: int,
     return m
 
 
-def rank_within_task(task: IntArray, rng: np.random.Generator) -> IntArray:
+def rank_within_task(task: IntArray, rng: np.random.Generator,
+                     weight: FloatArray | None = None) -> IntArray:
     """Per label, its rank (0, 1, ...) among its task's labels taken in a random order:
-    ``rank < k`` keeps at most k labels of each task, drawn at random."""
-    order = rng.permutation(task.size)
-    order = order[np.argsort(task[order], kind="stable")]  # each task's labels, shuffled
+    ``rank < k`` keeps at most k labels of each task, drawn at random. With ``weight`` (one
+    per label, >= 0) the order is a weighted draw without replacement (Efraimidis and
+    Spirakis' keys log(u) / w, largest first): a label of weight 0 comes after every other
+    of its task."""
+    if weight is None:
+        order = rng.permutation(task.size)
+        order = order[np.argsort(task[order], kind="stable")]  # each task's labels, shuffled
+    else:
+        w = np.asarray(weight, dtype=float)
+        with np.errstate(divide="ignore"):
+            key = np.where(w > 0, np.log(rng.random(task.size)) / np.where(w > 0, w, 1.0),
+                           -np.inf)
+        order = np.lexsort((rng.random(task.size), -key, task))  # ties (weight 0) at random
     t = task[order]
     start = np.r_[0, np.flatnonzero(np.diff(t)) + 1]
     rank = np.empty(task.size, dtype=np.int64)
