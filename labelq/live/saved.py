@@ -38,7 +38,8 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from .. import __version__
+import labelq as _package
+
 from ..policies import build
 from ..record.db import database_id, session_scope
 from ..record.models import Label, Project, SavedState, Task, utcnow
@@ -48,6 +49,9 @@ from .hotstate import Hot, _identity, _limits, _replay, _snapshot_view, _task_sp
 
 __all__ = ["FORMAT", "gold_digest", "save_state", "load_saved", "delete_saved", "n_applied"]
 
+#: the labelq version a saved state is written under, checked when it is read (read from
+#: the package, not imported by name: ``labelq``'s own names are the app layer's)
+__version__: str = _package.__version__
 log = logging.getLogger(__name__)
 
 # the layout of ``body`` (the binary snapshot's magic; a zlib-JSON body is marked too)

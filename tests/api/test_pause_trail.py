@@ -41,7 +41,7 @@ def test_a_quality_pause_and_an_operator_pause_leave_their_trails(stack, browser
     # question wrong, and another annotator
     _project(stack, "trail")
     token = stack.enroll("trail", "ann-wrong")
-    other = stack.enroll("trail", "ann-other")
+    other = stack.enroll("trail", "trail-other")
     # When they label until the rule pauses them (the Celery worker applies and judges)
     refused = None
     with stack.client(token) as c:
@@ -74,10 +74,10 @@ def test_a_quality_pause_and_an_operator_pause_leave_their_trails(stack, browser
     assert shown["status"] == "paused" and shown["pause"] == pause
     assert [p["rule"] for p in shown["pauses"]] == ["quality"]
     listed = {w["handle"]: w for w in cli_json(stack, "workers", "list", "--project", "trail")}
-    assert listed["ann-wrong"]["pause"] == pause and listed["ann-other"]["pause"] is None
+    assert listed["ann-wrong"]["pause"] == pause and listed["trail-other"]["pause"] is None
     # When the operator pauses the other annotator
     with stack.operator() as op:
-        r = op.post("/api/v1/workers/ann-other/status", json={"status": "paused"})
+        r = op.post("/api/v1/workers/trail-other/status", json={"status": "paused"})
         assert r.status_code == 200, r.text
         board = op.get("/api/v1/projects/trail/dashboard").json()
     # Then that pause's trail says so (rule "operator", no evidence), the dashboard has both
@@ -86,7 +86,7 @@ def test_a_quality_pause_and_an_operator_pause_leave_their_trails(stack, browser
     assert p["rule"] == "operator" and p["gold_answered"] is None
     assert p["text"] == "paused by the operator; ask your operator"
     assert board["pauses"]["ann-wrong"] == pause
-    assert board["pauses"]["ann-other"]["rule"] == "operator"
+    assert board["pauses"]["trail-other"]["rule"] == "operator"
     # And the annotator's page shows the quality rule's words when they sign in
     sign_in(browser, stack, token)
     browser.wait("document.getElementById('empty-text').textContent"
