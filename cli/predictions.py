@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
-from sqlalchemy.engine import Engine
 
 from labelq.errors import LabelqError
 
@@ -20,6 +21,9 @@ from ._common import (
     stored_id,
 )
 from .load import FORMAT_OPTION, FileFormat
+
+if TYPE_CHECKING:  # (`labelq --help` imports no database library: tests/foundation/test_cli_start.py)
+    from sqlalchemy.engine import Engine
 
 
 @click.group()
