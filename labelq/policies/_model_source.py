@@ -99,8 +99,10 @@ def _jeffreys(right: FloatArray, n: FloatArray) -> tuple[FloatArray, FloatArray]
     from scipy.stats import beta
 
     a, b = right + 0.5, np.maximum(n - right, 0.0) + 0.5
-    low = np.where(n > 0, beta.ppf(0.025, a, b), 0.0)
-    high = np.where(n > 0, beta.ppf(0.975, a, b), 1.0)
+    # Brown, Cai & DasGupta's (2001) Jeffreys interval: 0 when none is right, 1 when all
+    # are, so the interval always holds its own estimate right / n
+    low = np.where((n > 0) & (right > 1e-9), beta.ppf(0.025, a, b), 0.0)
+    high = np.where((n > 0) & (right < n - 1e-9), beta.ppf(0.975, a, b), 1.0)
     return np.asarray(low, float), np.asarray(high, float)
 
 

@@ -267,3 +267,13 @@ def test_gold_answers_measure_the_model_on_their_own():
     none = aggregate(task, worker, label, "mv", n_tasks=truth.size, n_classes=2,
                      predictions={"m": p}).model_accuracy_["m"]
     assert none.gold_accuracy is not None and np.isnan(none.gold_accuracy).all()
+
+
+def test_the_accuracy_interval_holds_its_estimate_at_none_and_all_right():
+    # (CI: a class the model got none of right read 0.0 with an interval from 0.0004)
+    from labelq.policies._model_source import _jeffreys
+    right, n = np.array([0.0, 5.0, 2.0, 0.0]), np.array([5.0, 5.0, 4.0, 0.0])
+    low, high = _jeffreys(right, n)
+    acc = np.divide(right, n, out=np.zeros(4), where=n > 0)
+    assert (low <= acc).all() and (acc <= high).all()
+    assert low[0] == 0.0 and high[1] == 1.0 and 0 < low[2] < 0.5 < high[2] < 1
