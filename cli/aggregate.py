@@ -47,7 +47,8 @@ def _read_weights(path: str, workers: list[str]) -> npt.NDArray[np.float64]:
 @click.argument("labels", type=click.Path())  # unreadable: InputError, exit 3
 @click.option("--method", "-m", type=LazyChoice(_methods), default="auto",
               show_default=True,
-              help="aggregation algorithm (auto: what the labels support; see --json's chosen)")
+              help="aggregation algorithm (auto: what the labels support; see --json's "
+                   "chosen); kos needs binary labels (2 classes)")
 @click.option("--categories", type=click.Path(),
               help="task,type CSV (used by ds-category)")
 @click.option("--truth", type=click.Path(),
@@ -107,6 +108,12 @@ def aggregate_cmd(labels: str, method: str, categories: str | None, truth: str |
                    f"(as the record keeps one label per worker and task; "
                    f"{data.repeats_differing} with another label than the first); the first: "
                    f"{data.first_repeat}", err=True)
+    from labelq.record.projects import BINARY_METHODS
+    if method in BINARY_METHODS and data.n_classes != 2:  # before the fit, with what can run
+        raise InputError(f"{method} is for binary labels and {labels} has {data.n_classes} "
+                         f"classes; choose from "
+                         f"{', '.join(m for m in _methods() if m not in BINARY_METHODS)}",
+                         field="method")
     w = _read_weights(weights, data.workers) if weights else None
     # chosen answers calibrate nothing (labelq/aggregation/guard.py)
     calibration = np.zeros(data.n_tasks, dtype=bool) if gold_kind == "chosen" else None

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from redis import Redis
 
 # the file formats of an export
-ExportFormat = Literal["csv", "jsonl"]
+ExportFormat = Literal["csv", "jsonl", "parquet"]
 
 
 def _methods() -> tuple[str, ...]:
@@ -34,18 +34,23 @@ def _methods() -> tuple[str, ...]:
     return METHODS
 
 
+_METHOD_HELP = ("Aggregation method (default: the project's). `auto` picks one the labels "
+                "support and says which on stderr; `policy` uses the project policy's own "
+                "posterior; `kos` needs binary labels (2 classes): a project with more "
+                "refuses it before any work, listing the methods it can run.")
+
 
 @click.command()
 @click.argument("name")
-@click.option("--method", type=LazyChoice(_methods), default=None,
-              help="Aggregation method (default: the project's). `auto` picks one the "
-                   "labels support and says which on stderr; `policy` uses the project "
-                   "policy's own posterior.")
-@click.option("--format", "-o", "--output", "fmt", type=OutputFormat(["csv", "jsonl"]),
-              default="csv", show_default=True,
-              help="Format of the export (-o/--output: the same, as in every command).")
+@click.option("--method", type=LazyChoice(_methods), default=None, help=_METHOD_HELP)
+@click.option("--format", "-o", "--output", "fmt",
+              type=OutputFormat(["csv", "jsonl", "parquet"]), default="csv",
+              show_default=True,
+              help="Format of the export (-o/--output: the same, as in every command). "
+                   "parquet needs pyarrow (pip install 'labelq[parquet]') and --out.")
 @click.option("--out", type=click.Path(dir_okay=False, writable=True), default="-",
-              help="Output file (default: standard output). Written atomically.")
+              help="Output file (default: standard output). Written atomically, with the "
+                   "mode a new file gets (0666 less the umask).")
 @click.option("--raw", is_flag=True, help="Every label with worker, time and gold flag.")
 @click.option("--exclude-paused", is_flag=True,
               help="Leave out the labels of workers who are paused or removed.")
@@ -59,42 +64,41 @@ def export(name: str, method: str | None, fmt: ExportFormat, out: str, raw: bool
            exclude_paused: bool, background: bool, wait: bool, database_url: str | None,
            redis_url: str | None) -> None:
     """Export project NAME: one row per task with the aggregated label, its confidence,
-    per-class probabilities and the number of labels (gold questions are left out; a task
-    with no label yet has an empty label); or, with --raw, every label."""
+    where the answer comes from (source: aggregated, expert, gold, model, none) and what it
+    rests on (evidence), per-class probabilities, the number of labels and the task's
+    payload (CSV, Parquet: payload.<field> columns; JSONL: the object, with each
+    annotator's label nested); gold questions are left out; a task with no label yet has an
+    empty label. With --raw, every label."""
+    from labelq.exportfiles import require_pyarrow
     from labelq.exporting import (
         aggregate_project,
-        aggregated_rows,
         aggregation_notes,
-        atomic_output,
+        export_file,
         load_project_labels,
-        write_rows,
     )
     from labelq.record.db import session_scope
-    from labelq.record.projects import get_project, list_workers
-    from labelq.reporting import RAW_COLUMNS, iter_raw_labels
+    from labelq.record.projects import check_method, get_project
+    if fmt == "parquet":
+        require_pyarrow()  # before any work
     if background:
         _export_background(name, method, fmt, out, raw, exclude_paused, wait, database_url,
                            redis_url)
         return
     with session_scope(engine(database_url)) as s:
         project = get_project(s, name)
+        pl = result = None
         if raw:
-            rows = iter_raw_labels(s, project)
-            if exclude_paused:
-                active = {w.handle for w in list_workers(s, project) if w.status == "active"}
-                rows = (r for r in rows if r["worker"] in active)
-            columns, what = RAW_COLUMNS, "labels"
+            what = "labels"
         else:
+            chosen = check_method(project, method or project.aggregation)
             pl = load_project_labels(s, project, exclude_paused=exclude_paused)
-            chosen = method or project.aggregation
             result = aggregate_project(s, project, pl, chosen)
             for note in aggregation_notes(pl, chosen, result):
                 if note:
                     click.echo(note, err=True)
-            rows = aggregated_rows(pl, result)
-            columns, what = None, "tasks"
-        with atomic_output(out) as fh:
-            n = write_rows(rows, fh, fmt, columns=columns)
+            what = "tasks"
+        n = export_file(s, project, out, fmt, raw=raw, pl=pl, result=result,
+                        exclude_paused=exclude_paused)
     if out != "-":
         click.echo(f"wrote {n} {what} to {out}", err=True)
 
@@ -133,13 +137,15 @@ def _export_background(name: str, method: str | None, fmt: ExportFormat, out: st
     from labelq.errors import InputError
     from labelq.jobs import create_export_job
     from labelq.record.db import database_id, session_scope
-    from labelq.record.projects import get_project
+    from labelq.record.projects import check_method, get_project
 
     if out == "-":
         raise InputError("--background needs --out FILE (the job writes the file)")
     eng = engine(database_url)
     with session_scope(eng) as s:
-        get_project(s, name)  # fail now on an unknown project
+        project = get_project(s, name)  # fail now on an unknown project
+        if not raw:  # or on a method its labels cannot run
+            check_method(project, method or project.aggregation)
     database = database_id(eng)
     redis = redis_client(redis_url)
     job_id, new = create_export_job(redis, database, name, out=out, method=method, fmt=fmt,
@@ -208,7 +214,8 @@ def job(job_id: str, wait: bool, database_url: str | None, redis_url: str | None
 @click.command()
 @click.argument("name")
 @click.option("--method", type=LazyChoice(_methods), default=None,
-              help="Aggregate the per-worker table compares against (default: the project's).")
+              help="Aggregate the per-worker table compares against (default: the "
+                   "project's); `kos` needs binary labels.")
 @DB_OPTION
 @OUTPUT_OPTION
 def agreement(name: str, method: str | None, database_url: str | None, output: Output) -> None:

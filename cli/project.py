@@ -178,7 +178,8 @@ def _project_row(p: Project, full: bool = False) -> ProjectRow:
 @click.option("--max-labels", type=int, default=None, help="Maximum labels per task (gold exempt).")
 @click.option("--aggregation", default=None,
               help="Default aggregation method for exports: auto, mv, wmv, ds, onecoin, glad, "
-                   "kos, ds-category, policy (default: policy for bbta, else auto).")
+                   "kos (binary labels only), ds-category, policy (default: policy for "
+                   "bbta, else auto).")
 @GOLD_OPTION
 @QUALITY_OPTION
 @INSTRUCTIONS_OPTION

@@ -11,15 +11,12 @@ reached yet included, in the order it will take them.
 
 from __future__ import annotations
 
-import contextlib
 import csv
-import json
 import os
-import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 from sqlmodel import Session, col, select
@@ -36,17 +33,20 @@ from .aggregation import (
 from .aggregation.base import BaseAggregator, check_labels
 from .aggregation.guard import AUDIT_HALF_WIDTH, AccuracyEstimate
 from .errors import InputError
+from .exportfiles import FORMATS, atomic_output, payload_schema, task_details, write_rows
 from .record.models import Label, Project, Task, Worker, random_gold
 from .record.problem import ProjectView, load_view
-from .record.projects import METHODS
+from .record.projects import METHODS, check_method
 
 #: what an aggregation's fit is: an aggregator, or the policy's own posterior
 Fitted = BaseAggregator | PosteriorAggregator
 
 __all__ = ["ProjectLabels", "load_project_labels", "aggregate_project", "aggregation_notes",
-           "aggregated_rows", "accuracy_note", "calibration_note", "audit_note",
+           "aggregated_rows", "answer_columns", "answer_evidence", "answer_source", "SOURCES",
+           "accuracy_note", "calibration_note", "audit_note",
            "model_report", "model_notes",
-           "agreement_report", "METHODS", "atomic_output", "write_rows", "write_dataset"]
+           "agreement_report", "METHODS", "atomic_output", "write_rows", "write_dataset",
+           "export_file", "RAW_TYPES", "FORMATS"]
 
 
 
@@ -104,9 +104,7 @@ def aggregate_project(session: Session, project: Project, pl: ProjectLabels, met
                       ) -> Fitted:
     """Fit ``method`` on the project's labels; the result has ``labels_``, ``probas_``,
     ``confidence_`` over all tasks (gold included, clamped)."""
-    if method not in METHODS:
-        raise InputError(f"unknown aggregation method {method!r}; choose from "
-                         f"{', '.join(METHODS)}", field="method")
+    check_method(project, method)  # unknown, or one the project's labels cannot run
     if method == "policy":
         from .live.hotstate import fold_from_sql
 
@@ -209,10 +207,17 @@ def calibration_note(result: AutoAggregator) -> str:
             f"answers, {result.calibrate_gold} calibrate")
 
 
-def answer_sources(pl: ProjectLabels, result: Fitted) -> list[str]:
-    """Per task what its answer rests on: ``humans``, ``humans+model``, ``model`` (the
-    model alone), ``none`` (no answer), ``gold`` (a gold question: its answer is known).
-    The fit's ``source_`` with the project's models; without any, from the labels."""
+#: what an exported answer is (the ``source`` column): the aggregate of the labels (and
+#: models), an expert's answer (gold marked ``suggested`` or ``reviewed``), a random gold
+#: answer (``loaded``, ``audit``), a model's alone, or none (no label, no prediction)
+SOURCES = ("aggregated", "expert", "gold", "model", "none")
+
+
+def answer_evidence(pl: ProjectLabels, result: Fitted) -> list[str]:
+    """Per task what its answer rests on (the ``evidence`` column, issue 42): ``humans``,
+    ``humans+model``, ``model`` (the model alone), ``none`` (no answer), ``gold`` (a gold
+    question: its answer is known). The fit's ``source_`` with the project's models;
+    without any, from the labels."""
     got = getattr(result, "source_", None)
     if got is None:
         counts = np.bincount(pl.task, minlength=pl.view.n_tasks)
@@ -221,10 +226,31 @@ def answer_sources(pl: ProjectLabels, result: Fitted) -> list[str]:
             for s, g in zip(got, pl.view.gold_answer.tolist(), strict=True)]
 
 
-def aggregated_rows(pl: ProjectLabels, result: Fitted) -> Iterator[dict[str, Any]]:
+def answer_source(pl: ProjectLabels, evidence: list[str]) -> list[str]:
+    """Per task what its answer is (the ``source`` column, one of :data:`SOURCES`): a gold
+    task's known answer is ``gold`` when it is a random one (kinds ``loaded``, ``audit``)
+    and ``expert`` when an expert answered it on review (``suggested``, ``reviewed``); a
+    task the model alone settled is ``model``; one with no answer ``none``; any other
+    ``aggregated``. ``evidence``: :func:`answer_evidence`."""
+    rand = pl.random_gold if pl.random_gold is not None else pl.view.is_gold
+    out = []
+    for seq, ev in enumerate(evidence):
+        if ev == "gold":
+            out.append("gold" if rand[seq] else "expert")
+        else:
+            out.append(ev if ev in ("model", "none") else "aggregated")
+    return out
+
+
+def aggregated_rows(pl: ProjectLabels, result: Fitted,
+                    details: Iterable[tuple[int, dict[str, Any], list[dict[str, Any]]]]
+                    | None = None) -> Iterator[dict[str, Any]]:
     """One row per non-gold task (and per task marked gold after loading, with its known
     answer, confidence 1): id, category, label, confidence, labels, source (what the
-    answer rests on: :func:`answer_sources`), per-class probabilities.
+    answer is: :func:`answer_source`), evidence (what it rests on: :func:`answer_evidence`),
+    per-class probabilities; with ``details`` (:func:`labelq.exportfiles.task_details`,
+    the same tasks in the same order) also ``payload`` (the task's object) and ``labels``
+    (its per-annotator labels).
 
     A task with neither a label nor a model's prediction has no label (``None``: an empty
     CSV field, JSON null; source ``none``); its confidence and probabilities are the
@@ -233,8 +259,10 @@ def aggregated_rows(pl: ProjectLabels, result: Fitted) -> Iterator[dict[str, Any
     as the fit reads it (source ``model``)."""
     counts = np.bincount(pl.task, minlength=pl.view.n_tasks)
     classes = pl.classes
-    sources = answer_sources(pl, result)
+    evidence = answer_evidence(pl, result)
+    sources = answer_source(pl, evidence)
     data = ~pl.view.is_gold if pl.marked is None else ~pl.view.is_gold | pl.marked
+    more = iter(details) if details is not None else None
     for seq in np.flatnonzero(data).tolist():
         known = int(pl.view.gold_answer[seq])
         label: str | None
@@ -244,14 +272,35 @@ def aggregated_rows(pl: ProjectLabels, result: Fitted) -> Iterator[dict[str, Any
             label, confidence = classes[known], 1.0
         else:
             probas = result.probas_[seq]
-            label = classes[result.labels_[seq]] if sources[seq] != "none" else None
+            label = classes[result.labels_[seq]] if evidence[seq] != "none" else None
             confidence = float(result.confidence_[seq])
         row = {"task": pl.external_ids[seq], "category": pl.view.category_of(seq),
                "label": label, "confidence": round(confidence, 6),
-               "n_labels": int(counts[seq]), "source": sources[seq]}
+               "n_labels": int(counts[seq]), "source": sources[seq],
+               "evidence": evidence[seq]}
         for k, c in enumerate(classes):
             row[f"p_{c}"] = round(float(probas[k]), 6)
+        if more is not None:
+            got = next(more, None)
+            if got is None or got[0] != seq:  # tasks added or removed between the reads
+                raise InputError(f"the tasks of project {pl.view.project.name!r} changed "
+                                 "during the export; export again", field="task")
+            row["payload"], row["labels"] = got[1], got[2]
         yield row
+
+
+#: the fixed columns' kinds (Parquet: :func:`labelq.exportfiles.write_parquet`); the
+#: per-class probabilities are ``float``
+ANSWER_TYPES = {"task": "str", "category": "str", "label": "str", "confidence": "float",
+                "n_labels": "int", "source": "str", "evidence": "str", "labels": "labels"}
+
+
+def answer_columns(pl: ProjectLabels) -> tuple[list[str], dict[str, str]]:
+    """The fixed columns of an answers file and their kinds (Parquet's types)."""
+    probas = [f"p_{c}" for c in pl.classes]
+    cols = ["task", "category", "label", "confidence", "n_labels", "source", "evidence",
+            *probas]
+    return cols, {**ANSWER_TYPES, **{p: "float" for p in probas}}
 
 
 def model_report(pl: ProjectLabels, result: Fitted) -> dict[str, Any] | None:
@@ -264,7 +313,7 @@ def model_report(pl: ProjectLabels, result: Fitted) -> dict[str, Any] | None:
         return None
     classes = pl.classes
     data = ~pl.view.is_gold if pl.marked is None else ~pl.view.is_gold | pl.marked
-    sources = np.asarray(answer_sources(pl, result))[data]
+    sources = np.asarray(answer_evidence(pl, result))[data]
     models: dict[str, Any] = {}
     for name, acc in measured.items():
         per_class = {}
@@ -351,46 +400,54 @@ def _num(x: float) -> float | None:
     return None if np.isnan(x) else round(x, 6)
 
 
-@contextlib.contextmanager
-def atomic_output(out: str) -> Iterator[IO[str]]:
-    """Standard output for ``-``; otherwise a temporary file beside ``out``, renamed over it
-    on success, so a failed or interrupted export never leaves a half-written file."""
-    if out == "-":
-        yield sys.stdout
-        return
-    directory = os.path.dirname(os.path.abspath(out))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".labelq-export-")
-    try:
-        with os.fdopen(fd, "w", newline="", encoding="utf-8") as fh:
-            yield fh
-        os.replace(tmp, out)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+#: the kinds of the raw export's columns (Parquet's types)
+RAW_TYPES = {"task": "str", "worker": "str", "label": "str", "received": "time",
+             "is_gold": "bool", "category": "str", "assignment": "str"}
 
 
-def write_rows(rows: Iterable[dict[str, Any]], out: IO[str], fmt: str, *,
-               columns: list[str] | None = None,
-               progress: Callable[[int], None] | None = None, every: int = 5000) -> int:
-    """Write dict rows as CSV (header from ``columns`` or the first row) or JSON lines;
-    ``progress(n)`` every ``every`` rows. Returns the number of rows."""
-    n = 0
-    writer = None
-    for row in rows:
-        if fmt == "csv":
-            if writer is None:
-                writer = csv.DictWriter(out, fieldnames=columns or list(row))
-                writer.writeheader()
-            writer.writerow(row)
-        else:
-            out.write(json.dumps(row) + "\n")
-        n += 1
-        if progress is not None and n % every == 0:
-            progress(n)
-    if fmt == "csv" and writer is None and columns:
-        csv.writer(out).writerow(columns)
-    return n
+def export_file(session: Session, project: Project, out: str, fmt: str, *,
+                raw: bool = False, pl: ProjectLabels | None = None,
+                result: Fitted | None = None, exclude_paused: bool = False,
+                progress: Callable[[int], None] | None = None, every: int = 5000) -> int:
+    """Write ``project``'s export to ``out`` (``-``: standard output) atomically, in ``fmt``
+    (:data:`~labelq.exportfiles.FORMATS`): with ``raw`` every label
+    (:data:`~labelq.reporting.RAW_COLUMNS`), else one row per exported task from ``pl``
+    and its fit ``result`` with the task's payload (CSV and Parquet: ``payload.<field>``
+    columns; JSONL: the object) and, in JSONL and Parquet, its per-annotator labels
+    (:mod:`labelq.exportfiles`). Returns the number of rows."""
+    from .exportfiles import require_pyarrow, write_parquet
+    from .reporting import RAW_COLUMNS, iter_raw_labels
+
+    if fmt not in FORMATS:
+        raise InputError(f"unknown export format {fmt!r}; use {', '.join(FORMATS)}",
+                         field="format")
+    if fmt == "parquet":
+        require_pyarrow()
+        if out == "-":
+            raise InputError("the parquet format is binary: give --out FILE",
+                             field="out")
+    schema = None
+    if raw:
+        rows = iter_raw_labels(session, project)
+        if exclude_paused:
+            active = {h for h, st in session.exec(
+                select(Worker.handle, Worker.status).where(
+                    Worker.project_id == project.id)) if st == "active"}
+            rows = (r for r in rows if r["worker"] in active)
+        columns, types = list(RAW_COLUMNS), RAW_TYPES
+    else:
+        if pl is None or result is None:
+            raise TypeError("an answers export needs the project's labels and their fit")
+        schema = payload_schema(session, project)
+        rows = aggregated_rows(pl, result, task_details(session, project,
+                                                        exclude_paused=exclude_paused))
+        columns, types = answer_columns(pl)
+    with atomic_output(out, binary=fmt == "parquet") as fh:
+        if fmt == "parquet":
+            return write_parquet(rows, fh, columns=columns + ([] if raw else ["labels"]),
+                                 types=types, schema=schema, progress=progress, every=every)
+        return write_rows(rows, fh, fmt, columns=columns, schema=schema, progress=progress,
+                          every=every)
 
 
 def write_dataset(session: Session, project: Project, directory: str | os.PathLike[str], *,

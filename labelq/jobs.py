@@ -29,21 +29,20 @@ import uuid
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .errors import InputError, NotFound, TooManyJobs
+from .exportfiles import require_pyarrow
 from .exporting import (
+    FORMATS,
     METHODS,
     aggregate_project,
-    aggregated_rows,
     aggregation_notes,
-    atomic_output,
+    export_file,
     load_project_labels,
     model_report,
-    write_rows,
 )
 from .live.redis.keys import exports_key
 from .live.redis.keys import job_key as _job_key
 from .record.db import database_id, session_scope
 from .record.projects import get_project
-from .reporting import RAW_COLUMNS, iter_raw_labels
 
 if TYPE_CHECKING:
     from redis import Redis
@@ -84,8 +83,11 @@ def create_export_job(redis: Redis, database: str, project: str, *, out: str,
     export make one job)."""
     from redis.exceptions import WatchError
 
-    if fmt not in ("csv", "jsonl"):
-        raise InputError(f"unknown export format {fmt!r}; use csv or jsonl")
+    if fmt not in FORMATS:
+        raise InputError(f"unknown export format {fmt!r}; use {', '.join(FORMATS)}",
+                         field="format")
+    if fmt == "parquet":
+        require_pyarrow()  # here, not as a failed job later
     if method is not None and method not in METHODS:
         raise InputError(f"unknown aggregation method {method!r}; choose from "
                          f"{', '.join(METHODS)}", field="method")
@@ -210,6 +212,7 @@ def run_export_job(engine: Engine, redis: Redis, job_id: str, *, report_every: i
     try:
         with session_scope(engine) as s:
             project = get_project(s, job["project"])
+            pl = result = None
             if job["raw"]:
                 from sqlalchemy import func
                 from sqlmodel import select
@@ -217,7 +220,6 @@ def run_export_job(engine: Engine, redis: Redis, job_id: str, *, report_every: i
                 from .record.models import Label
                 total = s.exec(select(func.count()).select_from(Label)
                                .where(Label.project_id == project.id)).one()
-                rows = iter_raw_labels(s, project)
             else:
                 pl = load_project_labels(s, project, exclude_paused=bool(job["exclude_paused"]))
                 method = job["method"] or project.aggregation
@@ -228,16 +230,15 @@ def run_export_job(engine: Engine, redis: Redis, job_id: str, *, report_every: i
                                          "aggregation": note, "warning": warning or "",
                                          "models": "" if report is None
                                          else json.dumps(report)})
-                total = int((~pl.view.is_gold).sum())
-                rows = aggregated_rows(pl, result)
+                marked = pl.marked if pl.marked is not None else False
+                total = int((~pl.view.is_gold | marked).sum())  # the rows it writes
             redis.hset(key, "total", int(total))
             def progress(done: int) -> None:
                 redis.hset(key, "done", done)
 
-            with atomic_output(out) as fh:
-                n = write_rows(rows, fh, job["format"],
-                               columns=RAW_COLUMNS if job["raw"] else None,
-                               progress=progress, every=report_every)
+            n = export_file(s, project, out, job["format"], raw=bool(job["raw"]), pl=pl,
+                            result=result, exclude_paused=bool(job["exclude_paused"]),
+                            progress=progress, every=report_every)
         redis.hset(key, mapping={"state": "done", "done": n, "finished": time.time()})
     except Exception as exc:
         redis.hset(key, mapping={"state": "failed", "error": str(exc)[:2000],

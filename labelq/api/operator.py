@@ -43,6 +43,7 @@ from ..live.hotstate import bump_epoch
 from ..record.db import session_scope
 from ..record.predictions import PredictionLoad, load_predictions
 from ..record.projects import (
+    check_method,
     enroll_worker,
     get_project,
     list_projects,
@@ -80,7 +81,8 @@ _409: _Responses = {409: ERROR_RESPONSES[401] | {
     "description": "Handle taken, or job not done yet."}}
 
 EXPORT_TASK = "labelq.export"  # workers/jobs.py
-MEDIA_TYPES = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson"}
+MEDIA_TYPES = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson",
+               "parquet": "application/vnd.apache.parquet"}
 
 ProjectPath = PathParam(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$",
                    description="The project's name.")
@@ -265,7 +267,9 @@ def start_export(request: Request, response: Response, body: ExportIn | None = N
     body = body or ExportIn()
     rt = request.app.state.labelq
     with session_scope(rt.engine) as session:
-        get_project(session, name)  # 404 now rather than a failed job later
+        project = get_project(session, name)  # 404 now rather than a failed job later
+        if not body.raw:  # 422 now for a method the project's labels cannot run
+            check_method(project, body.method or project.aggregation)
     database = rt.service.live.database
     folder = rt.export_dir / database  # one database's files apart from another's
     folder.mkdir(parents=True, exist_ok=True)
@@ -289,7 +293,7 @@ def job(request: Request, job_id: str = JobPath) -> JobOut:
 
 @router.get("/exports/{job_id}/result", summary="Export job result", responses=_404 | _409,
             response_class=FileResponse,
-            response_description="The file: CSV (text/csv) or JSON lines.")
+            response_description="The file: CSV (text/csv), JSON lines or Parquet.")
 def job_result(request: Request, job_id: str = JobPath) -> FileResponse:
     job = _export_job(request, job_id)
     if job["state"] != "done":

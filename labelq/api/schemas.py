@@ -177,8 +177,12 @@ class TokenOut(_Out):
 class ExportIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     method: Literal[METHODS] | None = Field(  # type: ignore[valid-type]
-        default=None, description="Aggregation method (default: the project's).")
-    format: Literal["csv", "jsonl"] = "csv"
+        default=None, description="Aggregation method (default: the project's). `kos` "
+        "needs binary labels: a project with more classes answers 422 listing the methods "
+        "it can run.")
+    format: Literal["csv", "jsonl", "parquet"] = Field(
+        default="csv", description="parquet needs pyarrow on the server "
+        "(`pip install 'labelq[parquet]'`).")
     raw: bool = Field(default=False, strict=True,
                       description="Every label instead of one row per task.")
     exclude_paused: bool = Field(default=False, strict=True)

@@ -48,7 +48,8 @@ __all__ = ["create_project", "parse_quality", "check_gold_schedule", "update_pro
            "worker_by_token", "reset_token", "correct_gold", "GoldMark", "MarkedGold",
            "mark_gold", "read_gold_marks", "project_counts",
            "delete_project", "parse_label_set", "NAME_PATTERN", "check_name",
-           "check_policy_fits", "parse_label_names", "read_instructions"]
+           "check_policy_fits", "parse_label_names", "read_instructions",
+           "BINARY_METHODS", "methods_for", "check_method"]
 
 MAX_INSTRUCTIONS = 100_000  # characters
 MAX_DISPLAY_NAME = 200
@@ -59,6 +60,29 @@ POLICY_AGGREGATED = ("bbta",)
 # A project's aggregation setting: a method of labelq.aggregation, or the policy's own posterior
 METHODS = ("auto", "mv", "wmv", "ds", "onecoin", "glad", "kos", "ds-category", "shrunk",
            "policy")
+
+# methods that run only on two classes (labelq.aggregation.kos: Karger, Oh & Shah's message
+# passing is for binary labels); every other method runs on any number of classes
+BINARY_METHODS = ("kos",)
+
+
+def methods_for(labels: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """The aggregation methods that can run on a project with label set ``labels``."""
+    return tuple(m for m in METHODS if len(labels) == 2 or m not in BINARY_METHODS)
+
+
+def check_method(project: Project, method: str, field: str = "method") -> str:
+    """``method`` if it can aggregate ``project``'s labels; else an :class:`InputError`
+    listing the methods that can (before any work is done)."""
+    allowed = methods_for(project.labels)
+    if method not in allowed:
+        why = (f"{method} is for binary labels and project {project.name!r} has "
+               f"{len(project.labels)} classes" if method in METHODS else
+               f"unknown aggregation method {method!r}")
+        raise InputError(f"{why}; choose from {', '.join(allowed)}", field=field,
+                         project=project.name)
+    return method
+
 
 # Project names and worker handles travel in URLs, file names and log lines: letters and
 # digits first, then also . _ @ -, at most 64 characters (no '/', '..' paths, markup, spaces).
@@ -210,9 +234,12 @@ def create_project(session: Session, name: str, labels: str | list[str], *,
         # a BBTA project's labels are best read with its own learned per-category weights;
         # otherwise auto picks what the labels support (ds fell below majority vote early on)
         aggregation = "policy" if spec.name in POLICY_AGGREGATED else "auto"
-    if aggregation not in METHODS:
-        raise InputError(f"unknown aggregation method {aggregation!r}; choose from "
-                         f"{', '.join(METHODS)}", field="aggregation")
+    if aggregation not in methods_for(label_set):
+        raise InputError(f"aggregation method {aggregation!r} cannot run on {len(label_set)} "
+                         f"classes; choose from {', '.join(methods_for(label_set))}"
+                         if aggregation in METHODS else
+                         f"unknown aggregation method {aggregation!r}; choose from "
+                         f"{', '.join(methods_for(label_set))}", field="aggregation")
     if budget is not None and budget <= 0:
         raise InputError(f"budget must be positive, got {budget}")
     if max_labels is not None and max_labels < 1:
@@ -246,9 +273,7 @@ def update_project(session: Session, name: str, **changes: Any) -> Project:
             raise InputError(f"max labels per task must be at least 1, got {changes['max_labels']}")
         project.max_labels = changes["max_labels"]
     if changes.get("aggregation") is not None:
-        if changes["aggregation"] not in METHODS:
-            raise InputError(f"unknown aggregation method {changes['aggregation']!r}; choose "
-                             f"from {', '.join(METHODS)}", field="aggregation")
+        check_method(project, changes["aggregation"], field="aggregation")
         project.aggregation = changes["aggregation"]
     if changes.get("gold_schedule") is not None:
         project.gold_schedule = check_gold_schedule(changes["gold_schedule"])

@@ -67,8 +67,9 @@ def test_aggregated_export(project_db, method):
     rows = list(csv.DictReader(io.StringIO(run(project_db, "export", "p", "--method", method))))
     assert len(rows) == 30 and not any(r["task"].startswith("g") for r in rows)
     assert list(rows[0]) == ["task", "category", "label", "confidence", "n_labels", "source",
-                             "p_neg", "p_pos"]
-    assert {r["source"] for r in rows} == {"humans"}  # (no model: the labels alone)
+                             "evidence", "p_neg", "p_pos"]  # (no payload field: no column)
+    assert {r["source"] for r in rows} == {"aggregated"}
+    assert {r["evidence"] for r in rows} == {"humans"}  # (no model: the labels alone)
     assert all(r["category"] == f"c{int(r['task'][1:]) % 2}" for r in rows)
     for r in rows:
         assert abs(float(r["p_neg"]) + float(r["p_pos"]) - 1) < 1e-5

@@ -1,5 +1,6 @@
 """The export with a model's predictions (issue 42): the default ``auto`` method reads the
-latest version of each model, each answer says what it rests on (``source``), and the
+latest version of each model, each answer says what it rests on (``evidence``; ``source``
+says what it is: aggregated, model, ...), and the
 summary gives the model's measured accuracy per class with its interval, and how many
 answers rest on the model alone."""
 
@@ -90,11 +91,15 @@ def test_each_answer_says_what_it_rests_on(model_project):
     # When the project is exported with its default method (auto)
     out, err = export(db_url)
     rows = {r["task"]: r for r in csv.DictReader(io.StringIO(out))}
-    # Then every answer has its source: two labels and the model, the model alone, nothing
-    src = {t: r["source"] for t, r in rows.items()}
+    # Then every answer has its evidence: two labels and the model, the model alone, nothing
+    src = {t: r["evidence"] for t, r in rows.items()}
     assert {src[f"t{i}"] for i in range(200)} == {"humans+model"}
     assert {src[f"t{i}"] for i in range(200, 250)} == {"model"}
     assert {src[f"t{i}"] for i in range(250, 300)} == {"none"}
+    # and its source (issue 43): the aggregate where humans labelled, the model alone's
+    assert {rows[f"t{i}"]["source"] for i in range(200)} == {"aggregated"}
+    assert {rows[f"t{i}"]["source"] for i in range(200, 250)} == {"model"}
+    assert {rows[f"t{i}"]["source"] for i in range(250, 300)} == {"none"}
     # a task the model alone answered has its answer (the model's), one with none none
     assert all(rows[f"t{i}"]["label"] == model[f"t{i}"] for i in range(200, 250))
     assert all(rows[f"t{i}"]["label"] == "" for i in range(250, 300))
@@ -113,7 +118,7 @@ def test_the_measured_accuracy_holds_the_models_true_accuracy(model_project, tmp
     db_url, truth, model = model_project
     out, _ = export(db_url, "-o", "jsonl")
     rows = [json.loads(line) for line in out.splitlines()]
-    assert {r["source"] for r in rows} == {"humans+model", "model", "none"}
+    assert {r["evidence"] for r in rows} == {"humans+model", "model", "none"}
     from labelq.exporting import aggregate_project, load_project_labels, model_report
     from labelq.record.projects import get_project
     with session_scope(engine_for(db_url)) as s:

@@ -93,6 +93,7 @@ def test_marked_tasks_become_gold_in_sql_and_redis_and_judge_their_labels(r, db_
     assert rows_out["t0"]["label"] == "a" and rows_out["t0"]["confidence"] == 1.0
     assert rows_out["t0"]["p_a"] == 1.0 and rows_out["t0"]["n_labels"] == 3
     assert rows_out["t0"]["source"] == "gold" and rows_out["t1"]["source"] != "gold"
+    assert rows_out["t0"]["evidence"] == "gold"  # an audit answer: random gold
     # and marking them again is a no-op that says so
     again = mark_gold_live(eng, r, "p", [GoldMark("t0", "a")])
     assert (again["marked"], again["skipped"]) == (0, 1)
