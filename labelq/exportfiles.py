@@ -247,11 +247,13 @@ def require_pyarrow() -> Any:
 
 def write_parquet(rows: Iterable[dict[str, Any]], out: IO[bytes], *, columns: list[str],
                   types: dict[str, str], schema: PayloadSchema | None = None,
+                  after: tuple[str, ...] = (),
                   progress: Callable[[int], None] | None = None, every: int = 5000) -> int:
-    """Write dict rows as Parquet, in row groups of ``every`` rows. ``columns`` are the
-    fixed columns and ``types`` their kinds (``str``, ``int``, ``float``, ``bool``,
-    ``time``: an ISO 8601 string read as a UTC timestamp; ``labels``: the per-annotator
-    list); then ``schema``'s payload columns. Returns the number of rows."""
+    """Write dict rows as Parquet, in row groups of ``every`` rows: the fixed ``columns``,
+    then ``schema``'s payload columns, then the columns ``after`` (the CSV's columns, then
+    what CSV cannot hold); ``types`` gives the fixed columns' kinds (``str``, ``int``,
+    ``float``, ``bool``, ``time``: an ISO 8601 string read as a UTC timestamp; ``labels``:
+    the per-annotator list). Returns the number of rows."""
     pa = require_pyarrow()
     import pyarrow.parquet as pq
 
@@ -264,6 +266,7 @@ def write_parquet(rows: Iterable[dict[str, Any]], out: IO[bytes], *, columns: li
     fields = [(c, simple[types[c]]) for c in columns]
     kinds = schema.kinds if schema is not None else {}
     fields += [(PAYLOAD_PREFIX + k, simple[kd]) for k, kd in kinds.items()]
+    fields += [(c, simple[types[c]]) for c in after]
     arrow_schema = pa.schema(fields)
     names = [f[0] for f in fields]
 
@@ -292,6 +295,8 @@ def write_parquet(rows: Iterable[dict[str, Any]], out: IO[bytes], *, columns: li
             for k in kinds:
                 batch[PAYLOAD_PREFIX + k].append(
                     schema.cell(k, payload.get(k)) if schema is not None else None)
+            for c in after:
+                batch[c].append(convert(c, row.get(c)))
             n += 1
             if n % every == 0:
                 flush()

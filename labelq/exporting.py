@@ -444,8 +444,9 @@ def export_file(session: Session, project: Project, out: str, fmt: str, *,
         columns, types = answer_columns(pl)
     with atomic_output(out, binary=fmt == "parquet") as fh:
         if fmt == "parquet":
-            return write_parquet(rows, fh, columns=columns + ([] if raw else ["labels"]),
-                                 types=types, schema=schema, progress=progress, every=every)
+            return write_parquet(rows, fh, columns=columns, types=types, schema=schema,
+                                 after=() if raw else ("labels",), progress=progress,
+                                 every=every)
         return write_rows(rows, fh, fmt, columns=columns, schema=schema, progress=progress,
                           every=every)
 

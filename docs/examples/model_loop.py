@@ -104,14 +104,15 @@ def run(redis_url: str, *, rounds: int = 4, labels_per_round: int = 120, seed: i
         loop, given = Loop(), 0
 
         def export() -> tuple[np.ndarray, list[str], Any]:
-            """The export's answers (class index, -1: none), their sources, its labels."""
+            """The export's answers (class index, -1: none), what each rests on (its
+            ``evidence``: humans, humans+model, model, none), its labels."""
             with session_scope(engine) as s:
                 project = get_project(s, "digits")
                 pl = load_project_labels(s, project)
                 rows = list(aggregated_rows(pl, aggregate_project(s, project, pl, "auto")))
             answer = np.array([CLASSES.index(row["label"]) if row["label"] else -1
                                for row in rows])
-            return answer, [row["source"] for row in rows], pl
+            return answer, [row["evidence"] for row in rows], pl
 
         def figures(number: int, model_acc: float | None, answer: np.ndarray,
                     sources: list[str], majority: np.ndarray) -> Round:

@@ -56,6 +56,9 @@ def test_test_and_plot_only_packages_are_extras():
     assert {"fakeredis", "matplotlib"} <= _names(EXTRAS["dev"])
     assert _names(EXTRAS["embedded"]) == {"fakeredis"}
     assert _names(EXTRAS["plot"]) == {"matplotlib"}
+    # Parquet exports: pyarrow in its own extra, and in dev so that CI tests them
+    assert "pyarrow" not in _names(RUNTIME)
+    assert _names(EXTRAS["parquet"]) == {"pyarrow"} and "pyarrow" in _names(EXTRAS["dev"])
 
 
 def _readme_test_command() -> str:
