@@ -424,15 +424,13 @@ def _report(eng: Engine, pid: int, n_tasks: int, accuracy: npt.NDArray[np.float6
         aggregate_project,
         aggregated_rows,
         aggregation_notes,
-        atomic_output,
         audit_note,
         calibration_note,
+        export_file,
         load_project_labels,
-        write_rows,
     )
     from labelq.record.db import session_scope
     from labelq.record.models import Label, Project, Worker
-    from labelq.reporting import RAW_COLUMNS, iter_raw_labels
 
     truth_of = {f"t{i}": labels[truth[i]] for i in range(n_tasks)}
     with session_scope(eng) as s:
@@ -477,10 +475,8 @@ def _report(eng: Engine, pid: int, n_tasks: int, accuracy: npt.NDArray[np.float6
         estimate = result.accuracy_ if isinstance(result, AutoAggregator) else None
         if write:  # what `labelq export demo` and `labelq export demo --raw` write
             notes = [n for n in aggregation_notes(pl, project.aggregation, result) if n]
-            with atomic_output(str(out / "answers.csv")) as fh:
-                write_rows(aggregated_rows(pl, result), fh, "csv")
-            with atomic_output(str(out / "labels.csv")) as fh:
-                write_rows(iter_raw_labels(s, project), fh, "csv", columns=RAW_COLUMNS)
+            export_file(s, project, str(out / "answers.csv"), "csv", pl=pl, result=result)
+            export_file(s, project, str(out / "labels.csv"), "csv", raw=True)
         project_method = project.aggregation
     paused = [seq for seq, status in workers if status == "paused"]
     if write:

@@ -39,7 +39,8 @@ def check_report(out: str, tmp_path: Path, min_labelled: int = 90) -> None:
     assert re.search(r"Celery applied every label", out), out
     answers = (tmp_path / "out" / "answers.csv").read_text().splitlines()
     assert len(answers) == 91, answers[:3]
-    assert answers[0] == "task,category,label,confidence,n_labels,source,p_yes,p_no"
+    assert answers[0] == ("task,category,label,confidence,n_labels,source,evidence,p_yes,p_no,"
+                          "payload.text")
     labels = (tmp_path / "out" / "labels.csv").read_text().splitlines()
     n_labels = re.search(r"the (\d+) labels \((\d+) on gold\)", out)
     assert n_labels and len(labels) == int(n_labels.group(1)) + 1, out
