@@ -167,7 +167,7 @@ def _refuse_without_database(**_: object) -> None:
     its database's queue (nor apply anything). (A SystemExit: Celery's signals log and
     swallow other exceptions.)"""
     if QUEUE is None:
-        raise SystemExit(f"labelq: the Celery worker cannot start: {DATABASE_ERROR} "
+        raise SystemExit(f"labelq: the Celery worker (or beat) cannot start: {DATABASE_ERROR} "
                          "(its queue is the database's own, labelq.<database id>; "
                          "or set LABELQ_CELERY_QUEUE)")
 

@@ -32,7 +32,7 @@ from labelq.record.settings import Settings
 from labelq.service import Service
 from workers.main import create_app, queue_for
 
-from .conftest import make_project
+from .conftest import ROOT, make_project
 
 
 def dump_of(r, database: str) -> dict[bytes, bytes]:
@@ -331,3 +331,22 @@ def test_check_names_the_database_each_worker_serves(r, tmp_path, redis_url, cel
                                              "queue")
     assert f"serves database {db_a} but consumes this database's queue labelq" \
         in row["detail"]
+
+
+@pytest.mark.parametrize("process", ["worker", "beat"])
+def test_a_worker_or_beat_without_its_database_does_not_start(tmp_path, redis_url, process):
+    # Given no database where the settings say (and no LABELQ_CELERY_QUEUE: its queue
+    # would be the database's own)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LABELQ_")}
+    env.update(LABELQ_DATABASE_URL=f"sqlite:///{tmp_path / 'none.db'}",
+               LABELQ_REDIS_URL=redis_url, PYTHONPATH=str(ROOT))
+    # When a bare Celery worker or beat starts, it exits at once, saying why
+    args = ["-c", "1", "--without-gossip", "--without-mingle"] if process == "worker" \
+        else ["-s", str(tmp_path / "beat")]
+    res = subprocess.run([sys.executable, "-m", "celery", "-A", "workers.main", process,
+                          *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode != 0
+    assert "cannot start" in res.stderr + res.stdout
+    assert "labelq init" in res.stderr + res.stdout
+    assert not (tmp_path / "none.db").exists()
