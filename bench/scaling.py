@@ -147,7 +147,8 @@ def run(database: str, apis: int, workers: int, n_tasks: int, seconds: float,
             tokens = [enroll_worker(s, p, f"h{j}")[1] for j in range(annotators)]
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("LABELQ_")},
                "LABELQ_DATABASE_URL": url, "LABELQ_REDIS_URL": redis_url,
-               "PYTHONPATH": str(ROOT)}
+               # (the queue its workers serve, -Q labelq: named, not the database's own)
+               "LABELQ_CELERY_QUEUE": "labelq", "PYTHONPATH": str(ROOT)}
         celery = [start_celery(env, d / f"celery{i}.log") for i in range(workers)]
         started += celery
         ports = [_free_port() for _ in range(apis)]

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     import redis
     from sqlalchemy.engine import Engine
 
+    from labelq.record.settings import Settings
+
 # a command function: Click calls it with its parameters by name; it prints, returns nothing
 Command = Callable[..., None]
 # what -o/--output names (OUTPUT_OPTION's formats; a command may offer fewer)
@@ -97,6 +99,19 @@ DB_OPTION = click.option(
 
 REDIS_OPTION = click.option("--redis-url", envvar="LABELQ_REDIS_URL", default=None,
                             help="Redis URL of the hot state and broker [env: LABELQ_REDIS_URL].")
+
+
+def use_locations(database_url: str | None, redis_url: str | None) -> Settings:
+    """``--database-url`` and ``--redis-url`` of a command that starts long-running
+    processes (``serve``, ``run-worker``): the same as LABELQ_DATABASE_URL and
+    LABELQ_REDIS_URL (the option wins), so they are set in this process's environment,
+    which the processes it starts (API processes, Celery's) read their settings from.
+    Returns the settings, validated (a bad URL: exit code 2, naming the variable)."""
+    if database_url:
+        os.environ["LABELQ_DATABASE_URL"] = database_url
+    if redis_url:
+        os.environ["LABELQ_REDIS_URL"] = redis_url
+    return load_settings()
 
 
 def redis_client(url: str | None = None) -> redis.Redis:

@@ -113,6 +113,15 @@ def _database(url: str, location: Location | None = None) -> tuple[bool, str]:
         return False, str(exc)
 
 
+def _own_database(url: str) -> str | None:
+    """This database's id (``None``: unreadable, said by the database row)."""
+    from labelq.record.db import database_id, engine_for
+    try:
+        return database_id(engine_for(url))
+    except Exception:  # noqa: BLE001 - the database row has said why
+        return None
+
+
 def _redis(url: str) -> tuple[bool, str]:
     import redis
 
@@ -155,7 +164,7 @@ def _keys(rd: str, db: str) -> _KeysCheck:
         parts.append(f"{len(others)} other database{'s' if len(others) > 1 else ''} share "
                      "this Redis database (their keys are left alone): "
                      + ", ".join(f"{d} ({n} keys)" for d, n in others)
-                     + "; give each one's workers their own LABELQ_CELERY_QUEUE")
+                     + "; each database's workers serve its own queue (LABELQ_CELERY_QUEUE unset)")
     if legacy:
         parts.append(f"{legacy} keys of an earlier labelq (no database id: lq:P:...; "
                      "unused now, `labelq rebuild` rebuilds this database's under its id)")
@@ -183,19 +192,100 @@ def _home(rd: str, db: str) -> _Check:
             "detail": status.message}
 
 
-def _workers(url: str, timeout: float) -> tuple[bool, str]:
-    from workers.main import QUEUE, create_app
+class _WorkerCheck(_Check, total=False):
+    """The Celery workers' row: what each worker on the broker serves."""
+
+    warning: bool
+    database: str | None
+    queue: str | None
+    workers: list[dict[str, object]]
+
+
+def _served(url: str, timeout: float) -> dict[str, dict[str, object]]:
+    """What each Celery worker on the broker says it serves (:mod:`workers.serving`):
+    worker name -> {database, queue, consumes}; a worker of an earlier labelq, which does
+    not know the command, with ``database`` None and the queues it consumes."""
+    from workers.main import create_app
+    from workers.serving import COMMAND
+
+    replies: dict[str, object] = {}
+    for reply in create_app(url).control.broadcast(COMMAND, reply=True,
+                                                   timeout=timeout) or []:
+        replies.update(reply)
+    out: dict[str, dict[str, object]] = {}
+    for name, reply in replies.items():
+        if isinstance(reply, dict) and "error" not in reply:
+            out[name] = reply
+    earlier = sorted(set(replies) - set(out))
+    if earlier:
+        queues = create_app(url).control.inspect(timeout=timeout,
+                                                 destination=earlier).active_queues() or {}
+        for name in earlier:
+            out[name] = {"database": None, "queue": None,
+                         "consumes": sorted(str(q.get("name")) for q in queues.get(name, []))}
+    return out
+
+
+def _workers(url: str, timeout: float, database: str | None, queue: str | None) -> _WorkerCheck:
+    """The row of the Celery workers: each named with the database it serves. ``ok``
+    when a worker of this database consumes its queue and no worker of another database
+    (or one that does not say which) takes messages off that queue; a worker of this
+    database on another queue is flagged (a warning)."""
+    from labelq.record.settings import LEGACY_QUEUE
 
     try:
-        queues = create_app(url).control.inspect(timeout=timeout).active_queues() or {}
+        served = _served(url, timeout)
     except Exception as exc:  # noqa: BLE001 - broker unreachable and the like
-        return False, f"no answer: {str(exc).splitlines()[0]}"
-    names = sorted(w for w, qs in queues.items() if any(q.get("name") == QUEUE for q in qs))
-    if not names:
-        return False, (f"no Celery worker consumes queue {QUEUE!r} on this broker (asked for "
-                       f"{timeout:g} s): labels are recorded but not applied; start "
-                       "`labelq run-worker`")
-    return True, ", ".join(names)
+        return {"check": "celery worker", "ok": False,
+                "detail": f"no answer: {str(exc).splitlines()[0]}"}
+    good, bad, flagged, others = [], [], [], []
+    listed: list[dict[str, object]] = []
+    for name in sorted(served):
+        info = served[name]
+        db = info.get("database")
+        consumes = [str(q) for q in info.get("consumes") or []]  # type: ignore[attr-defined]
+        on_ours = queue is not None and queue in consumes
+        shown = ", ".join(consumes) or "no queue"
+        if db is not None and db == database and on_ours:
+            verdict = "serves this database"
+            good.append(f"{name} (database {db}, queue {queue})")
+        elif on_ours:
+            who = f"database {db}" if db is not None else \
+                "a database it does not say (a worker of an earlier labelq)"
+            verdict = "serves another database on this database's queue"
+            bad.append(f"{name} serves {who} but consumes this database's queue {queue}: "
+                       "it takes this database's wake-ups and applies none of them")
+        elif db is not None and db == database:
+            verdict = "serves this database on another queue"
+            flagged.append(f"{name} serves this database but consumes {shown}, not "
+                           f"{queue} (where its wake-ups go: LABELQ_CELERY_QUEUE differs "
+                           "between that worker and here; restart it with the same)")
+        elif db is None and LEGACY_QUEUE in consumes:
+            verdict = "serves the shared legacy queue"
+            flagged.append(f"{name} consumes the shared queue {LEGACY_QUEUE!r} and does not "
+                           "say which database it serves (a worker of an earlier labelq: "
+                           "restart it with this one, which serves its database's own queue)")
+        else:
+            verdict = "serves another database"
+            others.append(f"{name} (database {db or 'not said'}, {shown})")
+        listed.append({"worker": name, "database": db, "consumes": consumes,
+                       "verdict": verdict})
+    parts = []
+    if good:
+        parts.append("serving this database: " + ", ".join(good))
+    else:
+        parts.append(f"no Celery worker of this database ({database or 'unknown'}) consumes "
+                     f"its queue {queue!r} on this broker (asked for {timeout:g} s): labels "
+                     "are recorded but not applied; start `labelq run-worker`")
+    parts += bad + flagged
+    if others:
+        parts.append("other databases' workers (left alone): " + ", ".join(others))
+    row: _WorkerCheck = {"check": "celery worker", "ok": bool(good) and not bad,
+                         "detail": "; ".join(parts), "database": database, "queue": queue,
+                         "workers": listed}
+    if flagged and row["ok"]:
+        row["warning"] = True
+    return row
 
 
 @click.command("check")
@@ -207,8 +297,11 @@ def _workers(url: str, timeout: float) -> tuple[bool, str]:
 def check(database_url: str | None, redis_url: str | None, timeout: float,
           output: Output) -> None:
     """Check that this deployment can run: the database (and its schema), Redis, and a
-    Celery worker answering on the broker (without one, labels are recorded but never
-    applied). Exit code 9 when a check fails. Projects that are stalled (open tasks no
+    Celery worker of this database answering on the broker (without one, labels are
+    recorded but never applied). Each worker is named with the database it serves; one of
+    another database on this database's queue fails the check, one of this database on
+    another queue (or an earlier labelq's on the shared queue) is a warning. Exit code 9
+    when a check fails. Projects that are stalled (open tasks no
     active annotator can serve) or hold gold without a gold schedule get a WARN row each
     (not a failure)."""
     from labelq.record.location import locate
@@ -223,10 +316,12 @@ def check(database_url: str | None, redis_url: str | None, timeout: float,
         rows.append({"check": what, "ok": ok, "detail": detail})
     rows[0]["detail"] = f"{rows[0]['detail']} (from {location.source})"
     if rows[1]["ok"]:
-        ok, detail = _workers(rd, timeout)
+        own = _own_database(db) if rows[0]["ok"] else None
+        queue = settings.celery_queue or (settings.queue_of(own) if own else None)
+        rows.append(_workers(rd, timeout, own, queue))
     else:
-        ok, detail = False, "not checked: Redis (the broker) does not answer"
-    rows.append({"check": "celery worker", "ok": ok, "detail": detail})
+        rows.append({"check": "celery worker", "ok": False,
+                     "detail": "not checked: Redis (the broker) does not answer"})
     if rows[1]["ok"]:
         rows.append(_keys(rd, db))
         if rows[0]["ok"]:

@@ -21,6 +21,7 @@ from ._common import (
     engine,
     redis_client,
     stored_id,
+    use_locations,
 )
 
 if TYPE_CHECKING:
@@ -69,11 +70,13 @@ def service(database_url: str | None = None, redis_url: str | None = None) -> Se
 
 
 def _worker_options(f: Command) -> Command:
+    f = REDIS_OPTION(f)
+    f = DB_OPTION(f)
     f = click.option("--loglevel", default="info", show_default=True)(f)
     f = click.option("--long-work/--no-long-work", "long_work", default=True,
                      show_default=True,
                      help="Also run one Celery process for the long work queue (exports: "
-                          "LABELQ_CELERY_QUEUE + '.long'), so no label waits behind an "
+                          "the database's queue + '.long'), so no label waits behind an "
                           "export; --no-long-work if another worker serves it.")(f)
     f = click.option("--beat/--no-beat", default=True, show_default=True,
                      help="Also run the periodic upkeep (lease expiry, new tasks).")(f)
@@ -83,29 +86,39 @@ def _worker_options(f: Command) -> Command:
 
 @click.command("run-worker")
 @_worker_options
-def worker_cmd(concurrency: int, beat: bool, loglevel: str, long_work: bool = True) -> None:
+def worker_cmd(concurrency: int, beat: bool, loglevel: str, long_work: bool = True,
+               database_url: str | None = None, redis_url: str | None = None) -> None:
     """Run the Celery worker applying labels to the posterior, with the periodic upkeep
     (celery -A workers.main worker); `labelq worker` is the same command's earlier name.
     (Annotators are `labelq workers`.) Exports run in one more Celery process, on their
     own queue (--no-long-work: not here).
+
+    It serves one database, on that database's own queue (labelq.<database id>, or
+    LABELQ_CELERY_QUEUE when set): several databases on one Redis each need their own
+    worker, and never wake each other's.
 
     This process becomes the Celery worker (exec, same PID), so a supervisor's SIGTERM or a
     Ctrl-C reaches Celery itself, which finishes its current task and stops its pool; a
     wrapper process would die alone and leave the worker running unsupervised. The long
     work process is its child and gets SIGTERM when it exits (Linux: the parent-death
     signal), also when it is killed."""
+    from labelq.record.db import database_id
     from labelq.record.location import open_configured
-    from labelq.record.settings import load_settings
 
+    # the options mean what the variables mean, for this process and the Celery ones
+    settings = use_locations(database_url, redis_url)
     # the database must exist (``labelq init``): said here, before Celery starts, with
     # where it was looked for, rather than by every pool process at its first task
-    settings = load_settings()
     engine = open_configured(settings)
     from ._common import hot_redis  # (a copy of another database: refused here, exit 9)
     hot_redis(engine, settings.redis_url)
+    # its queue: the database's own (Celery's processes learn the same when they start)
+    database = database_id(engine)
+    queue, long_queue = settings.queue_of(database), settings.long_queue_of(database)
+    click.echo(f"serving database {database} on queue {queue}", err=True)
     celery = [sys.executable, "-m", "celery", "-A", "workers.main", "worker",
               "--loglevel", loglevel]
-    args = [*celery, "-c", str(concurrency), "-Q", settings.celery_queue]
+    args = [*celery, "-c", str(concurrency), "-Q", queue]
     if beat:
         args.append("--beat")
     sys.stdout.flush()
@@ -113,7 +126,7 @@ def worker_cmd(concurrency: int, beat: bool, loglevel: str, long_work: bool = Tr
     if long_work:
         import subprocess
         # one process (one export at a time), no beat, no warmer (it applies no label)
-        subprocess.Popen([*celery, "-c", "1", "-Q", settings.long_queue, "-n", "long@%h"],
+        subprocess.Popen([*celery, "-c", "1", "-Q", long_queue, "-n", "long@%h"],
                          env={**os.environ, "LABELQ_WORKER_LONG": "1"},
                          preexec_fn=_die_with_parent)
     os.execv(sys.executable, args)
@@ -137,10 +150,11 @@ def _die_with_parent() -> None:
 @_worker_options
 @click.pass_context
 def worker_alias(ctx: click.Context, concurrency: int, beat: bool, loglevel: str,
-                 long_work: bool = True) -> None:
+                 long_work: bool = True, database_url: str | None = None,
+                 redis_url: str | None = None) -> None:
     """The same as `labelq run-worker` (its earlier name; annotators are `labelq workers`)."""
     ctx.invoke(worker_cmd, concurrency=concurrency, beat=beat, loglevel=loglevel,
-               long_work=long_work)
+               long_work=long_work, database_url=database_url, redis_url=redis_url)
 
 
 @click.command("rebuild")

@@ -78,15 +78,24 @@ def init(database_url: str | None, here: bool, new_identity: bool, claim: bool,
     copy")."""
     from pathlib import Path
 
-    from labelq.record.location import CONFIG_NAME, write_config
+    from labelq.record.location import CONFIG_NAME, default_database_url, write_config
+    already = False  # (--here a second time: said so)
     if here:
         if database_url or os.environ.get("LABELQ_DATABASE_URL"):
             raise click.UsageError("--here makes ./labelq.db: give no --database-url "
                                    "(and unset LABELQ_DATABASE_URL) with it")
-        if (Path.cwd() / CONFIG_NAME).exists():
-            raise click.UsageError(f"./{CONFIG_NAME} exists already: run `labelq init` "
-                                   "without --here to set up the database it names")
-        write_config(Path.cwd(), "sqlite:///labelq.db")
+        config, file = Path.cwd() / CONFIG_NAME, Path.cwd() / "labelq.db"
+        if config.exists():
+            # safe to repeat: the config --here wrote (it names ./labelq.db) is kept, and
+            # the database it names set up as a plain init would; another one is not ours
+            named = default_database_url(cwd=Path.cwd())
+            if named != f"sqlite:///{file.resolve()}":
+                raise click.UsageError(
+                    f"./{CONFIG_NAME} exists already and names another database "
+                    f"({named}): run `labelq init` without --here to set up that one")
+            already = file.exists() and _initialised(named)
+        else:
+            write_config(Path.cwd(), "sqlite:///labelq.db")
     if new_identity and claim:
         raise click.UsageError("--new-identity and --claim exclude each other: a copy gets "
                                "a new identity, a moved database claims its own")
@@ -97,6 +106,9 @@ def init(database_url: str | None, here: bool, new_identity: bool, claim: bool,
         from labelq.record.db import database_id
         uid = database_id(eng)
     if output == "table":
+        if already:
+            click.echo(f"already initialised: ./{CONFIG_NAME} names ./labelq.db (schema "
+                       "checked, nothing else changed)")
         click.echo(f"schema ready at {location.describe()}; database id {uid}")
         if new_identity:
             click.echo(f"new identity {uid}: hot state rebuilt for "
@@ -105,9 +117,24 @@ def init(database_url: str | None, here: bool, new_identity: bool, claim: bool,
             click.echo(f"this database is now the home of identity {uid} on Redis")
     else:
         emit_record({"database": location.shown, "source": location.source, "id": uid,
-                     "schema": "ready", **({"new_identity": True, "rebuilt": rebuilt}
+                     "schema": "ready", **({"already_initialised": True} if already else {}),
+                     **({"new_identity": True, "rebuilt": rebuilt}
                                           if new_identity else {}),
                      **({"claimed": True} if claim else {})}, output)
+
+
+def _initialised(url: str) -> bool:
+    """Whether the database at ``url`` (an existing file) has its labelq identity."""
+    from labelq.errors import LabelqError
+    from labelq.record.db import database_id, engine_for
+    engine = engine_for(url)
+    try:
+        database_id(engine)
+        return True
+    except LabelqError:
+        return False
+    finally:
+        engine.dispose()
 
 
 def _rehome(eng: Engine, redis_url: str | None, new: bool) -> list[str]:

@@ -8,6 +8,8 @@ import click
 
 from labelq.record.settings import load_settings
 
+from ._common import DB_OPTION, REDIS_OPTION
+
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
@@ -39,7 +41,10 @@ class _ServerOptions(TypedDict):
               envvar="LABELQ_API_WORKERS",
               help="API processes sharing the port; about one per core, since each spends "
                    "about half a millisecond of CPU per label (docs/benchmarks.md) [env: LABELQ_API_WORKERS].")
-def serve(host: str, port: int, log_level: LogLevel, workers: int) -> None:
+@DB_OPTION
+@REDIS_OPTION
+def serve(host: str, port: int, log_level: LogLevel, workers: int,
+          database_url: str | None = None, redis_url: str | None = None) -> None:
     """Serve the annotator and operator API, the labeling page at /label and the
     operator's dashboard at /dashboard.
 
@@ -51,7 +56,10 @@ def serve(host: str, port: int, log_level: LogLevel, workers: int) -> None:
 
     from labelq.api.onewrite import install
     install()  # the hot path's answers in one write (labelq/api/onewrite.py)
-    settings = load_settings()  # checked here, so a bad setting fails before any fork
+    from ._common import use_locations
+    # checked here, so a bad setting fails before any fork; the options set the variables
+    # each --workers process reads
+    settings = use_locations(database_url, redis_url)
     from labelq.record.location import open_configured
     engine = open_configured(settings)  # and a missing database (exit 9, saying where
     # it looked), and a copy of another database (exit 9, before any process starts)

@@ -29,7 +29,7 @@ def export(self: Task, job_id: str, database: str | None = None) -> str:
     if database is not None and database != database_id(engine):
         # another database's job (several share this Redis and this queue): not ours
         log.warning("export job %s of database %s, but this worker serves database %s: "
-                    "ignored (give each database its own LABELQ_CELERY_QUEUE)", job_id,
+                    "ignored (unset LABELQ_CELERY_QUEUE: each database then has its own queue)", job_id,
                     database, database_id(engine))
         return "ignored"
     redis = connect(settings.redis_url)

@@ -15,6 +15,13 @@ A ``redis+sentinel://`` URL (:mod:`labelq.live.redis.connect`) selects kombu's s
 transport, with the same fix (:class:`workers.broker.SentinelTransport`): every
 (re)connection asks the sentinels where the master is, so after a failover the worker's
 reconnection finds the promoted replica.
+
+Queues: each database has its own, ``labelq.<database id>`` (``<queue>.long`` for long
+work), unless ``LABELQ_CELERY_QUEUE`` names one: several databases on one Redis then never
+send their wake-ups to each other's workers. A process importing this module learns its
+database's id here, once (:data:`DATABASE`, :data:`QUEUE`); a worker or beat that cannot
+(no database: ``labelq init``) refuses to start, saying why. Every sender names the queue
+of the database it sends for (:func:`queue_for`, ``workers.tasks.notify_for``).
 """
 
 from __future__ import annotations
@@ -27,7 +34,8 @@ from kombu.transport import TRANSPORT_ALIASES
 from labelq.live.redis.connect import celery_broker
 from labelq.record.settings import Settings, load_settings
 
-__all__ = ["create_app", "app", "QUEUE", "LONG_QUEUE", "SETTINGS", "queue_for"]
+__all__ = ["create_app", "app", "QUEUE", "LONG_QUEUE", "SETTINGS", "DATABASE", "queue_for",
+           "UNRESOLVED_QUEUE"]
 
 # kombu's name of the sentinel transport means ours in labelq's processes: a sentinel
 # broker URL lists every sentinel (``sentinel://A;sentinel://B``), and when the connection
@@ -36,32 +44,69 @@ __all__ = ["create_app", "app", "QUEUE", "LONG_QUEUE", "SETTINGS", "queue_for"]
 TRANSPORT_ALIASES["sentinel"] = "workers.broker:SentinelTransport"
 
 SETTINGS = load_settings()
-# the queue the tasks go to (``LABELQ_CELERY_QUEUE``); ``labelq demo`` uses a private one so
-# a deployment's workers never pick up its messages
-QUEUE = SETTINGS.celery_queue
+LONG_TASKS = frozenset({"labelq.export"})
+# what a process whose database could not be read sends to by default: no worker serves it
+# (every sender names its queue; a worker or beat without its database does not start)
+UNRESOLVED_QUEUE = "labelq.no-database"
+
+
+def _database_at_start(settings: Settings) -> tuple[str | None, str | None]:
+    """(the configured database's id, None), or (None, why it could not be read)."""
+    from labelq.record.db import database_id
+    from labelq.record.location import open_configured
+    try:
+        engine = open_configured(settings)
+    except Exception as exc:  # noqa: BLE001 - said when a worker or beat starts
+        return None, str(exc)
+    try:
+        return database_id(engine), None
+    finally:
+        # (a prefork worker's children must not inherit this engine's pooled connections)
+        engine.dispose()
+
+
+# the database this process serves (read once, here), or why it could not be read
+DATABASE, DATABASE_ERROR = _database_at_start(SETTINGS)
+# the queue its tasks go to: LABELQ_CELERY_QUEUE, else the database's own
+# (``labelq.<database id>``); ``labelq demo`` uses a private one
+QUEUE: str | None = SETTINGS.celery_queue or (
+    SETTINGS.queue_of(DATABASE) if DATABASE is not None else None)
 # long work (exports) goes to a queue of its own, so a label is never applied behind it
 # (``labelq run-worker`` serves it in a process of its own): ``<queue>.long``
-LONG_QUEUE = SETTINGS.long_queue
-LONG_TASKS = frozenset({"labelq.export"})
+LONG_QUEUE: str | None = f"{QUEUE}.long" if QUEUE is not None else None
 
 
-def queue_for(name: str, settings: Settings = SETTINGS) -> str:
-    """The queue task ``name`` goes to: the long work queue for :data:`LONG_TASKS`."""
-    return settings.long_queue if name in LONG_TASKS else settings.celery_queue
+def queue_for(name: str, database: str | None = None, settings: Settings = SETTINGS) -> str:
+    """The queue task ``name`` of database ``database`` (default: this process's) goes to:
+    the long work queue for :data:`LONG_TASKS`. Raises :class:`ServiceUnavailable` when
+    this process's database could not be read (no queue to send to)."""
+    if database is None:
+        database = DATABASE
+    if database is None and settings.celery_queue is None:
+        from labelq.errors import ServiceUnavailable
+        raise ServiceUnavailable(f"no Celery queue to send {name} to: this process's "
+                                 f"database could not be read ({DATABASE_ERROR})")
+    queue = settings.celery_queue or settings.queue_of(str(database))
+    return f"{queue}.long" if name in LONG_TASKS else queue
 
 
-def create_app(redis_url: str | None = None, settings: Settings = SETTINGS) -> Celery:
+def create_app(redis_url: str | None = None, settings: Settings = SETTINGS,
+               queue: str | None = None) -> Celery:
+    """The Celery app; its default queue is ``queue``, else this process's
+    (:data:`QUEUE`), else :data:`UNRESOLVED_QUEUE`."""
     url = redis_url or settings.redis_url
+    queue = queue or settings.celery_queue or QUEUE or UNRESOLVED_QUEUE
     # a redis+sentinel:// URL becomes kombu's sentinel:// form and its master's name
     broker, options = celery_broker(url)
-    celery = Celery("labelq", broker=broker, include=["workers.tasks", "workers.jobs"])
+    celery = Celery("labelq", broker=broker, include=["workers.tasks", "workers.jobs",
+                                                             "workers.serving"])
     celery.conf.update(
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
         task_ignore_result=True,
-        task_default_queue=settings.celery_queue,
-        task_routes={name: {"queue": settings.long_queue} for name in LONG_TASKS},
+        task_default_queue=queue,
+        task_routes={name: {"queue": f"{queue}.long"} for name in LONG_TASKS},
         broker_connection_retry_on_startup=True,
         # keep reconnecting for as long as Redis is away (the default gives up after 100
         # tries, about 3 hours at the top interval, and the worker exits)
@@ -82,7 +127,7 @@ def create_app(redis_url: str | None = None, settings: Settings = SETTINGS) -> C
                                            "schedule": settings.beat_seconds}},
         # the beat's own bookkeeping (when it last ran each entry), out of the current
         # folder: Celery's default wrote celerybeat-schedule wherever run-worker was started
-        beat_schedule_filename=beat_schedule_file(url, settings.celery_queue),
+        beat_schedule_filename=beat_schedule_file(url, queue),
         # which makes that folder when the beat starts (not when any process configures
         # the app: the demo and the API configure it and run no beat)
         beat_scheduler="workers.main:BeatScheduler",
@@ -112,6 +157,19 @@ app = create_app()
 
 
 from celery.beat import PersistentScheduler  # noqa: E402
+from celery.signals import beat_init, celeryd_init  # noqa: E402
+
+
+@celeryd_init.connect  # type: ignore[untyped-decorator]
+@beat_init.connect  # type: ignore[untyped-decorator]
+def _refuse_without_database(**_: object) -> None:
+    """A worker or beat whose database could not be read does not start: it would not know
+    its database's queue (nor apply anything). (A SystemExit: Celery's signals log and
+    swallow other exceptions.)"""
+    if QUEUE is None:
+        raise SystemExit(f"labelq: the Celery worker (or beat) cannot start: {DATABASE_ERROR} "
+                         "(its queue is the database's own, labelq.<database id>; "
+                         "or set LABELQ_CELERY_QUEUE)")
 
 
 class BeatScheduler(PersistentScheduler):  # type: ignore[misc]

@@ -37,7 +37,7 @@ from labelq.live.upkeep import maintain_project
 from labelq.live.warm import Warmer
 from labelq.record.db import database_id
 
-from .main import SETTINGS, app
+from .main import SETTINGS, app, queue_for
 
 __all__ = ["apply_labels", "maintain", "figures", "notify_for"]
 
@@ -79,11 +79,11 @@ def _ours(applier: Applier, project_id: int, database: str | None, task: str) ->
     """Whether a message naming ``database`` is for this worker's database."""
     if database is not None and database != database_id(applier.engine):
         # a wake-up of another database's project (several databases share this Redis
-        # and this queue): its state is not ours to apply. Give each database's workers
-        # their own queue (LABELQ_CELERY_QUEUE); ``labelq check`` warns about this
+        # and one queue set by LABELQ_CELERY_QUEUE): its state is not ours to apply.
+        # Unset, each database has its own queue; ``labelq check`` flags this
         log.warning("%s for project %s of database %s, but this worker serves "
-                    "database %s: ignored (give each database its own "
-                    "LABELQ_CELERY_QUEUE)", task, project_id, database,
+                    "database %s: ignored (unset LABELQ_CELERY_QUEUE: each database "
+                    "then has its own queue)", task, project_id, database,
                     database_id(applier.engine))
         return False
     return True
@@ -105,10 +105,12 @@ def maintain() -> dict[int, dict[str, int]]:
         out[int(raw)] = maintain_project(applier, int(raw))
         if int(raw) in rebuilt:
             out[int(raw)]["rebuilt_after_failover"] = 1
-        apply_labels.delay(int(raw), database)
+        apply_labels.apply_async((int(raw), database),
+                                 queue=queue_for("labelq.apply_labels", database))
         try:
             if figures_due(applier.engine, int(raw)):
-                figures.delay(int(raw), database)
+                figures.apply_async((int(raw), database),
+                                    queue=queue_for("labelq.figures", database))
         except Exception:  # noqa: BLE001 - the figures only feed the dashboard
             log.exception("dashboard figures of project %s not scheduled", raw)
     return out
@@ -151,7 +153,10 @@ def figures(project_id: int, database: str | None = None) -> bool:
 
 def notify_for(database: str) -> Callable[[int], None]:
     """The service's wake-up hook for database ``database``: enqueue ``apply_labels``
-    naming it (a worker of another database sharing the queue leaves it alone)."""
+    naming it, on its database's queue (a worker of another database sharing a queue set
+    by LABELQ_CELERY_QUEUE leaves it alone)."""
+    queue = queue_for("labelq.apply_labels", database)
+
     def notify(project_id: int) -> None:
-        apply_labels.delay(int(project_id), database)
+        apply_labels.apply_async((int(project_id), database), queue=queue)
     return notify

@@ -27,8 +27,10 @@ LABELQ_OPERATOR_TOKEN      bearer token of the HTTP API's         (unset: operat
                            enroll); at least 16 characters
 LABELQ_DECISION_SEED       seeds the decisions' random draws      (unset: unseeded)
                            (reproducible tests), 0 to 2**63-1
-LABELQ_CELERY_QUEUE        the Celery queue of the live tasks     labelq
-                           (1-200 of ``A-Z a-z 0-9 . _ : @ -``)
+LABELQ_CELERY_QUEUE        the Celery queue of the live tasks     labelq.<database id>: a
+                           (1-200 of ``A-Z a-z 0-9 . _ : @ -``;   queue per database, so
+                           long work: ``<queue>.long``)           several on one Redis never
+                                                                  wake each other's workers
 LABELQ_BEAT_SECONDS        the beat's period (expire leases,      5
                            take in tasks, wake the appliers):
                            0.5-300, a decimal number
@@ -65,7 +67,11 @@ from urllib.parse import urlparse
 
 from ..errors import ConfigError
 
-__all__ = ["Settings", "load_settings", "check_environment"]
+__all__ = ["Settings", "load_settings", "check_environment", "LEGACY_QUEUE"]
+
+# the one queue every database shared before queues were per database (and the prefix of
+# each database's own: ``labelq.<database id>``)
+LEGACY_QUEUE = "labelq"
 
 _DB_SCHEMES = ("sqlite", "postgresql", "postgresql+psycopg", "postgresql+psycopg2")
 _REDIS_SCHEMES = ("redis", "rediss", "unix", "redis+sentinel")
@@ -81,15 +87,23 @@ class Settings:
     max_open: int = 1
     operator_token: str | None = field(default=None, repr=False)
     decision_seed: int | None = None
-    celery_queue: str = "labelq"
+    # ``None``: the database's own queue (:meth:`queue_of`)
+    celery_queue: str | None = None
     beat_seconds: float = 5.0
     visibility_timeout: int = 300
 
-    @property
-    def long_queue(self) -> str:
-        """The Celery queue of long work (exports): ``<celery_queue>.long``, apart from
-        the labels' queue so that no label waits behind an export."""
-        return f"{self.celery_queue}.long"
+    def queue_of(self, database: str) -> str:
+        """The Celery queue of database ``database``'s live tasks: ``LABELQ_CELERY_QUEUE``
+        when set, else ``labelq.<database id>`` — one per database, so that databases
+        sharing a Redis never send their wake-ups to each other's workers (issue 43: a
+        worker of one database took the other's off the shared queue and ignored them)."""
+        return self.celery_queue or f"{LEGACY_QUEUE}.{database}"
+
+    def long_queue_of(self, database: str) -> str:
+        """The Celery queue of database ``database``'s long work (exports):
+        ``<queue>.long``, apart from the labels' queue so that no label waits behind an
+        export."""
+        return f"{self.queue_of(database)}.long"
 
     @property
     def sqlalchemy_url(self) -> str:
@@ -233,10 +247,10 @@ def _seconds(env: Mapping[str, str], name: str, default: float, low: float,
 _QUEUE = re.compile(r"[A-Za-z0-9._:@-]{1,200}")
 
 
-def _queue(env: Mapping[str, str], name: str, default: str) -> str:
+def _queue(env: Mapping[str, str], name: str) -> str | None:
     raw = env.get(name)
     if raw is None or raw == "":
-        return default
+        return None
     if not _QUEUE.fullmatch(raw):
         raise ConfigError(f"{name} must be 1 to 200 letters, digits and . _ : @ -, got "
                           f"{raw!r}", variable=name)
@@ -297,7 +311,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         max_open=_positive_int(env, "LABELQ_MAX_OPEN", Settings.max_open, 1000),
         operator_token=_secret(env, "LABELQ_OPERATOR_TOKEN", 16),
         decision_seed=_int_in(env, "LABELQ_DECISION_SEED", 0, 2**63 - 1),
-        celery_queue=_queue(env, "LABELQ_CELERY_QUEUE", Settings.celery_queue),
+        celery_queue=_queue(env, "LABELQ_CELERY_QUEUE"),
         beat_seconds=_seconds(env, "LABELQ_BEAT_SECONDS", Settings.beat_seconds, 0.5, 300),
         visibility_timeout=_int_in(env, "LABELQ_VISIBILITY_TIMEOUT", 1, 86_400)
         or Settings.visibility_timeout,

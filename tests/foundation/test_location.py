@@ -75,11 +75,31 @@ def test_init_here_writes_a_config_found_from_below(home, tmp_path, monkeypatch)
     res = run("project", "show", "reviews")
     assert res.exit_code == 9 and "labelq init" in res.output
     assert files_under(elsewhere) == [] and files_under(home) == []
-    # and a second --here is refused (the config is there), a plain init is idempotent
+    # and a second --here succeeds, saying so, as a plain init does: both idempotent
+    # (issue 43: it exited 2, though the README calls init safe to repeat)
     monkeypatch.chdir(project)
-    assert run("init", "--here").exit_code == 2
     first = database_id(engine_for(locate().url))
+    config = (project / "labelq.toml").read_bytes()
+    res = run("init", "--here")
+    assert res.exit_code == 0, res.output
+    assert "already initialised" in res.output and first in res.output
+    assert (project / "labelq.toml").read_bytes() == config
+    res = run("init", "--here", "-o", "json")
+    assert res.exit_code == 0 and json.loads(res.output)["already_initialised"] is True
     assert run("init").exit_code == 0 and database_id(engine_for(locate().url)) == first
+    res = run("project", "list", "-o", "json")  # (the project is still there)
+    assert [p["name"] for p in json.loads(res.output)] == ["reviews"]
+
+
+def test_init_here_refuses_a_config_naming_another_database(home, tmp_path, monkeypatch):
+    # Given a labelq.toml in this folder that names another database than ./labelq.db
+    (tmp_path / "work" / "labelq.toml").write_text('database_url = "sqlite:///db/other.db"\n')
+    # When init --here runs, it is refused (nothing made), saying which one it names
+    res = run("init", "--here")
+    assert res.exit_code == 2 and "names another database" in res.output
+    assert "other.db" in res.output
+    assert not (tmp_path / "work" / "labelq.db").exists()
+    assert not (tmp_path / "work" / "db").exists()
 
 
 def test_the_variable_and_the_option_come_before_the_config(home, tmp_path, monkeypatch):

@@ -73,12 +73,25 @@ def hot_sets(r, pid: int, eng) -> dict:
             "nissued": {f.decode(): int(v) for f, v in r.hgetall(k.nissued).items()}}
 
 
+def worker_queues(env: dict) -> str:
+    """The queues a worker with ``env`` serves, as ``labelq run-worker`` picks them: its
+    database's (``LABELQ_CELERY_QUEUE``, else ``labelq.<database id>``) and its long work
+    queue."""
+    from labelq.record.settings import Settings
+    queue = env.get("LABELQ_CELERY_QUEUE") or Settings().queue_of(
+        database_id(engine_for(Settings(database_url=env["LABELQ_DATABASE_URL"])
+                               .sqlalchemy_url)))
+    return f"{queue},{queue}.long"
+
+
 class CeleryWorker:
     """A real ``celery -A workers.main worker`` subprocess."""
 
     def __init__(self, env: dict, concurrency: int = 1, logfile: Path | None = None,
-                 beat: bool = True) -> None:
+                 beat: bool = True, queues: str | None = None,
+                 name: str | None = None) -> None:
         self.env, self.concurrency, self.logfile, self.beat = env, concurrency, logfile, beat
+        self.queues, self.name = queues or worker_queues(env), name
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout: float = 60.0) -> CeleryWorker:
@@ -87,10 +100,11 @@ class CeleryWorker:
             [sys.executable, "-m", "celery", "-A", "workers.main", "worker",
              # the labels' queue and the long work queue (exports) both: a worker may
              # serve both (``labelq run-worker`` gives the long work its own process)
-             "-Q", "labelq,labelq.long",
+             "-Q", self.queues,
              "-c", str(self.concurrency), "--pool", "prefork", "--loglevel", "info",
              "--without-gossip", "--without-mingle", "--without-heartbeat",
-             *(["--beat", "--schedule", str(self.logfile) + ".beat"] if self.beat else [])],
+             *(["--beat", "--schedule", str(self.logfile) + ".beat"] if self.beat else []),
+             *(["-n", self.name] if self.name else [])],
             cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True)
         deadline = time.monotonic() + timeout
@@ -128,11 +142,15 @@ class CeleryWorker:
 
 @pytest.fixture
 def celery_env(redis_url, tmp_path):
-    def make(database_url: str) -> dict:
+    def make(database_url: str, queue: str | None = "labelq") -> dict:
+        """A worker's environment; ``queue``: its LABELQ_CELERY_QUEUE (the tests that send
+        to ``labelq`` themselves), ``None``: unset, the database's own queue."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("LABELQ_")}
         env.update(LABELQ_REDIS_URL=redis_url, LABELQ_DATABASE_URL=database_url,
                    PYTHONPATH=str(ROOT), LABELQ_VISIBILITY_TIMEOUT="5",
                    LABELQ_BEAT_SECONDS="1")
+        if queue is not None:
+            env["LABELQ_CELERY_QUEUE"] = queue
         return env
     return make
 
@@ -141,8 +159,9 @@ def celery_env(redis_url, tmp_path):
 def celery_worker(tmp_path):
     started: list[CeleryWorker] = []
 
-    def start(env: dict, concurrency: int = 1) -> CeleryWorker:
-        w = CeleryWorker(env, concurrency, tmp_path / f"celery{len(started)}.log").start()
+    def start(env: dict, concurrency: int = 1, **options) -> CeleryWorker:
+        w = CeleryWorker(env, concurrency, tmp_path / f"celery{len(started)}.log",
+                         **options).start()
         started.append(w)
         return w
     yield start

@@ -47,7 +47,8 @@ def _annotators(url: str, redis_url: str, js: list[int], out) -> None:
     svc = Service(eng, redislib.Redis.from_url(redis_url),
                   settings=Settings(database_url=url, redis_url=redis_url), state_max_age=1.0,
                   rng=np.random.default_rng(js[0]),
-                  notify=lambda p: app.send_task("labelq.apply_labels", args=[p]))
+                  notify=lambda p: app.send_task("labelq.apply_labels", args=[p],
+                                                 queue="labelq"))
 
     def one(j: int) -> None:
         local = np.random.default_rng(100 + j)

@@ -1,11 +1,17 @@
 """Two labelq databases on one Redis database (issue 35): every key names its database, so
 loading, labelling, the applier, the beat's upkeep, a rebuild and a project's deletion in
 one leave the other's hot state byte for byte as it was — with a project of the same id in
-both (the collision that emptied a live queue when keys were ``lq:P:...``)."""
+both (the collision that emptied a live queue when keys were ``lq:P:...``). And each database
+has its own Celery queue by default (issue 43): a worker of one never takes the other's
+wake-ups, and ``labelq check`` names the database each worker serves."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -24,9 +30,9 @@ from labelq.record.db import database_id, session_scope
 from labelq.record.models import Label
 from labelq.record.settings import Settings
 from labelq.service import Service
-from workers.main import create_app
+from workers.main import create_app, queue_for
 
-from .conftest import make_project
+from .conftest import ROOT, make_project
 
 
 def dump_of(r, database: str) -> dict[bytes, bytes]:
@@ -138,57 +144,209 @@ def test_check_reports_the_keys_of_other_databases(r, tmp_path, redis_url):
     assert dump_of(r, ids[1]) == others
 
 
-@pytest.mark.timeout(240)
-def test_a_celery_worker_and_its_beat_touch_only_their_own_database(r, db_url, tmp_path,
-                                                                    redis_url, celery_env,
-                                                                    celery_worker):
+def queue_dump(r, queue: str) -> dict[bytes, bytes]:
+    """DUMP of every broker key of Celery queue ``queue`` and its long work queue: the
+    lists of waiting messages (kombu's priority steps too) and their bindings."""
+    return {key: r.dump(key) for key in r.scan_iter(match=f"*{queue}*", count=1000)}
+
+
+class Snapshot:
+    """Keys' DUMPs and their time to live: :meth:`assert_unchanged` says every key is byte
+    for byte as it was, but for one whose TTL ran out meanwhile (``apply_wanted``, a
+    wake-up flag of 30 s: it expires by itself, nobody deletes it), which may be gone."""
+
+    def __init__(self, r, dumps: dict[bytes, bytes]) -> None:
+        self.r, self.dumps, self.at = r, dumps, time.monotonic()
+        self.ttls = {key: r.pttl(key) for key in dumps}
+
+    def assert_unchanged(self, now: dict[bytes, bytes]) -> None:
+        elapsed_ms = (time.monotonic() - self.at) * 1000 + 1000
+        may_expire = {k for k, ttl in self.ttls.items() if 0 <= ttl <= elapsed_ms}
+        assert {k: v for k, v in now.items() if k not in may_expire} == \
+            {k: v for k, v in self.dumps.items() if k not in may_expire}
+        for key in may_expire:
+            assert key not in now or now[key] == self.dumps[key]
+
+
+def notify_for(app, database: str):
+    """``workers.tasks.notify_for`` on this test's broker: the wake-up of a project of
+    ``database``, sent to that database's queue."""
+    queue = queue_for("labelq.apply_labels", database)
+    return lambda p: app.send_task("labelq.apply_labels", args=[p, database], queue=queue)
+
+
+def unapplied(eng) -> int:
+    with session_scope(eng) as ses:
+        return ses.exec(select(func.count()).select_from(Label)
+                        .where(Label.applied_seq.is_(None))).one()
+
+
+def wait_for(cond, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.2)
+
+
+def start_run_worker(env: dict, log, *args: str) -> subprocess.Popen:
+    """``labelq run-worker`` as an operator runs it (its long work process too); ready when
+    both Celery processes are."""
+    proc = subprocess.Popen([sys.executable, "-m", "cli.main", "run-worker", *args],
+                            cwd=log.parent, env=env, stdout=open(log, "wb"),
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    wait_for(lambda: proc.poll() is None and log.read_bytes().count(b"ready.") >= 2
+             or proc.poll() is not None, 60)
+    assert proc.poll() is None, log.read_text()[-3000:]
+    return proc
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """A warm shutdown (SIGTERM to Celery's main process, as a supervisor sends it; its
+    long work process follows), then anything of its group left."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+@pytest.mark.timeout(300)
+def test_default_settings_give_each_database_its_own_queue(r, db_url, tmp_path, redis_url,
+                                                           celery_env, celery_worker):
+    """Issue 43: two databases on one Redis with default settings shared one Celery queue,
+    and a worker of one took the other's wake-ups off it and ignored them (30 labels sat
+    unapplied)."""
     rng = np.random.default_rng(5)
-    # Given database B with a live project (labels applied, an open lease, and three labels
-    # waiting for an applier that is not running)
+    settings = Settings()  # (LABELQ_CELERY_QUEUE unset: the default)
+    assert settings.celery_queue is None
+    app = create_app(redis_url)
+    # Given database B (SQLite or PostgreSQL) with a live project: labels applied, an open
+    # lease, and three labels whose wake-ups wait on B's queue (no worker of B runs)
     eng_b, pid_b = make_project(db_url, n_tasks=30, workers=3, max_labels=3)
-    s_b = Service(eng_b, r, settings=Settings(database_url=db_url), worker_max_age=0)
+    db_b = database_id(eng_b)
+    queue_b = settings.queue_of(db_b)
+    s_b = Service(eng_b, r, settings=Settings(database_url=db_url), worker_max_age=0,
+                  notify=notify_for(app, db_b))
     assert label(s_b, ["p-w0", "p-w1", "p-w2"], 9, rng) == 9
     Applier(eng_b, r, settings=s_b.settings, cache=StateCache()).apply_pending(pid_b)
     assert label(s_b, ["p-w0", "p-w1", "p-w2"], 3, rng) == 3
     s_b.next_assignment("p-w1")
-    db_b = database_id(eng_b)
-    before = dump_of(r, db_b)
-    # and database A (its project has the same id) served by a real Celery worker with its
-    # beat, which wakes A's appliers through the shared Redis
+    assert queue_b == f"labelq.{db_b}" and r.llen(queue_b) >= 1  # (B's wake-ups, waiting)
+    before_b = Snapshot(r, {**dump_of(r, db_b), **queue_dump(r, queue_b)})
+    # and database A, a SQLite file (its project has the same id), served by `labelq
+    # run-worker` with its beat, given its database and Redis by options (the variables
+    # name others: the options win)
     url_a = f"sqlite:///{tmp_path / 'a.db'}"
     eng_a, pid_a = make_project(url_a, n_tasks=40, workers=4, max_labels=3)
     db_a = database_id(eng_a)
-    assert pid_a == pid_b
-    worker = celery_worker(celery_env(url_a))
-    app = create_app(redis_url)
-
-    def send(project_id: int, database: str) -> None:
-        app.send_task("labelq.apply_labels", args=[project_id, database], queue="labelq")
-
-    s_a = Service(eng_a, r, settings=Settings(database_url=url_a),
-                  notify=lambda p: send(p, db_a))
-    # When A's annotators label through its service, its worker applies, its beat runs
-    # its upkeep, and a wake-up of B's project lands in A's worker's queue
-    n = label(s_a, [f"p-w{j}" for j in range(4)], 40, rng)
-    send(pid_b, db_b)
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        with session_scope(eng_a) as ses:
-            left = ses.exec(select(func.count()).select_from(Label)
-                            .where(Label.applied_seq.is_(None))).one()
-        if left == 0 and b"ignored" in worker.logfile.read_bytes():
-            break
-        time.sleep(0.2)
-    time.sleep(2.5)  # (a few beats more)
-    worker.stop()
-    # Then A's labels are applied, B's three still wait (A's worker left B's wake-up
-    # alone, saying so), and B's hot state is byte-identical
+    assert pid_a == pid_b and db_a != db_b
+    env = celery_env(f"sqlite:///{tmp_path / 'nowhere.db'}", queue=None)
+    env["LABELQ_REDIS_URL"] = "redis://127.0.0.1:1/0"  # (nothing listens there)
+    worker_a = start_run_worker(env, tmp_path / "worker-a.log", "--database-url", url_a,
+                                "--redis-url", redis_url, "-c", "1")
+    try:
+        log_a = tmp_path / "worker-a.log"
+        assert f"serving database {db_a} on queue labelq.{db_a}".encode() in log_a.read_bytes()
+        # When A's annotators label through its service (wake-ups to A's queue), A's
+        # worker applies and its beat runs A's upkeep
+        s_a = Service(eng_a, r, settings=Settings(database_url=url_a), notify=notify_for(app, db_a))
+        n = label(s_a, [f"p-w{j}" for j in range(4)], 40, rng)
+        wait_for(lambda: unapplied(eng_a) == 0)
+        time.sleep(2.5)  # (a few beats more)
+    finally:
+        stop(worker_a)
+    # Then A's labels are applied, B's three still wait (no wake-up of B reached A's
+    # worker: it ignored none), and B's keys, its queue's included, are byte-identical
     with session_scope(eng_a) as ses:
         assert ses.exec(select(func.count()).select_from(Label)
                         .where(Label.applied_seq.is_not(None))).one() == n > 0
-    with session_scope(eng_b) as ses:
-        assert ses.exec(select(func.count()).select_from(Label)
-                        .where(Label.applied_seq.is_(None))).one() == 3
-    assert b"ignored" in worker.logfile.read_bytes()
-    assert dump_of(r, db_b) == before
+    assert unapplied(eng_b) == 3
+    assert b"ignored" not in log_a.read_bytes()
+    before_b.assert_unchanged({**dump_of(r, db_b), **queue_dump(r, queue_b)})
     assert r.sismember(projects_key(db_a), pid_a)
+
+    # When B's own worker (default settings: B's queue) then runs, while A rests
+    before_a = Snapshot(r, {**dump_of(r, db_a), **queue_dump(r, settings.queue_of(db_a))})
+    assert before_a.dumps
+    worker_b = celery_worker(celery_env(db_url, queue=None))
+    assert f"labelq.{db_b}".encode() in worker_b.logfile.read_bytes()
+    # Then B's waiting labels are applied (its wake-ups were kept for it), and new ones too
+    wait_for(lambda: unapplied(eng_b) == 0)
+    assert label(s_b, ["p-w0", "p-w2"], 4, rng) == 4
+    wait_for(lambda: unapplied(eng_b) == 0)
+    time.sleep(2.5)
+    worker_b.stop()
+    assert b"ignored" not in worker_b.logfile.read_bytes()
+    # and A's keys, its queue's included, are byte-identical
+    before_a.assert_unchanged({**dump_of(r, db_a), **queue_dump(r, settings.queue_of(db_a))})
+
+
+@pytest.mark.timeout(240)
+def test_check_names_the_database_each_worker_serves(r, tmp_path, redis_url, celery_env,
+                                                     celery_worker):
+    # Given databases A and B on one Redis, a worker of A on A's own queue (the default),
+    # and another worker of A on the shared queue `labelq` (LABELQ_CELERY_QUEUE=labelq, as
+    # deployments shared it before queues were per database)
+    urls = [f"sqlite:///{tmp_path / n}" for n in ("a.db", "b.db")]
+    ids = []
+    for url in urls:
+        eng, _pid = make_project(url, n_tasks=5, workers=1)
+        ids.append(database_id(eng))
+    db_a, db_b = ids
+    celery_worker(celery_env(urls[0], queue=None), beat=False, name="own@%h")
+    celery_worker(celery_env(urls[0], queue="labelq"), beat=False, name="shared@%h")
+
+    def check(url: str, **extra: str) -> tuple[int, dict]:
+        res = CliRunner().invoke(cli, ["check", "--timeout", "3", "-o", "json"],
+                                 env={"LABELQ_DATABASE_URL": url,
+                                      "LABELQ_REDIS_URL": redis_url, **extra})
+        rows = {row["check"]: row for row in json.loads(res.output)}
+        return res.exit_code, rows["celery worker"]
+
+    def verdicts(row: dict) -> dict[str, tuple[str, str]]:
+        return {w["worker"].split("@")[0]: (w["database"], w["verdict"])
+                for w in row["workers"]}
+
+    # When A is checked: its own worker serves it; the one on the shared queue is flagged
+    code, row = check(urls[0])
+    assert row["ok"] and row["warning"] and row["queue"] == f"labelq.{db_a}"
+    assert verdicts(row) == {"own": (db_a, "serves this database"),
+                             "shared": (db_a, "serves this database on another queue")}
+    assert f"database {db_a}, queue labelq.{db_a}" in row["detail"]
+    # When B is checked: no worker of B, so the check fails, naming A's workers
+    code, row = check(urls[1])
+    assert code == 9 and not row["ok"]
+    assert "no Celery worker of this database" in row["detail"] and db_a in row["detail"]
+    assert {v for _db, v in verdicts(row).values()} == {"serves another database"}
+    # When B shares the queue `labelq` too: the worker of A there is no worker of B's
+    # (it takes B's wake-ups and ignores them): a failure, not "ok"
+    code, row = check(urls[1], LABELQ_CELERY_QUEUE="labelq")
+    assert code == 9 and not row["ok"]
+    assert verdicts(row)["shared"] == (db_a, "serves another database on this database's "
+                                             "queue")
+    assert f"serves database {db_a} but consumes this database's queue labelq" \
+        in row["detail"]
+
+
+@pytest.mark.parametrize("process", ["worker", "beat"])
+def test_a_worker_or_beat_without_its_database_does_not_start(tmp_path, redis_url, process):
+    # Given no database where the settings say (and no LABELQ_CELERY_QUEUE: its queue
+    # would be the database's own)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LABELQ_")}
+    env.update(LABELQ_DATABASE_URL=f"sqlite:///{tmp_path / 'none.db'}",
+               LABELQ_REDIS_URL=redis_url, PYTHONPATH=str(ROOT))
+    # When a bare Celery worker or beat starts, it exits at once, saying why
+    args = ["-c", "1", "--without-gossip", "--without-mingle"] if process == "worker" \
+        else ["-s", str(tmp_path / "beat")]
+    res = subprocess.run([sys.executable, "-m", "celery", "-A", "workers.main", process,
+                          *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode != 0
+    assert "cannot start" in res.stderr + res.stdout
+    assert "labelq init" in res.stderr + res.stdout
+    assert not (tmp_path / "none.db").exists()
