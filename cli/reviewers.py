@@ -53,14 +53,18 @@ def list_cmd(database_url: str | None, output: Output) -> None:
 @reviewers.command("remove")
 @click.argument("name")
 @DB_OPTION
-def remove(name: str, database_url: str | None) -> None:
+@OUTPUT_OPTION
+def remove(name: str, database_url: str | None, output: Output) -> None:
     """Remove reviewer NAME: its token stops working at once."""
     from labelq.record.db import session_scope
     from labelq.record.reviewers import remove_reviewer
 
     with session_scope(engine(database_url)) as s:
         remove_reviewer(s, name)
-    click.echo(f"removed reviewer {name!r}")
+    if output == "table":
+        click.echo(f"removed reviewer {name!r}")
+    else:
+        emit_record({"removed": name}, output)
 
 
 commands = [reviewers]

@@ -35,6 +35,7 @@ from .models import (
     GoldDraw,
     Label,
     PauseEvent,
+    PendingGoldMark,
     Project,
     SavedState,
     Task,
@@ -327,7 +328,7 @@ def delete_project(session: Session, project: Project) -> dict[str, int]:
     forget(session, project.id)  # its status counters
     delete_all(session, project.id)
     session.exec(delete(SavedState).where(col(SavedState.project_id) == project.id))
-    for model in (Label, Assignment, GoldDraw, Task, PauseEvent, Worker):
+    for model in (Label, Assignment, GoldDraw, PendingGoldMark, Task, PauseEvent, Worker):
         session.exec(delete(model).where(col(model.project_id) == project.id))
     session.delete(project)
     session.flush()
