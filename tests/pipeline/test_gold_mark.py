@@ -347,3 +347,29 @@ def test_gold_mark_of_a_file_marks_the_rest_at_once_and_assigned_tasks_when_they
     assert kinds == {"reviewed"}
     k = Keys(pid, database_id(eng))
     assert all(r.sismember(k.gold, int(t[1:])) for t in ("t0", "t1", "t2", "t3"))
+
+
+@pytest.mark.timeout(120)
+def test_a_queued_mark_is_applied_by_the_beat_when_the_lease_expires(r, sqlite_url):
+    # Given a task whose one-second lease an annotator lets lapse, queued for a mark
+    import time
+
+    from labelq.live.applier import Applier
+    from labelq.live.upkeep import maintain_project
+    settings = Settings(database_url=sqlite_url, lease_seconds=1)
+    eng, pid = make_project(sqlite_url, n_tasks=2, workers=1)
+    svc = Service(eng, r, settings=settings, worker_max_age=0, state_max_age=0)
+    a = svc.next_assignment("p-w0")
+    assert a is not None
+    assert mark_gold_live(eng, r, "p", [GoldMark(a.task, "a")])["queued"] == [a.task]
+    applier = Applier(eng, r, settings=settings)
+    assert maintain_project(applier, pid)["gold_marked"] == 0  # (still assigned)
+    # When the lease has lapsed (1 s, and the reaper's 2 s grace) and the beat's upkeep runs
+    time.sleep(3.5)
+    out = maintain_project(applier, pid)
+    # Then the reaper expired it and the queued mark was applied: gold, no queue left
+    assert out["expired"] == 1 and out["gold_marked"] == 1
+    with session_scope(eng) as s:
+        t = s.exec(select(Task).where(Task.project_id == pid, Task.external_id == a.task)).one()
+        assert (t.is_gold, t.gold_answer) == (True, "a")
+    assert r.sismember(Keys(pid, database_id(eng)).gold, int(a.task[1:]))
