@@ -22,8 +22,10 @@ from typing import Literal
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi import Path as PathParam
 
+from ..errors import Conflict
 from ..live.goldmark import mark_gold_live
 from ..record.db import session_scope
+from ..record.golddraw import draw_kinds
 from ..record.models import Project
 from ..record.projects import GoldMark, get_project, get_task, list_projects
 from ..record.review import review_queue, task_answers
@@ -101,9 +103,20 @@ def answer(body: ReviewIn, request: Request, name: Name = ProjectPath,
     gave it (audit: a random sample, which scores its annotators; suggested: chosen, which
     scores no one), through ``labelq gold mark``'s path; a task assigned to an annotator
     right now is queued and marked when that assignment ends (``state`` says which). A
-    task gold already with another answer: 409 (``labelq gold correct`` changes it)."""
+    task gold already with another answer, or one not drawn as ``kind``: 409 (``labelq
+    gold correct`` changes a gold answer)."""
     who.check(name)
     rt = request.app.state.labelq
+    with session_scope(rt.engine) as session:
+        # the kind is the draw's, never the client's word: an answer of kind audit scores
+        # annotators, so only a task an audit drew may be one
+        t = get_task(session, get_project(session, name), body.task)
+        if body.kind not in draw_kinds(session, [int(t.id or 0)]).get(int(t.id or 0), set()):
+            raise Conflict(f"task {body.task!r} was not "
+                           + ("drawn by an audit" if body.kind == "audit"
+                              else "listed by labelq gold suggest")
+                           + f": its answer cannot be gold of kind {body.kind}",
+                           task=body.task)
     out = mark_gold_live(rt.engine, rt.redis, name, [GoldMark(body.task, body.answer,
                                                               kind=body.kind)],
                          source=None, wait_s=10.0)

@@ -147,6 +147,17 @@ def test_queue_answers_and_gold_kinds(setup):
     other = c.post("/review/api/projects/p/answers", headers=token,
                    json={"task": first["id"], "answer": "neg", "kind": "audit"})
     assert other.status_code == 409 and "labelq gold correct" in other.json()["message"]
+    # and the kind is the draw's: a suggested task cannot be answered as an audit's (which
+    # would score its annotators), nor a task never drawn at all
+    s_only = next(t for t in want if t not in audit and t not in rows)
+    lie = c.post("/review/api/projects/p/answers", headers=token,
+                 json={"task": s_only, "answer": "pos", "kind": "audit"})
+    assert lie.status_code == 409 and "not drawn by an audit" in lie.json()["message"]
+    never = next(f"t{i}" for i in range(12) if f"t{i}" not in want)
+    assert c.post("/review/api/projects/p/answers", headers=token,
+                  json={"task": never, "answer": "pos", "kind": "suggested"}).status_code == 409
+    with session_scope(eng) as s:
+        assert len(s.exec(select(Task).where(Task.is_gold)).all()) == 2
 
 
 def test_an_answer_to_a_task_assigned_right_now_is_queued(setup):
