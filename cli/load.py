@@ -210,8 +210,8 @@ def gold_correct(name: str, task_id: str, answer: str, database_url: str | None,
 @click.argument("task_id", required=False)
 @click.argument("answer", required=False)
 @click.option("--file", "file", type=click.Path(), default=None,
-              help="CSV or JSONL with `id` and `answer` (other columns ignored): mark every "
-                   "row, all or nothing.")
+              help="CSV or JSONL with `id` and `answer` (other columns ignored): every row "
+                   "is checked first; a bad one marks nothing.")
 @click.option("--kind", type=LazyChoice(_mark_kinds), default=None,
               help="What the answers are: audit (a random sample: they score annotators), "
                    "suggested or reviewed (chosen: they never score anyone). Default, per "
@@ -230,9 +230,10 @@ def gold_mark(name: str, task_id: str | None, answer: str | None, file: str | No
     once); answers to chosen tasks (suggested, reviewed: see --kind) choose the
     aggregation and correct those tasks, and never score or pause anyone. The tasks are
     served as gold from now on, and they stay data: the export gives each its known
-    answer with confidence 1. Refused, with nothing changed, while one of them is assigned
-    right now. A task already gold with the same answer is skipped; another answer is for
-    labelq gold correct."""
+    answer with confidence 1. A task assigned to an annotator right now is queued, and
+    marked when its assignment ends (label submitted, declined or expired); the others
+    are marked at once. A bad row changes nothing. A task already gold with the same
+    answer is skipped; another answer is for labelq gold correct."""
     from labelq.live.goldmark import mark_gold_live
     from labelq.record.db import session_scope
     from labelq.record.projects import GoldMark, get_project, read_gold_marks
@@ -276,6 +277,11 @@ def gold_mark(name: str, task_id: str | None, answer: str | None, file: str | No
     if out["paused"]:
         click.echo(f"paused by the quality rule on these gold answers: "
                    f"{', '.join(out['paused'])}")
+    if out["queued"]:
+        q = out["queued"]
+        click.echo(f"{n} marked, {len(q)} queued until "
+                   + ("its assignment ends" if len(q) == 1 else "their assignments end")
+                   + f": {', '.join(q)} (marked then by the applier or the reaper)")
 
 
 @gold.command("suggest")
@@ -294,10 +300,13 @@ def gold_suggest(name: str, n: int, seed: int, out: str | None, database_url: st
     """The loaded tasks of project NAME (labelled, not gold yet) whose expert answer would
     teach the most: where the candidate aggregations (mv, wmv, onecoin, ds, ds-category)
     disagree and where the workers who label the most split, spread over the workers
-    (docs/gold.md, "Suggesting gold"). Each row has an empty `answer` for the expert, the
-    category, the current answer (the project's aggregation, as labelq export gives it) and
-    its confidence, the candidates' answers, the labels given, a score and the reason. Fill
-    in `answer` (delete the rows left unanswered), then: labelq gold mark NAME --file FILE."""
+    (docs/gold.md, "Suggesting gold"). Each row (CSV) has an empty `answer` for the expert,
+    the category, the task's payload fields (as labelq gold audit writes them), the
+    candidates' answers, the labels given, a score and the reason; JSON has the payload as
+    an object and also the project's current answer (`current`: the CSV leaves it out, so
+    that nobody copies it as the expert's). Fill in `answer` (delete the rows left
+    unanswered), then: labelq gold mark NAME --file FILE; or answer them on the review page
+    (/review)."""
     from labelq.dashboard import SUGGESTION_COLUMNS, project_gold_suggestions, suggestion_csv_row
     from labelq.exporting import atomic_output, write_rows
     from labelq.record.db import session_scope
@@ -306,15 +315,28 @@ def gold_suggest(name: str, n: int, seed: int, out: str | None, database_url: st
     with session_scope(engine(database_url)) as s:
         project = get_project(s, name)
         rows = project_gold_suggestions(s, project, n=n, seed=seed)
-        _record_suggested(s, project, [r["id"] for r in rows], seed)
+        payloads = _record_suggested(s, project, [r["id"] for r in rows], seed)
+    rows = [{**r, "payload": payloads.get(r["id"], {})} for r in rows]
+    keys = list(dict.fromkeys(k for r in rows for k in r["payload"]))
+    # the expert's file: no `current` (nor its confidence and method), the payload's fields
+    lead = ["id", "answer", "category"]
+    columns = lead + [f"payload.{k}" if k in SUGGESTION_COLUMNS else k for k in keys] + [
+        c for c in SUGGESTION_COLUMNS
+        if c not in lead and c not in ("current", "confidence", "current_method")]
+
+    def csv_row(r: dict[str, Any]) -> dict[str, Any]:
+        cells = suggestion_csv_row({k: v for k, v in r.items() if k in columns})
+        for k in keys:
+            cells[f"payload.{k}" if k in SUGGESTION_COLUMNS else k] = _cell(r["payload"].get(k))
+        return cells
+
     if out is not None:
         import json
         with atomic_output(out) as fh:
             if output == "json":
                 fh.write(json.dumps(rows, indent=2) + "\n")
             else:
-                write_rows((suggestion_csv_row(r) for r in rows), fh, "csv",
-                           columns=SUGGESTION_COLUMNS)
+                write_rows((csv_row(r) for r in rows), fh, "csv", columns=columns)
         click.echo(f"wrote {len(rows)} suggestion{'' if len(rows) == 1 else 's'} to {out}; "
                    f"fill in `answer`, then: labelq gold mark {name} --file {out}", err=True)
         return
@@ -325,23 +347,29 @@ def gold_suggest(name: str, n: int, seed: int, out: str | None, database_url: st
         import json
         click.echo(json.dumps(rows, indent=2))
     elif output == "csv":
-        emit([suggestion_csv_row(r) for r in rows], output, columns=SUGGESTION_COLUMNS)
+        emit([csv_row(r) for r in rows], output, columns=columns)
     elif rows:
-        emit([suggestion_csv_row(r) for r in rows], output,
-             columns=[c for c in SUGGESTION_COLUMNS if c not in ("answer", "current_method")])
+        emit([suggestion_csv_row({k: v for k, v in r.items() if k in columns})
+              for r in rows], output,
+             columns=[c for c in columns if c in SUGGESTION_COLUMNS and c != "answer"])
 
 
-def _record_suggested(session: Session, project: Project, ids: list[str], seed: int) -> None:
-    """Remember that ``ids`` were suggested: marked later, they are of kind suggested."""
+def _record_suggested(session: Session, project: Project, ids: list[str], seed: int
+                      ) -> dict[str, dict[str, Any]]:
+    """Remember that ``ids`` were suggested, in their order (best first): marked later, they
+    are of kind suggested, and the review page offers them in that order. Returns each
+    one's payload."""
     from sqlmodel import col, select
 
     from labelq.record.golddraw import record_draw
     from labelq.record.models import Task, utcnow
 
-    tids = [int(t) for t in session.exec(select(col(Task.id)).where(
-        col(Task.project_id) == project.id, col(Task.external_id).in_(ids)))] if ids else []
-    record_draw(session, project, tids, "suggested",
+    found = {t.external_id: t for t in session.exec(select(Task).where(
+        col(Task.project_id) == project.id, col(Task.external_id).in_(ids)))} if ids else {}
+    record_draw(session, project, [int(found[e].id or 0) for e in ids if e in found],
+                "suggested",
                 f"suggest {utcnow().strftime('%Y-%m-%dT%H:%M:%S.%fZ')} seed {seed}")
+    return {e: dict(t.payload) for e, t in found.items()}
 
 
 @gold.command("audit")

@@ -4,7 +4,8 @@
   fold the new labels into the posterior, then refill the inboxes of the active workers. A
   redelivered or duplicate message finds nothing unapplied (and at most tops up inboxes).
   A run that found another applier holding the lock retries while labels wait, one
-  retrier at a time (:meth:`~labelq.live.applier.Applier.claim_retry`).
+  retrier at a time (:meth:`~labelq.live.applier.Applier.claim_retry`). Then the gold
+  marks queued until an assignment ended (:func:`labelq.live.upkeep.apply_queued`).
 * ``labelq.maintain()`` (beat) → :func:`labelq.live.upkeep.maintain_project` for every
   project with hot state, then wake its applier; and where the dashboard's figures are
   due (:func:`labelq.dashboard.figures_due`), enqueue ``labelq.figures`` for them.
@@ -33,7 +34,7 @@ from celery import Task
 from celery.signals import worker_process_init
 
 from labelq.live.applier import Applier
-from labelq.live.upkeep import maintain_project
+from labelq.live.upkeep import apply_queued, maintain_project
 from labelq.live.warm import Warmer
 from labelq.record.db import database_id
 
@@ -72,6 +73,8 @@ def apply_labels(self: Task, project_id: int, database: str | None = None) -> in
     report = applier.apply_pending(int(project_id))
     if report.busy and applier.claim_retry(int(project_id), str(self.request.id)):
         raise self.retry(countdown=applier.tuning.retry_countdown_s)
+    if not report.busy:  # gold marks queued until an assignment ended (a label, a decline)
+        apply_queued(applier, int(project_id))
     return report.applied
 
 

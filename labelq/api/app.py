@@ -2,9 +2,10 @@
 Celery client into one FastAPI application.
 
 Routes: the annotator API (:mod:`.annotator`), the operator API (:mod:`.operator`), the
-labeling page ``GET /label``, the operator's dashboard ``GET /dashboard`` (their shared
-script ``GET /static/common.js`` and each page's own, ``/static/label.js`` and
-``/static/dashboard.js``: no script is inline, :data:`PAGE_CSP`), ``GET /healthz``,
+review API (:mod:`.review`, ``/review/api``), the labeling page ``GET /label``, the
+operator's dashboard ``GET /dashboard``, the expert's review page ``GET /review`` (their
+shared script ``GET /static/common.js`` and each page's own, ``/static/label.js``,
+``/static/dashboard.js`` and ``/static/review.js``: no script is inline, :data:`PAGE_CSP`), ``GET /healthz``,
 and the OpenAPI schema at ``/openapi.json`` (browsable at ``/docs``). Route handlers are
 plain ``def`` (FastAPI runs them in its thread pool: the service does blocking SQL and
 Redis I/O), except the two hot ones — ``POST /api/v1/assignments/next`` and ``POST
@@ -37,7 +38,7 @@ from ..record.db import database_id
 from ..record.location import open_configured
 from ..record.settings import Settings, load_settings
 from ..service import Service
-from . import annotator, operator
+from . import annotator, operator, review
 from .auth import Annotator
 from .committer import Committer
 from .errors import install_error_handlers
@@ -45,11 +46,12 @@ from .fastpath import HotPath
 from .limits import DEFAULT_MAX_BODY, BodyLimit
 from .schemas import HealthOut
 
-__all__ = ["create_app", "Runtime", "LABEL_PAGE", "DASHBOARD_PAGE", "COMMON_SCRIPT",
+__all__ = ["create_app", "Runtime", "LABEL_PAGE", "DASHBOARD_PAGE", "REVIEW_PAGE", "COMMON_SCRIPT",
            "COMMON_SCRIPT_PATH", "PAGE_SCRIPTS", "PAGE_CSP"]
 
 LABEL_PAGE = Path(__file__).with_name("static") / "label.html"
 DASHBOARD_PAGE = Path(__file__).with_name("static") / "dashboard.html"
+REVIEW_PAGE = Path(__file__).with_name("static") / "review.html"
 # the two pages' shared JavaScript (say, call), loaded by both from COMMON_SCRIPT_PATH
 COMMON_SCRIPT = Path(__file__).with_name("static") / "common.js"
 COMMON_SCRIPT_PATH = "/static/common.js"
@@ -57,7 +59,8 @@ COMMON_SCRIPT_PATH = "/static/common.js"
 # own (a file, not inline: the pages' CSP allows scripts from this server only)
 PAGE_SCRIPTS = {COMMON_SCRIPT_PATH: COMMON_SCRIPT,
                 "/static/label.js": COMMON_SCRIPT.with_name("label.js"),
-                "/static/dashboard.js": COMMON_SCRIPT.with_name("dashboard.js")}
+                "/static/dashboard.js": COMMON_SCRIPT.with_name("dashboard.js"),
+                "/static/review.js": COMMON_SCRIPT.with_name("review.js")}
 # scripts only from this server ('self': the files above; no inline script, no event
 # handler attribute, no eval); styles inline (the pages' <style> and the charts' SVG)
 PAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; "
@@ -134,6 +137,7 @@ def create_app(settings: Settings | None = None, *, max_body: int = DEFAULT_MAX_
     install_error_handlers(app)
     app.include_router(annotator.router)
     app.include_router(operator.router)
+    app.include_router(review.router)
 
     @app.get("/healthz", response_model=HealthOut, tags=["meta"], summary="Health")
     def healthz(request: Request, response: Response) -> HealthOut:
@@ -165,6 +169,13 @@ def create_app(settings: Settings | None = None, *, max_body: int = DEFAULT_MAX_
         operator token and reads ``/api/v1/projects/{name}/dashboard``."""
         return HTMLResponse(DASHBOARD_PAGE.read_text(encoding="utf-8"),
                             headers=_PAGE_HEADERS)
+
+    @app.get("/review", response_class=HTMLResponse, tags=["review"],
+             summary="The expert's review page")
+    def review_page() -> HTMLResponse:
+        """Plain HTML and JavaScript: it asks for a reviewer token (or the operator's) and
+        reads and answers through ``/review/api``."""
+        return HTMLResponse(REVIEW_PAGE.read_text(encoding="utf-8"), headers=_PAGE_HEADERS)
 
     def script_route(path: str, file: Path) -> None:
         def script() -> Response:

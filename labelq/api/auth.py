@@ -10,6 +10,9 @@
   otherwise).
 * The operator token is ``LABELQ_OPERATOR_TOKEN``. Unset: operator endpoints answer 503
   ``operator_disabled``; wrong: 403.
+* The review page's endpoints (``/review/api``) take the operator token or a reviewer's
+  (``labelq reviewers add``; stored hashed, looked up on every request: a removed reviewer
+  is refused at once); anything else: 401. A reviewer token opens nothing else.
 """
 
 from __future__ import annotations
@@ -33,12 +36,16 @@ from .errors import OperatorDisabled, Unauthorized
 if TYPE_CHECKING:  # pragma: no cover - app imports this module
     from .app import Runtime
 
-__all__ = ["Annotator", "current_annotator", "require_operator", "sign_in"]
+__all__ = ["Annotator", "current_annotator", "require_operator", "sign_in", "Reviewing",
+           "require_reviewer"]
 
 _annotator_scheme = HTTPBearer(auto_error=False, scheme_name="AnnotatorToken",
                                description="The token `labelq workers enroll` printed.")
 _operator_scheme = HTTPBearer(auto_error=False, scheme_name="OperatorToken",
                               description="The value of LABELQ_OPERATOR_TOKEN.")
+_reviewer_scheme = HTTPBearer(auto_error=False, scheme_name="ReviewerToken",
+                              description="The token `labelq reviewers add` printed, or the "
+                                          "operator token.")
 
 
 @dataclass(frozen=True)
@@ -101,3 +108,34 @@ def require_operator(request: Request, creds: HTTPAuthorizationCredentials | Non
 
 def _digest(token: str) -> bytes:
     return hashlib.sha256(token.encode()).digest()
+
+
+@dataclass(frozen=True)
+class Reviewing:
+    """Who answers on the review page: ``name`` (``operator`` for the operator token) and
+    the ``projects`` it may review (None: every project)."""
+
+    name: str
+    projects: tuple[str, ...] | None
+
+    def check(self, project: str) -> None:
+        if self.projects is not None and project not in self.projects:
+            raise Forbidden(f"reviewer {self.name!r} may not review project {project!r}",
+                            project=project)
+
+
+def require_reviewer(request: Request, creds: HTTPAuthorizationCredentials | None = Depends(
+        _reviewer_scheme)) -> Reviewing:
+    from ..record.reviewers import reviewer_by_token
+
+    if creds is None or not creds.credentials:
+        raise Unauthorized("sign in: send 'Authorization: Bearer <your reviewer token>'")
+    expected = request.app.state.labelq.settings.operator_token
+    if expected and hmac.compare_digest(_digest(creds.credentials), _digest(expected)):
+        return Reviewing("operator", None)
+    with session_scope(request.app.state.labelq.engine) as session:
+        row = reviewer_by_token(session, creds.credentials)
+        if row is None:
+            raise Unauthorized("unknown reviewer token; ask your operator for one "
+                               "(labelq reviewers add NAME)")
+        return Reviewing(row.name, tuple(row.projects) or None)

@@ -15,7 +15,9 @@ __all__ = ["Name", "AssignmentId", "Assignment", "NextOut", "SubmitIn", "SubmitO
            "DashboardOut",
            "GoldSuggestion", "GoldSuggestionsOut",
            "CurrentOut", "PredictionsOut",
-           "WorkerStatusIn", "WorkerStatusOut", "TokenOut", "TaskLabel", "TaskDetailOut"]
+           "WorkerStatusIn", "WorkerStatusOut", "TokenOut", "TaskLabel", "TaskDetailOut",
+           "ReviewMeOut", "ReviewProject", "ReviewTask", "ReviewQueueOut", "ReviewAnswer",
+           "ReviewAnswersOut", "ReviewIn", "ReviewOut"]
 
 # printable text without control characters (they are refused by PostgreSQL or are noise)
 _TEXT = r"^[^\x00-\x1f\x7f]+$"
@@ -364,3 +366,60 @@ class HealthOut(_Out):
     status: str
     redis: bool
     database: bool
+
+
+# --- the review page (/review): labelq.api.review ------------------------------------------
+
+class ReviewProject(_Out):
+    name: str
+    labels: list[str]
+    label_names: list[str] = Field(description="What each label's button shows.")
+    instructions: str = Field(description="The annotators' instructions (Markdown).")
+
+
+class ReviewMeOut(_Out):
+    reviewer: str = Field(description="The reviewer's name (``operator`` for the operator "
+                                      "token).")
+    projects: list[ReviewProject] = Field(description="The projects it may review.")
+
+
+class ReviewTask(_Out):
+    """A task to answer, as the labeling page shows it; no annotator's answer (see
+    ``/answers``)."""
+    id: str
+    kind: Literal["audit", "suggested"] = Field(
+        description="audit: drawn at random by labelq gold audit (answer every one); "
+                    "suggested: listed by labelq gold suggest. The answer is gold of this "
+                    "kind.")
+    category: str
+    payload: dict[str, Any]
+
+
+class ReviewQueueOut(_Out):
+    tasks: list[ReviewTask]
+    left: dict[str, int] = Field(description="Tasks waiting for an answer, by kind.")
+
+
+class ReviewAnswer(_Out):
+    worker: str
+    label: str
+
+
+class ReviewAnswersOut(_Out):
+    task: str
+    answers: list[ReviewAnswer] = Field(description="The annotators' labels, oldest first.")
+
+
+class ReviewIn(BaseModel):
+    task: Name = Field(description="The task's id.")
+    answer: Name = Field(description="The expert's answer: one of the project's labels.")
+    kind: Literal["audit", "suggested"] = Field(
+        description="The kind the queue gave the task.")
+
+
+class ReviewOut(_Out):
+    task: str
+    state: Literal["marked", "queued", "skipped"] = Field(
+        description="marked: gold now; queued: assigned to an annotator right now, marked "
+                    "when that assignment ends; skipped: gold already with this answer.")
+    kind: str

@@ -1,7 +1,8 @@
 """The durable record (SQLModel): the source of truth from which all hot state is rebuilt.
 
 Tables: Project, Task, Worker, Assignment, Label, PauseEvent (every pause's trail),
-ModelVersion and Prediction (a model's predictions, labelq/record/predictions.py), and
+ModelVersion and Prediction (a model's predictions, labelq/record/predictions.py),
+GoldDraw, PendingGoldMark (gold marks waiting for an assignment to end), Reviewer, and
 ``labelq_database`` (one row: the
 database's identity, which names its keys in Redis). Works on SQLite and PostgreSQL.
 
@@ -35,6 +36,7 @@ from sqlmodel import Field, SQLModel, col
 __all__ = ["DatabaseIdentity", "Project", "Task", "Worker", "Assignment", "Label", "GoldDraw",
            "SavedState", "StatusTally", "TaskTally", "GoldTally", "WorkerTally", "EndedTally",
            "DashboardFigures", "ModelVersion", "Prediction", "PauseEvent",
+           "PendingGoldMark", "Reviewer",
            "utcnow", "as_utc", "utc_from_ms",
            "WORKER_STATUSES", "ASSIGNMENT_STATES", "ENDED_UNLABELLED",
            "GOLD_KINDS", "RANDOM_GOLD_KINDS", "CHOSEN_GOLD_KINDS", "MARK_KINDS",
@@ -186,6 +188,38 @@ class GoldDraw(SQLModel, table=True):
     kind: str = Field(max_length=16)
     draw: str = Field(max_length=64)  # which audit or suggestion (its time and seed)
     drawn: datetime = Field(default_factory=utcnow)
+
+
+class PendingGoldMark(SQLModel, table=True):
+    """A gold mark waiting for its task's assignment to end (``labelq gold mark`` of a task
+    assigned right now, or an answer on the review page): the applier or the reaper applies
+    it once the task has no live lease (:func:`labelq.live.goldmark.apply_queued_marks`),
+    deleting the row in the transaction that marks the task, so it is applied exactly once.
+    ``kind`` None: the task's default kind when applied (:func:`labelq.record.golddraw.
+    mark_kind`). A new table: ``labelq init`` creates it in an older database."""
+
+    __tablename__ = "pending_gold_mark"
+    id: int | None = Field(default=None, primary_key=True)
+    project_id: int = Field(foreign_key="project.id", index=True)
+    task_id: int = Field(foreign_key="task.id", unique=True)
+    answer: str = Field(max_length=200)
+    kind: str | None = Field(default=None, max_length=16)
+    source: str | None = Field(default=None, max_length=500)  # the file, or "review NAME"
+    queued: datetime = Field(default_factory=utcnow)
+
+
+class Reviewer(SQLModel, table=True):
+    """An expert who answers on the review page (``labelq reviewers add``): a token that can
+    only review (``/review``), stored as its sha256 as annotators' are; ``projects`` the
+    projects it may review (empty: every project). A new table: ``labelq init`` creates
+    it in an older database."""
+
+    __tablename__ = "reviewer"
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(unique=True, max_length=200)
+    token_hash: str = Field(index=True, max_length=128)
+    projects: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    created: datetime = Field(default_factory=utcnow)
 
 
 class Worker(SQLModel, table=True):

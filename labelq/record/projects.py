@@ -10,7 +10,7 @@ import hashlib
 import re
 import secrets
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ from .models import (
     GoldDraw,
     Label,
     PauseEvent,
+    PendingGoldMark,
     Project,
     SavedState,
     Task,
@@ -352,7 +353,7 @@ def delete_project(session: Session, project: Project) -> dict[str, int]:
     forget(session, project.id)  # its status counters
     delete_all(session, project.id)
     session.exec(delete(SavedState).where(col(SavedState.project_id) == project.id))
-    for model in (Label, Assignment, GoldDraw, Task, PauseEvent, Worker):
+    for model in (Label, Assignment, GoldDraw, PendingGoldMark, Task, PauseEvent, Worker):
         session.exec(delete(model).where(col(model.project_id) == project.id))
     session.delete(project)
     session.flush()
@@ -382,11 +383,14 @@ def correct_gold(session: Session, project: Project, external_id: str,
 
 @dataclass(frozen=True)
 class GoldMark:
-    """Task ``task`` (its id) has the known answer ``answer``; ``line``: where a file said so."""
+    """Task ``task`` (its id) has the known answer ``answer``; ``line``: where a file said so;
+    ``kind``: the gold kind this mark gives (None: :func:`mark_gold`'s ``kind``, else the
+    task's default)."""
 
     task: str
     answer: str
     line: int | None = None
+    kind: str | None = None
 
 
 @dataclass(frozen=True)
@@ -403,6 +407,9 @@ class MarkedGold:
     issued: dict[tuple[int, int], int]
     # kind -> how many of the tasks marked now are of it (audit, suggested, reviewed)
     kinds: dict[str, int] = field(default_factory=dict)
+    # the marks of ``defer`` (checked, not marked: their tasks are assigned right now), with
+    # their tasks' SQL ids, in the order given
+    deferred: list[tuple[GoldMark, int]] = field(default_factory=list)
 
     @property
     def random_workers(self) -> list[int]:
@@ -416,7 +423,8 @@ _TABLES = SQLModel.metadata.tables  # (typed: a model's __table__ is not, to myp
 
 
 def mark_gold(session: Session, project: Project, marks: Sequence[GoldMark], *,
-              source: str | Path | None = None, kind: str | None = None) -> MarkedGold:
+              source: str | Path | None = None, kind: str | None = None,
+              defer: Collection[str] = ()) -> MarkedGold:
     """Make ordinary tasks of ``project`` gold questions with known answers (an expert's
     review, say): their labels become gold answers that score the annotators who gave
     them, and they are served as gold from now on. The tasks stay data: an export gives
@@ -430,12 +438,18 @@ def mark_gold(session: Session, project: Project, marks: Sequence[GoldMark], *,
     Each marked task gets a kind (``Task.gold_kind``): ``kind`` if given (one of
     :data:`~labelq.record.models.MARK_KINDS`), else ``audit`` if an audit drew it (a random
     sample: its answers score annotators), ``suggested`` if ``labelq gold suggest`` listed
-    it, else ``reviewed`` (both chosen: they score no one)."""
+    it, else ``reviewed`` (both chosen: they score no one); a mark's own ``kind`` comes
+    first.
+
+    ``defer``: task ids whose marks are checked as the others are but not written (their
+    tasks are assigned right now: :func:`labelq.live.goldmark.mark_gold_live` queues them);
+    :attr:`MarkedGold.deferred` lists them."""
     from .golddraw import draw_kinds, mark_kind
 
-    if kind is not None and kind not in MARK_KINDS:
-        raise InputError(f"unknown gold kind {kind!r}; choose from {', '.join(MARK_KINDS)}",
-                         field="kind")
+    for k in [kind, *(m.kind for m in marks)]:
+        if k is not None and k not in MARK_KINDS:
+            raise InputError(f"unknown gold kind {k!r}; choose from {', '.join(MARK_KINDS)}",
+                             field="kind")
     def bad(m: GoldMark, field: str, message: str, exc: type[LabelqError]) -> LabelqError:
         if source is not None and m.line is not None:
             return FileFormatError(str(source), m.line, field, message)
@@ -448,6 +462,7 @@ def mark_gold(session: Session, project: Project, marks: Sequence[GoldMark], *,
             Task.project_id == project.id, col(Task.external_id).in_(ids[i:i + _IN_CHUNK]))))
     allowed, skipped = set(project.labels), 0
     todo: dict[str, tuple[Task, str]] = {}
+    mark_of: dict[str, GoldMark] = {}
     for m in marks:
         if m.answer not in allowed:
             raise bad(m, "answer", f"{m.answer!r} is not in the label set {project.labels}",
@@ -465,9 +480,13 @@ def mark_gold(session: Session, project: Project, marks: Sequence[GoldMark], *,
                       Conflict)
         else:
             todo[m.task] = (task, m.answer)
-    marked, now = list(todo.values()), utcnow()
-    drawn = draw_kinds(session, [int(t.id or 0) for t, _a in marked]) if kind is None else {}
-    kind_of = {t.id: kind or mark_kind(drawn.get(int(t.id or 0))) for t, _a in marked}
+            mark_of[m.task] = m
+    deferred = [(mark_of[e], int(t.id or 0)) for e, (t, _a) in todo.items() if e in defer]
+    marked = [(t, a) for e, (t, a) in todo.items() if e not in defer]
+    now = utcnow()
+    drawn = draw_kinds(session, [int(t.id or 0) for t, _a in marked])
+    kind_of = {t.id: mark_of[t.external_id].kind or kind or mark_kind(drawn.get(int(t.id or 0)))
+               for t, _a in marked}
     conn, tt, lt = session.connection(), _TABLES["task"], _TABLES["label"]
     for answer, k in dict.fromkeys((a, kind_of[t.id]) for t, a in marked):
         tids = [t.id for t, a in marked if a == answer and kind_of[t.id] == k]
@@ -501,7 +520,8 @@ def mark_gold(session: Session, project: Project, marks: Sequence[GoldMark], *,
     return MarkedGold(tasks=[seq_of[t][0] for t in tids],
                       category_names=categories,
                       skipped=skipped, labels=labels, workers=sorted(int(w) for w in workers),
-                      issued=issued, kinds=dict(Counter(kind_of.values())))
+                      issued=issued, kinds=dict(Counter(kind_of.values())),
+                      deferred=deferred)
 
 
 def read_gold_marks(path: str | Path, project: Project, fmt: str | None = None

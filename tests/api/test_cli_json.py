@@ -144,11 +144,15 @@ def test_walk_every_command_with_o_json(stack: Stack, tmp_path):
     assert shown["pause"]["rule"] == "operator" and len(shown["pauses"]) == 1
     run("workers", "resume", "walk-w2")
     run("workers", "remove", "walk-w2")
+    added = run("reviewers", "add", "walk-expert", "--project", "walk")
+    assert added["projects"] == ["walk"] and added["token"]
+    assert [r["name"] for r in run("reviewers", "list")] == ["walk-expert"]
+    assert run("reviewers", "remove", "walk-expert") == {"removed": "walk-expert"}
     run("project", "delete", "walk", "--yes")
     assert set(seen) == {n for n in all_commands() if n not in NOT_WALKED}
     # one record is an object, a collection a list (never a list of one record)
     collections = {"project list", "workers list", "check", "gold suggest", "gold audit",
-                   "predictions list"}
+                   "predictions list", "reviewers list"}
     for name, doc in seen.items():
         assert isinstance(doc, list if name in collections else dict), (name, doc)
 

@@ -73,14 +73,18 @@ def test_suggest_fill_mark_round_trip(project_db, tmp_path):
     assert "wrote 8 suggestions" in res.output
     with open(out, newline="") as f:
         rows = list(csv.DictReader(f))
-    # Then it has id and an empty answer, with the helpful columns, best first
-    assert list(rows[0]) == ["id", "answer", "category", "current", "confidence",
-                             "current_method", "candidates", "labels", "n_labels", "score",
-                             "reason"]
+    # Then it has id and an empty answer, with the task's payload (its `text`) and the
+    # helpful columns, best first; not the current answer, which invites copying
+    assert list(rows[0]) == ["id", "answer", "category", "text", "candidates", "labels",
+                             "n_labels", "score", "reason"]
     ids = [r["id"] for r in rows]
     assert len(ids) == 8 and not {"g0", "g1", "t59"} & set(ids)
     assert all(r["answer"] == "" and r["category"] in ("c0", "c1") for r in rows)
-    assert all(r["current_method"] == "ds" and r["current"] in ("neg", "pos") for r in rows)
+    assert all(r["text"] == "x" + r["id"][1:] for r in rows)
+    # (JSON keeps it, with the payload as an object)
+    js = json.loads(run(project_db, "gold", "suggest", "p", "--n", "8", "-o", "json").output)
+    assert all(r["current_method"] == "ds" and r["current"] in ("neg", "pos") for r in js)
+    assert [r["payload"] for r in js] == [{"text": "x" + r["id"][1:]} for r in js]
     assert all(set(r["candidates"].split(",")) <= {"neg", "pos"} for r in rows)
     assert all(r["reason"] for r in rows)
     scores = [float(r["score"]) for r in rows]
@@ -114,7 +118,9 @@ def test_outputs_and_unknown_project(project_db, tmp_path):
     run(project_db, "gold", "suggest", "p", "--n", "3", "-o", "json", "--out", out)
     assert len(json.loads(out.read_text())) == 3
     csv_out = run(project_db, "gold", "suggest", "p", "--n", "3", "-o", "csv").output
-    assert csv_out.splitlines()[0].startswith("id,answer,category,current")
+    assert csv_out.splitlines()[0] == "id,answer,category,text,candidates,labels,n_labels," \
+        "score,reason"
+    assert "current" not in table.splitlines()[0]
     res = run(project_db, "gold", "suggest", "nope", ok=False)
     assert res.exit_code == 4 and "no project named 'nope'" in res.output
 
@@ -156,7 +162,8 @@ def test_dashboard_list_from_the_api(project_db, tmp_path, redis_url):
     # the top 10, as labelq gold suggest gives them (current: the method, ds, a member)
     cli_rows = json.loads(run(project_db, "gold", "suggest", "p", "--n", "10", "-o",
                               "json").output)
-    assert d["tasks"] == cli_rows and d["labels"] == 183  # 59 tasks and 2 gold, 3 each
+    assert d["tasks"] == [{k: v for k, v in r.items() if k != "payload"} for r in cli_rows]
+    assert d["labels"] == 183  # 59 tasks and 2 gold, 3 each
     # kept: a second request does not compute again
     with session_scope(engine_for(project_db)) as s:
         before = s.get(DashboardFigures, get_project(s, "p").id).computed

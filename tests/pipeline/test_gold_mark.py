@@ -57,7 +57,7 @@ def test_marked_tasks_become_gold_in_sql_and_redis_and_judge_their_labels(r, db_
     out = mark_gold_live(eng, r, "p", [GoldMark("t0", "a"), GoldMark("t3", "a")], kind="audit")
     # Then both are gold in SQL, their 6 labels gold answers, and p-w0 is paused
     assert out == {"project": "p", "marked": 2, "skipped": 0, "labels": 6,
-                   "kinds": {"audit": 2}, "paused": ["p-w0"], "live": True}
+                   "kinds": {"audit": 2}, "paused": ["p-w0"], "queued": [], "live": True}
     with session_scope(eng) as s:
         rows = {t.external_id: t for t in s.exec(select(Task).where(Task.project_id == pid))}
         assert {e for e, t in rows.items() if t.is_gold} == {"t0", "t3"}
@@ -99,25 +99,86 @@ def test_marked_tasks_become_gold_in_sql_and_redis_and_judge_their_labels(r, db_
     assert (again["marked"], again["skipped"]) == (0, 1)
 
 
-def test_a_task_assigned_right_now_is_refused_and_nothing_changes(r, db_url):
+def test_a_task_assigned_right_now_is_queued_and_marked_when_its_assignment_ends(r, db_url):
     # Given a task leased to an annotator this moment
+    from labelq.live.goldmark import apply_queued_marks
+    from labelq.record.models import PendingGoldMark
     eng, pid = make_project(db_url, n_tasks=3, workers=2)
     svc = Service(eng, r, settings=Settings(database_url=db_url), worker_max_age=0,
                   state_max_age=0)
     a = svc.next_assignment("p-w0")
     assert a is not None
     other = next(f"t{i}" for i in range(3) if f"t{i}" != a.task)
-    before = hot_sets(r, pid, eng)
+    k = Keys(pid, database_id(eng))
     # When it is marked gold with another task
-    with pytest.raises(Conflict, match=f"task '{a.task}' is assigned right now"):
-        mark_gold_live(eng, r, "p", [GoldMark(other, "a"), GoldMark(a.task, "a")])
-    # Then neither changed, in SQL or in Redis, and the annotator's label goes in as usual
-    assert hot_sets(r, pid, eng) == before
-    with session_scope(eng) as s:
-        assert not any(s.exec(select(Task.is_gold).where(Task.project_id == pid)))
+    out = mark_gold_live(eng, r, "p", [GoldMark(other, "a"), GoldMark(a.task, "b")])
+    # Then the other is gold now, and the assigned one is queued (in SQL, flagged in Redis)
+    assert (out["marked"], out["queued"]) == (1, [a.task])
+
+    def gold() -> dict[str, str | None]:
+        with session_scope(eng) as s:
+            return dict(s.exec(select(Task.external_id, Task.gold_answer)
+                               .where(Task.project_id == pid, Task.is_gold)).all())
+
+    def queued() -> list[tuple[str, str]]:
+        with session_scope(eng) as s:
+            return [tuple(x) for x in s.exec(
+                select(Task.external_id, PendingGoldMark.answer)
+                .join(PendingGoldMark, PendingGoldMark.task_id == Task.id)).all()]
+
+    assert gold() == {other: "a"} and queued() == [(a.task, "b")]
+    assert r.exists(k.gold_queued) and not r.sismember(k.gold, int(a.task[1:]))
+    # (and it is handed out no more: out of pending and parked while it waits)
+    sets = hot_sets(r, pid, eng)
+    assert int(a.task[1:]) not in sets["pending"] + sets["parked"]
+    # and while it is assigned, applying the queue leaves it queued
+    assert apply_queued_marks(eng, r, pid) == {"applied": [], "waiting": 1}
+    # and queueing it again with another answer is refused (the same answer is a no-op)
+    with pytest.raises(Conflict, match="queued already with answer 'b'"):
+        mark_gold_live(eng, r, "p", [GoldMark(a.task, "a")])
+    assert mark_gold_live(eng, r, "p", [GoldMark(a.task, "b")])["queued"] == [a.task]
+    assert queued() == [(a.task, "b")]
+    # When the annotator's label goes in (the lease ends) and the queue is applied
     svc.submit("p-w0", a.assignment_id, "a")
-    # and once the lease has ended, the same mark goes through
-    assert mark_gold_live(eng, r, "p", [GoldMark(a.task, "a")])["labels"] == 1
+    got = apply_queued_marks(eng, r, pid)
+    # Then the task is gold, its label a gold answer, the queue empty, the flag gone
+    assert got["applied"] == [a.task] and got["waiting"] == 0
+    assert gold() == {other: "a", a.task: "b"} and queued() == []
+    assert r.sismember(k.gold, int(a.task[1:])) and not r.exists(k.gold_queued)
+    with session_scope(eng) as s:
+        assert s.exec(select(Label.is_gold).join(Task, Task.id == Label.task_id)
+                      .where(Task.external_id == a.task)).all() == [True]
+    # and applying again does nothing (applied once)
+    assert apply_queued_marks(eng, r, pid) == {"applied": [], "waiting": 0}
+    rebuild_project(eng, r, pid)
+    assert r.sismember(k.gold, int(a.task[1:]))
+
+
+def test_a_lease_taken_between_the_check_and_the_script_is_queued_too(r, sqlite_url,
+                                                                       monkeypatch):
+    # Given two open tasks, and an annotator who takes one right after the lease check
+    import labelq.live.goldmark as gm
+    eng, pid = make_project(sqlite_url, n_tasks=2, workers=1, max_labels=1)
+    svc = Service(eng, r, settings=Settings(database_url=sqlite_url), worker_max_age=0,
+                  state_max_age=0)
+    rebuild_project(eng, r, pid)
+    real, taken = gm._leased, []
+
+    def leased_then_taken(*args):
+        out = real(*args)
+        if not taken:
+            taken.append(svc.next_assignment("p-w0"))
+        return out
+
+    monkeypatch.setattr(gm, "_leased", leased_then_taken)
+    # When both are marked
+    out = mark_gold_live(eng, r, "p", [GoldMark("t0", "a"), GoldMark("t1", "a")])
+    # Then the one taken meanwhile is queued, the other marked: nothing half-done
+    assert taken[0] is not None
+    assert out["queued"] == [taken[0].task] and out["marked"] == 1
+    k = Keys(pid, database_id(eng))
+    free = 1 - int(taken[0].task[1:])
+    assert r.sismember(k.gold, free) and not r.sismember(k.gold, 1 - free)
 
 
 def test_the_cli_marks_from_a_file_all_or_nothing(r, redis_url, sqlite_url, tmp_path):
@@ -227,3 +288,89 @@ def test_with_a_celery_applier_a_marked_task_is_then_served_as_gold(
     assert scores.total.sum(axis=1).tolist() == [1, 1]  # p-w0's old label, p-w1's new one
     assert scores.correct.sum(axis=1).tolist() == [0, 1]
     assert svc.next_assignment("p-w1") is None  # (never the same gold twice)
+
+
+@pytest.mark.timeout(240)
+def test_gold_mark_of_a_file_marks_the_rest_at_once_and_assigned_tasks_when_they_end(
+        r, redis_url, sqlite_url, celery_env, celery_worker, tmp_path):
+    # Given four tasks, a real Celery worker (applier and beat), and two of the tasks
+    # assigned right now: one to p-w0, one to p-w1
+    from workers.main import create_app
+    eng, pid = make_project(sqlite_url, n_tasks=4, workers=2, max_labels=1)
+    app = create_app(redis_url)
+    svc = Service(eng, r, settings=Settings(database_url=sqlite_url), worker_max_age=0,
+                  notify=lambda p: app.send_task("labelq.apply_labels", args=[p],
+                                                 queue="labelq"))
+    celery_worker(celery_env(sqlite_url))
+    a0, a1 = svc.next_assignment("p-w0"), svc.next_assignment("p-w1")
+    assert a0 is not None and a1 is not None
+    assigned = sorted([a0.task, a1.task])
+    rest = sorted({"t0", "t1", "t2", "t3"} - set(assigned))
+
+    def gold() -> list[str]:
+        with session_scope(eng) as s:
+            return sorted(s.exec(select(Task.external_id).where(Task.project_id == pid,
+                                                                Task.is_gold)))
+
+    # When an expert's file of all four is marked
+    f = tmp_path / "answers.csv"
+    f.write_text("id,answer\n" + "".join(f"t{i},a\n" for i in range(4)))
+    res = CliRunner().invoke(cli, ["gold", "mark", "p", "--file", str(f)],
+                             env={"LABELQ_DATABASE_URL": sqlite_url,
+                                  "LABELQ_REDIS_URL": redis_url})
+    # Then the two free tasks are gold at once, and the output names the two queued
+    assert res.exit_code == 0, res.output
+    order = [t for t in ("t0", "t1", "t2", "t3") if t in assigned]
+    assert (f"2 marked, 2 queued until their assignments end: {', '.join(order)}"
+            in res.output), res.output
+    assert gold() == rest
+    # and while they stay assigned, the worker's beat (every second) leaves them queued
+    import time
+    time.sleep(3)
+    assert gold() == rest
+    # When p-w0 submits its label (the applier runs) and p-w1 declines its task
+    svc.submit("p-w0", a0.assignment_id, "b")
+    deadline = time.monotonic() + 60
+    while a0.task not in gold() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert gold() == sorted(rest + [a0.task])  # (only the ended one)
+    svc.decline("p-w1", a1.assignment_id)
+    while a1.task not in gold() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    # Then both are gold too, p-w0's label a gold answer, and nothing stays queued
+    assert gold() == ["t0", "t1", "t2", "t3"]
+    from labelq.record.models import PendingGoldMark
+    with session_scope(eng) as s:
+        assert s.exec(select(PendingGoldMark)).all() == []
+        assert s.exec(select(Label.is_gold).join(Task, Task.id == Label.task_id)
+                      .where(Task.external_id == a0.task)).all() == [True]
+        kinds = set(s.exec(select(Task.gold_kind).where(Task.project_id == pid)))
+    assert kinds == {"reviewed"}
+    k = Keys(pid, database_id(eng))
+    assert all(r.sismember(k.gold, int(t[1:])) for t in ("t0", "t1", "t2", "t3"))
+
+
+@pytest.mark.timeout(120)
+def test_a_queued_mark_is_applied_by_the_beat_when_the_lease_expires(r, sqlite_url):
+    # Given a task whose one-second lease an annotator lets lapse, queued for a mark
+    import time
+
+    from labelq.live.applier import Applier
+    from labelq.live.upkeep import maintain_project
+    settings = Settings(database_url=sqlite_url, lease_seconds=1)
+    eng, pid = make_project(sqlite_url, n_tasks=2, workers=1)
+    svc = Service(eng, r, settings=settings, worker_max_age=0, state_max_age=0)
+    a = svc.next_assignment("p-w0")
+    assert a is not None
+    assert mark_gold_live(eng, r, "p", [GoldMark(a.task, "a")])["queued"] == [a.task]
+    applier = Applier(eng, r, settings=settings)
+    assert maintain_project(applier, pid)["gold_marked"] == 0  # (still assigned)
+    # When the lease has lapsed (1 s, and the reaper's 2 s grace) and the beat's upkeep runs
+    time.sleep(3.5)
+    out = maintain_project(applier, pid)
+    # Then the reaper expired it and the queued mark was applied: gold, no queue left
+    assert out["expired"] == 1 and out["gold_marked"] == 1
+    with session_scope(eng) as s:
+        t = s.exec(select(Task).where(Task.project_id == pid, Task.external_id == a.task)).one()
+        assert (t.is_gold, t.gold_answer) == (True, "a")
+    assert r.sismember(Keys(pid, database_id(eng)).gold, int(a.task[1:]))

@@ -1,5 +1,6 @@
-// What the labeling page (label.html) and the operator's dashboard (dashboard.html) share:
-// served at /static/common.js and loaded by both before their own script. Plain
+// What the labeling page (label.html), the operator's dashboard (dashboard.html) and the
+// review page (review.html) share: served at /static/common.js and loaded by each before
+// its own script. Plain
 // JavaScript, no build step; the names below are the pages' globals.
 "use strict";
 const API = "/api/v1";
@@ -11,13 +12,14 @@ function say(text, isError) {
   $("message").className = isError ? "error" : "";
 }
 
-// The page's `call(method, path, body, { raw })`: the API at `path` with the bearer token
+// The page's `call(method, path, body, { raw })`: the API at `base + path` (base: /api/v1
+// unless given) with the bearer token
 // `token()`; answers the JSON body, or with `raw` the Response itself (a file to download).
 // A refused token (a status in `signOutOn`: the labeling page 401, the dashboard 401 and
 // 403) calls `onSignOut()` first. Every failure is thrown as `{ status, code, message }`,
 // `message` fit to show: the API's own error message, a network failure, or what a
 // non-JSON answer (a proxy's error page, say) was.
-function apiCaller({ token, signOutOn, onSignOut }) {
+function apiCaller({ token, signOutOn, onSignOut, base = API }) {
   return async function call(method, path, body, { raw = false } = {}) {
     const init = { method, headers: { "Authorization": "Bearer " + token() } };
     if (body !== undefined) {
@@ -25,7 +27,7 @@ function apiCaller({ token, signOutOn, onSignOut }) {
       init.body = JSON.stringify(body);
     }
     let resp;
-    try { resp = await fetch(API + path, init); }
+    try { resp = await fetch(base + path, init); }
     catch (e) {
       throw { code: "network",
               message: "cannot reach the server (network error); check the connection and "
@@ -150,4 +152,26 @@ function inlineMarkdown(parent, text) {
     at = m.index + m[0].length;
   }
   if (at < text.length) parent.append(document.createTextNode(text.slice(at)));
+}
+
+// A task's payload as the labeling page shows it, into #payload-text, #payload-image and
+// #payload-fields: text, question or body as text (never markup), an http(s) image URL as
+// an image, every other field as a name and its value (text)
+const IMAGE = /\.(png|jpe?g|gif|webp|svg|bmp|avif)(\?.*)?$/i;
+function showPayload(payload) {
+  const text = payload.text ?? payload.question ?? payload.body ?? "";
+  $("payload-text").textContent = typeof text === "string" ? text : JSON.stringify(text);
+  const url = ["image", "image_url", "url"].map((k) => payload[k])
+    .find((v) => typeof v === "string" && /^https?:\/\//i.test(v) && IMAGE.test(v));
+  $("payload-image").hidden = !url;
+  if (url) $("payload-image").src = url; else $("payload-image").removeAttribute("src");
+  const fields = $("payload-fields");
+  fields.replaceChildren();
+  for (const [k, v] of Object.entries(payload)) {
+    if (["text", "question", "body"].includes(k) || v === url) continue;
+    const dt = document.createElement("dt"); dt.textContent = k;
+    const dd = document.createElement("dd");
+    dd.textContent = typeof v === "string" ? v : JSON.stringify(v);
+    fields.append(dt, dd);
+  }
 }

@@ -1,7 +1,6 @@
 // the labeling page's script (/static/label.js, after /static/common.js):
 // a file served by labelq, not inline, so the page's CSP allows scripts from 'self' only
 "use strict";
-const IMAGE = /\.(png|jpe?g|gif|webp|svg|bmp|avif)(\?.*)?$/i;
 let token = sessionStorage.getItem("labelq-token") || "";
 let current = null;   // the assignment on screen
 let busy = false;     // one request at a time: no double submissions
@@ -56,23 +55,7 @@ async function refreshProgress() {
     p.remaining_capacity === null ? "no limit" : p.remaining_capacity;
 }
 
-function showPayload(payload) {
-  const text = payload.text ?? payload.question ?? payload.body ?? "";
-  $("payload-text").textContent = typeof text === "string" ? text : JSON.stringify(text);
-  const url = ["image", "image_url", "url"].map((k) => payload[k])
-    .find((v) => typeof v === "string" && /^https?:\/\//i.test(v) && IMAGE.test(v));
-  $("payload-image").hidden = !url;
-  if (url) $("payload-image").src = url; else $("payload-image").removeAttribute("src");
-  const fields = $("payload-fields");
-  fields.replaceChildren();
-  for (const [k, v] of Object.entries(payload)) {
-    if (["text", "question", "body"].includes(k) || v === url) continue;
-    const dt = document.createElement("dt"); dt.textContent = k;
-    const dd = document.createElement("dd");
-    dd.textContent = typeof v === "string" ? v : JSON.stringify(v);
-    fields.append(dt, dd);
-  }
-}
+// (showPayload: common.js, shared with the review page)
 
 function showAssignment(a) {
   current = a;

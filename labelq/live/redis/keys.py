@@ -64,6 +64,9 @@ key (after the prefix)     type    TTL    meaning
 ``apply_retry``            STRING  PX     id of the one Celery task retrying while another
                                           applier holds the lock (3 s, renewed per retry)
 ``rebuild_gate``           STRING  PX     held by the one process rebuilding the hot state
+``gold_queued``            STRING  none   set while gold marks wait for an assignment to end
+                                          (``pending_gold_mark``): the applier's run then
+                                          looks for those it can apply (labelq.live.goldmark)
 ``declines``               LIST    none   "task:worker" declines awaiting the applier
 ``active``                 ZSET    none   worker seq -> last request (ms); those of the last
                                           60 s get inbox refills
@@ -201,6 +204,7 @@ class Keys:
     apply_retry = property(lambda self: self._k("apply_retry"))
     rebuild_gate = property(lambda self: self._k("rebuild_gate"))
     declines = property(lambda self: self._k("declines"))
+    gold_queued = property(lambda self: self._k("gold_queued"))
     active = property(lambda self: self._k("active"))
     requests = property(lambda self: self._k("requests"))
 
