@@ -71,6 +71,10 @@ key (after the prefix)     type    TTL    meaning
                                           applier holds the lock (3 s, renewed per retry)
 ``rebuild_gate``           STRING  PX     held by the one process rebuilding the hot state
 ``declines``               LIST    none   "task:worker" declines awaiting the applier
+``declining``              HASH    none   assignment id -> "task:worker:task id:gold:ms" of a
+                                          decline released here whose SQL row or entry in
+                                          ``declines`` is not written yet (``labelq.live.
+                                          decline``: its retry or the beat finishes it)
 ``active``                 ZSET    none   worker seq -> last request (ms); those of the last
                                           60 s get inbox refills
 ``requests``               HASH    none   worker seq -> next-assignment requests ever made
@@ -208,6 +212,7 @@ class Keys:
     apply_retry = property(lambda self: self._k("apply_retry"))
     rebuild_gate = property(lambda self: self._k("rebuild_gate"))
     declines = property(lambda self: self._k("declines"))
+    declining = property(lambda self: self._k("declining"))
     active = property(lambda self: self._k("active"))
     requests = property(lambda self: self._k("requests"))
 
