@@ -177,3 +177,20 @@ def test_bulk_writes_are_the_plain_commands(r, server):
         dict(zip(members.tolist(), (members * 3).tolist(), strict=True))
     assert {int(m) for m in client.smembers("s")} == set(members.tolist())
     client.delete("z", "h", "s")
+
+
+def test_a_task_marked_gold_while_warming_goes_to_gold_not_pending(r, db_url):
+    from labelq.live.goldmark import mark_gold_live
+    from labelq.record.projects import GoldMark
+    eng, pid = labelled_project(db_url)
+    k = Keys(pid, database_id(eng))
+    # Given a lazy rebuild whose plan holds task t299 (no labels: streamed in last)
+    rebuild_project(eng, r, pid, first=FIRST)
+    plan = np.frombuffer(r.get(k.warm), dtype="<i8")
+    assert 299 in plan.tolist() and r.zscore(k.pending, 299) is None
+    # When it is marked gold before the stream reaches it, then the stream ends
+    mark_gold_live(eng, r, "p", [GoldMark("t299", "a")])
+    backfill(eng, r, pid, k)
+    # Then it is a gold question, and not in pending
+    assert r.sismember(k.gold, 299) and r.zscore(k.pending, 299) is None
+    assert not r.hexists(k.meta, "warming")
