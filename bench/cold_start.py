@@ -17,7 +17,9 @@ annotator who has none yet:
 * **restart** — the processes restart, Redis keeps the hot state;
 * **flushed** — Redis was flushed (a Redis restart without persistence): the first request
   finds no hot state and it is rebuilt from SQL (since issue 44 from the policy state the
-  set-up's rebuild saved in SQL, ``labelq.live.saved``, where the code has it).
+  set-up's rebuild saved in SQL, ``labelq.live.saved``, where the code has it; and with only
+  the highest priorities of ``pending`` before the request is served, the rest streamed in
+  behind it, ``labelq.live.backfill``).
 
 Also reported: when the server first accepted a connection (imports, app set-up), so the
 first ``next``'s own share shows. ``--compare REF`` starts the servers from another commit

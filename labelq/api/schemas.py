@@ -69,6 +69,9 @@ class SubmitOut(_Out):
 class DeclineOut(_Out):
     assignment_id: str
     declined: bool
+    duplicate: bool = Field(False, description="True when this repeats an earlier decline "
+                                               "of the assignment (nothing new was "
+                                               "recorded).")
 
 
 class GoldStats(_Out):

@@ -6,7 +6,9 @@ exactly) it drops every key of the project (``lq:{D:P}:``, of its own database `
 
 * the policy state: a fresh fold of the applied labels in ``applied_seq`` order (unapplied
   labels are left to the applier, which is woken);
-* ``pending``: the non-gold tasks below the cap, with their priorities; ``gold``;
+* ``pending``: the non-gold tasks below the cap, with their priorities (with ``first``,
+  as ``ensure_hot`` asks: only that many of the highest, the rest streamed in behind by
+  :mod:`.backfill`); ``gold``;
 * ``nlabels``, ``wcount``, ``spent`` and ``seen`` (and ``nissued``, with the gold questions
   given to each worker, in all and per category) from the labels and the declined and
   expired assignments; with a gold schedule, each worker's gold record.
@@ -22,6 +24,7 @@ runs during it.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -34,6 +37,7 @@ from ..errors import Conflict, NotFound
 from ..record.db import session_scope
 from ..record.goldstats import project_gold_scores
 from ..record.models import ENDED_UNLABELLED, Assignment, Label, Project, Task, Worker
+from .backfill import FIRST, bulk_write, plan, start_backfill
 from .home import claim_home
 from .hotstate import StateCache, fold_from_sql, write_snapshot
 from .redis.keys import Keys, gold_category_field, gold_issued_field, gold_records
@@ -43,6 +47,7 @@ from .saved import load_saved, n_applied, save_state
 __all__ = ["rebuild_project", "ensure_hot", "add_new_tasks", "reopen_below_cap", "delete_hot"]
 
 CHUNK = 10_000
+log = logging.getLogger(__name__)
 
 
 def delete_hot(redis: Any, k: Keys) -> int:
@@ -62,21 +67,77 @@ def delete_hot(redis: Any, k: Keys) -> int:
     return n
 
 
-def _zadd_chunks(pipe: Any, key: str, tasks: np.ndarray, pri: np.ndarray,
-                 nx: bool = False) -> None:
-    for i in range(0, tasks.size, CHUNK):
-        pipe.zadd(key, {int(t): float(p) for t, p in zip(tasks[i:i + CHUNK], pri[i:i + CHUNK], strict=True)},
-                  nx=nx)
+class _Clock:
+    """Seconds per step of a rebuild (its result's ``seconds``; bench/cold_start.py)."""
+
+    def __init__(self) -> None:
+        self.laps: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.laps[name] = round(now - self._last, 3)
+        self._last = now
+
+
+def _counts(redis: Any, key: str, counts: np.ndarray) -> None:
+    """``HSET`` of the non-zero ``counts`` by index (a counter hash)."""
+    nz = np.flatnonzero(counts)
+    bulk_write(redis, key, "HSET", nz, counts[nz])
+
+
+def _rows(session: Any, sql: str, project_id: int) -> list[tuple[Any, ...]]:
+    """The rows of ``sql`` (one ``{mark}`` for the project id) through the driver's cursor:
+    plain tuples, no Row objects."""
+    conn = session.connection()
+    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+    cursor = conn.connection.cursor()
+    try:
+        cursor.execute(sql.format(mark=mark), (project_id,))
+        return list(cursor.fetchall())
+    finally:
+        cursor.close()
+
+
+def _seqs(ids: np.ndarray, task_id: np.ndarray) -> np.ndarray:
+    """The task seqs of the task ids ``ids`` (``task_id``: the view's seq -> id)."""
+    order = np.argsort(task_id, kind="stable")
+    return order[np.searchsorted(task_id, ids, sorter=order)]
+
+
+def _label_rows(session: Any, project_id: int, task_id: np.ndarray,
+                worker_seq: dict[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The project's labels as (task seq, worker seq, applied seq or -1) arrays, from one
+    read of the label rows alone: the counts by task, by worker, applied and the ``seen``
+    sets are all made from it with numpy, the seqs through the view's task ids and the
+    workers' ids (four ORM queries joining the task and worker rows took ~3 s at 200,000
+    labels under load; joining them here, 3-4 times this read's)."""
+    rows = _rows(session, f"SELECT task_id, worker_id, applied_seq FROM {_LABEL} "
+                          "WHERE project_id = {mark}", project_id)
+    n = len(rows)
+    if not n:
+        empty = np.empty(0, dtype=np.int64)
+        return empty, empty, empty
+    t_id, w_id, a_seq = zip(*rows, strict=True)
+    return (_seqs(np.fromiter(t_id, dtype=np.int64, count=n), task_id),
+            np.fromiter(map(worker_seq.__getitem__, w_id), dtype=np.int64, count=n),
+            np.fromiter((-1 if a is None else a for a in a_seq), dtype=np.int64, count=n))
+
+
+_LABEL = getattr(Label, "__table__").name
+_TASK = getattr(Task, "__table__").name
 
 
 def rebuild_project(engine: Engine, redis: Any, project_id: int, *,
                     cache: StateCache | None = None, wait_s: float = 60.0,
-                    unless_built: bool = False, from_saved: bool = True) -> dict[str, Any]:
+                    unless_built: bool = False, from_saved: bool = True,
+                    first: int | None = None) -> dict[str, Any]:
     """Rebuild the project's hot state (module docstring). The policy state starts from
     the one kept in SQL (:mod:`.saved`) when it holds, unless ``from_saved`` is False,
     and only the labels applied after it are folded; the result's ``folded`` says how
     many labels were, ``saved_seq`` the saved state's sequence (None: none used)."""
     k = Keys(project_id, claim_home(engine, redis))
+    clock = _Clock()
     lock = RedisLock(redis, k.apply_lock, ttl_ms=300_000)
     if not lock.acquire_within(wait_s):
         raise Conflict("the applier holds the lock; try again", project_id=project_id)
@@ -87,6 +148,7 @@ def rebuild_project(engine: Engine, redis: Any, project_id: int, *,
             project = session.get(Project, project_id)
             if project is None:
                 raise NotFound(f"no project with id {project_id}", project_id=project_id)
+            clock.lap("lock")
             saved = load_saved(session, project) if from_saved else None
             saved_seq: int | None
             if saved is not None:  # the state kept in SQL and the labels applied since
@@ -95,29 +157,18 @@ def rebuild_project(engine: Engine, redis: Any, project_id: int, *,
                 hot = fold_from_sql(session, project)
                 folded, saved_seq = n_applied(session, project_id, hot.seq), None
             pid = hot.project_id
-            per_task = session.exec(
-                select(col(Task.seq), func.count())
-                .join(Label, col(Label.task_id) == col(Task.id))
-                .where(Label.project_id == pid).group_by(col(Task.seq))).all()
-            applied = session.exec(
-                select(col(Task.seq), func.count())
-                .join(Label, col(Label.task_id) == col(Task.id))
-                .where(Label.project_id == pid, col(Label.applied_seq).is_not(None),
-                       col(Label.applied_seq) <= hot.seq).group_by(col(Task.seq))).all()
-            per_worker = session.exec(
-                select(col(Worker.seq), func.count(), col(Worker.cost))
-                .join(Label, col(Label.worker_id) == col(Worker.id))
-                .where(Label.project_id == pid)
-                .group_by(col(Worker.seq), col(Worker.cost))).all()
-            seen_rows = session.exec(
-                select(col(Worker.seq), col(Task.seq))
-                .join(Label, col(Label.worker_id) == col(Worker.id))
-                .join(Task, col(Task.id) == col(Label.task_id))
-                .where(Label.project_id == pid)).all()
-            unlabelled = session.exec(
-                select(col(Worker.seq), col(Task.seq))
-                .join(Assignment, col(Assignment.worker_id) == col(Worker.id))
-                .join(Task, col(Task.id) == col(Assignment.task_id))
+            clock.lap("policy state")
+            workers = session.exec(select(col(Worker.id), col(Worker.seq), col(Worker.cost))
+                                   .where(Worker.project_id == pid)).all()
+            worker_seq = {int(i): int(s) for i, s, _c in workers}
+            task_id = hot.view.task_id
+            if task_id is None:  # (a view made without the ids)
+                task_id = np.array([i for (i,) in _rows(
+                    session, f"SELECT id FROM {_TASK} WHERE project_id = {{mark}} "
+                    "ORDER BY seq", pid)], dtype=np.int64)
+            labels = _label_rows(session, pid, task_id, worker_seq)
+            ended_rows = session.exec(
+                select(col(Assignment.worker_id), col(Assignment.task_id))
                 .where(Assignment.project_id == pid,
                        col(Assignment.state).in_(ENDED_UNLABELLED))).all()
             record = project_gold_scores(session, project).scores \
@@ -126,43 +177,55 @@ def rebuild_project(engine: Engine, redis: Any, project_id: int, *,
         # answer marked or corrected just before (epoch bumped, not yet followed) would
         # find 0 = its own epoch and keep the old view; with a new one every process folds
         # again (from the snapshot written below)
+        clock.lap("counts from SQL")
         hot.epoch = int(redis.hget(k.meta, "epoch") or 0) + 1
         delete_hot(redis, k)
         view = hot.view
-        nlabels = np.zeros(view.n_tasks, dtype=np.int64)
-        for seq, n in per_task:
-            nlabels[seq] = n
+        t_seq, w_seq, a_seq = labels
+        nlabels = np.bincount(t_seq, minlength=view.n_tasks)
         open_ = ~view.is_gold
         if project.max_labels is not None:
             open_ &= nlabels < project.max_labels
         tasks = np.flatnonzero(open_)
-        pri = hot.policy.priority(hot.state, tasks) if tasks.size else np.empty(0)
-        pipe = redis.pipeline(transaction=False)
-        _zadd_chunks(pipe, k.pending, tasks, pri)
+        clock.lap("old keys deleted")
+        pri = np.asarray(hot.policy.priority(hot.state, tasks) if tasks.size else (),
+                         dtype=float)
+        clock.lap("priorities")
+        warm: dict[str, int] = {}
+        if first is not None and tasks.size > first:  # the rest streamed in behind
+            order = np.argsort(-pri, kind="stable")
+            bulk_write(redis, k.pending, "ZADD", tasks[order[:first]], pri[order[:first]])
+            warm = plan(redis, k, tasks[order[first:]])
+        else:
+            bulk_write(redis, k.pending, "ZADD", tasks, pri)
+        clock.lap("pending")
         gold = np.flatnonzero(view.is_gold)
-        for i in range(0, gold.size, CHUNK):
-            pipe.sadd(k.gold, *map(int, gold[i:i + CHUNK]))
-        if per_task:
-            pipe.hset(k.nlabels, mapping={int(s): int(n) for s, n in per_task})
-        if applied:
-            pipe.hset(k.applied, mapping={int(s): int(n) for s, n in applied})
-        if per_worker:
-            pipe.hset(k.wcount, mapping={int(s): int(n) for s, n, _c in per_worker})
-        spent = sum(float(n) * float(c) for _s, n, c in per_worker)
+        bulk_write(redis, k.gold, "SADD", gold)
+        _counts(redis, k.nlabels, nlabels)
+        _counts(redis, k.applied, np.bincount(t_seq[(a_seq >= 0) & (a_seq <= hot.seq)],
+                                              minlength=view.n_tasks))
+        per_worker = np.bincount(w_seq, minlength=view.n_workers)
+        _counts(redis, k.wcount, per_worker)
+        cost = {s: c for _i, s, c in workers}
+        spent = sum(float(n) * float(cost[w]) for w, n in enumerate(per_worker.tolist()) if n)
+        pipe = redis.pipeline(transaction=False)
         pipe.set(k.spent, repr(spent))
         pipe.set(k.reserved_cost, "0")
-        seen: dict[int, list[int]] = {}
-        issued: dict[int | str, int] = {}
-        for w, t in list(seen_rows) + list(unlabelled):
-            seen.setdefault(int(w), []).append(int(t))
-            issued[int(w)] = issued.get(int(w), 0) + 1
-            if view.is_gold[int(t)]:  # and per category, as RESERVE counts them
-                for g in (gold_issued_field(int(w)),
-                          gold_category_field(int(w), int(view.task_category[int(t)]))):
-                    issued[g] = issued.get(g, 0) + 1
-        for w, ts in seen.items():
-            for i in range(0, len(ts), CHUNK):
-                pipe.sadd(k.seen(w), *ts[i:i + CHUNK])
+        # seen: every task a worker labelled or was given and declined or let expire
+        ended = np.array(ended_rows, dtype=np.int64).reshape(-1, 2)
+        seen_w = np.concatenate([w_seq, [worker_seq[int(w)] for w in ended[:, 0]]]).astype(np.int64)
+        seen_t = np.concatenate([t_seq, _seqs(ended[:, 1], task_id)])
+        issued: dict[int | str, int] = {
+            w: n for w, n in enumerate(np.bincount(seen_w).tolist()) if n}
+        is_gold = view.is_gold[seen_t]
+        for w, t in zip(seen_w[is_gold].tolist(), seen_t[is_gold].tolist(), strict=True):
+            # the gold ones per category too, as RESERVE counts them
+            for g in (gold_issued_field(w), gold_category_field(w, int(view.task_category[t]))):
+                issued[g] = issued.get(g, 0) + 1
+        by_worker = np.argsort(seen_w, kind="stable")
+        bounds = np.flatnonzero(np.diff(seen_w[by_worker])) + 1
+        for part in np.split(by_worker, bounds) if by_worker.size else []:
+            bulk_write(redis, k.seen(int(seen_w[part[0]])), "SADD", seen_t[part])
         if record is not None:  # every worker's gold record (gold on suspicion)
             answered = record.total.sum(axis=1)
             issued.update(gold_records(range(answered.size), answered,
@@ -171,18 +234,21 @@ def rebuild_project(engine: Engine, redis: Any, project_id: int, *,
             pipe.hset(k.nissued, mapping=issued)
         pipe.set(k.pushed_seq, hot.seq)  # the priorities and counts above are the fold's
         pipe.execute()
+        clock.lap("counters, seen")
         blob = write_snapshot(redis, hot)
         if folded or saved is None:  # (a saved state with nothing after it is kept)
             save_state(engine, hot, blob)
+        clock.lap("snapshot")
         redis.hset(k.meta, mapping={"built": 1, "n_tasks": view.n_tasks,
                                     "n_workers": view.n_workers, "epoch": hot.epoch,
-                                    "cap": _cap_field(project.max_labels)})
+                                    "cap": _cap_field(project.max_labels), **warm})
         redis.sadd(k.projects, pid)
         if cache is not None:
             cache.drop(pid)
         return {"project_id": pid, "tasks": view.n_tasks, "pending": int(tasks.size),
+                "streaming": warm.get("warming", 0),
                 "gold": int(gold.size), "labels": int(nlabels.sum()), "state_seq": hot.seq,
-                "folded": int(folded), "saved_seq": saved_seq}
+                "folded": int(folded), "saved_seq": saved_seq, "seconds": clock.laps}
     finally:
         lock.release()
 
@@ -201,7 +267,11 @@ def ensure_hot(engine: Engine, redis: Any, project_id: int,
                 # re-checked under the apply lock too: a rebuild deletes the live leases
                 # issued since the first one, so it must never run twice
                 done = rebuild_project(engine, redis, project_id, cache=cache,
-                                       unless_built=True)
+                                       unless_built=True,
+                                       first=None if cache is None else FIRST)
+                log.info("project %s rebuilt: %s", project_id, done)
+                if done.get("streaming"):  # the rest of pending, behind the first requests
+                    start_backfill(engine, redis, project_id, k, cache)
                 return "skipped" not in done
             return False
         finally:
@@ -227,15 +297,10 @@ def add_new_tasks(engine: Engine, redis: Any, project_id: int, cache: StateCache
         new = np.arange(known, hot.view.n_tasks)
         gold = new[hot.view.is_gold[new]]
         rest = new[~hot.view.is_gold[new]]
-        pipe = redis.pipeline(transaction=False)
         if rest.size:
-            pri = hot.policy.priority(hot.state, rest)
-            for i in range(0, rest.size, CHUNK):
-                pipe.zadd(k.pending, {int(t): float(p) for t, p in
-                                      zip(rest[i:i + CHUNK], pri[i:i + CHUNK], strict=True)}, nx=True)
-        if gold.size:
-            pipe.sadd(k.gold, *map(int, gold))
-        pipe.execute()
+            bulk_write(redis, k.pending, "ZADDNX", rest,
+                       np.asarray(hot.policy.priority(hot.state, rest), dtype=float))
+        bulk_write(redis, k.gold, "SADD", gold)
     return int(new.size)
 
 
@@ -270,9 +335,9 @@ def reopen_below_cap(engine: Engine, redis: Any, project_id: int, cache: StateCa
             below = True if new is None else held[seqs] < new
             seqs = seqs[(held[seqs] >= old) & below]
             if seqs.size:
-                pri = hot.policy.priority(hot.state, seqs)
+                pri = np.asarray(hot.policy.priority(hot.state, seqs), dtype=float)
+                bulk_write(redis, k.pending, "ZADDNX", seqs, pri)
                 pipe = redis.pipeline(transaction=False)
-                _zadd_chunks(pipe, k.pending, seqs, pri, nx=True)
                 for i in range(0, seqs.size, CHUNK):
                     pipe.zrem(k.parked, *map(int, seqs[i:i + CHUNK]))
                 pipe.execute()

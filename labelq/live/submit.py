@@ -334,6 +334,11 @@ class Submitter:
             raise NotFound(f"no live assignment {aid!r} (never issued, declined, or expired "
                            f"and returned to the pool): {not_saved}", assignment=aid,
                            recorded=False)
+        if live.redis.hexists(live.keys(worker.project_id).declining, aid):
+            # declined, its record still being written (or its process died: the retry of
+            # the decline or the beat finishes it, :mod:`.decline`): not taken again
+            raise NotFound(f"no live assignment {aid!r} (declined): {not_saved}",
+                           assignment=aid, recorded=False)
         lost = (f"assignment {aid!r} was lost with the hot state (Redis restarted or was "
                 f"flushed) and {{why}}: {not_saved}")
         if labelled:

@@ -182,6 +182,10 @@ def test_decline_returns_the_task_and_closes_the_assignment(stack):
         # When they decline it
         d = c1.post(f"/api/v1/assignments/{a['assignment_id']}/decline")
         assert d.status_code == 200 and d.json()["declined"] is True
+        assert d.json()["duplicate"] is False
+        # (a repeat, its first answer lost, is an idempotent OK that records nothing new)
+        again = c1.post(f"/api/v1/assignments/{a['assignment_id']}/decline")
+        assert again.status_code == 200 and again.json()["duplicate"] is True
         # Then it can no longer be submitted, progress counts the decline, and the task
         # goes to the other annotator
         late = c1.post(f"/api/v1/assignments/{a['assignment_id']}/label", json={"label": "pos"})

@@ -15,7 +15,13 @@ key (after the prefix)     type    TTL    meaning
 =========================  ======  =====  ====================================================
 ``meta``                   HASH    none   built=1, n_tasks, n_workers, cap (set by a rebuild;
                                           cap follows ``project update``), epoch (bumped by
-                                          ``gold correct``: every holder refolds its state)
+                                          ``gold correct``: every holder refolds its state);
+                                          while ``pending`` is streamed in after a lazy
+                                          rebuild: warming (tasks in the plan), warm_pos
+                                          (how many are in), warm_at (ms of the last chunk)
+``warm``                   STRING  none   the plan of a lazy rebuild: the seqs still to come
+                                          into ``pending`` (int64, by priority; deleted with
+                                          its last chunk: ``labelq.live.backfill``)
 ``pending``                ZSET    none   open non-gold task seq -> policy priority (higher =
                                           ask sooner); a task leaves it when labels + live
                                           leases reach the cap, and comes back on release
@@ -68,6 +74,10 @@ key (after the prefix)     type    TTL    meaning
                                           (``pending_gold_mark``): the applier's run then
                                           looks for those it can apply (labelq.live.goldmark)
 ``declines``               LIST    none   "task:worker" declines awaiting the applier
+``declining``              HASH    none   assignment id -> "task:worker:task id:gold:ms" of a
+                                          decline released here whose SQL row or entry in
+                                          ``declines`` is not written yet (``labelq.live.
+                                          decline``: its retry or the beat finishes it)
 ``active``                 ZSET    none   worker seq -> last request (ms); those of the last
                                           60 s get inbox refills
 ``requests``               HASH    none   worker seq -> next-assignment requests ever made
@@ -199,12 +209,14 @@ class Keys:
     state = property(lambda self: self._k("state"))
     state_seq = property(lambda self: self._k("state_seq"))
     pushed_seq = property(lambda self: self._k("pushed_seq"))
+    warm = property(lambda self: self._k("warm"))
     apply_lock = property(lambda self: self._k("apply_lock"))
     apply_wanted = property(lambda self: self._k("apply_wanted"))
     apply_retry = property(lambda self: self._k("apply_retry"))
     rebuild_gate = property(lambda self: self._k("rebuild_gate"))
     declines = property(lambda self: self._k("declines"))
     gold_queued = property(lambda self: self._k("gold_queued"))
+    declining = property(lambda self: self._k("declining"))
     active = property(lambda self: self._k("active"))
     requests = property(lambda self: self._k("requests"))
 

@@ -198,6 +198,7 @@ class Scripts:
         self._begin = load_script(redis, lua_source("submit_begin"))
         self._finish = load_script(redis, lua_source("submit_finish"))
         self._release = load_script(redis, lua_source("release"))
+        self._decline_done = load_script(redis, lua_source("decline_done"))
         self._candidates = load_script(redis, lua_source("candidates"))
         self._candidates_many = load_script(redis, lua_source("candidates_many"))
         self._candidates_scan = load_script(redis, lua_source("candidates_scan"))
@@ -387,17 +388,26 @@ class Scripts:
     # --- RELEASE -------------------------------------------------------------------------
     def release(self, k: Keys, assignment_id: str, *, worker: int | None = None,
                 expired_before_ms: int | None = None, allow_submitting: bool = False,
-                held_only: bool = False, pipeline: Any = None) -> Release | None:
+                held_only: bool = False, declined_ms: int | None = None,
+                pipeline: Any = None) -> Release | None:
         """:class:`Released`, or the :class:`Refusal` ``MISSING``, ``FORBIDDEN``,
         ``SUBMITTING``, ``LIVE`` (with ``expired_before_ms``) or ``ISSUED`` (with
-        ``held_only``: release only a reservation still held in an inbox)."""
+        ``held_only``: release only a reservation still held in an inbox). With
+        ``declined_ms`` (a decline, at that time) the release is noted in ``declining``
+        in the same step (:mod:`labelq.live.decline`)."""
         keys = [k.lease(assignment_id), k.leases, k.reserved, k.wcount, k.reserved_cost,
-                k.pending, k.parked, k.nissued]
+                k.pending, k.parked, k.nissued, k.declining]
         args = [assignment_id, "" if worker is None else worker,
                 "" if expired_before_ms is None else expired_before_ms,
-                "1" if allow_submitting else "0", k.prefix, "1" if held_only else "0"]
+                "1" if allow_submitting else "0", k.prefix, "1" if held_only else "0",
+                "" if declined_ms is None else declined_ms]
         out = self._run(self._release, keys, args, pipeline)
         return None if pipeline is not None else self.release_result(out)
+
+    def decline_done(self, k: Keys, assignment_id: str, entry: str) -> bool:
+        """``DECLINE_DONE``: True if this call handed the decline to the applier."""
+        return int(self._decline_done(keys=[k.declining, k.declines],
+                                      args=[assignment_id, entry])) == 1
 
     @staticmethod
     def release_result(out: Any) -> Release:

@@ -3,9 +3,11 @@
 -- Race closed: returning a task twice (the lease hash is the token), releasing a lease
 -- mid-submission unless the caller checked SQL for its label (allow_submitting), and
 -- reclaiming a reservation its worker has taken meanwhile (held_only).
--- keys: lease:{a} leases reserved wcount reserved_cost pending parked nissued
+-- keys: lease:{a} leases reserved wcount reserved_cost pending parked nissued declining
 -- argv: assignment_id worker('' = any) expired_before_ms('' = no check) allow_submitting
 --       key_prefix held_only('1': only a reservation still held in an inbox)
+--       declined_ms ('' = not a decline; else the decline is noted in declining, with the
+--       release, until its SQL row and its entry in declines are written: labelq.live.decline)
 -- answers {1, task, worker, held (1/0), task_id ('' if the lease has none), gold, expires}
 -- or {0, reason}.
 -- A reservation still held in an inbox (never popped) was never issued: its count in
@@ -33,6 +35,10 @@ if lease[6] then
       redis.call('HINCRBY', KEYS[8], 'g' .. lease[2] .. ':' .. lease[8], -1)
     end
   end
+end
+if ARGV[7] and ARGV[7] ~= '' then
+  redis.call('HSET', KEYS[9], ARGV[1], task .. ':' .. lease[2] .. ':' .. (lease[9] or '') ..
+             ':' .. (lease[7] or '0') .. ':' .. ARGV[7])
 end
 local s = redis.call('ZSCORE', KEYS[7], task)
 if s then

@@ -1,0 +1,196 @@
+"""The lazy rebuild after losing Redis (issue 44, ``labelq.live.backfill``): the first
+request's rebuild puts only the highest priorities in ``pending`` and the rest streams in
+behind; meanwhile no task outside ``pending`` is handed out, and the end state is the full
+rebuild's. Real Redis; SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import time
+
+import fakeredis
+import numpy as np
+import pytest
+from sqlmodel import select
+
+import labelq.live.rebuild as rebuild_module
+from labelq.live.backfill import (
+    _backfill_source,
+    backfill,
+    backfill_step,
+    bulk_write,
+    resume_stalled,
+)
+from labelq.live.hotstate import StateCache
+from labelq.live.rebuild import rebuild_project
+from labelq.live.redis.keys import Keys
+from labelq.live.redis.wire import load_script
+from labelq.record.db import database_id, session_scope
+from labelq.record.models import Assignment, Label, Task, Worker, utcnow
+from labelq.record.settings import Settings
+from labelq.service import Service
+
+from .conftest import make_project
+
+FIRST = 50
+
+
+def labelled_project(url):
+    """300 tasks, cap 2, three annotators; w0 labelled tasks 0-59 and w1 tasks 0-19 (those
+    at the cap), all applied: priorities (uniform: minus the labels) differ."""
+    eng, pid = make_project(url, n_tasks=300, workers=3, max_labels=2)
+    with session_scope(eng) as s:
+        tid = dict(s.exec(select(Task.seq, Task.id).where(Task.project_id == pid)).all())
+        wid = dict(s.exec(select(Worker.seq, Worker.id).where(Worker.project_id == pid)).all())
+        pairs = [(0, t) for t in range(60)] + [(1, t) for t in range(20)]
+        now = utcnow()
+        for j, (w, t) in enumerate(pairs):
+            s.add(Assignment(id=f"a{j}", project_id=pid, task_id=tid[t], worker_id=wid[w],
+                             issued=now, expires=now, state="submitted"))
+            s.add(Label(assignment_id=f"a{j}", project_id=pid, task_id=tid[t],
+                        worker_id=wid[w], value="a", received=now, applied_seq=j + 1))
+    return eng, pid
+
+
+def everything(r, k):
+    """The hot state a rebuild writes, but its epoch-stamped snapshot and meta."""
+    out = {}
+    for key in r.scan_iter(match=k.pattern()):
+        name = key.decode().rsplit(":", 1)[-1] if b":seen:" not in key else key.decode()
+        kind = r.type(key)
+        if name in ("state", "meta", "apply_lock", "rebuild_gate"):
+            continue
+        if kind == b"zset":
+            out[name] = dict(r.zrange(key, 0, -1, withscores=True))
+        elif kind == b"hash":
+            out[name] = r.hgetall(key)
+        elif kind == b"set":
+            out[name] = r.smembers(key)
+        else:
+            out[name] = r.get(key)
+    return out
+
+
+def test_lazy_rebuild_serves_from_the_top_and_ends_as_the_full_one(r, db_url):
+    eng, pid = labelled_project(db_url)
+    k = Keys(pid, database_id(eng))
+    # Given the full rebuild's hot state as the reference
+    rebuild_project(eng, r, pid)
+    full = everything(r, k)
+    r.flushdb()
+    # When Redis is lost and the lazy rebuild puts in only the first 50
+    out = rebuild_project(eng, r, pid, first=FIRST)
+    # Then pending holds 50 of the highest priorities, at the full rebuild's scores, the
+    # plan the rest, and every other key is already the full rebuild's
+    ref = full["pending"]
+    head = dict(r.zrange(k.pending, 0, -1, withscores=True))
+    assert len(head) == FIRST and out["streaming"] == len(ref) - FIRST
+    assert all(ref[t] == s for t, s in head.items())
+    assert min(head.values()) >= max(s for t, s in ref.items() if t not in head)
+    now = everything(r, k)
+    assert {n: v for n, v in now.items() if n not in ("pending", "warm")} == \
+        {n: v for n, v in full.items() if n != "pending"}
+    # And while it is warming, decisions hand out only tasks in pending
+    s = Service(eng, r, settings=Settings(database_url=db_url), worker_max_age=0)
+    for _ in range(8):
+        a = s.next_assignment("p-w2")
+        assert a is not None and a.task_seq in {int(t) for t in head}
+        s.submit("p-w2", a.assignment_id, "b")
+    # When the rest streams in (in steps of 60)
+    cache = StateCache()
+    steps = 0
+    while backfill_step(eng, r, pid, k, cache, chunk=60) is not None:
+        steps += 1
+    # Then pending is the full rebuild's, but for what happened meanwhile: nothing at its
+    # cap came back, and the plan is gone
+    assert steps == -(-(len(ref) - FIRST) // 60)
+    got = dict(r.zrange(k.pending, 0, -1, withscores=True))
+    parked = {int(t) for t in r.zrange(k.parked, 0, -1)}
+    nlabels = {int(t): int(n) for t, n in r.hgetall(k.nlabels).items()}
+    assert {int(t) for t in got} == {int(t) for t in ref} - {
+        t for t, n in nlabels.items() if n >= 2} - parked
+    assert all(got[t] == ref[t] for t in got if t not in head)
+    assert not r.exists(k.warm) and not r.hexists(k.meta, "warming")
+
+
+def test_first_request_after_a_flush_streams_the_rest_behind(r, db_url, monkeypatch):
+    eng, pid = labelled_project(db_url)
+    k = Keys(pid, database_id(eng))
+    rebuild_project(eng, r, pid)
+    ref = {int(t) for t in r.zrange(k.pending, 0, -1)}
+    r.flushdb()
+    monkeypatch.setattr(rebuild_module, "FIRST", FIRST)
+    # When the first request after a flush rebuilds (the service's ensure_hot)
+    s = Service(eng, r, settings=Settings(database_url=db_url), worker_max_age=0)
+    a = s.next_assignment("p-w2")
+    assert a is not None
+    # Then the rest of pending comes in behind it, from a thread of this process
+    deadline = time.monotonic() + 60
+    while r.hexists(k.meta, "warming") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not r.hexists(k.meta, "warming")
+    assert {int(t) for t in r.zrange(k.pending, 0, -1)} | \
+        {int(t) for t in r.zrange(k.parked, 0, -1)} == ref
+
+
+def test_a_stream_of_an_older_rebuild_writes_nothing_and_a_stalled_one_is_resumed(r, db_url):
+    eng, pid = labelled_project(db_url)
+    k = Keys(pid, database_id(eng))
+    rebuild_project(eng, r, pid, first=FIRST)
+    old_epoch = r.hget(k.meta, "epoch").decode()
+    # Given a newer lazy rebuild since (a new epoch, a new plan)
+    rebuild_project(eng, r, pid, first=FIRST)
+    before = r.zcard(k.pending)
+    # When a streamer of the older one sends its chunk
+    chunk = np.zeros(1, dtype=[("s", "<f8"), ("m", "<i8")])
+    chunk["m"] = 299
+    got = load_script(r, _backfill_source())(
+        keys=[k.meta, k.pending, k.warm], args=[old_epoch, "0", "1", chunk.tobytes(), "0"])
+    # Then it is refused and writes nothing
+    assert int(got) == -1 and r.zcard(k.pending) == before
+    # And a stream nobody moves for long is finished by the beat's upkeep
+    assert resume_stalled(eng, r, pid, k, None, stale_ms=3_600_000) == 0
+    assert resume_stalled(eng, r, pid, k, None, stale_ms=0) > 0
+    assert not r.hexists(k.meta, "warming")
+    # a full rebuild (labelq rebuild) drops any plan: nothing is left to stream
+    rebuild_project(eng, r, pid, first=FIRST)
+    rebuild_project(eng, r, pid)
+    assert backfill(eng, r, pid, k) == 0 and not r.exists(k.warm)
+
+
+@pytest.mark.parametrize("server", ["redis", "fakeredis"])
+def test_bulk_writes_are_the_plain_commands(r, server):
+    # Given scores that print long and members past a million
+    client = r if server == "redis" else fakeredis.FakeRedis()
+    rng = np.random.default_rng(3)
+    members = rng.choice(10**9, size=12_345, replace=False).astype(np.int64)
+    scores = rng.normal(size=members.size) / 3
+    scores[:3] = [-0.0, 1e300, -1e-300]
+    # When written in bulk
+    bulk_write(client, "z", "ZADD", members, scores)
+    bulk_write(client, "h", "HSET", members, members * 3)
+    bulk_write(client, "s", "SADD", members)
+    bulk_write(client, "z", "ZADDNX", members[:10], np.zeros(10))
+    # Then Redis holds exactly what ZADD/HSET/SADD of the Python values would have
+    z = client.zrange("z", 0, -1, withscores=True)
+    assert {int(m): s for m, s in z} == dict(zip(members.tolist(), scores.tolist(), strict=True))
+    assert {int(f): int(v) for f, v in client.hgetall("h").items()} == \
+        dict(zip(members.tolist(), (members * 3).tolist(), strict=True))
+    assert {int(m) for m in client.smembers("s")} == set(members.tolist())
+    client.delete("z", "h", "s")
+
+
+def test_a_task_marked_gold_while_warming_goes_to_gold_not_pending(r, db_url):
+    from labelq.live.goldmark import mark_gold_live
+    from labelq.record.projects import GoldMark
+    eng, pid = labelled_project(db_url)
+    k = Keys(pid, database_id(eng))
+    # Given a lazy rebuild whose plan holds task t299 (no labels: streamed in last)
+    rebuild_project(eng, r, pid, first=FIRST)
+    plan = np.frombuffer(r.get(k.warm), dtype="<i8")
+    assert 299 in plan.tolist() and r.zscore(k.pending, 299) is None
+    # When it is marked gold before the stream reaches it, then the stream ends
+    mark_gold_live(eng, r, "p", [GoldMark("t299", "a")])
+    backfill(eng, r, pid, k)
+    # Then it is a gold question, and not in pending
+    assert r.sismember(k.gold, 299) and r.zscore(k.pending, 299) is None
+    assert not r.hexists(k.meta, "warming")
