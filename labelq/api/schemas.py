@@ -74,6 +74,10 @@ class GoldStats(_Out):
     answered: int
     correct: int
     accuracy: float | None
+    as_of: int = Field(0, description="The counts are of my first `as_of` labels: the "
+                                      "number given, rounded down to a multiple of 10 (so "
+                                      "they never move on the answer just given, and tell "
+                                      "no one which item was gold).")
 
 
 class PauseOut(_Out):

@@ -1,0 +1,130 @@
+"""People on several projects through the API (issue 43): one token, two projects, the
+project named by ``?project=NAME`` or given by the operator's default; and the gold
+counter that no longer tells which item was gold."""
+
+from __future__ import annotations
+
+from .conftest import make_project
+from .test_annotator import wait_applied
+
+
+def test_one_token_two_projects(stack):
+    # Given a person enrolled in two projects of different label sets, with one token
+    pa = make_project(stack, "two-a", n_tasks=3, max_labels=1)
+    pb = make_project(stack, "two-b", n_tasks=2, labels="x,y", max_labels=1)
+    token = stack.enroll("two-a", "ann-two", capacity=5)
+    with stack.operator() as op:
+        r = op.post("/api/v1/projects/two-b/workers", json={"handle": "ann-two"})
+    assert r.status_code == 201, r.text
+    assert r.json()["token"] is None  # the person's token works there too
+    with stack.client(token) as c:
+        # When they ask which projects they have
+        mine = c.get("/api/v1/me/projects").json()
+        assert mine == {"handle": "ann-two", "current": None, "projects": [
+            {"name": "two-a", "status": "active", "default": False},
+            {"name": "two-b", "status": "active", "default": False}]}
+        # Then a request naming none is refused, saying what to name
+        r = c.get("/api/v1/me")
+        assert r.status_code == 422 and "'two-a', 'two-b'" in r.json()["message"], r.text
+        assert c.post("/api/v1/assignments/next").status_code == 422
+        # and one naming a project works there, with that project's enrolment
+        assert c.get("/api/v1/me", params={"project": "two-b"}).json()["labels"] == ["x", "y"]
+        me_a = c.get("/api/v1/me", params={"project": "two-a"}).json()
+        assert me_a["project"] == "two-a" and me_a["capacity"] == 5
+        assert c.get("/api/v1/me", params={"project": "nope"}).status_code == 404
+        done = {"two-a": 0, "two-b": 0}
+        for name, label in (("two-a", "pos"), ("two-b", "x")):
+            while True:
+                r = c.post("/api/v1/assignments/next", params={"project": name})
+                assert r.status_code == 200, r.text
+                a = r.json()["assignment"]
+                if a is None:
+                    break
+                assert a["labels"] == (["x", "y"] if name == "two-b"
+                                       else ["pos", "neg", "neutral"])
+                # (an assignment of one project is not the enrolment's of the other)
+                other = "two-b" if name == "two-a" else "two-a"
+                wrong = c.post(f"/api/v1/assignments/{a['assignment_id']}/label",
+                               params={"project": other}, json={"label": label})
+                assert wrong.status_code in (403, 404, 422), wrong.text
+                s = c.post(f"/api/v1/assignments/{a['assignment_id']}/label",
+                           params={"project": name}, json={"label": label})
+                assert s.status_code == 200 and not s.json()["duplicate"], s.text
+                done[name] += 1
+        assert done == {"two-a": 3, "two-b": 2}
+        # progress is per project
+        pr = c.get("/api/v1/me/progress", params={"project": "two-a"}).json()
+        assert pr["labels"] == 3 and pr["remaining_capacity"] == 2
+        assert c.get("/api/v1/me/progress", params={"project": "two-b"}).json()["labels"] == 2
+    wait_applied(stack, pa, 3)
+    wait_applied(stack, pb, 2)
+
+    # When the operator pauses them in one project, the other goes on
+    make_project(stack, "two-c", n_tasks=2, max_labels=1)
+    with stack.operator() as op:
+        r = op.post("/api/v1/workers/ann-two/status", json={"status": "paused"})
+        assert r.status_code == 422, r.text  # which enrolment? (several)
+        r = op.post("/api/v1/workers/ann-two/status",
+                    json={"status": "paused", "project": "two-a"})
+        assert r.json() == {"handle": "ann-two", "status": "paused", "project": "two-a"}
+        # and enrols them in a third project, as their default
+        r = op.post("/api/v1/projects/two-c/workers", json={"handle": "ann-two",
+                                                             "default": True})
+        assert r.status_code == 201 and r.json()["default"] is True, r.text
+    with stack.client(token) as c:
+        mine = c.get("/api/v1/me/projects").json()
+        assert mine["current"] == "two-c"
+        assert [(p["name"], p["status"], p["default"]) for p in mine["projects"]] == [
+            ("two-a", "paused", False), ("two-b", "active", False), ("two-c", "active", True)]
+        # Then a request naming no project works in the default
+        assert c.get("/api/v1/me").json()["project"] == "two-c"
+        r = c.post("/api/v1/assignments/next")
+        assert r.status_code == 200 and r.json()["assignment"] is not None, r.text
+        aid = r.json()["assignment"]["assignment_id"]
+        assert c.post(f"/api/v1/assignments/{aid}/label?next=true",
+                      json={"label": "neg"}).status_code == 200
+        # and the paused project refuses work (within the 1 s the rows are cached)
+        import time
+        deadline = time.monotonic() + 5
+        while (r := c.post("/api/v1/assignments/next",
+                           params={"project": "two-a"})).status_code != 403:
+            assert time.monotonic() < deadline, r.text
+            time.sleep(0.3)
+        assert c.get("/api/v1/me", params={"project": "two-b"}).json()["status"] == "active"
+
+
+def test_gold_counter_does_not_tell_which_item_was_gold(stack):
+    # Given a project where half the items served are gold
+    make_project(stack, "goldtick", n_tasks=14, gold=12, max_labels=1,
+                 gold_schedule="fixed:rate=0.5")
+    token = stack.enroll("goldtick", "ann-goldtick")
+    seen: list[tuple[bool, dict]] = []
+    with stack.client(token) as c:
+        before = c.get("/api/v1/me/progress").json()
+        # When they answer every item (gold right, tasks anything), reading their progress
+        # after each answer as the labeling page does
+        while (a := c.post("/api/v1/assignments/next").json()["assignment"]) is not None:
+            gold = stack.task_of(a["assignment_id"]).startswith("g")
+            s = c.post(f"/api/v1/assignments/{a['assignment_id']}/label",
+                       json={"label": "pos" if gold else "neg"})
+            assert s.status_code == 200, s.text
+            assert set(s.json()) == {"assignment_id", "label", "duplicate", "next"}
+            seen.append((gold, c.get("/api/v1/me/progress").json()))
+    assert len(seen) == 26
+    n_gold_between = sum(g for i, (g, _) in enumerate(seen, 1) if i % 10)
+    assert 0 < n_gold_between < 24  # (both kinds answered between the catch-ups)
+    # Then after each answer the progress moved the same way, gold or not: one more label,
+    # and nothing else, but at every 10th label, where the gold counts catch up
+    prev = before
+    for i, (_, p) in enumerate(seen, 1):
+        assert p["labels"] == prev["labels"] + 1
+        if i % 10:
+            assert p["gold"] == prev["gold"], (i, p["gold"], prev["gold"])
+        else:
+            assert p["gold"]["as_of"] == i
+            assert p["gold"]["answered"] == sum(g for g, _ in seen[:i])
+            assert p["gold"]["correct"] == p["gold"]["answered"]  # all answered right
+        rest = {k: v for k, v in p.items() if k not in ("labels", "gold")}
+        assert rest == {k: v for k, v in prev.items() if k not in ("labels", "gold")}
+        prev = p
+    assert seen[-1][1]["gold"]["as_of"] == 20
