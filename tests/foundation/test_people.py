@@ -104,8 +104,8 @@ def test_init_upgrades_an_old_database_and_old_tokens_keep_working(eng):
     with eng.begin() as conn:  # an annotator enrolled by the earlier labelq
         conn.exec_driver_sql(
             "INSERT INTO worker (project_id, seq, handle, cost, status, token_hash, "
-            "categories, created) VALUES (%d, 0, 'alice', 1.0, 'active', '%s', '[]', "
-            "'2026-01-01 00:00:00')" % (pid, hash_token("old-token")))
+            f"categories, created) VALUES ({pid}, 0, 'alice', 1.0, 'active', "
+            f"'{hash_token('old-token')}', '[]', '2026-01-01 00:00:00')")
     insp = inspect(eng)
     assert {ix["name"]: ix["unique"] for ix in insp.get_indexes("worker")}[
         "ix_worker_handle"]
