@@ -128,3 +128,14 @@ def test_gold_counter_does_not_tell_which_item_was_gold(stack):
         assert rest == {k: v for k, v in prev.items() if k not in ("labels", "gold")}
         prev = p
     assert seen[-1][1]["gold"]["as_of"] == 20
+
+
+def test_the_fast_path_takes_a_named_project_and_nothing_else():
+    from labelq.api.fastpath import _query
+
+    assert _query(b"project=two-a") == (False, "two-a")
+    assert _query(b"project=two%20a&next=true") == (True, "two a")
+    assert _query(b"next=false&project=b") == (False, "b")
+    for other in (b"project=", b"project=a&project=b", b"project=a&next=yes",
+                  b"project=a&x=1", b"next=true", b"project=a%00", b"project"):
+        assert _query(other) == (None, None), other
