@@ -139,3 +139,33 @@ def test_the_fast_path_takes_a_named_project_and_nothing_else():
     for other in (b"project=", b"project=a&project=b", b"project=a&next=yes",
                   b"project=a&x=1", b"next=true", b"project=a%00", b"project"):
         assert _query(other) == (None, None), other
+
+
+def test_annotate_from_a_shell_in_two_projects(stack):
+    from .test_cli import labelq
+
+    # Given a person in two projects, with a default
+    make_project(stack, "sh-a", n_tasks=1, max_labels=1)
+    make_project(stack, "sh-b", n_tasks=1, labels="x,y", max_labels=1)
+    token = stack.enroll("sh-a", "ann-sh")
+    with stack.operator() as op:
+        assert op.post("/api/v1/projects/sh-b/workers",
+                       json={"handle": "ann-sh", "default": True}).status_code == 201
+    # When they list their projects and work in each from a shell
+    out = labelq(stack, "projects", "-o", "json", token=token)
+    assert out.returncode == 0, out.stderr
+    import json
+    assert json.loads(out.stdout)["current"] == "sh-b"
+    got = {}
+    for project in (None, "sh-a"):
+        args = ("--project", project) if project else ()
+        nxt = labelq(stack, "next", "-o", "json", *args, token=token)
+        assert nxt.returncode == 0, nxt.stderr
+        a = json.loads(nxt.stdout)["assignment"]
+        sub = labelq(stack, "submit", a["assignment_id"], a["labels"][0], *args, token=token)
+        assert sub.returncode == 0, sub.stderr
+        got[project] = a["labels"]
+    # Then each went to its project (the default without --project)
+    assert got == {None: ["x", "y"], "sh-a": ["pos", "neg", "neutral"]}
+    bad = labelq(stack, "next", "--project", "nope", token=token)
+    assert bad.returncode == 4 and "not enrolled in project 'nope'" in bad.stderr
