@@ -194,7 +194,7 @@ def test_the_labeling_page_picks_a_project(stack, browser):
 
     def choose(name):
         b.js(f"{{ const s = document.getElementById('project-picker'); s.value = '{name}'; "
-             "s.dispatchEvent(new Event('change')); }} 1")
+             "s.dispatchEvent(new Event('change')); } 1")
         b.wait(f"document.getElementById('project').textContent === '{name}' && "
                "!document.getElementById('task').hidden")
         return json.loads(b.js("JSON.stringify([...document.querySelectorAll("

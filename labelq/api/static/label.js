@@ -51,7 +51,12 @@ async function chooseProject() {
   if (!name || name === project) return;
   project = name;
   sessionStorage.setItem("labelq-project", name);
+  // (the other project's task leaves the screen; its lease waits for them there: asking
+  // for the next task in that project again gives it back)
   current = null;
+  clearInterval(timer);
+  clearTimeout(retry);
+  $("task").hidden = true;
   await enter();
 }
 
