@@ -29,8 +29,24 @@ from ._common import (
 _BY_STATUS = {401: Forbidden, 403: Forbidden, 404: NotFound, 409: Conflict, 410: Conflict,
               413: InputError, 422: InputError, 503: ServiceUnavailable}
 
-TOKEN_OPTION = click.option("--token", envvar="LABELQ_TOKEN", required=True,
-                            help="Your annotator token [env: LABELQ_TOKEN].")
+_TOKEN = click.option("--token", envvar="LABELQ_TOKEN", required=True,
+                      help="Your annotator token [env: LABELQ_TOKEN].")
+
+
+def _keep_project(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    ctx.meta["labelq.project"] = value or None
+
+
+# (not a parameter of the commands: ``call`` sends it, as ``?project=NAME``, on every call)
+_PROJECT = click.option("--project", envvar="LABELQ_PROJECT", default=None, expose_value=False,
+                        callback=_keep_project,
+                        help="The project to work in, when you are enrolled in several "
+                             "(else your only one, or your default) [env: LABELQ_PROJECT].")
+
+
+def TOKEN_OPTION(f: Any) -> Any:  # noqa: N802 - used as the option decorators are
+    """``--token`` and ``--project``."""
+    return _TOKEN(_PROJECT(f))
 API_OPTION = click.option("--api-url", envvar="LABELQ_API_URL",
                           default="http://127.0.0.1:8000", show_default=True,
                           help="The labelq server [env: LABELQ_API_URL].")
@@ -41,6 +57,11 @@ def call(api_url: str, token: str, method: str, path: str,
     import httpx
 
     url = api_url.rstrip("/") + "/api/v1" + path
+    ctx = click.get_current_context(silent=True)
+    project = ctx.meta.get("labelq.project") if ctx is not None else None
+    if project:
+        from urllib.parse import quote
+        url += ("&" if "?" in url else "?") + "project=" + quote(project, safe="")
     try:
         r = httpx.request(method, url, json=body, timeout=30,
                           headers={"Authorization": f"Bearer {token}"})
@@ -125,6 +146,20 @@ def submit(assignment: str, label: str, token: str, api_url: str, output: Output
 def decline(assignment: str, token: str, api_url: str, output: Output) -> None:
     """Give ASSIGNMENT back to the pool."""
     emit_record(call(api_url, token, "POST", f"/assignments/{assignment}/decline"), output)
+
+
+@annotate.command("projects")
+@TOKEN_OPTION
+@API_OPTION
+@OUTPUT_OPTION
+def projects(token: str, api_url: str, output: Output) -> None:
+    """The projects your token works in (and `current`: where a command without --project
+    works)."""
+    out = call(api_url, token, "GET", "/me/projects")
+    if output == "json":
+        emit_record(out, output)
+        return
+    emit([{**p, "current": p["name"] == out["current"]} for p in out["projects"]], output)
 
 
 @annotate.command("progress")

@@ -1,8 +1,9 @@
-"""``labelq tasks load|show`` and ``labelq gold load|correct|mark|suggest|audit``."""
+"""``labelq tasks load|show|list`` and ``labelq gold load|correct|mark|suggest|audit``."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
 import click
@@ -133,6 +134,104 @@ def tasks_show(name: str, task_id: str, database_url: str | None, output: Output
         if labels:
             click.echo("")
     emit(labels, output, columns=["worker", "label", "received", "assignment"])
+
+
+@tasks.command("list")
+@click.argument("name")
+@click.option("--state", type=click.Choice(["pending", "labelled", "gold", "unlabeled",
+                                            "in_progress", "complete"]),
+              default=None, help="Only these tasks: pending (still asked for: unlabeled or "
+                                 "in progress), labelled (at least one label), gold, or a "
+                                 "state as labelq status counts it.")
+@click.option("--category", default=None, help="Only tasks of this category.")
+@click.option("--limit", type=click.IntRange(min=0), default=None,
+              help="At most this many tasks (in load order).")
+@DB_OPTION
+@OUTPUT_OPTION
+def tasks_list(name: str, state: str | None, category: str | None, limit: int | None,
+               database_url: str | None, output: Output) -> None:
+    """List the tasks of project NAME (gold questions too), in load order: id, category,
+    state, labels, the gold answer and kind of a gold question, payload. Rows are printed
+    as they are read (a project of any size lists in constant memory); -o json prints a
+    JSON array, -o csv a header then rows; the table's payload is cut at 60 characters."""
+    from labelq.record.db import session_scope
+    from labelq.record.projects import get_project
+    from labelq.record.tasklist import TASK_COLUMNS, iter_tasks
+
+    with session_scope(engine(database_url)) as s:
+        rows = iter_tasks(s, get_project(s, name), state=state, category=category,
+                          limit=limit)
+        _stream(rows, output, TASK_COLUMNS)
+
+
+def _stream(rows: Iterator[dict[str, Any]], fmt: Output, columns: list[str]) -> None:
+    """Print rows as they come, in the formats of :func:`emit` (a JSON array, CSV with a
+    header, a table: its columns as wide as the first 1000 rows need)."""
+    import csv
+    import io
+    import json
+
+    from ._common import _cell, _csv_cell
+
+    if fmt == "json":
+        first = True
+        for row in rows:
+            text = json.dumps(row, indent=2, default=str)
+            click.echo(("[\n" if first else ",\n") + "  " + text.replace("\n", "\n  "),
+                       nl=False)
+            first = False
+        click.echo("[]" if first else "\n]")
+        return
+    if fmt == "csv":
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: _csv_cell(v) for k, v in row.items()})
+            if buf.tell() > 65536:
+                click.echo(buf.getvalue(), nl=False)
+                buf.seek(0)
+                buf.truncate()
+        click.echo(buf.getvalue(), nl=False)
+        return
+
+    def cells(row: dict[str, Any]) -> list[str]:
+        out = [_cell(row.get(c)) for c in columns]
+        if "payload" in columns:
+            i = columns.index("payload")
+            out[i] = out[i] if len(out[i]) <= 60 else out[i][:59] + "…"
+        return out
+
+    head: list[list[str]] = []
+    widths: list[int] | None = None
+    for row in rows:
+        if widths is None:
+            head.append(cells(row))
+            if len(head) < 1000:
+                continue
+            widths = _widths(columns, head)
+            for line in head:
+                _line(line, widths)
+            continue
+        _line(cells(row), widths)
+    if widths is None:
+        if not head:
+            click.echo("(none)")
+            return
+        widths = _widths(columns, head)
+        for line in head:
+            _line(line, widths)
+
+
+def _widths(columns: list[str], head: list[list[str]]) -> list[int]:
+    widths = [max(len(c), *(len(row[i]) for row in head)) for i, c in enumerate(columns)]
+    click.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
+    click.echo("  ".join("-" * w for w in widths))
+    return widths
+
+
+def _line(cells: list[str], widths: list[int]) -> None:
+    click.echo("  ".join(v.ljust(w) for v, w in zip(cells, widths, strict=True)).rstrip())
 
 
 @click.group()

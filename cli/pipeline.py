@@ -32,16 +32,24 @@ TOKEN_OPTION = click.option(
     help="The annotator's token (printed at enrollment) [env: LABELQ_TOKEN].")
 
 
-def check_token(handle: str, token: str, database_url: str | None = None) -> list[str]:
+PROJECT_OPTION = click.option(
+    "--project", "project_name", default=None,
+    help="The project to work in, for an annotator enrolled in several (else their only "
+         "one, or their default).")
+
+
+def check_token(handle: str, token: str, database_url: str | None = None,
+                project_name: str | None = None) -> tuple[list[str], int]:
     """The token must be HANDLE's own: an annotator acts only as themselves. Returns the
-    label set of their project."""
+    label set of the project they work in (``project_name``, else their only or default
+    one) and its id."""
     from labelq.errors import Forbidden, NotFound
     from labelq.record.db import session_scope
     from labelq.record.models import Project
     from labelq.record.projects import worker_by_token
 
     with session_scope(engine(database_url)) as s:
-        worker = worker_by_token(s, token)
+        worker = worker_by_token(s, token, project_name)
         if worker is None or worker.handle != handle:
             raise Forbidden(f"the token given does not belong to worker {handle!r}", worker=handle)
         if worker.status == "removed":  # as the API answers
@@ -50,7 +58,7 @@ def check_token(handle: str, token: str, database_url: str | None = None) -> lis
         project = s.get(Project, worker.project_id)
         if project is None:  # (a worker's project is kept while the worker is)
             raise NotFound(f"worker {handle!r} has no project", worker=handle)
-        return list(project.labels)
+        return list(project.labels), worker.project_id
 
 
 def service(database_url: str | None = None, redis_url: str | None = None) -> Service:
@@ -182,17 +190,19 @@ def rebuild_cmd(name: str, database_url: str | None, redis_url: str | None,
 @click.command("next")
 @click.argument("handle")
 @TOKEN_OPTION
+@PROJECT_OPTION
 @DB_OPTION
 @REDIS_OPTION
 @OUTPUT_OPTION
-def next_cmd(handle: str, token: str, database_url: str | None, redis_url: str | None,
-             output: Output) -> None:
+def next_cmd(handle: str, token: str, project_name: str | None, database_url: str | None,
+             redis_url: str | None, output: Output) -> None:
     """Issue the next assignment to worker HANDLE."""
-    labels = check_token(handle, token, database_url)
+    labels, pid = check_token(handle, token, database_url, project_name)
     svc = service(database_url, redis_url)
-    issued = svc.next_assignment(handle)
+    issued = svc.next_assignment(handle, pid)
     emit_next(None if issued is None else {**issued.to_dict(), "labels": labels},
-              svc.idle_reason(handle) if issued is None else None, output)  # none: no error
+              svc.idle_reason(handle, pid) if issued is None else None,
+              output)  # none: no error
 
 
 @click.command("submit")
@@ -200,6 +210,7 @@ def next_cmd(handle: str, token: str, database_url: str | None, redis_url: str |
 @click.argument("assignment")
 @click.argument("label")
 @TOKEN_OPTION
+@PROJECT_OPTION
 @DB_OPTION
 @REDIS_OPTION
 @OUTPUT_OPTION
@@ -208,15 +219,16 @@ def next_cmd(handle: str, token: str, database_url: str | None, redis_url: str |
                    "with -o json, as its `next` field, null when there is none; on stderr "
                    "why there is none), as 'labelq annotate submit --next' does.")
 def submit_cmd(handle: str, assignment: str, label: str, token: str,
-               database_url: str | None, redis_url: str | None, output: Output,
-               then_next: bool) -> None:
+               project_name: str | None, database_url: str | None, redis_url: str | None,
+               output: Output, then_next: bool) -> None:
     """Record LABEL for ASSIGNMENT issued to worker HANDLE (durable before it answers)."""
-    labels = check_token(handle, token, database_url)
+    labels, pid = check_token(handle, token, database_url, project_name)
     svc = service(database_url, redis_url)
-    out = svc.submit(handle, assignment, label, then_next=then_next)
+    out = svc.submit(handle, assignment, label, then_next=then_next, project_id=pid)
     nxt = out.pop("next", None)
     emit_submission(out, None if nxt is None else {**nxt.to_dict(), "labels": labels},
-                    then_next, svc.idle_reason(handle) if then_next and nxt is None else None,
+                    then_next,
+                    svc.idle_reason(handle, pid) if then_next and nxt is None else None,
                     output)
 
 
@@ -224,14 +236,15 @@ def submit_cmd(handle: str, assignment: str, label: str, token: str,
 @click.argument("handle")
 @click.argument("assignment")
 @TOKEN_OPTION
+@PROJECT_OPTION
 @DB_OPTION
 @REDIS_OPTION
 @OUTPUT_OPTION
-def decline_cmd(handle: str, assignment: str, token: str, database_url: str | None,
-                redis_url: str | None, output: Output) -> None:
+def decline_cmd(handle: str, assignment: str, token: str, project_name: str | None,
+                database_url: str | None, redis_url: str | None, output: Output) -> None:
     """Give ASSIGNMENT back; the task returns to the pool."""
-    check_token(handle, token, database_url)
-    emit_record(service(database_url, redis_url).decline(handle, assignment), output)
+    _, pid = check_token(handle, token, database_url, project_name)
+    emit_record(service(database_url, redis_url).decline(handle, assignment, pid), output)
 
 
 commands = [worker_cmd, worker_alias, rebuild_cmd, next_cmd, submit_cmd, decline_cmd]

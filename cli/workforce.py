@@ -1,4 +1,8 @@
-"""``labelq workers enroll|list|show|pause|resume|remove|reset-token``."""
+"""``labelq workers enroll|list|show|pause|resume|remove|reset-token|default``.
+
+A handle names a person; a person may be enrolled in several projects (one token for all).
+The commands about one enrolment (show, pause, resume, remove) take ``--project NAME``,
+needed only for a person enrolled in more than one project without a default."""
 
 from __future__ import annotations
 
@@ -27,22 +31,31 @@ def workers() -> None:
               help="Cost per label, in the units of the project budget.")
 @click.option("--capacity", type=int, default=None, help="Most labels this worker can give.")
 @click.option("--categories", default="", help="Comma-separated task categories (empty: any).")
+@click.option("--default", "preferred", is_flag=True,
+              help="Make NAME this person's default project (where a client that names no "
+                   "project works).")
 @DB_OPTION
 @OUTPUT_OPTION
 def enroll(name: str, handle: str, cost: float, capacity: int | None, categories: str,
-           database_url: str | None, output: Output) -> None:
-    """Enroll annotator HANDLE in project NAME; prints the worker's token once."""
+           preferred: bool, database_url: str | None, output: Output) -> None:
+    """Enroll annotator HANDLE in project NAME; prints the worker's token once. A HANDLE
+    already enrolled in another project is the same person: NAME is added to their
+    projects and their token stays the one they have (none is printed)."""
     from labelq.record.db import session_scope
     from labelq.record.projects import enroll_worker, get_project, unknown_categories
     with session_scope(engine(database_url)) as s:
         p = get_project(s, name)
         w, token = enroll_worker(s, p, handle, cost=cost, capacity=capacity,
-                                 categories=categories.split(",") if categories else [])
+                                 categories=categories.split(",") if categories else [],
+                                 preferred=preferred)
         unknown = unknown_categories(s, p, w.categories)
         emit_record({"handle": w.handle, "project": name, "cost": w.cost,
-                     "capacity": w.capacity, "categories": w.categories, "token": token}, output)
+                     "capacity": w.capacity, "categories": w.categories, "token": token,
+                     "default": bool(w.preferred)}, output)
     if output == "table":
-        click.echo("(the token is shown only now; hand it to the annotator)", err=True)
+        click.echo("(the token is shown only now; hand it to the annotator)" if token else
+                   f"({handle} already has a token, from another project: the same token "
+                   f"now works in {name!r} too)", err=True)
     if unknown:
         click.echo(f"warning: no task in {name!r} has category {', '.join(map(repr, unknown))} "
                    f"yet; {handle} gets work only from tasks of their categories", err=True)
@@ -50,6 +63,7 @@ def enroll(name: str, handle: str, cost: float, capacity: int | None, categories
 
 def _rows(database_url: str | None, name: str | None, handle: str | None = None
           ) -> list[dict[str, Any]]:
+    # (with ``handle``, ``name`` names the enrolment shown: None, the only one or default)
     """``workers list``'s rows: of project ``name``'s workers (None: all), or of ``handle``
     (with ``pauses``, every pause's trail). ``pause`` is the last pause's trail while the
     annotator is paused."""
@@ -64,7 +78,8 @@ def _rows(database_url: str | None, name: str | None, handle: str | None = None
     from labelq.record.projects import get_project, get_worker, list_workers
     with session_scope(engine(database_url)) as s:
         proj = get_project(s, name) if name else None
-        chosen = [get_worker(s, handle)] if handle is not None else list_workers(s, proj)
+        chosen = [get_worker(s, handle, proj)] if handle is not None \
+            else list_workers(s, proj)
         # (keyed as Worker.id is typed: None only before a worker is flushed)
         counts: dict[int | None, int] = {
             worker: n for worker, n in s.exec(select(col(Label.worker_id), func.count())
@@ -81,7 +96,8 @@ def _rows(database_url: str | None, name: str | None, handle: str | None = None
             row: dict[str, Any] = {
                 "handle": w.handle, "project": projects[w.project_id].name,
                 "status": w.status, "cost": w.cost, "capacity": w.capacity,
-                "categories": w.categories, "labels": counts.get(w.id, 0),
+                "categories": w.categories, "default": bool(w.preferred),
+                "labels": counts.get(w.id, 0),
                 **gold_summary(gold[w.project_id], w.seq),
                 "pause": pause_trail(event) if event is not None else None}
             if handle is not None:
@@ -90,17 +106,24 @@ def _rows(database_url: str | None, name: str | None, handle: str | None = None
     return rows
 
 
+PROJECT_OPTION = click.option(
+    "--project", "name", default=None,
+    help="The project of the enrolment, for a person enrolled in several (else their only "
+         "one, or their default).")
+
+
 @workers.command("show")
 @click.argument("handle")
+@PROJECT_OPTION
 @DB_OPTION
 @OUTPUT_OPTION
-def show(handle: str, database_url: str | None, output: Output) -> None:
+def show(handle: str, name: str | None, database_url: str | None, output: Output) -> None:
     """Show annotator HANDLE as labelq workers list does: status, labels, gold accuracy on
     random gold (loaded, audit) with its 95% interval, apart their agreement with the
     expert on disputed tasks (chosen gold: suggested, reviewed), and, while paused, the
     pause's trail (``pause``: when, by which rule, on what evidence); ``pauses``: every
     pause."""
-    record = _rows(database_url, None, handle)[0]
+    record = _rows(database_url, name, handle)[0]
     if output == "table":
         trails = record["pauses"]
         record["pause"] = record["pause"]["text"] if record["pause"] else None
@@ -130,20 +153,25 @@ def list_(name: str | None, database_url: str | None, output: Output) -> None:
 def _status_command(status: WorkerStatus, verb: str) -> click.Command:
     @click.command(verb)
     @click.argument("handle")
+    @PROJECT_OPTION
     @DB_OPTION
     @OUTPUT_OPTION
-    def cmd(handle: str, database_url: str | None, output: Output) -> None:
+    def cmd(handle: str, name: str | None, database_url: str | None, output: Output) -> None:
         from labelq.record.db import session_scope
+        from labelq.record.models import Project
         from labelq.record.projects import set_worker_status
 
         with session_scope(engine(database_url)) as s:
-            set_worker_status(s, handle, status)
+            w = set_worker_status(s, handle, status, name)
+            project = s.get(Project, w.project_id)
+            assert project is not None  # (foreign key)
+            name = project.name
         if output == "table":
-            click.echo(f"{handle}: {status}")
+            click.echo(f"{handle}: {status} (in {name!r})")
         else:
-            emit_record({"handle": handle, "status": status}, output)
+            emit_record({"handle": handle, "project": name, "status": status}, output)
 
-    cmd.__doc__ = f"Set annotator HANDLE {status}."
+    cmd.__doc__ = f"Set annotator HANDLE {status} (in one project: --project)."
     cmd.help = cmd.__doc__
     return cmd
 
@@ -151,8 +179,9 @@ def _status_command(status: WorkerStatus, verb: str) -> click.Command:
 workers.add_command(_status_command("paused", "pause"))
 workers.add_command(_status_command("active", "resume"))
 remove = _status_command("removed", "remove")
-remove.help = ("Remove annotator HANDLE: their token no longer signs in and they get no "
-               "more work; their labels stay (export --exclude-paused leaves them out).")
+remove.help = ("Remove annotator HANDLE from a project (--project, for a person in several): "
+               "their token no longer signs in there and they get no more work there; their "
+               "labels stay (export --exclude-paused leaves them out).")
 workers.add_command(remove)
 
 
@@ -162,7 +191,8 @@ workers.add_command(remove)
 @OUTPUT_OPTION
 def reset_token_cmd(handle: str, database_url: str | None, output: Output) -> None:
     """Give annotator HANDLE a new token, for one that was lost (tokens are stored hashed
-    and cannot be shown again); the old token stops working within a second."""
+    and cannot be shown again), in every project they are enrolled in; the old token stops
+    working within a second."""
     from labelq.record.db import session_scope
     from labelq.record.projects import reset_token
     with session_scope(engine(database_url)) as s:
@@ -170,5 +200,24 @@ def reset_token_cmd(handle: str, database_url: str | None, output: Output) -> No
         emit_record({"handle": w.handle, "token": token}, output)
     if output == "table":
         click.echo("(the token is shown only now; hand it to the annotator)", err=True)
+
+
+@workers.command("default")
+@click.argument("handle")
+@click.argument("name")
+@DB_OPTION
+@OUTPUT_OPTION
+def default_cmd(handle: str, name: str, database_url: str | None, output: Output) -> None:
+    """Make project NAME the default of annotator HANDLE (enrolled in several projects):
+    where their labeling page, and any client that names no project, works."""
+    from labelq.record.db import session_scope
+    from labelq.record.projects import get_project, set_preferred
+    with session_scope(engine(database_url)) as s:
+        set_preferred(s, handle, get_project(s, name))
+    if output == "table":
+        click.echo(f"{handle}: default project {name!r}")
+    else:
+        emit_record({"handle": handle, "default": name}, output)
+
 
 commands = [workers]

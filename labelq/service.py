@@ -49,7 +49,7 @@ from .record.settings import Settings, load_settings
 __all__ = ["Service", "ProjectState", "Issued", "Submitted", "Batches", "ToThread", "UNAVAILABLE",
            "unavailable"]
 
-_K = TypeVar("_K", str, int)
+_K = TypeVar("_K", tuple[str, int | None], int)
 _V = TypeVar("_V", Worker, Project, "ProjectState")
 
 
@@ -104,21 +104,23 @@ class Service:
         self.assigner = Assigner(self.live, self.cache,
                                  rng or decision_rng(self.settings.decision_seed))
         self.submitter = Submitter(self.live, self.assigner)
-        self._workers: dict[str, tuple[float, Worker]] = {}
+        # (handle, project id or None) -> (when read, the worker row)
+        self._workers: dict[tuple[str, int | None], tuple[float, Worker]] = {}
         self._projects: dict[int, tuple[float, Project]] = {}
         self._states: dict[int, tuple[float, ProjectState]] = {}
-        self._renewing: set[tuple[str, str | int]] = set()
+        self._renewing: set[tuple[str, object]] = set()
 
     # --- lookups ---------------------------------------------------------------------------
-    def worker(self, handle: str) -> Worker:
-        """The worker row, cached for ``tuning.worker_max_age`` seconds (a pause takes
-        effect within that long)."""
-        return self._cached(self._workers, ("w", handle), self._read_worker)
+    def worker(self, handle: str, project_id: int | None = None) -> Worker:
+        """The worker row (``handle``'s enrolment in project ``project_id``; None: their
+        only one, or their default), cached for ``tuning.worker_max_age`` seconds (a pause
+        takes effect within that long)."""
+        return self._cached(self._workers, ("w", (handle, project_id)), self._read_worker)
 
-    def _read_worker(self, handle: str) -> Worker:
+    def _read_worker(self, key: tuple[str, int | None]) -> Worker:
         with session_scope(self.engine) as session:
-            worker = get_worker(session, handle)
-        self._workers[handle] = (time.monotonic(), worker)
+            worker = get_worker(session, key[0], key[1])
+        self._workers[key] = (time.monotonic(), worker)
         return worker
 
     def _cached(self, cache: dict[_K, tuple[float, _V]], key: tuple[str, _K],
@@ -143,7 +145,7 @@ class Service:
             return None
         return hit[1]
 
-    def _renew(self, key: tuple[str, str | int], read: Callable[[], object]) -> None:
+    def _renew(self, key: tuple[str, object], read: Callable[[], object]) -> None:
         """Read a cached row again in a background thread, once half its age is gone, so
         that a caller who keeps asking finds it fresh instead of waiting for the SQL read
         (a row served is never older than ``tuning.worker_max_age`` either way)."""
@@ -174,9 +176,9 @@ class Service:
         return project
 
     # --- operations ------------------------------------------------------------------------
-    def next_assignment(self, handle: str) -> Issued | None:
+    def next_assignment(self, handle: str, project_id: int | None = None) -> Issued | None:
         """The worker's next assignment, or ``None`` when there is nothing for them."""
-        worker = self.worker(handle)
+        worker = self.worker(handle, project_id)
         if worker.status != "active":
             raise self._refusal(worker)
         return self.assigner.next(worker)
@@ -195,14 +197,14 @@ class Service:
                                      pause=trail)
         return Forbidden(f"worker {handle!r} is {worker.status}", worker=handle)
 
-    def idle_reason(self, handle: str) -> str:
+    def idle_reason(self, handle: str, project_id: int | None = None) -> str:
         """Why :meth:`next_assignment` has nothing for the worker, in words for them: at
         capacity (with open assignments still to finish, or not), the budget spent, or what
         is left of it all held by open assignments, else the project finished (``finished:
         ...``) or stalled (``stalled: ...``; the labeling page stops asking on either), else
         nothing right now. A Redis read or two (and :meth:`project_state`); call it only
         when there was nothing."""
-        worker = self.worker(handle)
+        worker = self.worker(handle, project_id)
         reason = self.assigner.idle_reason(worker, self.project(worker.project_id))
         if reason not in (NOTHING_NOW, BUDGET_SPENT):
             return reason
@@ -236,13 +238,14 @@ class Service:
         return out
 
     def submit(self, handle: str, assignment_id: str, value: str, *,
-               then_next: bool = False) -> dict[str, Any]:
+               then_next: bool = False, project_id: int | None = None) -> dict[str, Any]:
         """:meth:`submit_label`'s result as a dict (:meth:`~labelq.live.submit.Submitted.
         as_dict`), for in-process callers (``labelq submit``, benchmarks)."""
-        return self.submit_label(handle, assignment_id, value, then_next=then_next).as_dict()
+        return self.submit_label(handle, assignment_id, value, then_next=then_next,
+                                 project_id=project_id).as_dict()
 
     def submit_label(self, handle: str, assignment_id: str, value: str, *,
-                     then_next: bool = False) -> Submitted:
+                     then_next: bool = False, project_id: int | None = None) -> Submitted:
         """Record the label; returns only once it is committed to SQL (blocking). Concurrent
         submits of this process's threads share one batch (group commit): one Redis pipeline
         for their ``SUBMIT_BEGIN``, one SQL transaction, one pipeline for their
@@ -256,14 +259,14 @@ class Service:
         label is recorded first: an error there raises as without ``then_next``; after it,
         an exhausted budget is ``next`` None (:meth:`idle_reason` says why), not an error
         that would hide the recorded label."""
-        worker = self.worker(handle)
+        worker = self.worker(handle, project_id)
         job = self._job(worker, self.project(worker.project_id), assignment_id, value,
                         then_next)
         return self.submitter.submit(job)
 
     async def submit_async(self, handle: str, assignment_id: str, value: str, *,
                            then_next: bool, batches: Batches,
-                           to_thread: ToThread) -> Submitted:
+                           to_thread: ToThread, project_id: int | None = None) -> Submitted:
         """:meth:`submit_label` for an event loop: the API's one way in for a submit (its
         route and its fast path alike), the result's ``idle_reason`` set when ``then_next``
         found no next assignment. When the worker and project rows are cached, the submit
@@ -273,11 +276,12 @@ class Service:
         what else it needs — rows to read first, finishing it alone, deciding its next
         assignment at once, why there is none — is one ``to_thread`` call (blocking work
         in a thread pool). Raises as :meth:`submit_label` does."""
-        explain = handle if then_next else None
-        job = self._cached_job(handle, assignment_id, value, then_next)
+        explain = (handle, project_id) if then_next else None
+        job = self._cached_job((handle, project_id), assignment_id, value, then_next)
         if job is None:
             return await to_thread(lambda: self._explained(self.submit_label(
-                handle, assignment_id, value, then_next=then_next), explain))
+                handle, assignment_id, value, then_next=then_next, project_id=project_id),
+                explain))
         outcome = await batches.submit(job)
         done = self.submitter.settled(job, outcome)
         if done is not None and (done.next is not None or not then_next):
@@ -296,11 +300,11 @@ class Service:
         return self.submitter.job(worker, project, assignment_id, value,
                                   then_next=then_next and worker.status == "active")
 
-    def _cached_job(self, handle: str, assignment_id: str, value: str,
+    def _cached_job(self, key: tuple[str, int | None], assignment_id: str, value: str,
                     then_next: bool) -> SubmitJob | None:
         """:meth:`_job` when the worker and project rows are cached (no SQL: callable on
         an event loop), else None."""
-        worker = self._peek(self._workers, handle)
+        worker = self._peek(self._workers, key)
         if worker is None:
             return None
         project = self._peek(self._projects, worker.project_id)
@@ -308,12 +312,14 @@ class Service:
             return None
         return self._job(worker, project, assignment_id, value, then_next)
 
-    def _explained(self, out: Submitted, handle: str | None) -> Submitted:
-        """``out`` with why there is no next assignment for worker ``handle`` when there
-        is none (a Redis read or two); ``handle`` None: ``out`` as it is."""
-        if handle is not None and out.next is None:
-            return replace(out, idle_reason=self.idle_reason(handle))
+    def _explained(self, out: Submitted, who: tuple[str, int | None] | None) -> Submitted:
+        """``out`` with why there is no next assignment for worker ``who`` (handle,
+        project id) when there is none (a Redis read or two); ``who`` None: ``out`` as it
+        is."""
+        if who is not None and out.next is None:
+            return replace(out, idle_reason=self.idle_reason(*who))
         return out
 
-    def decline(self, handle: str, assignment_id: str) -> dict[str, Any]:
-        return decline(self.live, self.worker(handle), assignment_id)
+    def decline(self, handle: str, assignment_id: str,
+                project_id: int | None = None) -> dict[str, Any]:
+        return decline(self.live, self.worker(handle, project_id), assignment_id)

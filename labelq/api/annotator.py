@@ -3,6 +3,8 @@
 =======  ==================================  =============================================
 method   path                                does
 =======  ==================================  =============================================
+GET      /me/projects                        the projects I am enrolled in, and the one a
+                                             request naming none works in
 GET      /me                                 who am I: handle, project, label set and
                                              its display names, the instructions
 GET      /me/progress                        labels given, gold stats, capacity left
@@ -13,6 +15,9 @@ POST     /assignments/{id}/label             record my label (idempotent on repl
                                              ``?next=true``: and get my next assignment
 POST     /assignments/{id}/decline           give the assignment back
 =======  ==================================  =============================================
+
+Every endpoint but ``/me/projects`` works in one of my projects: the one ``?project=NAME``
+names, else my only one, else the default my operator set (else 422, naming them).
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from ..live.assign import Issued
 from ..live.submit import Submitted
 from ..record.db import session_scope
 from ..record.models import Worker, utc_from_ms
-from .auth import Annotator, current_annotator
+from .auth import Annotator, Person, current_annotator, current_person
 from .current import open_assignments
 from .errors import ERROR_RESPONSES
 from .progress import worker_progress
@@ -40,6 +45,8 @@ from .schemas import (
     CurrentOut,
     DeclineOut,
     MeOut,
+    MyProject,
+    MyProjectsOut,
     NextOut,
     ProgressOut,
     SubmitIn,
@@ -72,6 +79,21 @@ AssignmentPath = Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$",
 def _runtime(request: Request) -> Runtime:
     rt: Runtime = request.app.state.labelq
     return rt
+
+
+@router.get("/me/projects", response_model=MyProjectsOut, summary="My projects")
+def my_projects(person: Person = Depends(current_person)) -> MyProjectsOut:
+    """The projects my token works in (``?project=NAME`` on the other endpoints picks
+    one); ``current`` is where a request naming none works."""
+    from ..errors import LabelqError
+    from ..record.projects import choose_enrolment
+    try:
+        current: str | None = choose_enrolment(person.enrolments, person.handle, None)[1]
+    except LabelqError:
+        current = None
+    return MyProjectsOut(handle=person.handle, current=current, projects=[
+        MyProject(name=name, status=w.status, default=bool(w.preferred))
+        for w, name in person.enrolments])
 
 
 @router.get("/me", response_model=MeOut, summary="Who am I")
@@ -130,8 +152,10 @@ def next_answer(issued: Issued | None, who: Annotator, reason: str | None) -> di
 
 def next_body(service: Service, who: Annotator) -> dict[str, Any]:
     """``POST /assignments/next``'s answer (blocking: call it in the thread pool)."""
-    issued = service.next_assignment(who.handle)
-    return next_answer(issued, who, service.idle_reason(who.handle) if issued is None else None)
+    pid = who.worker.project_id
+    issued = service.next_assignment(who.handle, pid)
+    return next_answer(issued, who,
+                       service.idle_reason(who.handle, pid) if issued is None else None)
 
 
 def submit_answer(out: Submitted, who: Annotator, then_next: bool) -> dict[str, Any]:
@@ -150,7 +174,8 @@ async def submit_body(rt: Runtime, who: Annotator, assignment_id: str, label: st
     (:meth:`~labelq.service.Service.submit_async`: the committer thread's batch, and at
     most one thread-pool call for what else it needs)."""
     out = await rt.service.submit_async(who.handle, assignment_id, label, then_next=then_next,
-                                        batches=rt.committer, to_thread=run_in_threadpool)
+                                        batches=rt.committer, to_thread=run_in_threadpool,
+                                        project_id=who.worker.project_id)
     return submit_answer(out, who, then_next)
 
 
@@ -186,4 +211,5 @@ async def submit(body: SubmitIn, request: Request, assignment_id: AssignmentId =
 def decline(request: Request, assignment_id: AssignmentId = AssignmentPath,
             who: Annotator = Depends(current_annotator)) -> DeclineOut:
     """Give the assignment back; the task returns to the pool for others."""
-    return DeclineOut(**_runtime(request).service.decline(who.handle, assignment_id))
+    return DeclineOut(**_runtime(request).service.decline(who.handle, assignment_id,
+                                                          who.worker.project_id))

@@ -8,6 +8,11 @@
   long, as in the service's own worker cache. Unknown tokens are not kept. A worker acts
   only on its own assignments — the service checks each assignment's owner (403
   otherwise).
+* A token is a person's (issue 43): one person enrolled in several projects signs in to
+  each with it. Which enrolment a request works in: the project its ``?project=NAME``
+  names, else their only one, else their default (``labelq workers default``), else the
+  request is refused (422, naming the projects; ``GET /me/projects`` lists them). Sign-ins
+  are kept per token and project asked for.
 * The operator token is ``LABELQ_OPERATOR_TOKEN``. Unset: operator endpoints answer 503
   ``operator_disabled``; wrong: 403.
 * The review page's endpoints (``/review/api``) take the operator token or a reviewer's
@@ -30,14 +35,14 @@ from starlette.concurrency import run_in_threadpool
 from ..errors import Forbidden
 from ..record.db import session_scope
 from ..record.models import Project, Worker
-from ..record.projects import hash_token, worker_by_token
+from ..record.projects import choose_enrolment, hash_token, workers_by_token
 from .errors import OperatorDisabled, Unauthorized
 
 if TYPE_CHECKING:  # pragma: no cover - app imports this module
     from .app import Runtime
 
-__all__ = ["Annotator", "current_annotator", "require_operator", "sign_in", "Reviewing",
-           "require_reviewer"]
+__all__ = ["Annotator", "current_annotator", "current_person", "Person", "require_operator",
+           "sign_in", "signin_key", "Reviewing", "require_reviewer"]
 
 _annotator_scheme = HTTPBearer(auto_error=False, scheme_name="AnnotatorToken",
                                description="The token `labelq workers enroll` printed.")
@@ -68,23 +73,31 @@ async def current_annotator(request: Request, creds: HTTPAuthorizationCredential
     if creds is None or not creds.credentials:
         raise Unauthorized("sign in: send 'Authorization: Bearer <your token>'")
     rt: Runtime = request.app.state.labelq
-    key = hash_token(creds.credentials)
+    project = request.query_params.get("project") or None
+    key = signin_key(hash_token(creds.credentials), project)
     hit = rt.signins.get(key)
     if hit is not None and time.monotonic() - hit[0] < rt.signin_max_age:
         who = hit[1]
     else:
-        who = await run_in_threadpool(sign_in, rt, creds.credentials, key)
+        who = await run_in_threadpool(sign_in, rt, creds.credentials, key, project)
     if who.worker.status == "removed":
         raise Forbidden(f"worker {who.worker.handle!r} has been removed from the project",
                         worker=who.worker.handle)
     return who
 
 
-def sign_in(rt: Runtime, token: str, key: str) -> Annotator:
+def signin_key(token_hash: str, project: str | None) -> str:
+    """``Runtime.signins``' key of a token (its hash) and the project a request names: the
+    hash alone when it names none (the key the fast path looks up)."""
+    return token_hash if project is None else f"{token_hash}\n{project}"
+
+
+def sign_in(rt: Runtime, token: str, key: str, project_name: str | None = None) -> Annotator:
     with session_scope(rt.engine) as session:
-        worker = worker_by_token(session, token)
-        if worker is None:
+        rows = workers_by_token(session, token)
+        if not rows:
             raise Unauthorized("unknown token; ask your operator for a valid one")
+        worker = choose_enrolment(rows, rows[0][0].handle, project_name)[0]
         project = session.get(Project, worker.project_id)
     assert project is not None  # foreign key
     who = Annotator(worker, project)
@@ -92,6 +105,31 @@ def sign_in(rt: Runtime, token: str, key: str) -> Annotator:
         rt.signins.clear()
     rt.signins[key] = (time.monotonic(), who)
     return who
+
+
+@dataclass(frozen=True)
+class Person:
+    """The signed-in person and every enrolment of theirs (worker row, project name), oldest
+    first: for ``GET /me/projects``, which names no project (read from SQL each time)."""
+
+    handle: str
+    enrolments: list[tuple[Worker, str]]
+
+
+def current_person(request: Request, creds: HTTPAuthorizationCredentials | None = Depends(
+        _annotator_scheme)) -> Person:
+    if creds is None or not creds.credentials:
+        raise Unauthorized("sign in: send 'Authorization: Bearer <your token>'")
+    rt: Runtime = request.app.state.labelq
+    with session_scope(rt.engine) as session:
+        rows = workers_by_token(session, creds.credentials)
+    if not rows:
+        raise Unauthorized("unknown token; ask your operator for a valid one")
+    if all(w.status == "removed" for w, _ in rows):
+        handle = rows[0][0].handle
+        raise Forbidden(f"worker {handle!r} has been removed from every project",
+                        worker=handle)
+    return Person(rows[0][0].handle, rows)
 
 
 def require_operator(request: Request, creds: HTTPAuthorizationCredentials | None = Depends(

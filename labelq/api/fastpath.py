@@ -9,7 +9,8 @@ when the request is plainly well-formed and the annotator is signed in (an entry
 as the sign-in dependency would):
 
 * the path is exactly one of the two, the method POST, the query empty or ``next=true`` /
-  ``next=false`` (the label endpoint);
+  ``next=false`` (the label endpoint), or those with ``project=NAME`` (a person enrolled in
+  several projects naming one: the sign-in of that token and project);
 * ``Authorization: Bearer <token>`` of a signed-in, not removed, annotator;
 * no ``Transfer-Encoding``; the label's body declares a ``Content-Length`` within the
   body limit (``next``: none or 0), is ``application/json`` and exactly
@@ -44,7 +45,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..record.projects import hash_token
 from .annotator import json_bytes, next_body, submit_body
-from .auth import Annotator, sign_in
+from .auth import Annotator, sign_in, signin_key
 from .errors import answer_exception
 from .onewrite import ONE_WRITE
 
@@ -86,10 +87,13 @@ class HotPath:
                 return
             aid = m.group(1)
         then_next = _QUERY.get(scope["query_string"])
+        project: str | None = None
+        if then_next is None and scope["query_string"]:
+            then_next, project = _query(scope["query_string"])
         app = self.fastapi
         who: Annotator | None = None
         if then_next is not None and self._bounded(scope, aid is not None):
-            who = await self._signed_in(scope, app)
+            who = await self._signed_in(scope, app, project)
         if who is None:
             await self.app(scope, receive, send)
             return
@@ -136,7 +140,8 @@ class HotPath:
         return length is not None and length.isdigit() and int(length) <= self.max_body
 
     @staticmethod
-    async def _signed_in(scope: Scope, app: FastAPI) -> Annotator | None:
+    async def _signed_in(scope: Scope, app: FastAPI,
+                         project: str | None = None) -> Annotator | None:
         """The signed-in annotator, or None (the application decides). A sign-in older
         than ``signin_max_age`` is renewed here, in the thread pool, as the application's
         sign-in dependency would renew it."""
@@ -153,35 +158,56 @@ class HotPath:
             if len(_KEYS) > 10_000:
                 _KEYS.clear()
             key = _KEYS[auth] = hash_token(token)
+        key = signin_key(key, project)
         hit = rt.signins.get(key)
         if hit is None:  # not signed in yet: the application signs in (or answers 401)
             return None
         who: Annotator | None = hit[1]
         age = time.monotonic() - hit[0]
         if age >= rt.signin_max_age:
-            who = await run_in_threadpool(_sign_in_again, rt, token, key)
+            who = await run_in_threadpool(_sign_in_again, rt, token, key, project)
         elif age >= rt.signin_max_age / 2 and key not in _RENEWING:
             # renewed in the background, so that a busy annotator's requests find it fresh
             _RENEWING.add(key)
-            asyncio.get_running_loop().run_in_executor(None, _renew, rt, token, key)
+            asyncio.get_running_loop().run_in_executor(None, _renew, rt, token, key, project)
         if who is None or who.worker.status == "removed":
             return None
         return who
 
 
-def _renew(rt: Runtime, token: str, key: str) -> None:
+def _renew(rt: Runtime, token: str, key: str, project: str | None) -> None:
     try:
-        _sign_in_again(rt, token, key)
+        _sign_in_again(rt, token, key, project)
     finally:
         _RENEWING.discard(key)
 
 
-def _sign_in_again(rt: Runtime, token: str, key: str) -> Annotator | None:
+def _sign_in_again(rt: Runtime, token: str, key: str,
+                   project: str | None = None) -> Annotator | None:
     """A renewed sign-in, or None when it fails (the application answers then)."""
     try:
-        return sign_in(rt, token, key)
+        return sign_in(rt, token, key, project)
     except Exception:  # noqa: BLE001 - unknown token, an outage: the application decides
         return None
+
+
+def _query(raw: bytes) -> tuple[bool | None, str | None]:
+    """(then_next, project) of a query of ``project=NAME`` and at most one ``next=true`` /
+    ``next=false``, each once; (None, None) for anything else (the application decides)."""
+    from urllib.parse import parse_qsl
+    try:
+        pairs = parse_qsl(raw.decode("ascii"), keep_blank_values=True, strict_parsing=True)
+    except (UnicodeDecodeError, ValueError):
+        return None, None
+    keys = [k for k, _ in pairs]
+    if len(set(keys)) != len(keys) or not set(keys) <= {"next", "project"} \
+            or "project" not in keys:
+        return None, None
+    values = dict(pairs)
+    project, then_next = values["project"], values.get("next", "false")
+    if then_next not in ("true", "false") or not _TEXT.fullmatch(project):
+        return None, None
+    return then_next == "true", project
 
 
 def _one_header(scope: Scope, name: bytes) -> bytes | None:

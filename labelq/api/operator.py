@@ -12,6 +12,8 @@ GET      /projects/{name}/gold-suggestions   the tasks whose expert answer would
                                              most (labelq gold suggest's top 10; kept a
                                              minute while labels arrive)
 POST     /projects/{name}/workers            enroll an annotator; returns its token once
+                                             (none for a handle enrolled elsewhere: the
+                                             person's token works here too)
 GET      /projects/{name}/task?id=ID         a task, its gold answer and every label
 POST     /workers/{handle}/status            pause, resume or remove an annotator
 POST     /workers/{handle}/token             a new token for a lost one (the old one stops)
@@ -41,6 +43,7 @@ from ..errors import Conflict, FileFormatError, InputError, NotFound
 from ..jobs import create_export_job, get_job, job_view
 from ..live.hotstate import bump_epoch
 from ..record.db import session_scope
+from ..record.models import Project
 from ..record.predictions import PredictionLoad, load_predictions
 from ..record.projects import (
     check_method,
@@ -153,10 +156,11 @@ def enroll(body: EnrollIn, request: Request, name: Name = ProjectPath) -> Enroll
     with session_scope(request.app.state.labelq.engine) as session:
         project = get_project(session, name)
         worker, token = enroll_worker(session, project, body.handle, cost=body.cost,
-                                      capacity=body.capacity, categories=body.categories)
+                                      capacity=body.capacity, categories=body.categories,
+                                      preferred=body.default)
         return EnrollOut(handle=worker.handle, project=project.name, cost=worker.cost,
                          capacity=worker.capacity, categories=list(worker.categories),
-                         token=token)
+                         token=token, default=bool(worker.preferred))
 
 
 @router.get("/projects/{name}/task", response_model=TaskDetailOut,
@@ -173,16 +177,20 @@ def task(request: Request, name: Name = ProjectPath,
              summary="Pause, resume or remove an annotator", responses=_404)
 def worker_status(body: WorkerStatusIn, request: Request,
                   handle: Name = HandlePath) -> WorkerStatusOut:
-    """Takes effect within a second (sign-ins and worker rows are cached that long)."""
+    """Takes effect within a second (sign-ins and worker rows are cached that long). For an
+    annotator enrolled in several projects, ``project`` names the enrolment."""
     with session_scope(request.app.state.labelq.engine) as session:
-        worker = set_worker_status(session, handle, body.status)
-        return WorkerStatusOut(handle=worker.handle, status=worker.status)
+        worker = set_worker_status(session, handle, body.status, body.project)
+        project = session.get(Project, worker.project_id)
+        return WorkerStatusOut(handle=worker.handle, status=worker.status,
+                               project=project.name if project is not None else None)
 
 
 @router.post("/workers/{handle}/token", response_model=TokenOut,
              summary="Issue an annotator a new token", responses=_404)
 def new_token(request: Request, handle: Name = HandlePath) -> TokenOut:
-    """Tokens are stored hashed and cannot be shown again; this replaces a lost one."""
+    """Tokens are stored hashed and cannot be shown again; this replaces a lost one (one
+    token per person: in every project they are enrolled in)."""
     with session_scope(request.app.state.labelq.engine) as session:
         worker, token = reset_token(session, handle)
         return TokenOut(handle=worker.handle, token=token)

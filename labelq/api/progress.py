@@ -2,6 +2,13 @@
 and right (random gold: loaded or audit), capacity left, and while paused the pause's
 trail (``pause``).
 
+The gold counts are those of the annotator's first ``as_of`` labels, ``as_of`` the number
+of labels rounded down to a multiple of :data:`GOLD_SHOWN_EVERY` (issue 43): counted live,
+they ticked right after a gold answer and told which item was gold. Now the answer to
+``/me/progress`` after a gold item is the same as after any other (the labels count moves
+by one either way); every :data:`GOLD_SHOWN_EVERY` labels the counts catch up, saying how
+many of the last batch were gold, not which.
+
 Counts come from SQL (the record); live leases from the hot state in Redis, so that
 ``remaining_capacity`` matches what the service will still issue.
 """
@@ -18,21 +25,29 @@ from ..record.db import database_id
 from ..record.models import ENDED_UNLABELLED, Assignment, Label, Task, Worker, random_gold
 from ..record.pauses import last_pauses, pause_trail
 
-__all__ = ["worker_progress"]
+__all__ = ["worker_progress", "GOLD_SHOWN_EVERY"]
+
+GOLD_SHOWN_EVERY = 10  # labels: the gold counts an annotator sees move once per batch
 
 
 def worker_progress(session: Session, redis: Any, worker: Worker) -> dict[str, Any]:
     # the gold score an annotator sees is the one that judges them: on random gold only
     # (loaded, audit), as labelq workers list shows it
     scored = and_(col(Label.is_gold), random_gold())
-    labels, gold, correct = session.exec(
-        select(func.count(col(Label.id)),
-               func.coalesce(func.sum(case((scored, 1), else_=0)), 0),
-               func.coalesce(func.sum(case((and_(scored,
-                                                 col(Label.value) == col(Task.gold_answer)), 1),
-                                           else_=0)), 0))
-        .join(Task, col(Task.id) == col(Label.task_id))
-        .where(col(Label.worker_id) == worker.id)).one()
+    labels = int(session.exec(select(func.count(col(Label.id)))
+                              .where(col(Label.worker_id) == worker.id)).one())
+    as_of = labels - labels % GOLD_SHOWN_EVERY
+    gold = correct = 0
+    if as_of:  # the gold among the first ``as_of`` labels (in the order they were given)
+        last = session.exec(select(col(Label.id)).where(col(Label.worker_id) == worker.id)
+                            .order_by(col(Label.id)).offset(as_of - 1).limit(1)).one()
+        gold, correct = session.exec(
+            select(func.coalesce(func.sum(case((scored, 1), else_=0)), 0),
+                   func.coalesce(func.sum(case((and_(scored, col(Label.value)
+                                                     == col(Task.gold_answer)), 1),
+                                               else_=0)), 0))
+            .join(Task, col(Task.id) == col(Label.task_id))
+            .where(col(Label.worker_id) == worker.id, col(Label.id) <= last)).one()
     closed: dict[str, int] = {state: n for state, n in session.exec(
         select(col(Assignment.state), func.count()).where(
             col(Assignment.worker_id) == worker.id,
@@ -52,7 +67,8 @@ def worker_progress(session: Session, redis: Any, worker: Worker) -> dict[str, A
         "expired": int(closed.get("expired", 0)),
         "open_assignments": max(in_use - int(labels), 0),
         "gold": {"answered": int(gold), "correct": int(correct),
-                 "accuracy": round(int(correct) / int(gold), 4) if gold else None},
+                 "accuracy": round(int(correct) / int(gold), 4) if gold else None,
+                 "as_of": as_of},
         "capacity": worker.capacity,
         "remaining_capacity": remaining,
         "pause": pause_trail(event) if event is not None else None,

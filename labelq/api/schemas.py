@@ -17,7 +17,7 @@ __all__ = ["Name", "AssignmentId", "Assignment", "NextOut", "SubmitIn", "SubmitO
            "CurrentOut", "PredictionsOut",
            "WorkerStatusIn", "WorkerStatusOut", "TokenOut", "TaskLabel", "TaskDetailOut",
            "ReviewMeOut", "ReviewProject", "ReviewTask", "ReviewQueueOut", "ReviewAnswer",
-           "ReviewAnswersOut", "ReviewIn", "ReviewOut"]
+           "ReviewAnswersOut", "ReviewIn", "ReviewOut", "MyProject", "MyProjectsOut"]
 
 # printable text without control characters (they are refused by PostgreSQL or are noise)
 _TEXT = r"^[^\x00-\x1f\x7f]+$"
@@ -78,6 +78,10 @@ class GoldStats(_Out):
     answered: int
     correct: int
     accuracy: float | None
+    as_of: int = Field(0, description="The counts are of my first `as_of` labels: the "
+                                      "number given, rounded down to a multiple of 10 (so "
+                                      "they never move on the answer just given, and tell "
+                                      "no one which item was gold).")
 
 
 class PauseOut(_Out):
@@ -126,6 +130,8 @@ class MeOut(_Out):
 class EnrollIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     handle: Name
+    default: bool = Field(False, description="Make this project the annotator's default "
+                                             "(where a client naming no project works).")
     # strict: a number is a JSON number ("cost": false was taken as 0.0, "5" as 5)
     cost: Annotated[float, Field(ge=0, le=1e12, allow_inf_nan=False, strict=True)] = 1.0
     capacity: Annotated[int | None, Field(ge=1, le=1_000_000_000, strict=True)] = None
@@ -138,7 +144,11 @@ class EnrollOut(_Out):
     cost: float
     capacity: int | None
     categories: list[str]
-    token: str = Field(description="Shown only now; stored hashed. Hand it to the annotator.")
+    token: str | None = Field(description="Shown only now; stored hashed. Hand it to the "
+                                          "annotator. null: the handle was enrolled in "
+                                          "another project already, and its token now works "
+                                          "here too.")
+    default: bool = Field(False, description="This project is the annotator's default.")
 
 
 class TaskLabel(_Out):
@@ -166,11 +176,31 @@ class WorkerStatusIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     status: Literal["active", "paused", "removed"] = Field(
         description="paused: no new work; removed: no sign-in either; active: back to work.")
+    project: Name | None = Field(None, description="The project of the enrolment, for an "
+                                                   "annotator enrolled in several (else "
+                                                   "their only one, or their default).")
 
 
 class WorkerStatusOut(_Out):
     handle: str
     status: str
+    project: str | None = None
+
+
+class MyProject(_Out):
+    name: str
+    status: str = Field(description="My status there: active, paused or removed.")
+    default: bool = Field(description="The project a request naming none works in.")
+
+
+class MyProjectsOut(_Out):
+    handle: str
+    projects: list[MyProject] = Field(description="The projects I am enrolled in, oldest "
+                                                  "enrolment first.")
+    current: str | None = Field(description="Where a request naming no project works "
+                                            "(`?project=NAME` names one): the only "
+                                            "project, else the default, else null (name "
+                                            "one).")
 
 
 class TokenOut(_Out):

@@ -25,7 +25,7 @@ from .secret import ensure_secret, forget_secret
 from .settings import Settings, load_settings
 
 __all__ = ["get_engine", "init_schema", "session_scope", "engine_for", "ADDED_COLUMNS",
-           "ADDED_INDEXES", "BACKFILLS", "database_id", "masked_url", "SchemaMissing",
+           "ADDED_INDEXES", "RELAXED_UNIQUE", "BACKFILLS", "database_id", "masked_url", "SchemaMissing",
            "DatabaseHome", "database_home", "new_identity", "MEMORY_REFUSED"]
 
 # Columns added to a table after its first release. ``create_all`` creates missing tables
@@ -36,6 +36,7 @@ ADDED_COLUMNS: dict[str, tuple[str, ...]] = {
     "task": ("marked", "gold_kind"),
     "status_tally": ("version",),
     "labelq_database": ("nonce", "secret"),
+    "worker": ("preferred",),
 }
 # Indexes added to a table after its first release (``create_all`` skips an existing
 # table's indexes too): ``init_schema`` creates each one a database lacks.
@@ -43,6 +44,15 @@ ADDED_INDEXES: dict[str, tuple[str, ...]] = {
     "label": ("ix_label_project_applied",),
     "task": ("ix_task_project_marked",),
     "assignment": ("ix_assignment_gold",),
+    "worker": ("uq_worker_project_handle",),
+}
+# Indexes that were unique and no longer are: ``init_schema`` drops each one a database
+# still has as unique and creates it again as declared (after :data:`ADDED_INDEXES`, so a
+# narrower unique index stands first). ``ix_worker_handle``: a handle named one annotator
+# across all projects until issue 43; now a person is enrolled per project
+# (``uq_worker_project_handle``).
+RELAXED_UNIQUE: dict[str, tuple[str, ...]] = {
+    "worker": ("ix_worker_handle",),
 }
 
 # Values an added column takes in the rows written before it: (table, column, value,
@@ -133,6 +143,7 @@ def init_schema(engine: Engine) -> str:
         SQLModel.metadata.create_all(engine)
         _add_columns(engine)
         _add_indexes(engine)
+        _relax_unique(engine)
         _backfill(engine)
         uid, nonce = _ensure_identity(engine)
         ensure_secret(engine)  # (labelq.record.secret: the assignment ids' key)
@@ -386,6 +397,22 @@ def _add_indexes(engine: Engine) -> None:
                 if index.name not in {ix["name"] for ix in inspect(engine).get_indexes(
                         table_name)}:
                     raise
+
+
+def _relax_unique(engine: Engine) -> None:
+    """Each of :data:`RELAXED_UNIQUE` a database still has as a unique index: dropped and
+    created again as declared, in one transaction (PostgreSQL: the table is locked while
+    the index is built; SQLite: its one writer), so no row slips in between."""
+    insp = inspect(engine)
+    for table_name, names in RELAXED_UNIQUE.items():
+        unique = {ix["name"] for ix in insp.get_indexes(table_name) if ix.get("unique")}
+        table = SQLModel.metadata.tables[table_name]
+        for index in table.indexes:
+            if index.name not in names or index.name not in unique:
+                continue
+            with engine.begin() as conn:
+                conn.exec_driver_sql(f"DROP INDEX {index.name}")
+                index.create(conn)
 
 
 def _backfill(engine: Engine) -> None:

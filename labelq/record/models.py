@@ -223,17 +223,32 @@ class Reviewer(SQLModel, table=True):
 
 
 class Worker(SQLModel, table=True):
-    __table_args__ = (UniqueConstraint("project_id", "seq", name="uq_worker_seq"),)
+    """An annotator's enrolment in one project: the project's cost, capacity, categories,
+    status (pauses) and ``seq`` (the policies' index) are per project. A *person* is the
+    handle: one person enrolled in several projects has a row in each, all with the same
+    ``handle`` and ``token_hash`` (one token signs in to all of them; ``labelq workers
+    enroll`` of an existing handle copies it, ``reset-token`` changes every row). A handle
+    is unique within a project (``uq_worker_project_handle``); ``ix_worker_handle`` was
+    unique across projects before issue 43 (``labelq init`` relaxes it:
+    :data:`labelq.record.db.RELAXED_UNIQUE`). ``preferred``: the project the operator set
+    as the person's default (``labelq workers default``), where a client that names no
+    project works."""
+
+    __table_args__ = (UniqueConstraint("project_id", "seq", name="uq_worker_seq"),
+                      Index("uq_worker_project_handle", "project_id", "handle", unique=True))
     id: int | None = Field(default=None, primary_key=True)
     project_id: int = Field(foreign_key="project.id", index=True)
     seq: int
-    handle: str = Field(index=True, unique=True, max_length=200)
+    handle: str = Field(index=True, max_length=200)
     cost: float = 1.0
     capacity: int | None = None
     status: str = Field(default="active", max_length=16)
     token_hash: str = Field(index=True, max_length=128)
     categories: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     created: datetime = Field(default_factory=utcnow)
+    # added by issue 43 (labelq.record.db.ADDED_COLUMNS): True on the one row of a person
+    # the operator made their default project; NULL or False elsewhere
+    preferred: bool | None = None
 
 
 class PauseEvent(SQLModel, table=True):

@@ -46,7 +46,8 @@ from .models import (
 __all__ = ["create_project", "parse_quality", "check_gold_schedule", "update_project",
            "get_project", "list_projects", "enroll_worker", "get_task", "get_worker",
            "budget_spent", "unknown_categories", "list_workers", "set_worker_status", "hash_token",
-           "worker_by_token", "reset_token", "correct_gold", "GoldMark", "MarkedGold",
+           "worker_by_token", "workers_by_token", "enrolments", "choose_enrolment",
+           "set_preferred", "reset_token", "correct_gold", "GoldMark", "MarkedGold",
            "mark_gold", "read_gold_marks", "project_counts",
            "delete_project", "parse_label_set", "NAME_PATTERN", "check_name",
            "check_policy_fits", "parse_label_names", "read_instructions",
@@ -307,29 +308,82 @@ def hash_token(token: str) -> str:
 
 
 def enroll_worker(session: Session, project: Project, handle: str, *, cost: float = 1.0,
-                  capacity: int | None = None,
-                  categories: list[str] | None = None) -> tuple[Worker, str]:
-    """Enroll an annotator; returns the worker and its token (shown once, stored hashed)."""
+                  capacity: int | None = None, categories: list[str] | None = None,
+                  preferred: bool = False) -> tuple[Worker, str | None]:
+    """Enroll annotator ``handle`` in ``project``; returns the enrolment and the person's
+    new token (shown once, stored hashed), or ``None`` for a person already enrolled in
+    another project: the new enrolment takes their token (one token, every project).
+    ``preferred``: make ``project`` the person's default (:func:`set_preferred`)."""
     handle = check_name(handle, "worker handle")
     if cost < 0:
         raise InputError(f"cost per label must be non-negative, got {cost}")
     if capacity is not None and capacity < 1:
         raise InputError(f"capacity must be at least 1 label, got {capacity}")
-    taken = session.exec(select(col(Project.name))
-                         .join(Worker, col(Worker.project_id) == col(Project.id))
-                         .where(col(Worker.handle) == handle)).first()
-    if taken is not None:
-        raise AlreadyExists(f"worker handle {handle!r} is taken (in project {taken!r}; a "
-                            "handle names one annotator across all projects)", worker=handle)
+    rows = list(session.exec(select(Worker).where(col(Worker.handle) == handle)
+                             .order_by(col(Worker.id))))
+    if any(w.project_id == project.id for w in rows):
+        raise AlreadyExists(f"worker {handle!r} is already enrolled in project "
+                            f"{project.name!r}", worker=handle, project=project.name)
     seq = session.exec(select(func.coalesce(func.max(Worker.seq) + 1, 0))
                        .where(Worker.project_id == project.id)).one()
-    token = secrets.token_urlsafe(24)
+    token: str | None = None
+    if rows:  # an existing person: their token, unchanged
+        token_hash = rows[0].token_hash
+    else:
+        token = secrets.token_urlsafe(24)
+        token_hash = hash_token(token)
     worker = Worker(project_id=project.id, seq=seq, handle=handle, cost=cost,
-                    capacity=capacity, token_hash=hash_token(token),
+                    capacity=capacity, token_hash=token_hash,
                     categories=[c.strip() for c in categories or [] if c.strip()])
     session.add(worker)
     session.flush()
+    if preferred:
+        set_preferred(session, handle, project)
     return worker, token
+
+
+def enrolments(session: Session, handle: str) -> list[tuple[Worker, str]]:
+    """Every enrolment of person ``handle`` with its project's name, oldest first."""
+    return [(w, name) for w, name in session.exec(
+        select(Worker, col(Project.name)).join(Project, col(Project.id) == col(Worker.project_id))
+        .where(col(Worker.handle) == handle).order_by(col(Worker.id))).all()]
+
+
+def set_preferred(session: Session, handle: str, project: Project) -> Worker:
+    """Make ``project`` the default of person ``handle`` (``labelq workers default``): the
+    project a client that names none works in. NotFound if they are not enrolled there."""
+    mine = get_worker(session, handle, project)
+    session.execute(update(Worker).where(col(Worker.handle) == handle)
+                    .values(preferred=col(Worker.id) == mine.id))
+    session.flush()
+    session.refresh(mine)
+    return mine
+
+
+def choose_enrolment(rows: Sequence[tuple[Worker, str]], handle: str,
+                     project: str | None) -> tuple[Worker, str]:
+    """Which of a person's enrolments (``rows``: worker and project name) a request works
+    in: the project it names; else the one enrolment; else the operator's default
+    (``preferred``); else an :class:`InputError` naming the projects to choose from
+    (NotFound for a project they are not enrolled in)."""
+    if project is not None:
+        for w, name in rows:
+            if name == project:
+                return w, name
+        raise NotFound(f"worker {handle!r} is not enrolled in project {project!r}",
+                       worker=handle, project=project)
+    # (an enrolment the person was removed from is chosen only if it is all they have)
+    open_ = [(w, name) for w, name in rows if w.status != "removed"] or list(rows)
+    if len(open_) == 1:
+        return open_[0]
+    for w, name in open_:
+        if w.preferred:
+            return w, name
+    names = ", ".join(repr(name) for _, name in rows)
+    raise InputError(f"worker {handle!r} is enrolled in projects {names}: name one "
+                     "(API: ?project=NAME; CLI: --project NAME), or have the operator set a "
+                     "default (labelq workers default)", worker=handle, field="project",
+                     projects=[name for _, name in rows])
 
 
 def project_counts(session: Session, project: Project) -> dict[str, int]:
@@ -558,29 +612,57 @@ def get_task(session: Session, project: Project, external_id: str) -> Task:
     return task
 
 
-def get_worker(session: Session, handle: str) -> Worker:
-    worker: Worker | None = session.exec(
-        select(Worker).where(col(Worker.handle) == handle)).first()
-    if worker is None:
+def get_worker(session: Session, handle: str,
+               project: Project | str | int | None = None) -> Worker:
+    """Worker ``handle``'s enrolment in ``project`` (a row, a name or an id); ``None``:
+    their only one (or their default, :func:`choose_enrolment`)."""
+    if isinstance(project, (Project, int)):
+        pid = project if isinstance(project, int) else project.id
+        worker: Worker | None = session.exec(select(Worker).where(
+            col(Worker.handle) == handle, col(Worker.project_id) == pid)).first()
+        if worker is None:
+            if session.exec(select(Worker.id).where(col(Worker.handle) == handle)).first():
+                shown = project.name if isinstance(project, Project) else project
+                raise NotFound(f"worker {handle!r} is not enrolled in project "
+                               f"{shown!r}", worker=handle, project=shown)
+            raise NotFound(f"no worker with handle {handle!r}", worker=handle)
+        return worker
+    rows = enrolments(session, handle)
+    if not rows:
         raise NotFound(f"no worker with handle {handle!r}", worker=handle)
-    return worker
+    return choose_enrolment(rows, handle, project)[0]
 
 
 def reset_token(session: Session, handle: str) -> tuple[Worker, str]:
     """Give annotator ``handle`` a new token (a lost one cannot be shown again: only its
-    hash is stored); the old one stops working."""
-    worker = get_worker(session, handle)
+    hash is stored), in every project they are enrolled in; the old one stops working."""
+    rows = enrolments(session, handle)
+    if not rows:
+        raise NotFound(f"no worker with handle {handle!r}", worker=handle)
+    worker = rows[0][0]
     token = secrets.token_urlsafe(24)
-    worker.token_hash = hash_token(token)
-    session.add(worker)
+    session.execute(update(Worker).where(col(Worker.handle) == handle)
+                    .values(token_hash=hash_token(token)))
     session.flush()
+    session.refresh(worker)
     return worker, token
 
 
-def worker_by_token(session: Session, token: str) -> Worker | None:
-    worker: Worker | None = session.exec(
-        select(Worker).where(col(Worker.token_hash) == hash_token(token))).first()
-    return worker
+def worker_by_token(session: Session, token: str, project: str | None = None) -> Worker | None:
+    """The enrolment the token signs in to (:func:`choose_enrolment` with ``project``), or
+    None for an unknown token."""
+    rows = workers_by_token(session, token)
+    if not rows:
+        return None
+    return choose_enrolment(rows, rows[0][0].handle, project)[0]
+
+
+def workers_by_token(session: Session, token: str) -> list[tuple[Worker, str]]:
+    """Every enrolment of the person whose token this is, with its project's name (oldest
+    first; empty for an unknown token)."""
+    return [(w, name) for w, name in session.exec(
+        select(Worker, col(Project.name)).join(Project, col(Project.id) == col(Worker.project_id))
+        .where(col(Worker.token_hash) == hash_token(token)).order_by(col(Worker.id))).all()]
 
 
 def list_workers(session: Session, project: Project | None = None) -> list[Worker]:
@@ -590,10 +672,11 @@ def list_workers(session: Session, project: Project | None = None) -> list[Worke
     return list(session.exec(q))
 
 
-def set_worker_status(session: Session, handle: str, status: str) -> Worker:
+def set_worker_status(session: Session, handle: str, status: str,
+                      project: Project | str | None = None) -> Worker:
     if status not in ("active", "paused", "removed"):
         raise InputError(f"unknown worker status {status!r}; use active, paused or removed")
-    worker = get_worker(session, handle)
+    worker = get_worker(session, handle, project)
     if status == "paused" and worker.status != "paused":  # the trail (labelq.record.pauses)
         from .pauses import record_operator_pause
         record_operator_pause(session, worker)

@@ -95,6 +95,7 @@ def test_walk_every_command_with_o_json(stack: Stack, tmp_path):
     run("decline", "walk-w1", b["assignment_id"], "--token", tok)
     api = ("--token", tok2, "--api-url", stack.base)
     assert run("annotate", "current", *api) == {"assignments": []}
+    assert run("annotate", "projects", *api)["current"] == "walk"
     c = run("annotate", "next", *api)["assignment"]
     held = run("annotate", "current", *api)["assignments"]
     assert [h["assignment_id"] for h in held] == [c["assignment_id"]]
@@ -114,6 +115,9 @@ def test_walk_every_command_with_o_json(stack: Stack, tmp_path):
     run("status", "walk")
     run("agreement", "walk")
     run("tasks", "show", "walk", "w0")
+    assert [t["id"] for t in run("tasks", "list", "walk", "--limit", "2")] == ["w0", "w1"]
+    assert run("workers", "default", "walk-w1", "walk") == {"handle": "walk-w1",
+                                                            "default": "walk"}
     run("gold", "correct", "walk", "gw0", "b")
     assert run("gold", "mark", "walk", "w5", "a")["marked"] == 1
     run("gold", "suggest", "walk", "--n", "3")
@@ -152,7 +156,7 @@ def test_walk_every_command_with_o_json(stack: Stack, tmp_path):
     assert set(seen) == {n for n in all_commands() if n not in NOT_WALKED}
     # one record is an object, a collection a list (never a list of one record)
     collections = {"project list", "workers list", "check", "gold suggest", "gold audit",
-                   "predictions list", "reviewers list"}
+                   "predictions list", "reviewers list", "tasks list"}
     for name, doc in seen.items():
         assert isinstance(doc, list if name in collections else dict), (name, doc)
 

@@ -146,7 +146,8 @@ def test_pause_remove_and_reset_token_through_the_api(stack):
         assert c.post("/api/v1/assignments/next").json()["assignment"] is not None
         # When the operator pauses them, they get no new work (within the cache's second)
         r = op.post("/api/v1/workers/mg-1/status", json={"status": "paused"})
-        assert r.status_code == 200 and r.json() == {"handle": "mg-1", "status": "paused"}
+        assert r.status_code == 200 and r.json() == {"handle": "mg-1", "status": "paused",
+                                                     "project": "manage"}
         time.sleep(1.1)
         paused = c.post("/api/v1/assignments/next")
         assert paused.status_code == 403 and "paused" in paused.json()["message"]

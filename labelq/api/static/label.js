@@ -8,23 +8,82 @@ let timer = null;
 let names = {};       // label -> what its button shows (the project's display names)
 let retry = null;     // while there is nothing to label: ask again every RETRY_MS
 const RETRY_MS = 10000;
+// the project worked in, for an annotator enrolled in several (null: their only one; then
+// no request names a project, as before)
+let project = null;
 
 // a refused token (401) signs out; a 403 (not yours, paused, removed) is shown as an error
-const call = apiCaller({ token: () => token, signOutOn: [401], onSignOut: () => signOut() });
+const call0 = apiCaller({ token: () => token, signOutOn: [401], onSignOut: () => signOut() });
+// every call names the project chosen, when there is a choice (?project=NAME)
+const call = (method, path, body, opts) => call0(method, project === null ? path
+  : path + (path.includes("?") ? "&" : "?") + "project=" + encodeURIComponent(project),
+  body, opts);
 
 function signOut(text) {
-  token = ""; current = null; names = {};
+  token = ""; current = null; names = {}; project = null;
   clearTimeout(retry);
   sessionStorage.removeItem("labelq-token");
-  for (const id of ["who", "progress", "signout", "work"]) $(id).hidden = true;
+  sessionStorage.removeItem("labelq-project");
+  for (const id of ["who", "progress", "signout", "work", "picker", "choose"]) $(id).hidden = true;
   $("signin").hidden = false;
   if (text) say(text);
+}
+
+// the projects of an annotator enrolled in several: a picker; the one worked in is the one
+// picked on this page before, else the operator's default, else the annotator chooses
+async function pickProject() {
+  const mine = await call0("GET", "/me/projects");
+  const open = mine.projects.filter((p) => p.status !== "removed").map((p) => p.name);
+  if (open.length < 2) { project = null; $("picker").hidden = true; return true; }
+  const kept = sessionStorage.getItem("labelq-project");
+  project = open.includes(kept) ? kept : (open.includes(mine.current) ? mine.current : null);
+  const select = $("project-picker");
+  select.replaceChildren(new Option("choose a project…", ""),
+                         ...open.map((name) => new Option(name, name)));
+  select.value = project || "";
+  $("picker").hidden = false;
+  return project !== null;
+}
+
+async function chooseProject() {
+  const name = $("project-picker").value;
+  if (!name || name === project) return;
+  project = name;
+  sessionStorage.setItem("labelq-project", name);
+  // (the other project's task leaves the screen; its lease waits for them there: asking
+  // for the next task in that project again gives it back)
+  current = null;
+  clearInterval(timer);
+  clearTimeout(retry);
+  $("task").hidden = true;
+  await enter();
 }
 
 async function signIn(event) {
   if (event) event.preventDefault();
   if (!token) token = $("token").value.trim();
   try {
+    $("signin").hidden = true;
+    $("token").value = "";
+    sessionStorage.setItem("labelq-token", token);
+    $("signout").hidden = false;
+    if (!(await pickProject())) {  // several projects and none chosen yet: ask
+      for (const id of ["who", "progress", "work"]) $(id).hidden = true;
+      $("choose").hidden = false;
+      say("");
+      return;
+    }
+    await enter();
+  } catch (err) {
+    signOut();
+    say(err.message, true);
+  }
+}
+
+// the chosen project's page: who I am there, my progress there, its next task
+async function enter() {
+  try {
+    $("choose").hidden = true;
     const me = await call("GET", "/me");
     $("handle").textContent = me.handle;
     $("project").textContent = me.project;
@@ -33,15 +92,13 @@ async function signIn(event) {
     // (renderMarkdown, common.js), open until the annotator folds them
     renderMarkdown($("instructions-text"), me.instructions || "");
     $("instructions").hidden = !me.instructions;
-    $("signin").hidden = true;
     for (const id of ["who", "progress", "signout", "work"]) $(id).hidden = false;
-    $("token").value = "";
-    sessionStorage.setItem("labelq-token", token);
     say("");
     await refreshProgress();
     await next();
   } catch (err) {
-    signOut();
+    if (!token) return;  // signed out (401)
+    showEmpty(err.message);
     say(err.message, true);
   }
 }
@@ -49,8 +106,11 @@ async function signIn(event) {
 async function refreshProgress() {
   const p = await call("GET", "/me/progress");
   $("progress-labels").textContent = p.labels;
+  // gold as of the last whole batch of labels (labelq.api.progress): it never moves on
+  // the answer just given, so it tells no one which item was gold
   $("progress-gold").textContent = p.gold.answered
-    ? p.gold.correct + "/" + p.gold.answered + " right" : "–";
+    ? p.gold.correct + "/" + p.gold.answered + " right (of your first " + p.gold.as_of +
+      " labels)" : "–";
   $("progress-remaining").textContent =
     p.remaining_capacity === null ? "no limit" : p.remaining_capacity;
 }
@@ -156,4 +216,5 @@ $("signin").addEventListener("submit", signIn);
 $("signout").addEventListener("click", () => signOut("signed out"));
 $("decline").addEventListener("click", decline);
 $("retry").addEventListener("click", next);
+$("project-picker").addEventListener("change", chooseProject);
 if (token) signIn();
