@@ -26,7 +26,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ..policies import _shrunk_em as em
-from ..policies._model_source import build_sources
+from ..policies._model_source import ModelSources, build_sources
 from .base import BaseAggregator, FloatArray, LabelArrays, check_gold
 
 if TYPE_CHECKING:
@@ -43,7 +43,8 @@ class ShrunkOneCoin(BaseAggregator):
     pseudo-labels and :math:`a_j` towards the population mean (prior ``prior_accuracy``
     with the weight of ``prior_strength`` labels). Gold answers are clamped.
 
-    Learned: ``accuracy_`` (W, S), ``class_prior_``, ``probas_``, ``labels_``.
+    Learned: ``accuracy_`` (W, S), ``class_prior_``, ``probas_``, ``labels_``; with
+    predictions also ``model_sources_`` (the models' fitted tables, ``_model_source``).
     """
 
     uses_gold = True
@@ -53,6 +54,7 @@ class ShrunkOneCoin(BaseAggregator):
     #: learned: accuracy per (worker, category) (W, S) and the class prior (K,)
     accuracy_: FloatArray
     class_prior_: FloatArray
+    model_sources_: ModelSources
 
     def __init__(self, prior_accuracy: float = 0.7, prior_strength: float = 10.0,
                  strength: float = 4.0, iters: int = 10) -> None:
@@ -108,6 +110,7 @@ class ShrunkOneCoin(BaseAggregator):
             self.accuracy_, self.class_prior_ = acc, fit.class_prior
         if src is not None:
             self.model_accuracy_ = src.accuracy()
+            self.model_sources_ = src  # the measured tables (labelq.modelsavings' twin)
         unlabelled = (np.bincount(d.task, minlength=d.n_tasks) == 0) & ~np.any(
             model_ll != 0, axis=1)
         self.probas_[unlabelled] = 1.0 / K
