@@ -35,6 +35,7 @@ from ..record.db import session_scope
 from ..record.goldstats import project_gold_scores
 from ..record.models import ENDED_UNLABELLED, Assignment, Label, Project, Task, Worker
 from .home import claim_home
+from .modelsettled import sync_settled
 from .hotstate import StateCache, fold_from_sql, write_snapshot
 from .redis.keys import Keys, gold_category_field, gold_issued_field, gold_records
 from .redis.lock import RedisLock
@@ -139,6 +140,9 @@ def rebuild_project(engine: Engine, redis: Any, project_id: int, *,
         pri = hot.policy.priority(hot.state, tasks) if tasks.size else np.empty(0)
         pipe = redis.pipeline(transaction=False)
         _zadd_chunks(pipe, k.pending, tasks, pri)
+        # the tasks a model settled alone leave it again (auto:min_human_labels=0)
+        sync_settled(redis, k, hot.policy, hot.state, view.is_gold, project.max_labels,
+                     pipeline=pipe)
         gold = np.flatnonzero(view.is_gold)
         for i in range(0, gold.size, CHUNK):
             pipe.sadd(k.gold, *map(int, gold[i:i + CHUNK]))
