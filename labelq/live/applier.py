@@ -53,8 +53,8 @@ from ..record.settings import Settings, load_settings
 from ..record.tally import fold
 from .decide import decision_rng
 from .home import claim_home
-from .modelsettled import sync_settled
 from .hotstate import Hot, StateCache, write_snapshot
+from .modelsettled import sync_settled
 from .redis.keys import Keys, agreement_records, gold_records, parse_decline, projects_key
 from .redis.lock import RedisLock
 from .redis.scripts import Scripts

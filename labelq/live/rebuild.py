@@ -35,8 +35,8 @@ from ..record.db import session_scope
 from ..record.goldstats import project_gold_scores
 from ..record.models import ENDED_UNLABELLED, Assignment, Label, Project, Task, Worker
 from .home import claim_home
-from .modelsettled import sync_settled
 from .hotstate import StateCache, fold_from_sql, write_snapshot
+from .modelsettled import sync_settled
 from .redis.keys import Keys, gold_category_field, gold_issued_field, gold_records
 from .redis.lock import RedisLock
 from .saved import load_saved, n_applied, save_state
