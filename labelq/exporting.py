@@ -64,6 +64,8 @@ class ProjectLabels:
     # bool (n_tasks,): gold whose answer is a random sample (kinds loaded, audit): the
     # gold that calibrates the confidences and the accuracy estimate (None: all gold)
     random_gold: np.ndarray | None = None
+    # bool per label: given with the model's answer shown (``show_suggestions``; issue 42)
+    suggested: np.ndarray | None = None
 
     @property
     def classes(self) -> list[str]:
@@ -79,11 +81,14 @@ def load_project_labels(session: Session, project: Project, *,
                             .order_by(Task.seq)))
     workers = session.exec(select(Worker.handle, Worker.status)
                            .where(Worker.project_id == project.id).order_by(Worker.seq)).all()
-    q = (select(Task.seq, Worker.seq, Label.value, Worker.status)
+    from sqlalchemy import select as sa_select
+
+    q = (sa_select(col(Task.seq), col(Worker.seq), col(Label.value), col(Worker.status),
+                   col(Label.suggested))
          .join(Task, col(Task.id) == col(Label.task_id))
          .join(Worker, col(Worker.id) == col(Label.worker_id))
-         .where(Label.project_id == project.id).order_by(Label.id))
-    rows = session.exec(q).all()
+         .where(col(Label.project_id) == project.id).order_by(col(Label.id)))
+    rows = session.execute(q).all()
     if exclude_paused:
         rows = [r for r in rows if r[3] == "active"]
     index = {v: i for i, v in enumerate(project.labels)}
@@ -98,7 +103,7 @@ def load_project_labels(session: Session, project: Project, *,
         np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
         np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows)),
         np.fromiter((index[r[2]] for r in rows), dtype=np.int64, count=len(rows)), marked,
-        random)
+        random, np.fromiter((bool(r[4]) for r in rows), dtype=bool, count=len(rows)))
 
 
 def aggregate_project(session: Session, project: Project, pl: ProjectLabels, method: str
@@ -122,12 +127,14 @@ def aggregate_project(session: Session, project: Project, pl: ProjectLabels, met
     # for being doubtful) chooses the method but does not calibrate it
     # (labelq/aggregation/guard.py)
     calibration = pl.random_gold
+    suggested = pl.suggested if pl.suggested is not None and pl.suggested.any() else None
     # the latest version of each model (issue 42): one more source, its reliability
     # measured against the labels and gold (docs/models.md); read with the view
     return aggregate(pl.task, pl.worker, pl.label, method, n_tasks=v.n_tasks,
                      n_classes=len(project.labels), n_workers=max(v.n_workers, 1),
                      categories=v.task_category, gold=v.gold_answer,
-                     calibration=calibration, predictions=v.predictions, **params)
+                     calibration=calibration, predictions=v.predictions,
+                     suggested=suggested, **params)
 
 
 def aggregation_notes(pl: ProjectLabels, method: str, result: Fitted

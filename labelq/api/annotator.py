@@ -18,6 +18,7 @@ POST     /assignments/{id}/decline           give the assignment back
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -125,12 +126,22 @@ def next_answer(issued: Issued | None, who: Annotator, reason: str | None) -> di
         "assignment_id": issued.assignment_id, "category": issued.category,
         "payload": issued.payload, "labels": list(who.project.labels),
         "expires_ms": issued.expires_ms,
-        "expires_at": utc_from_ms(issued.expires_ms).isoformat()}, "message": None}
+        "expires_at": utc_from_ms(issued.expires_ms).isoformat(),
+        "suggestion": issued.suggestion}, "message": None}
+
+
+def with_suggestion(service: Service, who: Annotator, issued: Issued | None
+                    ) -> Issued | None:
+    """``issued`` with the model's answer to show beside it when the project shows
+    suggestions (issue 42; one SQL read, blocking), else as it is."""
+    if issued is None or not who.project.show_suggestions:
+        return issued
+    return replace(issued, suggestion=service.suggestion(who.project, issued.task_seq))
 
 
 def next_body(service: Service, who: Annotator) -> dict[str, Any]:
     """``POST /assignments/next``'s answer (blocking: call it in the thread pool)."""
-    issued = service.next_assignment(who.handle)
+    issued = with_suggestion(service, who, service.next_assignment(who.handle))
     return next_answer(issued, who, service.idle_reason(who.handle) if issued is None else None)
 
 
@@ -151,6 +162,9 @@ async def submit_body(rt: Runtime, who: Annotator, assignment_id: str, label: st
     most one thread-pool call for what else it needs)."""
     out = await rt.service.submit_async(who.handle, assignment_id, label, then_next=then_next,
                                         batches=rt.committer, to_thread=run_in_threadpool)
+    if then_next and out.next is not None and who.project.show_suggestions:
+        out = replace(out, next=await run_in_threadpool(with_suggestion, rt.service, who,
+                                                        out.next))
     return submit_answer(out, who, then_next)
 
 

@@ -38,6 +38,10 @@ class Assignment(_Out):
     labels: list[str] = Field(description="The label set; answer with one of these.")
     expires_ms: int = Field(description="Lease end, milliseconds since the Unix epoch.")
     expires_at: str = Field(description="Lease end, ISO 8601 UTC.")
+    suggestion: str | None = Field(
+        default=None, description="The model's answer, shown beside the task when the "
+                                  "project shows suggestions (off by default); a label "
+                                  "given then is marked as given with it shown.")
 
 
 class NextOut(_Out):
