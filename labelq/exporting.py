@@ -308,21 +308,29 @@ def model_report(pl: ProjectLabels, result: Fitted) -> dict[str, Any] | None:
             "saved": saved_labels(pl)}
 
 
-_SAVED: dict[tuple[Any, ...], dict[str, Any] | None] = {}
+_SAVED: dict[tuple[Any, ...], tuple[int, dict[str, Any] | None]] = {}
+#: the saving is computed again once the labels grew by this share since (a twin run takes
+#: seconds: the dashboard's figures, refreshed as labels arrive, reuse it in between)
+SAVED_REFRESH = 0.1
 
 
 def saved_labels(pl: ProjectLabels) -> dict[str, Any] | None:
     """How many human labels the project's models saved (:mod:`labelq.modelsavings`: the
     labels ``auto`` without them needs on simulated twins of the project to reach the
     accuracy it reaches with them), as a dict; None without a model or a label. Kept per
-    project, labels and model versions (a twin run takes seconds)."""
+    project, model versions and policy, and computed again once the labels grew by
+    :data:`SAVED_REFRESH` (its ``labels`` says at how many it was)."""
     v = pl.view
-    if not v.predictions or pl.task.size == 0:
+    n = int(pl.task.size)
+    if not v.predictions or n == 0:
         return None
-    key = (v.project.id, int(pl.task.size), hash(pl.label.tobytes()),
+    # (the first labels stand for the database: labels are only appended, and two
+    # databases' projects may share an id)
+    key = (v.project.id, v.n_tasks, hash(pl.task[:1000].tobytes() + pl.label[:1000].tobytes()),
            tuple(sorted(v.predictions)), json.dumps(v.project.policy or {}, sort_keys=True))
-    if key in _SAVED:
-        return _SAVED[key]
+    got = _SAVED.get(key)
+    if got is not None and got[0] <= n <= got[0] * (1.0 + SAVED_REFRESH):
+        return got[1]
     from .modelsavings import labels_saved
 
     est = labels_saved(pl.task, pl.worker, pl.label, n_tasks=v.n_tasks,
@@ -332,7 +340,7 @@ def saved_labels(pl: ProjectLabels) -> dict[str, Any] | None:
     out = None if est is None else est.to_dict()
     if len(_SAVED) > 256:
         _SAVED.clear()
-    _SAVED[key] = out
+    _SAVED[key] = (n, out)
     return out
 
 
