@@ -17,13 +17,15 @@ saved are ``(b* - h) * T``, with ``h = H / T`` and ``b*`` the human labels per t
   the cell's bin (so that the quantile bins the twin's policy draws are the project's);
 * both runs use the project's ``auto`` settings (or ``auto``'s defaults when the project
   routes with another policy), no gold, the same tasks, annotators and model per seed;
-* the run without the model is read at ``h`` times ``GRID`` (0.5 to 5): ``b*`` is where
-  its accuracy first reaches the target, linearly between two grid points. Not reached by
-  5 h: the saving is at least ``4 h T`` (``at_least``). Reached below ``h``: the model
-  cost labels (a negative saving).
+* the run without the model is read at ``h`` times ``GRID`` (0.5 to 5, and no more than
+  ``MAX_EXTRA`` = 3 labels per task beyond ``h``): ``b*`` is where the mean of its
+  accuracy over the twins (its running maximum) first reaches the mean accuracy with the
+  model, linearly between two grid points. Not reached by the last point: the saving is
+  at least that (``at_least``). Reached below ``h``: the model cost labels (a negative
+  saving).
 
-Over ``seeds`` twins (each its own draw of truth, answers and model cells) the answer is
-the mean with its standard error; the spread is the simulation's, given the fitted
+Over ``seeds`` twins (each its own draw of truth, answers and model cells); the standard
+error is a bootstrap over the twins; the spread is the simulation's, given the fitted
 parameters, not the parameters' own uncertainty (a project measured on few labels is
 read as its point estimate). The twin is a one-coin world: annotators whose errors lean to
 one class (``moviereviews_bin``'s) are simulated as symmetric, so on such a project the
@@ -46,10 +48,14 @@ from .aggregation.shrunk import ShrunkOneCoin
 from .policies.base import FloatArray, IntArray, Observation, Problem
 from .policies.registry import build
 
-__all__ = ["Savings", "labels_saved", "twin_runs", "crossing", "TWIN_TASKS", "GRID", "SEEDS"]
+__all__ = ["Savings", "labels_saved", "twin_runs", "crossing", "TWIN_TASKS", "GRID", "SEEDS",
+           "MAX_EXTRA"]
 
 #: tasks of the twin at most (the saving is scaled to the project's tasks)
-TWIN_TASKS = 300
+TWIN_TASKS = 200
+#: the run without the model is read up to this many labels per task beyond the project's
+#: (a twin run's cost grows with its labels)
+MAX_EXTRA = 3.0
 #: the budgets the run without the model is read at, in multiples of the project's
 GRID = (0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0, 5.0)
 #: twins (seeds) the figure averages over
@@ -158,7 +164,7 @@ def _model_probas(table: FloatArray, bins: int, truth: IntArray, covered: float,
 
 def twin_runs(spec: Mapping[str, Any], prior: FloatArray, accuracy: FloatArray,
               share: FloatArray, tables: list[tuple[FloatArray, int, float]],
-              h: float, n_tasks: int, seed: int
+              h: float, n_tasks: int, seed: int, grid: Sequence[float] = GRID
               ) -> tuple[float, list[float]]:
     """One twin (module doc): (accuracy with the models at ``h`` labels per task, the
     accuracies without them at ``h`` x :data:`GRID`). ``accuracy`` per annotator,
@@ -173,19 +179,21 @@ def twin_runs(spec: Mapping[str, Any], prior: FloatArray, accuracy: FloatArray,
              for m, (t, b, cov) in enumerate(tables)}
     budget = max(1, round(h * n_tasks))
     with_model = _run(spec, truth, conf, share, preds, [budget], rng)[0]
-    grid = [max(1, round(g * h * n_tasks)) for g in GRID]
-    without = _run(spec, truth, conf, share, None, grid, rng)
+    budgets = [max(1, round(g * h * n_tasks)) for g in grid]
+    without = _run(spec, truth, conf, share, None, budgets, rng)
     return with_model, without
 
 
-def crossing(withs: list[float], withouts: list[list[float]]) -> tuple[float, bool]:
+def crossing(withs: list[float], withouts: list[list[float]],
+             grid: Sequence[float] = GRID) -> tuple[float, bool]:
     """The budget, in multiples of h, at which the mean over twins of the accuracy without
     the model (``withouts``, at :data:`GRID`) first reaches the mean accuracy with it
     (``withs``), linear between grid points; the curve is read as its running maximum (a
-    budget reaches what a smaller one reached). (5, True) when it never does."""
+    budget reaches what a smaller one reached). (the last grid point, True) when it never
+    does."""
     target = float(np.mean(withs))
     acc = np.maximum.accumulate(np.mean(np.asarray(withouts, float), axis=0))
-    grid = list(GRID)
+    grid = list(grid)
     if acc[0] >= target:
         return grid[0], False
     for g0, g1, a0, a1 in zip(grid, grid[1:], acc, acc[1:], strict=False):
@@ -236,21 +244,23 @@ def labels_saved(task: IntArray, worker: IntArray, label: IntArray, *, n_tasks: 
     spec = dict(policy) if policy and policy.get("name") == "auto" else {"name": "auto"}
     h = H / T
     n = min(T, twin_tasks)
+    grid = [g for g in GRID if (g - 1.0) * h <= MAX_EXTRA + 1e-9]
     withs, withouts = [], []
     for s in range(seeds):
-        a_with, a_without = twin_runs(spec, prior, acc, share, tables, h, n, s)
+        a_with, a_without = twin_runs(spec, prior, acc, share, tables, h, n, s, grid)
         withs.append(a_with)
         withouts.append(a_without)
-    b, capped = crossing(withs, withouts)
-    per_seed = tuple((crossing([w], [c])[0] - 1.0) * H for w, c in zip(withs, withouts,
-                                                                         strict=True))
+    b, capped = crossing(withs, withouts, grid)
+    per_seed = tuple((crossing([w], [c], grid)[0] - 1.0) * H
+                     for w, c in zip(withs, withouts, strict=True))
     # the standard error: the crossing of the mean curves over seeds drawn with
     # replacement (a bootstrap over the twins)
     rng = np.random.default_rng(0)
     boot = []
     for _ in range(BOOT):
         pick = rng.integers(seeds, size=seeds)
-        boot.append(crossing([withs[i] for i in pick], [withouts[i] for i in pick])[0])
+        boot.append(crossing([withs[i] for i in pick], [withouts[i] for i in pick],
+                             grid)[0])
     se = float(np.std(boot, ddof=1)) * H if seeds > 1 else float("nan")
     return Savings((b - 1.0) * H, se, per_seed, H, T, float(np.mean(withs)), b * H, capped,
                    seeds, n)
