@@ -52,7 +52,7 @@ __all__ = ["Savings", "labels_saved", "twin_runs", "crossing", "TWIN_TASKS", "GR
            "MAX_EXTRA"]
 
 #: tasks of the twin at most (the saving is scaled to the project's tasks)
-TWIN_TASKS = 200
+TWIN_TASKS = 300
 #: the run without the model is read up to this many labels per task beyond the project's
 #: (a twin run's cost grows with its labels)
 MAX_EXTRA = 3.0
