@@ -122,12 +122,14 @@ def next_answer(issued: Issued | None, who: Annotator, reason: str | None) -> di
     the assignment, else ``reason`` why there is none (no I/O)."""
     if issued is None:
         return {"assignment": None, "message": reason}
-    return {"assignment": {
+    a: dict[str, Any] = {
         "assignment_id": issued.assignment_id, "category": issued.category,
         "payload": issued.payload, "labels": list(who.project.labels),
         "expires_ms": issued.expires_ms,
-        "expires_at": utc_from_ms(issued.expires_ms).isoformat(),
-        "suggestion": issued.suggestion}, "message": None}
+        "expires_at": utc_from_ms(issued.expires_ms).isoformat()}
+    if who.project.show_suggestions:  # (the key on every assignment then, gold or not)
+        a["suggestion"] = issued.suggestion
+    return {"assignment": a, "message": None}
 
 
 def with_suggestion(service: Service, who: Annotator, issued: Issued | None
