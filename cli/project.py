@@ -42,6 +42,11 @@ INSTRUCTIONS_OPTION = click.option(
     "--instructions", type=click.Path(dir_okay=False), default=None, metavar="FILE.md",
     help="A file of instructions for annotators (Markdown, shown as text on the labeling "
          "page, collapsible); an empty file removes them.")
+SUGGESTIONS_OPTION = click.option(
+    "--show-suggestions/--no-show-suggestions", default=None,
+    help="Show annotators the model's answer beside a task it predicted (off by default: a "
+         "shown answer pulls labels towards it; labels given with one shown are marked and "
+         "not taken as independent evidence where they agree with it, docs/models.md).")
 LABEL_NAMES_OPTION = click.option(
     "--label-names", default=None, metavar='LABEL="Name",...',
     help='Display names of labels on the labeling page, e.g. neg="Negative",pos="Positive" '
@@ -178,6 +183,7 @@ class ProjectRow(TypedDict):
     aggregation: str
     gold_schedule: str | None
     quality: dict[str, Any] | None
+    show_suggestions: bool
     created: str
 
 
@@ -192,6 +198,7 @@ def _project_row(p: Project, full: bool = False) -> ProjectRow:
             "instructions": text, "policy": spec_text(p.policy),
             "budget": p.budget, "max_labels": p.max_labels, "aggregation": p.aggregation,
             "gold_schedule": p.gold_schedule, "quality": p.quality or None,
+            "show_suggestions": bool(p.show_suggestions),
             "created": p.created.isoformat(timespec="seconds")}
 
 
@@ -211,11 +218,13 @@ def _project_row(p: Project, full: bool = False) -> ProjectRow:
 @QUALITY_OPTION
 @INSTRUCTIONS_OPTION
 @LABEL_NAMES_OPTION
+@SUGGESTIONS_OPTION
 @DB_OPTION
 @OUTPUT_OPTION
 def create(name: str, labels: str, policy: str, budget: float | None, max_labels: int | None,
            aggregation: str | None, gold_schedule: str | None, quality: str | None,
-           instructions: str | None, label_names: str | None, database_url: str | None,
+           instructions: str | None, label_names: str | None,
+           show_suggestions: bool | None, database_url: str | None,
            output: Output) -> None:
     """Create project NAME."""
     from labelq.record.db import session_scope
@@ -226,7 +235,8 @@ def create(name: str, labels: str, policy: str, budget: float | None, max_labels
         p = create_project(s, name, labels, policy=policy, budget=budget,
                            max_labels=max_labels, aggregation=aggregation,
                            gold_schedule=gold_schedule, quality=quality,
-                           instructions=text, label_names=label_names)
+                           instructions=text, label_names=label_names,
+                           show_suggestions=bool(show_suggestions))
         emit_record(_project_row(p), output)
 
 
@@ -239,11 +249,13 @@ def create(name: str, labels: str, policy: str, budget: float | None, max_labels
 @QUALITY_OPTION
 @INSTRUCTIONS_OPTION
 @LABEL_NAMES_OPTION
+@SUGGESTIONS_OPTION
 @DB_OPTION
 @OUTPUT_OPTION
 def update(name: str, budget: float | None, max_labels: int | None, aggregation: str | None,
            gold_schedule: str | None, quality: str | None, instructions: str | None,
-           label_names: str | None, database_url: str | None, output: Output) -> None:
+           label_names: str | None, show_suggestions: bool | None, database_url: str | None,
+           output: Output) -> None:
     """Change settings of project NAME (the policy stays: create a new project to change it).
     Instructions and label names reach the labeling page at an annotator's next sign-in
     or reload."""
@@ -254,7 +266,8 @@ def update(name: str, budget: float | None, max_labels: int | None, aggregation:
     with session_scope(engine(database_url)) as s:
         p = update_project(s, name, budget=budget, max_labels=max_labels,
                            aggregation=aggregation, gold_schedule=gold_schedule,
-                           quality=quality, instructions=text, label_names=label_names)
+                           quality=quality, instructions=text, label_names=label_names,
+                           show_suggestions=show_suggestions)
         spent = budget_spent(s, p) if budget is not None else 0.0
         emit_record(_project_row(p), output)
     if budget is not None and spent >= budget:

@@ -262,7 +262,8 @@ def quality(session: Session, project: Project) -> dict[str, Any]:
                 else:
                     sub = ProjectLabels(pl.view, pl.external_ids, pl.handles, pl.task[:k],
                                         pl.worker[:k], pl.label[:k], pl.marked,
-                                        pl.random_gold)
+                                        pl.random_gold,
+                                        None if pl.suggested is None else pl.suggested[:k])
                     res = aggregate_project(session, project, sub, curve_method)
                 c = np.bincount(pl.task[:k], minlength=pl.view.n_tasks)
                 point = {"labels": k, "tasks_labelled": int(np.sum(data & (c > 0))),

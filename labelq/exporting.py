@@ -34,6 +34,7 @@ from .aggregation.base import BaseAggregator, check_labels
 from .aggregation.guard import AUDIT_HALF_WIDTH, AccuracyEstimate
 from .errors import InputError
 from .exportfiles import FORMATS, atomic_output, payload_schema, task_details, write_rows
+from .policies._model_source import gold_reading
 from .record.models import Label, Project, Task, Worker, random_gold
 from .record.problem import ProjectView, load_view
 from .record.projects import METHODS, check_method
@@ -44,7 +45,7 @@ Fitted = BaseAggregator | PosteriorAggregator
 __all__ = ["ProjectLabels", "load_project_labels", "aggregate_project", "aggregation_notes",
            "aggregated_rows", "answer_columns", "answer_evidence", "answer_source", "SOURCES",
            "accuracy_note", "calibration_note", "audit_note",
-           "model_report", "model_notes",
+           "model_report", "model_notes", "saved_labels", "saved_line",
            "agreement_report", "METHODS", "atomic_output", "write_rows", "write_dataset",
            "export_file", "RAW_TYPES", "FORMATS"]
 
@@ -63,6 +64,8 @@ class ProjectLabels:
     # bool (n_tasks,): gold whose answer is a random sample (kinds loaded, audit): the
     # gold that calibrates the confidences and the accuracy estimate (None: all gold)
     random_gold: np.ndarray | None = None
+    # bool per label: given with the model's answer shown (``show_suggestions``; issue 42)
+    suggested: np.ndarray | None = None
 
     @property
     def classes(self) -> list[str]:
@@ -78,11 +81,14 @@ def load_project_labels(session: Session, project: Project, *,
                             .order_by(Task.seq)))
     workers = session.exec(select(Worker.handle, Worker.status)
                            .where(Worker.project_id == project.id).order_by(Worker.seq)).all()
-    q = (select(Task.seq, Worker.seq, Label.value, Worker.status)
+    from sqlalchemy import select as sa_select
+
+    q = (sa_select(col(Task.seq), col(Worker.seq), col(Label.value), col(Worker.status),
+                   col(Label.suggested))
          .join(Task, col(Task.id) == col(Label.task_id))
          .join(Worker, col(Worker.id) == col(Label.worker_id))
-         .where(Label.project_id == project.id).order_by(Label.id))
-    rows = session.exec(q).all()
+         .where(col(Label.project_id) == project.id).order_by(col(Label.id)))
+    rows = session.execute(q).all()
     if exclude_paused:
         rows = [r for r in rows if r[3] == "active"]
     index = {v: i for i, v in enumerate(project.labels)}
@@ -97,7 +103,7 @@ def load_project_labels(session: Session, project: Project, *,
         np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
         np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows)),
         np.fromiter((index[r[2]] for r in rows), dtype=np.int64, count=len(rows)), marked,
-        random)
+        random, np.fromiter((bool(r[4]) for r in rows), dtype=bool, count=len(rows)))
 
 
 def aggregate_project(session: Session, project: Project, pl: ProjectLabels, method: str
@@ -119,12 +125,14 @@ def aggregate_project(session: Session, project: Project, pl: ProjectLabels, met
     # for being doubtful) chooses the method but does not calibrate it
     # (labelq/aggregation/guard.py)
     calibration = pl.random_gold
+    suggested = pl.suggested if pl.suggested is not None and pl.suggested.any() else None
     # the latest version of each model (issue 42): one more source, its reliability
     # measured against the labels and gold (docs/models.md); read with the view
     return aggregate(pl.task, pl.worker, pl.label, method, n_tasks=v.n_tasks,
                      n_classes=len(project.labels), n_workers=max(v.n_workers, 1),
                      categories=v.task_category, gold=v.gold_answer,
-                     calibration=calibration, predictions=v.predictions, **params)
+                     calibration=calibration, predictions=v.predictions,
+                     suggested=suggested, **params)
 
 
 def aggregation_notes(pl: ProjectLabels, method: str, result: Fitted
@@ -315,8 +323,13 @@ def model_report(pl: ProjectLabels, result: Fitted) -> dict[str, Any] | None:
     data = ~pl.view.is_gold if pl.marked is None else ~pl.view.is_gold | pl.marked
     sources = np.asarray(answer_evidence(pl, result))[data]
     models: dict[str, Any] = {}
+    g = np.asarray(pl.view.gold_answer, np.int64)
+    random = g if pl.random_gold is None else np.where(pl.random_gold, g, -1)
     for name, acc in measured.items():
-        per_class = {}
+        per_class: dict[str, dict[str, Any]] = {}
+        # the reading to show (docs/models.md): on random gold alone where the class has
+        # any, else the EM's (agreement with the annotators), labelled as such
+        r_acc, r_low, r_high, r_n = gold_reading(pl.view.predictions[name], random)
         for k, c in enumerate(classes):
             per_class[c] = {"accuracy": _num(acc.accuracy[k]), "low": _num(acc.low[k]),
                             "high": _num(acc.high[k]),
@@ -327,13 +340,57 @@ def model_report(pl: ProjectLabels, result: Fitted) -> dict[str, Any] | None:
                     gold_accuracy=_num(acc.gold_accuracy[k]),
                     gold_low=_num(acc.gold_low[k]) if acc.gold_low is not None else None,
                     gold_high=_num(acc.gold_high[k]) if acc.gold_high is not None else None)
+            on_gold = bool(r_n[k] > 0)
+            per_class[c]["reading"] = {
+                "basis": "random gold" if on_gold else "agreement",
+                "accuracy": _num(r_acc[k] if on_gold else acc.accuracy[k]),
+                "low": _num(r_low[k] if on_gold else acc.low[k]),
+                "high": _num(r_high[k] if on_gold else acc.high[k]),
+                "answers": int(r_n[k]) if on_gold else round(float(acc.answers[k]), 2)}
         models[name] = {"classes": per_class, "overall": _num(acc.overall),
                         "overall_low": _num(acc.overall_low),
                         "overall_high": _num(acc.overall_high)}
     kinds = ("humans", "humans+model", "model", "none", "gold")
     return {"models": models,
             "answers": {kd: int(np.count_nonzero(sources == kd)) for kd in kinds},
-            "model_alone": int(np.count_nonzero(sources == "model"))}
+            "model_alone": int(np.count_nonzero(sources == "model")),
+            "saved": saved_labels(pl)}
+
+
+_SAVED: dict[tuple[Any, ...], tuple[int, dict[str, Any] | None]] = {}
+#: the saving is computed again once the labels grew by this share since (a twin run takes
+#: seconds: the dashboard's figures, refreshed as labels arrive, reuse it in between)
+SAVED_REFRESH = 0.1
+
+
+def saved_labels(pl: ProjectLabels) -> dict[str, Any] | None:
+    """How many human labels the project's models saved (:mod:`labelq.modelsavings`: the
+    labels ``auto`` without them needs on simulated twins of the project to reach the
+    accuracy it reaches with them), as a dict; None without a model or a label. Kept per
+    project, model versions and policy, and computed again once the labels grew by
+    :data:`SAVED_REFRESH` (its ``labels`` says at how many it was)."""
+    v = pl.view
+    n = int(pl.task.size)
+    if not v.predictions or n == 0:
+        return None
+    # (the first labels stand for the database: labels are only appended, and two
+    # databases' projects may share an id)
+    key = (v.project.id, v.n_tasks, hash(pl.task[:1000].tobytes() + pl.label[:1000].tobytes()),
+           tuple(sorted(v.predictions)), json.dumps(v.project.policy or {}, sort_keys=True))
+    got = _SAVED.get(key)
+    if got is not None and got[0] <= n <= got[0] * (1.0 + SAVED_REFRESH):
+        return got[1]
+    from .modelsavings import labels_saved
+
+    est = labels_saved(pl.task, pl.worker, pl.label, n_tasks=v.n_tasks,
+                       n_workers=max(v.n_workers, 1), n_classes=len(pl.classes),
+                       predictions=v.predictions, gold=v.gold_answer,
+                       categories=v.task_category, policy=v.project.policy)
+    out = None if est is None else est.to_dict()
+    if len(_SAVED) > 256:
+        _SAVED.clear()
+    _SAVED[key] = (n, out)
+    return out
 
 
 def model_notes(pl: ProjectLabels, result: Fitted) -> list[str]:
@@ -346,6 +403,12 @@ def model_notes(pl: ProjectLabels, result: Fitted) -> list[str]:
         return []
     lines = []
     for name, m in report["models"].items():
+        reads = [f"{c} {_pct(r['accuracy'])} ({_pct(r['low'])}-{_pct(r['high'])}, "
+                 f"{r['basis']}, {r['answers']:g} answers)"
+                 for c, v in m["classes"].items() for r in [v["reading"]]]
+        lines.append(f"model {name}: reading per class (95% interval; on random gold "
+                     f"where there is any, else on agreement with the annotators, which "
+                     f"leans where their errors lean): {'; '.join(reads)}")
         parts = [f"{c} {_pct(v['accuracy'])} ({_pct(v['low'])}-{_pct(v['high'])}, "
                  f"{v['answers']:g} answers, {v['gold']} gold"
                  + (f"; on gold alone {_pct(v['gold_accuracy'])} ({_pct(v['gold_low'])}-"
@@ -357,11 +420,22 @@ def model_notes(pl: ProjectLabels, result: Fitted) -> list[str]:
                      f"{_pct(m['overall_high'])})")
     alone, n = report["model_alone"], sum(report["answers"].values())
     lines.append(f"answers resting on the model alone: {alone} of {n}")
+    if report.get("saved") is not None:
+        lines.append(saved_line(report["saved"]))
     if alone:
         lines.append(f"note: the {alone} answers resting on the model alone are checked "
                      f"only by random gold: `labelq gold audit {pl.view.project.name}` "
                      f"draws tasks to ask an expert")
     return lines
+
+
+def saved_line(sv: dict[str, Any]) -> str:
+    """The labels the models saved, as one line (docs/models.md says how it is read)."""
+    more = "at least " if sv["at_least"] else ""
+    return (f"human labels the models saved: {more}{sv['saved']:.0f} ± {sv['saved_se']:.0f} "
+            f"(auto without them would need {more}{sv['labels_without']:.0f} labels to reach "
+            f"the accuracy {sv['accuracy_with']:.3f} it reaches with them at this project's "
+            f"{sv['labels']}; {sv['seeds']} simulated twins of {sv['twin_tasks']} tasks)")
 
 
 def _pct(x: float | None) -> str:

@@ -202,6 +202,9 @@ class BaseAggregator:
 
     #: True when ``_fit`` takes ``predictions`` itself (else they are combined afterwards)
     uses_predictions = False
+    #: True when ``_fit`` takes ``suggested`` (bool per label: given with the model's answer
+    #: shown) itself; else only the combination with the models reads it (issue 42)
+    uses_suggested = False
 
     labels_: IntArray
     probas_: FloatArray
@@ -229,13 +232,16 @@ class BaseAggregator:
             vars(self).pop(name, None)  # set by _fit, or below: never the last fit's
         extra = dict(extra)
         predictions = cast("Mapping[str, FloatArray] | None", extra.pop("predictions", None))
+        suggested = cast("ArrayLike | None", extra.pop("suggested", None))
         if predictions and self.uses_predictions:
             extra["predictions"] = predictions
+            if self.uses_suggested and suggested is not None:
+                extra["suggested"] = suggested
         self._fit(d, **extra)
         gold = cast("ArrayLike | None", extra.get("gold"))
         if predictions and not self.uses_predictions:
             self._combine(d, predictions, gold, cast("ArrayLike | None",
-                                                     extra.get("categories")))
+                                                     extra.get("categories")), suggested)
         if "labels_" not in vars(self):
             self.labels_ = argmax_first(self.probas_)
         self.confidence_ = self.probas_[np.arange(d.n_tasks), self.labels_]
@@ -252,22 +258,31 @@ class BaseAggregator:
         return self.probas_
 
     def _combine(self, d: LabelArrays, predictions: Mapping[str, FloatArray],
-                 gold: ArrayLike | None, categories: ArrayLike | None) -> None:
+                 gold: ArrayLike | None, categories: ArrayLike | None,
+                 suggested: ArrayLike | None = None) -> None:
         """This method's posterior from the labels, with the models' measured evidence
         (:func:`labelq.policies._model_source.combine`); sets ``probas_``, ``labels_``
-        (their argmax), ``model_accuracy_``."""
+        (their argmax), ``model_accuracy_``. A label given with the model's answer shown
+        and agreeing with it (``suggested``) does not teach the models' tables: its task
+        does only through its other labels or gold (docs/models.md, "Independence")."""
         g = check_gold(gold, d.n_tasks, d.n_classes)
         cat = (np.zeros(d.n_tasks, np.int64) if categories is None
                else np.asarray(categories, np.int64))
         S = int(cat.max()) + 1 if cat.size else 1
         src = build_sources(predictions, d.n_tasks, d.n_classes, S)
         labelled = np.bincount(d.task, minlength=d.n_tasks) > 0
+        indep = labelled
+        if suggested is not None:
+            from ..policies._shrunk_em import copied_labels
+
+            copied = copied_labels(src, d.task, d.label, np.asarray(suggested, bool))
+            indep = np.bincount(d.task[~copied], minlength=d.n_tasks) > 0
         human = np.array(self._label_posterior(d), dtype=float)
         if labelled.any():  # a task without labels: the class shares of the labelled ones,
             # half-way to uniform (as auto's worker model), not the method's uniform row
             shares = human[labelled].sum(axis=0) + 1.0
             human[~labelled] = 0.5 * shares / shares.sum() + 0.5 / d.n_classes
-        self.probas_ = combine(src, human, labelled | (g >= 0), cat, g)
+        self.probas_ = combine(src, human, indep | (g >= 0), cat, g)
         self.labels_ = argmax_first(self.probas_)
         self.model_accuracy_ = src.accuracy()
 

@@ -98,6 +98,7 @@ def aggregate(task: ArrayLike, worker: ArrayLike, label: ArrayLike, method: str 
               n_workers: int | None = None, weights: ArrayLike | None = None,
               calibration: ArrayLike | None = None,
               predictions: Mapping[str, FloatArray] | None = None,
+              suggested: ArrayLike | None = None,
               **params: Unpack[AggregatorParams]) -> BaseAggregator:
     """Fit ``method`` on label arrays and return the fitted aggregator (the result).
 
@@ -125,5 +126,7 @@ def aggregate(task: ArrayLike, worker: ArrayLike, label: ArrayLike, method: str 
         kw["categories"] = categories
     if predictions:
         kw["predictions"] = predictions
+        if suggested is not None:  # bool per label: given with the model's answer shown
+            kw["suggested"] = np.asarray(suggested, dtype=bool)
     return agg.fit_with(task, worker, label, kw, n_tasks=n_tasks, n_workers=n_workers,
                         n_classes=n_classes)

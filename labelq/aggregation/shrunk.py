@@ -26,7 +26,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ..policies import _shrunk_em as em
-from ..policies._model_source import build_sources
+from ..policies._model_source import ModelSources, build_sources
 from .base import BaseAggregator, FloatArray, LabelArrays, check_gold
 
 if TYPE_CHECKING:
@@ -43,16 +43,19 @@ class ShrunkOneCoin(BaseAggregator):
     pseudo-labels and :math:`a_j` towards the population mean (prior ``prior_accuracy``
     with the weight of ``prior_strength`` labels). Gold answers are clamped.
 
-    Learned: ``accuracy_`` (W, S), ``class_prior_``, ``probas_``, ``labels_``.
+    Learned: ``accuracy_`` (W, S), ``class_prior_``, ``probas_``, ``labels_``; with
+    predictions also ``model_sources_`` (the models' fitted tables, ``_model_source``).
     """
 
     uses_gold = True
     uses_categories = True
     uses_predictions = True  # a model is one more source in the same EM (issue 42)
+    uses_suggested = True  # labels given with its answer shown, weighed apart (fit_em)
 
     #: learned: accuracy per (worker, category) (W, S) and the class prior (K,)
     accuracy_: FloatArray
     class_prior_: FloatArray
+    model_sources_: ModelSources
 
     def __init__(self, prior_accuracy: float = 0.7, prior_strength: float = 10.0,
                  strength: float = 4.0, iters: int = 10) -> None:
@@ -64,19 +67,23 @@ class ShrunkOneCoin(BaseAggregator):
             n_classes: int | None = None, gold: ArrayLike | None = None,
             categories: ArrayLike | None = None,
             calibration: ArrayLike | None = None,
-            predictions: Mapping[str, FloatArray] | None = None) -> Self:
+            predictions: Mapping[str, FloatArray] | None = None,
+            suggested: ArrayLike | None = None) -> Self:
         """Fit on label arrays with ``gold`` (class index or -1 per task) clamped, the tasks'
-        ``categories``, ``calibration`` (see :meth:`_fit`) and models' ``predictions``
-        (:mod:`labelq.aggregation.base`); returns ``self``."""
+        ``categories``, ``calibration`` (see :meth:`_fit`), models' ``predictions``
+        (:mod:`labelq.aggregation.base`) and ``suggested`` (bool per label: given with the
+        model's answer shown; ``_shrunk_em.fit_em``); returns ``self``."""
         return self.fit_with(task, worker, label,
                              {"gold": gold, "categories": categories,
-                              "calibration": calibration, "predictions": predictions},
+                              "calibration": calibration, "predictions": predictions,
+                              "suggested": suggested},
                              n_tasks=n_tasks, n_workers=n_workers, n_classes=n_classes)
 
     def _fit(self, d: LabelArrays, gold: ArrayLike | None = None,
              categories: ArrayLike | None = None,
              calibration: ArrayLike | None = None,
-             predictions: Mapping[str, FloatArray] | None = None) -> None:
+             predictions: Mapping[str, FloatArray] | None = None,
+             suggested: ArrayLike | None = None) -> None:
         """``calibration`` (bool per task): the gold answers that may measure how far
         agreement departs from gold (default all; see ``fit_em``'s ``calibrate``);
         ``predictions``: models as sources fitted in the same EM (``_model_source``)."""
@@ -86,6 +93,7 @@ class ShrunkOneCoin(BaseAggregator):
                else np.asarray(categories, dtype=np.int64))
         S = int(cat.max()) + 1 if cat.size else 1
         src = build_sources(predictions, d.n_tasks, K, S) if predictions else None
+        sug = None if suggested is None else np.asarray(suggested, bool)
         model_ll = np.zeros((d.n_tasks, K))
         if K < 2 or d.task.size == 0:
             self.probas_ = np.full((d.n_tasks, K), 1.0 / K)
@@ -98,16 +106,21 @@ class ShrunkOneCoin(BaseAggregator):
                             per_worker=True,
                             calibrate=True if calibration is None else
                             np.asarray(calibration, dtype=bool)[d.task],
-                            sources=src, task_category=cat, judge_by_models=True)
+                            sources=src, task_category=cat, judge_by_models=True,
+                            suggested=sug)
             acc, _, _ = em.shrunk_accuracy(fit.correct, fit.total, K, self.prior_accuracy,
                                            self.prior_strength, self.strength, True)
-            ll = em.task_loglik(d.task, acc[d.worker, cat[d.task]], d.label, d.n_tasks, K)
+            lw = (np.where(em.copied_labels(src, d.task, d.label, sug), em.SUGGESTED_WEIGHT,
+                           1.0) if src is not None and sug is not None else None)
+            ll = em.task_loglik(d.task, acc[d.worker, cat[d.task]], d.label, d.n_tasks, K,
+                                lw)
             if src is not None:
                 model_ll = src.loglik(cat)
             self.probas_ = em.posterior(ll + model_ll, np.log(fit.class_prior))
             self.accuracy_, self.class_prior_ = acc, fit.class_prior
         if src is not None:
             self.model_accuracy_ = src.accuracy()
+            self.model_sources_ = src  # the measured tables (labelq.modelsavings' twin)
         unlabelled = (np.bincount(d.task, minlength=d.n_tasks) == 0) & ~np.any(
             model_ll != 0, axis=1)
         self.probas_[unlabelled] = 1.0 / K

@@ -23,6 +23,7 @@ names, else my only one, else the default my operator set (else 422, naming them
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -143,17 +144,29 @@ def next_answer(issued: Issued | None, who: Annotator, reason: str | None) -> di
     the assignment, else ``reason`` why there is none (no I/O)."""
     if issued is None:
         return {"assignment": None, "message": reason}
-    return {"assignment": {
+    a: dict[str, Any] = {
         "assignment_id": issued.assignment_id, "category": issued.category,
         "payload": issued.payload, "labels": list(who.project.labels),
         "expires_ms": issued.expires_ms,
-        "expires_at": utc_from_ms(issued.expires_ms).isoformat()}, "message": None}
+        "expires_at": utc_from_ms(issued.expires_ms).isoformat()}
+    if who.project.show_suggestions:  # (the key on every assignment then, gold or not)
+        a["suggestion"] = issued.suggestion
+    return {"assignment": a, "message": None}
+
+
+def with_suggestion(service: Service, who: Annotator, issued: Issued | None
+                    ) -> Issued | None:
+    """``issued`` with the model's answer to show beside it when the project shows
+    suggestions (issue 42; one SQL read, blocking), else as it is."""
+    if issued is None or not who.project.show_suggestions:
+        return issued
+    return replace(issued, suggestion=service.suggestion(who.project, issued.task_seq))
 
 
 def next_body(service: Service, who: Annotator) -> dict[str, Any]:
     """``POST /assignments/next``'s answer (blocking: call it in the thread pool)."""
     pid = who.worker.project_id
-    issued = service.next_assignment(who.handle, pid)
+    issued = with_suggestion(service, who, service.next_assignment(who.handle, pid))
     return next_answer(issued, who,
                        service.idle_reason(who.handle, pid) if issued is None else None)
 
@@ -176,6 +189,9 @@ async def submit_body(rt: Runtime, who: Annotator, assignment_id: str, label: st
     out = await rt.service.submit_async(who.handle, assignment_id, label, then_next=then_next,
                                         batches=rt.committer, to_thread=run_in_threadpool,
                                         project_id=who.worker.project_id)
+    if then_next and out.next is not None and who.project.show_suggestions:
+        out = replace(out, next=await run_in_threadpool(with_suggestion, rt.service, who,
+                                                        out.next))
     return submit_answer(out, who, then_next)
 
 

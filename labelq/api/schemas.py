@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..exporting import METHODS
 
-__all__ = ["Name", "AssignmentId", "Assignment", "NextOut", "SubmitIn", "SubmitOut",
+__all__ = ["Name", "AssignmentId", "Assignment", "NextAssignment", "NextOut", "SubmitIn", "SubmitOut",
            "DeclineOut", "GoldStats", "PauseOut", "ProgressOut", "MeOut", "EnrollIn", "EnrollOut",
            "ExportIn", "JobOut", "WorkerStatus", "TaskCounts", "CategoryCounts",
            "ProjectStatusOut", "StallOut", "HealthOut", "GoldWarning", "ProjectOut",
@@ -42,8 +42,17 @@ class Assignment(_Out):
     expires_at: str = Field(description="Lease end, ISO 8601 UTC.")
 
 
+class NextAssignment(Assignment):
+    """An assignment as ``next`` gives it: with ``suggestion`` when the project shows
+    suggestions (issue 42)."""
+    suggestion: str | None = Field(
+        default=None, description="Only when the project shows suggestions (off by "
+                                  "default): the model's answer for the task, or null; a "
+                                  "label given then is marked as given with it shown.")
+
+
 class NextOut(_Out):
-    assignment: Assignment | None = None
+    assignment: NextAssignment | None = None
     message: str | None = Field(None, description="Why there is no assignment, if so.")
 
 

@@ -54,6 +54,7 @@ from ..record.tally import fold
 from .decide import decision_rng
 from .home import claim_home
 from .hotstate import Hot, StateCache, write_snapshot
+from .modelsettled import sync_settled
 from .redis.keys import Keys, agreement_records, gold_records, parse_decline, projects_key
 from .redis.lock import RedisLock
 from .redis.scripts import Scripts
@@ -315,6 +316,11 @@ class Applier:
                     if hot.dirty:
                         _prune_pushed(redis, k, hot.dirty)
                     if not rows and not redis.llen(k.declines) and not hot.dirty:
+                        if not hot.settled_synced:  # a state folded again (a new model
+                            # version): the tasks the model settled alone, synced now
+                            sync_settled(redis, k, hot.policy, hot.state, hot.view.is_gold,
+                                         hot.project.max_labels)
+                            hot.settled_synced = True
                         return 0, hot
                     idx = {v: i for i, v in enumerate(hot.project.labels)}
                     touched: set[int] = set(hot.dirty or ())
@@ -370,6 +376,10 @@ class Applier:
             if agreement:  # the worker model's counts now (issue 41)
                 pipe.hset(k.nissued, mapping=agreement)
             push_priorities(redis, hot, touched, pipeline=pipe)
+            # after the priorities: a task the model settled alone leaves ``pending``
+            sync_settled(redis, k, hot.policy, hot.state, hot.view.is_gold,
+                         hot.project.max_labels, pipeline=pipe)
+            hot.settled_synced = True
             # tasks of labels replayed from SQL (applied by a holder that died before its
             # Redis writes, or that did them): their ``applied`` counts are set from SQL,
             # where the increments may be missing; the others are incremented by this

@@ -49,6 +49,9 @@ class Issued:
     category: str
     payload: dict[str, Any]
     expires_ms: int
+    # the model's answer the labeling page shows beside it (a project with
+    # ``show_suggestions``; filled by the API, :meth:`labelq.service.Service.suggestion`)
+    suggestion: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """What the annotator is shown (``labelq next``), as the API's assignment: no task

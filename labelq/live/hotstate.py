@@ -89,6 +89,9 @@ class Hot:
     # ahead of time is running in the background (``StateCache.get``'s ``refresh_after``)
     catching_up: threading.Lock = field(default_factory=threading.Lock)
     refreshing: bool = False
+    # the tasks a model settled alone were synced with ``pending`` since this state was
+    # folded (labelq.live.modelsettled: the applier syncs a fresh state's at once)
+    settled_synced: bool = False
     # the identity of the SQL database the state was folded from (its Redis keys' prefix)
     database: str = ""
     # makes the assignment ids of that database (keyed with its secret)

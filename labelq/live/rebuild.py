@@ -40,6 +40,7 @@ from ..record.models import ENDED_UNLABELLED, Assignment, Label, Project, Task, 
 from .backfill import FIRST, bulk_write, plan, start_backfill
 from .home import claim_home
 from .hotstate import StateCache, fold_from_sql, write_snapshot
+from .modelsettled import model_settled, sync_settled
 from .redis.keys import Keys, gold_category_field, gold_issued_field, gold_records
 from .redis.lock import RedisLock
 from .saved import load_saved, n_applied, save_state
@@ -191,6 +192,12 @@ def rebuild_project(engine: Engine, redis: Any, project_id: int, *,
         pri = np.asarray(hot.policy.priority(hot.state, tasks) if tasks.size else (),
                          dtype=float)
         clock.lap("priorities")
+        # the tasks a model settled alone stay out of it (auto:min_human_labels=0; the
+        # ``settled`` set is filled below), streamed part included
+        settled = model_settled(hot.policy, hot.state, view.is_gold)
+        if settled.any() and tasks.size:
+            keep = ~settled[tasks]
+            tasks, pri = tasks[keep], pri[keep]
         warm: dict[str, int] = {}
         if first is not None and tasks.size > first:  # the rest streamed in behind
             order = np.argsort(-pri, kind="stable")
@@ -233,6 +240,9 @@ def rebuild_project(engine: Engine, redis: Any, project_id: int, *,
         if issued:
             pipe.hset(k.nissued, mapping=issued)
         pipe.set(k.pushed_seq, hot.seq)  # the priorities and counts above are the fold's
+        # the tasks a model settled alone, kept out of ``pending`` above (min_human_labels=0)
+        sync_settled(redis, k, hot.policy, hot.state, view.is_gold, project.max_labels,
+                     pipeline=pipe)
         pipe.execute()
         clock.lap("counters, seen")
         blob = write_snapshot(redis, hot)

@@ -528,7 +528,8 @@ class Inserts:
                                                      "worker_id", "is_gold", "state",
                                                      "issued", "expires"])
         self.label = sql(getattr(Label, "__table__"), ["assignment_id", "project_id", "task_id",
-                                           "worker_id", "value", "is_gold", "received"])
+                                           "worker_id", "value", "is_gold", "received",
+                                           "suggested"])
         received = Label.__table__.c.received.type  # type: ignore[attr-defined]
         self.when = received.dialect_impl(dialect).bind_processor(dialect)
 
@@ -545,5 +546,8 @@ class Inserts:
         conn.exec_driver_sql(self.assignment, [
             (aid, p.id, tid, w.id, bool(g), "submitted", t, t)
             for w, p, aid, _v, g, tid in rows])
+        # ``suggested``: the project showed the model's answer on the labeling page when
+        # this label was given (issue 42; the worker model checks whether it agrees)
         conn.exec_driver_sql(self.label, [
-            (aid, p.id, tid, w.id, v, bool(g), t) for w, p, aid, v, g, tid in rows])
+            (aid, p.id, tid, w.id, v, bool(g), t, bool(p.show_suggestions))
+            for w, p, aid, v, g, tid in rows])

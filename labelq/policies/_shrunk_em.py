@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from ._model_source import ModelSources
 
 __all__ = ["Fit", "shrunk_accuracy", "label_loglik", "task_loglik", "posterior", "loo_correct",
-           "agreement_bias", "fit_em", "gold_task_all"]
+           "agreement_bias", "fit_em", "gold_task_all", "copied_labels", "SUGGESTED_WEIGHT"]
 
 ACC_MAX = 0.99
 #: EM steps at least, when models' predictions are sources: their tables start empty at
@@ -61,6 +61,9 @@ ACC_MAX = 0.99
 #: accuracy 0.90 / 0.69 per class read as 0.82 / 0.60 at 2 labels per task; at 10 as
 #: 0.88 / 0.65; tests/policies/test_model_source.py's pools)
 SOURCE_ITERS = 10
+#: what a label given with the model's answer shown and agreeing with it counts for in a
+#: task's posterior (issue 42, docs/models.md "Independence": an opinion partly the model's)
+SUGGESTED_WEIGHT = 0.5
 
 
 @dataclass
@@ -98,9 +101,13 @@ def label_loglik(acc: np.ndarray, n_classes: int) -> tuple[np.ndarray, np.ndarra
 
 
 def task_loglik(task: np.ndarray, cat_worker_acc: np.ndarray, label: np.ndarray,
-                n_tasks: int, n_classes: int) -> np.ndarray:
-    """Sum over each task's labels of log P(label | y), as an (n_tasks, C) array."""
+                n_tasks: int, n_classes: int, weight: np.ndarray | None = None
+                ) -> np.ndarray:
+    """Sum over each task's labels of log P(label | y), as an (n_tasks, C) array; each
+    label's term times its ``weight`` (default 1)."""
     hit, miss = label_loglik(cat_worker_acc, n_classes)
+    if weight is not None:
+        hit, miss = hit * weight, miss * weight
     out = np.zeros((n_tasks, n_classes))
     out += np.bincount(task, weights=miss, minlength=n_tasks)[:, None]
     np.add.at(out, (task, label), hit - miss)
@@ -144,6 +151,19 @@ def agreement_bias(agree_acc: np.ndarray, agree_n: np.ndarray, gold_right: np.nd
     return max(0.0, mean - se)
 
 
+def copied_labels(sources: ModelSources, task: np.ndarray, label: np.ndarray,
+                  suggested: np.ndarray) -> np.ndarray:
+    """bool per label: given with a model's answer shown (``suggested``) and agreeing with
+    it — the top class of the first model that predicted its task (the page shows the
+    latest-loaded model's; the models of one project rarely disagree on which is shown)."""
+    top = np.full(sources.cell.shape[1], -1, np.int64)
+    for m in range(sources.cell.shape[0] - 1, -1, -1):  # the first model last: it wins
+        has = sources.cell[m] >= 0
+        top[has] = sources.cell[m, has] // int(sources.bins[m])
+    out: np.ndarray = np.asarray(suggested, bool) & (top[task] == label)
+    return out
+
+
 def gold_task_all(task: np.ndarray, gold: np.ndarray, n_tasks: int) -> np.ndarray:
     """Per task its gold class or -1, from the per-label ``gold``."""
     out = np.full(n_tasks, -1, dtype=np.int64)
@@ -157,7 +177,8 @@ def fit_em(task: np.ndarray, worker: np.ndarray, label: np.ndarray, category: np
            n_classes: int, *, mu0: float, m0: float, m: float, iters: int,
            start: Fit | None = None, tol: float = 1e-4, per_worker: bool = False,
            calibrate: bool | np.ndarray = True, sources: ModelSources | None = None,
-           task_category: np.ndarray | None = None, judge_by_models: bool = False) -> Fit:
+           task_category: np.ndarray | None = None, judge_by_models: bool = False,
+           suggested: np.ndarray | None = None) -> Fit:
     """MAP-EM over the labels (``category`` and ``gold`` are per label: the task's category
     and its known class or -1), from the soft counts of ``start`` (or none).
 
@@ -184,12 +205,24 @@ def fit_em(task: np.ndarray, worker: np.ndarray, label: np.ndarray, category: np
     the routing: a model measured on a few tasks judges the annotators, the greedy choice
     follows, and the labels it collects teach the model back its own errors (``temp`` with a
     simulated model at 1 label per task: labels collected 0.51 right, answers 0.47; without
-    it 0.69 and 0.85)."""
+    it 0.69 and 0.85).
+
+    ``suggested`` (bool per label, issue 42): given with the model's answer shown on the
+    labeling page. Where such a label agrees with the model (:func:`copied_labels`) it is
+    not independent of it, so it counts ``SUGGESTED_WEIGHT`` in its task's posterior, is
+    no agreement evidence for its annotator, and does not teach the models' tables (its
+    task teaches them only through its other labels or gold). A suggested label that
+    disagrees with the model counts in full."""
     W, S, C = n_workers, n_categories, n_classes
     cell = worker * S + category
     is_gold = gold >= 0
     per_task = np.bincount(task, minlength=n_tasks)
     agree = ~is_gold & (per_task[task] >= 2)
+    copied = (copied_labels(sources, task, label, suggested)
+              if sources is not None and suggested is not None
+              else np.zeros(task.size, bool))
+    lw = np.where(copied, SUGGESTED_WEIGHT, 1.0) if copied.any() else None
+    agree &= ~copied
 
     def counts(sel: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
         return np.bincount(cell[sel], weights=None if weights is None else weights[sel],
@@ -212,19 +245,19 @@ def fit_em(task: np.ndarray, worker: np.ndarray, label: np.ndarray, category: np
         sources.counts[:] = 0.0  # every fit starts with untested models (no weight)
         cat_t = (np.zeros(n_tasks, np.int64) if task_category is None
                  else np.asarray(task_category, np.int64))
-        evidence = labelled.copy()
+        evidence = np.bincount(task[~copied], minlength=n_tasks) > 0
         evidence[task[is_gold]] = True
     for step in range(max(iters, 1) if sources is None else max(iters, SOURCE_ITERS)):
         acc, _, _ = shrunk_accuracy(fit.correct, fit.total, C, mu0, m0, m, per_worker)
         a = acc[worker, category]
         hit, miss = label_loglik(a, C)
-        loglik = task_loglik(task, a, label, n_tasks, C)
+        loglik = task_loglik(task, a, label, n_tasks, C, lw)
         if sources is not None and step > 0:
             # the models' evidence, measured at the last step; with ``judge_by_models`` a
             # lone label now has a check (the prediction beside it) and counts for its worker
             loglik = loglik + sources.loglik(cat_t)
             if judge_by_models and step == 1:
-                agree = agree | (~is_gold & (per_task[task] == 1)
+                agree = agree | (~is_gold & (per_task[task] == 1) & ~copied
                                  & sources.has_prediction()[task])
                 total_agree = counts(agree)
                 total = total_agree + total_gold
@@ -248,6 +281,14 @@ def fit_em(task: np.ndarray, worker: np.ndarray, label: np.ndarray, category: np
         if sources is not None:
             full = posterior(loglik, log_prior)
             full[labelled] = post
+            if lw is not None:  # the tables learn from the independent labels only: the
+                # posterior without the labels that copy a shown suggestion
+                ind = task_loglik(task, a, label, n_tasks, C, (~copied).astype(float))
+                if step > 0:
+                    ind = ind + sources.loglik(cat_t)
+                full = posterior(ind, log_prior)
+            if is_gold.any():
+                full[gold_task >= 0] = np.eye(C)[gold_task[gold_task >= 0]]
             sources.refit(full, evidence, cat_t, gold_task_all(task, gold, n_tasks))
         # class shares shrunk half-way to uniform, so that no class can take over
         shares = post.sum(axis=0) + 1.0

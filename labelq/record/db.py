@@ -32,7 +32,8 @@ __all__ = ["get_engine", "init_schema", "session_scope", "engine_for", "ADDED_CO
 # but never alters an existing one, so ``init_schema`` adds these (nullable, no default) to
 # a database created before them. A new column goes here, nullable; nothing else to do.
 ADDED_COLUMNS: dict[str, tuple[str, ...]] = {
-    "project": ("instructions", "label_names"),
+    "project": ("instructions", "label_names", "show_suggestions"),
+    "label": ("suggested",),
     "task": ("marked", "gold_kind"),
     "status_tally": ("version",),
     "labelq_database": ("nonce", "secret"),

@@ -112,6 +112,9 @@ class Project(SQLModel, table=True):
     instructions: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     label_names: dict[str, str] | None = Field(default=None,
                                                   sa_column=Column(JSON, nullable=True))
+    # the labeling page shows the model's answer beside a task it predicted (issue 42; off
+    # by default, NULL is off): labels given with one shown are marked ``Label.suggested``
+    show_suggestions: bool | None = None
 
     def display_names(self) -> list[str]:
         """What the labeling page shows for each label, in the label set's order."""
@@ -307,6 +310,10 @@ class Label(SQLModel, table=True):
     # Order in which the hot posterior applied this label (set by the applier; NULL until
     # applied). Rebuilding the posterior folds the labels in this order.
     applied_seq: int | None = Field(default=None, index=True)
+    # given with a model's answer shown on the page (issue 42, ``show_suggestions``): the
+    # worker model does not take it as independent evidence where it agrees (docs/models.md);
+    # NULL (labels of before the column, or none shown) is False
+    suggested: bool | None = None
 
 
 class ModelVersion(SQLModel, table=True):

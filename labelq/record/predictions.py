@@ -48,6 +48,7 @@ from .projects import check_name
 from .reading import PLAIN, check_value, csv_rows, detect_format, name, records
 
 __all__ = ["load_predictions", "PredictionLoad", "VersionInfo", "list_versions",
+           "suggestion",
            "remove_predictions", "read_predictions", "source_name", "parse_source",
            "check_model_name", "SUM_TOLERANCE", "DTYPE"]
 
@@ -542,3 +543,24 @@ def read_predictions(session: Session, project: Project, *,
             arr[order[at[found]]] = probs[found][:, columns].astype(np.float64)
         out[source_name(v.name, v.version)] = arr
     return out
+
+
+def suggestion(session: Session, project: Project, task_seq: int) -> str | None:
+    """The answer the labeling page shows beside task ``task_seq`` when the project shows
+    suggestions (``show_suggestions``, issue 42): the top class of the latest version of
+    the model loaded last that predicted it (the first class on a tie), None without one.
+    One indexed read (the task's predictions, newest version first)."""
+    from .models import Task
+
+    row = session.exec(
+        select(Prediction.probs, ModelVersion.labels)
+        .join(ModelVersion, col(ModelVersion.id) == col(Prediction.version_id))
+        .join(Task, col(Task.id) == col(Prediction.task_id))
+        .where(Task.project_id == project.id, Task.seq == task_seq)
+        .order_by(col(ModelVersion.created).desc(), col(ModelVersion.id).desc())
+        .limit(1)).first()
+    if row is None:
+        return None
+    probs = np.frombuffer(row[0], dtype=DTYPE)
+    labels = list(row[1])
+    return str(labels[int(np.argmax(probs))]) if probs.size == len(labels) else None

@@ -227,7 +227,8 @@ def create_project(session: Session, name: str, labels: str | list[str], *,
                    gold_schedule: str | None = None,
                    quality: str | dict[str, Any] | None = None,
                    instructions: str | None = None,
-                   label_names: str | dict[str, str] | None = None) -> Project:
+                   label_names: str | dict[str, str] | None = None,
+                   show_suggestions: bool = False) -> Project:
     name = check_name(name, "project name")
     label_set = parse_label_set(labels)
     spec = PolicySpec.parse(policy) if isinstance(policy, str) else PolicySpec.from_json(policy)
@@ -253,7 +254,8 @@ def create_project(session: Session, name: str, labels: str | list[str], *,
                       gold_schedule=check_gold_schedule(gold_schedule),
                       quality=parse_quality(quality),
                       instructions=(instructions or "").strip() or None,
-                      label_names=parse_label_names(label_names, label_set))
+                      label_names=parse_label_names(label_names, label_set),
+                      show_suggestions=bool(show_suggestions))
     session.add(project)
     session.flush()
     return project
@@ -261,7 +263,8 @@ def create_project(session: Session, name: str, labels: str | list[str], *,
 
 def update_project(session: Session, name: str, **changes: Any) -> Project:
     """Change a project's budget, label cap, aggregation, gold schedule, quality rule,
-    instructions (``""`` removes them) or label display names (``""`` removes them).
+    instructions (``""`` removes them), label display names (``""`` removes them) or
+    whether the labeling page shows the model's answer (``show_suggestions``).
     ``None`` leaves a setting as it is. A project whose policy cannot serve its label set
     (created before that was checked) is refused: no setting makes its ``next`` work."""
     project = get_project(session, name)
@@ -285,6 +288,8 @@ def update_project(session: Session, name: str, **changes: Any) -> Project:
         project.instructions = changes["instructions"].strip() or None
     if changes.get("label_names") is not None:
         project.label_names = parse_label_names(changes["label_names"], project.labels)
+    if changes.get("show_suggestions") is not None:
+        project.show_suggestions = bool(changes["show_suggestions"])
     session.add(project)
     session.flush()
     return project

@@ -78,4 +78,12 @@ def test_the_dashboard_shows_the_models_accuracy_per_class(stack, browser):
         shown = float(r["accuracy"].split(" [")[0])
         assert shown == pytest.approx(v["accuracy"], abs=1e-3)
         assert r["accuracy"].count("[") == 1  # with its interval
+        # the reading shown first: no gold here, so the measured one, labelled agreement
+        assert v["reading"]["basis"] == "agreement"
+        assert r["reading"].endswith(" agreement") and r["reading"].count("[") == 1
+    # and how many human labels the model saved (labelq/modelsavings.py), said in words
+    sv = models["saved"]
+    assert sv is not None and sv["labels"] == 6 and sv["seeds"] == 5
+    text = b.js("document.getElementById('model-saved').textContent")
+    assert text.startswith("Human labels the models saved: ") and "simulated twins" in text
     assert b.exceptions == []

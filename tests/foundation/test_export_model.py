@@ -111,6 +111,8 @@ def test_each_answer_says_what_it_rests_on(model_project):
     # how many answers rest on it alone, and that only random gold checks them
     assert "model clf@v1: measured accuracy per class" in err
     assert "answers resting on the model alone: 50 of 300" in err
+    assert "model clf@v1: reading per class (95% interval; on random gold" in err
+    assert "human labels the models saved: " in err
     assert "checked only by random gold: `labelq gold audit mp`" in err
 
 
@@ -141,6 +143,16 @@ def test_the_measured_accuracy_holds_the_models_true_accuracy(model_project, tmp
         assert abs(got["accuracy"] - true) < 0.1, (c, true, got)
         assert got["gold_low"] <= true <= got["gold_high"], (c, true, got)
         assert got["answers"] > 50 and got["gold"] == 15
+        # the reading shown: on the random gold (the 30 loaded gold questions), holding
+        # the truth (docs/models.md: the EM's leans where the annotators' errors lean)
+        read = got["reading"]
+        assert read["basis"] == "random gold" and read["answers"] == 15, read
+        assert read["low"] <= true <= read["high"], (c, true, read)
+    # and how many human labels the model saved (labelq/modelsavings.py): a model right
+    # on 85 % of the tasks, with 2 labels per task, saves some
+    saved = report["saved"]
+    assert saved is not None and saved["labels"] == 400 and saved["tasks"] == 300
+    assert saved["saved"] > 0 and saved["saved_se"] >= 0 and saved["seeds"] == 5
 
 
 def test_a_background_export_records_the_model_report(model_project, redis_url, tmp_path):

@@ -149,10 +149,50 @@ def test_min_human_labels_0_lets_the_model_settle_tasks(r, sqlite_url, tmp_path)
     settled = [i for i in alone if post[i].max() >= 0.95]
     assert len(settled) >= 0.9 * len(alone), (len(settled), len(alone))
     assert all(int(post[i].argmax()) == "ab".index(truth(f"t{i}")) for i in settled)
+    # and they left `pending` (labelq/live/modelsettled.py): no human label is spent on
+    # what the operator let the model settle; they are kept in `settled`
     pri = {int(t): p for t, p in r.zrange(k.pending, 0, -1, withscores=True)}
-    assert all(pri[i] < 0 for i in settled)
+    assert not set(settled) & set(pri), sorted(set(settled) & set(pri))
+    assert set(settled) <= {int(x) for x in r.smembers(k.settled)}
     # while the tasks without a prediction were asked: every one of them has a label
     # before any model-settled task got one more
     assert all(hot.state.n_labels[i] >= 1 for i in range(120, 140)), given
     # and no task counts the model as a label: 100 labels in all
     assert int(hot.state.n_labels.sum()) == 100
+
+
+def test_tasks_the_model_settled_come_back_when_its_version_changes(r, sqlite_url,
+                                                                   tmp_path):
+    # Given auto:min_human_labels=0 whose model settled tasks alone (out of `pending`)
+    eng, pid = make_project(sqlite_url, n_tasks=140, workers=3, policy=AUTO)
+    load(eng, write_preds(tmp_path / "p.csv", 120))
+    s = Service(eng, r, settings=Settings(database_url=sqlite_url), worker_max_age=0,
+                state_max_age=0)
+    cache = StateCache()
+    applier = Applier(eng, r, cache=cache)
+    for i in range(100):
+        handle = f"p-w{i % 3}"
+        a = s.next_assignment(handle)
+        assert a is not None
+        s.submit(handle, a.assignment_id, truth(a.task))
+        applier.apply_pending(pid, refill=False)
+    k = Keys(pid, database_id(eng))
+    out = {int(x) for x in r.smembers(k.settled)}
+    assert len(out) >= 20 and not out & {int(t) for t in r.zrange(k.pending, 0, -1)}
+    # and a rebuild keeps them out (it puts every open task in `pending`, then syncs)
+    rebuild_project(eng, r, pid)
+    assert not out & {int(t) for t in r.zrange(k.pending, 0, -1)}
+    assert {int(x) for x in r.smembers(k.settled)} >= out - {0}
+    # When a new version of the model is loaded, one that says nothing (0.5 / 0.5 on
+    # every task: measured again from the labels at the fold, it carries no evidence),
+    # the epoch bumped, and the applier runs with no new label
+    load(eng, write_preds(tmp_path / "p2.csv", 120, right=0.5))
+    from labelq.live.hotstate import bump_epoch
+    bump_epoch(r, k)
+    applier.apply_pending(pid, refill=False)
+    # Then the tasks are back in `pending`, open, and the `settled` set is empty
+    back = {int(t): p for t, p in r.zrange(k.pending, 0, -1, withscores=True)}
+    assert out <= set(back), sorted(out - set(back))
+    assert r.scard(k.settled) == 0
+    hot = cache.get(eng, r, pid)
+    assert hot.state.model_names == ["m@v2"]

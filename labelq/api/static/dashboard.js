@@ -280,6 +280,9 @@ function showModels(m) {
       tr.dataset.cls = cls;
       cell(tr, name);
       cell(tr, cls);
+      const r = v.reading;
+      cell(tr, r ? `${interval(r.accuracy, r.low, r.high)} ${r.basis}` : null, "n")
+        .dataset.field = "reading";
       cell(tr, interval(v.accuracy, v.low, v.high), "n").dataset.field = "accuracy";
       cell(tr, v.answers, "n").dataset.field = "answers";
       cell(tr, v.gold, "n").dataset.field = "gold";
@@ -292,6 +295,15 @@ function showModels(m) {
   $("model-alone").textContent = alone
     ? `${alone} answers rest on a model alone: only random gold checks them (labelq gold audit).`
     : "No answer rests on a model alone.";
+  // the human labels the models saved (labelq/modelsavings.py, docs/models.md)
+  const sv = m.saved;
+  const more = sv && sv.at_least ? "at least " : "";
+  $("model-saved").textContent = sv
+    ? `Human labels the models saved: ${more}${Math.round(sv.saved)} ± ${Math.round(sv.saved_se)} ` +
+      `(auto without them would need ${more}${Math.round(sv.labels_without)} labels to reach ` +
+      `the accuracy ${fmt(sv.accuracy_with)} it reaches with them at the ${sv.labels} ` +
+      `labels given; ${sv.seeds} simulated twins of the project).`
+    : "";
 }
 
 // gold suggestions cost about a second per 100k labels: their own request, made when a

@@ -125,6 +125,10 @@ function showAssignment(a) {
   $("task").dataset.assignment = a.assignment_id;  // opaque; quote it to report a problem
   $("task-category").textContent = a.category ? a.category + " · " : "";
   showPayload(a.payload || {});
+  // the model's answer, only where the project shows suggestions (off by default: a shown
+  // answer pulls labels towards it; issue 42, docs/models.md)
+  $("suggestion").hidden = !a.suggestion;
+  $("suggestion-label").textContent = a.suggestion ? (names[a.suggestion] || a.suggestion) : "";
   const answers = $("answers");
   answers.replaceChildren();
   a.labels.forEach((label, i) => {

@@ -27,6 +27,9 @@ key (after the prefix)     type    TTL    meaning
                                           leases reach the cap, and comes back on release
 ``parked``                 ZSET    none   task seq -> priority of tasks at the cap only
                                           because of live leases (return on release)
+``settled``                SET     none   task seqs a model settled alone, out of
+                                          ``pending`` (``auto:min_human_labels=0``;
+                                          ``labelq.live.modelsettled``)
 ``gold``                   SET     none   gold task seqs (exempt from the cap)
 ``inbox:{w}``              LIST    none   assignment ids the applier reserved ahead of time
                                           for worker w (held reservations: their lease hash
@@ -197,6 +200,7 @@ class Keys:
     meta = property(lambda self: self._k("meta"))
     pending = property(lambda self: self._k("pending"))
     parked = property(lambda self: self._k("parked"))
+    settled = property(lambda self: self._k("settled"))
     gold = property(lambda self: self._k("gold"))
     leases = property(lambda self: self._k("leases"))
     nlabels = property(lambda self: self._k("nlabels"))
