@@ -42,7 +42,7 @@ COMMANDS = {
     "submit": "pipeline", "decline": "pipeline",
     "init": "project", "project": "project", "predictions": "predictions", "serve": "serve",
     "simulate": "simulate",
-    "status": "status", "workers": "workforce",
+    "status": "status", "workers": "workforce", "hooks": "hooks",
 }
 
 

@@ -75,6 +75,10 @@ def _worker_options(f: Command) -> Command:
                      help="Also run one Celery process for the long work queue (exports: "
                           "LABELQ_CELERY_QUEUE + '.long'), so no label waits behind an "
                           "export; --no-long-work if another worker serves it.")(f)
+    f = click.option("--hooks/--no-hooks", "hooks", default=True, show_default=True,
+                     help="Also run one Celery process (4 threads) delivering webhooks "
+                          "(LABELQ_CELERY_QUEUE + '.hooks'), so no label or export waits "
+                          "on a receiver; --no-hooks if another worker serves it.")(f)
     f = click.option("--beat/--no-beat", default=True, show_default=True,
                      help="Also run the periodic upkeep (lease expiry, new tasks).")(f)
     return click.option("--concurrency", "-c", type=int, default=1, show_default=True,
@@ -83,11 +87,12 @@ def _worker_options(f: Command) -> Command:
 
 @click.command("run-worker")
 @_worker_options
-def worker_cmd(concurrency: int, beat: bool, loglevel: str, long_work: bool = True) -> None:
+def worker_cmd(concurrency: int, beat: bool, loglevel: str, long_work: bool = True,
+               hooks: bool = True) -> None:
     """Run the Celery worker applying labels to the posterior, with the periodic upkeep
     (celery -A workers.main worker); `labelq worker` is the same command's earlier name.
     (Annotators are `labelq workers`.) Exports run in one more Celery process, on their
-    own queue (--no-long-work: not here).
+    own queue (--no-long-work: not here), and webhook deliveries in another (--no-hooks).
 
     This process becomes the Celery worker (exec, same PID), so a supervisor's SIGTERM or a
     Ctrl-C reaches Celery itself, which finishes its current task and stops its pool; a
@@ -116,6 +121,13 @@ def worker_cmd(concurrency: int, beat: bool, loglevel: str, long_work: bool = Tr
         subprocess.Popen([*celery, "-c", "1", "-Q", settings.long_queue, "-n", "long@%h"],
                          env={**os.environ, "LABELQ_WORKER_LONG": "1"},
                          preexec_fn=_die_with_parent)
+    if hooks:
+        import subprocess
+        # deliveries wait on the network: threads, not processes (labelq/hooks.py)
+        subprocess.Popen([*celery, "-P", "threads", "-c", "4", "-Q", settings.hooks_queue,
+                          "-n", "hooks@%h"],
+                         env={**os.environ, "LABELQ_WORKER_LONG": "1"},
+                         preexec_fn=_die_with_parent)
     os.execv(sys.executable, args)
 
 
@@ -137,10 +149,10 @@ def _die_with_parent() -> None:
 @_worker_options
 @click.pass_context
 def worker_alias(ctx: click.Context, concurrency: int, beat: bool, loglevel: str,
-                 long_work: bool = True) -> None:
+                 long_work: bool = True, hooks: bool = True) -> None:
     """The same as `labelq run-worker` (its earlier name; annotators are `labelq workers`)."""
     ctx.invoke(worker_cmd, concurrency=concurrency, beat=beat, loglevel=loglevel,
-               long_work=long_work)
+               long_work=long_work, hooks=hooks)
 
 
 @click.command("rebuild")

@@ -27,7 +27,7 @@ from kombu.transport import TRANSPORT_ALIASES
 from labelq.live.redis.connect import celery_broker
 from labelq.record.settings import Settings, load_settings
 
-__all__ = ["create_app", "app", "QUEUE", "LONG_QUEUE", "SETTINGS", "queue_for"]
+__all__ = ["create_app", "app", "QUEUE", "LONG_QUEUE", "HOOKS_QUEUE", "SETTINGS", "queue_for"]
 
 # kombu's name of the sentinel transport means ours in labelq's processes: a sentinel
 # broker URL lists every sentinel (``sentinel://A;sentinel://B``), and when the connection
@@ -43,10 +43,17 @@ QUEUE = SETTINGS.celery_queue
 # (``labelq run-worker`` serves it in a process of its own): ``<queue>.long``
 LONG_QUEUE = SETTINGS.long_queue
 LONG_TASKS = frozenset({"labelq.export"})
+# webhook deliveries and their beat (workers/hooks.py) go to ``<queue>.hooks``: a receiver
+# that is slow or down never holds a slot a label or an export needs
+HOOKS_QUEUE = SETTINGS.hooks_queue
+HOOKS_TASKS = frozenset({"labelq.deliver_hook", "labelq.hooks_sweep"})
 
 
 def queue_for(name: str, settings: Settings = SETTINGS) -> str:
-    """The queue task ``name`` goes to: the long work queue for :data:`LONG_TASKS`."""
+    """The queue task ``name`` goes to: the long work queue for :data:`LONG_TASKS`, the
+    hooks' for :data:`HOOKS_TASKS`."""
+    if name in HOOKS_TASKS:
+        return settings.hooks_queue
     return settings.long_queue if name in LONG_TASKS else settings.celery_queue
 
 
@@ -54,14 +61,16 @@ def create_app(redis_url: str | None = None, settings: Settings = SETTINGS) -> C
     url = redis_url or settings.redis_url
     # a redis+sentinel:// URL becomes kombu's sentinel:// form and its master's name
     broker, options = celery_broker(url)
-    celery = Celery("labelq", broker=broker, include=["workers.tasks", "workers.jobs"])
+    celery = Celery("labelq", broker=broker, include=["workers.tasks", "workers.jobs",
+                                                                  "workers.hooks"])
     celery.conf.update(
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
         task_ignore_result=True,
         task_default_queue=settings.celery_queue,
-        task_routes={name: {"queue": settings.long_queue} for name in LONG_TASKS},
+        task_routes={**{name: {"queue": settings.long_queue} for name in LONG_TASKS},
+                     **{name: {"queue": settings.hooks_queue} for name in HOOKS_TASKS}},
         broker_connection_retry_on_startup=True,
         # keep reconnecting for as long as Redis is away (the default gives up after 100
         # tries, about 3 hours at the top interval, and the worker exits)
@@ -79,7 +88,14 @@ def create_app(redis_url: str | None = None, settings: Settings = SETTINGS) -> C
                                   **options},
         worker_hijack_root_logger=False,
         beat_schedule={"labelq-maintain": {"task": "labelq.maintain",
-                                           "schedule": settings.beat_seconds}},
+                                           "schedule": settings.beat_seconds},
+                       # the hooks' outbox and conditions (workers/hooks.py), on the hooks'
+                       # queue; a beat not taken before the next one is dropped, so a
+                       # stopped hooks worker does not find a pile of them
+                       "labelq-hooks": {"task": "labelq.hooks_sweep",
+                                        "schedule": settings.beat_seconds,
+                                        "options": {"queue": settings.hooks_queue,
+                                                    "expires": settings.beat_seconds}}},
         # the beat's own bookkeeping (when it last ran each entry), out of the current
         # folder: Celery's default wrote celerybeat-schedule wherever run-worker was started
         beat_schedule_filename=beat_schedule_file(url, settings.celery_queue),

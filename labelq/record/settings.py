@@ -92,6 +92,12 @@ class Settings:
         return f"{self.celery_queue}.long"
 
     @property
+    def hooks_queue(self) -> str:
+        """The Celery queue of webhook deliveries: ``<celery_queue>.hooks``, apart from the
+        labels' and the exports' (a slow receiver delays neither; labelq/hooks.py)."""
+        return f"{self.celery_queue}.hooks"
+
+    @property
     def sqlalchemy_url(self) -> str:
         """The database URL with the psycopg 3 driver made explicit for PostgreSQL."""
         if self.database_url.startswith("postgresql://"):
