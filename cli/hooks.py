@@ -21,7 +21,8 @@ def hooks() -> None:
 @click.argument("name")
 @click.argument("url")
 @click.option("--events", "events", multiple=True, required=True,
-              help=f"Events to send, comma-separated or repeated, or 'all': {EVENT_NAMES}.")
+              help=f"Events to send, comma-separated or repeated: {EVENT_NAMES}; 'all': every "
+                   "one (budget.below with --budget-below).")
 @click.option("--budget-below", type=float, default=None,
               help="budget.below fires when less than this share of the budget is left "
                    "(e.g. 0.2); implies --events budget.below.")

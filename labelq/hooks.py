@@ -26,9 +26,11 @@ import hashlib
 import hmac
 import json
 import logging
+import threading
 import time
 import urllib.error
 import urllib.request
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -122,12 +124,17 @@ def _post(url: str, body: bytes, headers: dict[str, str], timeout: float
         return None, f"{type(reason).__name__}: {reason}"[:2000]
 
 
-def deliver(engine: Engine, event_id: str, *, timeout: float = TIMEOUT_S) -> Attempt | None:
+def deliver(engine: Engine, event_id: str, *, claim: str | None = None,
+            timeout: float = TIMEOUT_S) -> Attempt | None:
     """Try to deliver event ``event_id`` once (None: no such event pending — delivered
-    already, failed, or its hook removed). The request runs outside any transaction."""
+    already, failed, or its hook removed — or ``claim`` given and no longer the event's:
+    a message that waited in the queue past its claim, enqueued again since). The request
+    runs outside any transaction."""
     with session_scope(engine) as s:
         event = s.get(HookEvent, event_id)
         if event is None or event.state != "pending":
+            return None
+        if claim is not None and event.claim != claim:
             return None
         hook = s.get(Hook, event.hook_id)
         project = s.get(Project, event.project_id)
@@ -167,25 +174,29 @@ def deliver(engine: Engine, event_id: str, *, timeout: float = TIMEOUT_S) -> Att
     return Attempt(event_id, kind, attempt, status, error, took, state)
 
 
-def claim_due(engine: Engine, limit: int = 200, now: datetime | None = None) -> list[str]:
-    """The pending events due now (at most ``limit``, the oldest first), each claimed: its
-    ``next_at`` moved :data:`CLAIM_S` ahead by an UPDATE that succeeds only while it is
-    still due (two beats never both enqueue it)."""
+def claim_due(engine: Engine, limit: int = 200, now: datetime | None = None
+              ) -> list[tuple[str, str]]:
+    """The pending events due now (at most ``limit``, the oldest first), each claimed:
+    its ``next_at`` moved :data:`CLAIM_S` ahead and a new ``claim`` token written, by an
+    UPDATE that succeeds only while it is still due (two beats never both enqueue it).
+    Returns (event id, token) pairs: the delivery message carries the token, so a message
+    that outlived its claim (a queue backed up behind slow receivers) does nothing."""
     now = now or utcnow()
-    claimed: list[str] = []
+    claimed: list[tuple[str, str]] = []
     with session_scope(engine) as s:
         due = s.exec(select(col(HookEvent.id), col(HookEvent.next_at))
                      .where(col(HookEvent.state) == "pending", col(HookEvent.next_at) <= now)
                      .order_by(col(HookEvent.next_at)).limit(limit)).all()
         later = now + timedelta(seconds=CLAIM_S)
         for event_id, _next_at in due:
+            token = str(uuid.uuid4())
             done = s.connection().execute(
                 update(HookEvent).where(col(HookEvent.id) == event_id,
                                         col(HookEvent.state) == "pending",
                                         col(HookEvent.next_at) <= now)
-                .values(next_at=later))
+                .values(next_at=later, claim=token))
             if done.rowcount == 1:
-                claimed.append(event_id)
+                claimed.append((event_id, token))
     return claimed
 
 
@@ -251,12 +262,21 @@ def watch(engine: Engine) -> list[str]:
     return emitted
 
 
-def sweep(engine: Engine) -> tuple[list[str], list[str]]:
-    """One beat of the hooks: :func:`watch`, then :func:`claim_due`. Returns (events
-    emitted, events claimed: the caller enqueues a delivery of each)."""
-    try:
-        emitted = watch(engine)
-    except Exception:  # noqa: BLE001 - the outbox still gets delivered
-        log.exception("hooks: watching the projects' conditions failed")
-        emitted = []
+# one watch at a time in a process (the hooks process runs tasks in threads: two sweeps
+# watching at once would both see a condition start and both announce it)
+_WATCHING = threading.Lock()
+
+
+def sweep(engine: Engine) -> tuple[list[str], list[tuple[str, str]]]:
+    """One beat of the hooks: :func:`watch` (skipped while another thread of this process
+    runs one), then :func:`claim_due`. Returns (events emitted, (event, claim) pairs: the
+    caller enqueues a delivery of each)."""
+    emitted: list[str] = []
+    if _WATCHING.acquire(blocking=False):
+        try:
+            emitted = watch(engine)
+        except Exception:  # noqa: BLE001 - the outbox still gets delivered
+            log.exception("hooks: watching the projects' conditions failed")
+        finally:
+            _WATCHING.release()
     return emitted, claim_due(engine)

@@ -6,9 +6,10 @@ deliveries wait on the network), so labels and exports never wait behind a recei
 * ``labelq.hooks_sweep()`` (beat) → :func:`labelq.hooks.sweep`: emit the conditions that
   started (finished, stalled, budget below, gold seen through), claim the due events of the
   outbox and enqueue one ``labelq.deliver_hook`` each.
-* ``labelq.deliver_hook(event_id, database)`` → :func:`labelq.hooks.deliver`: one try;
-  a failed one is due again after its backoff, and the sweep enqueues it then. A
-  redelivered message of a delivered event does nothing.
+* ``labelq.deliver_hook(event_id, database, claim)`` → :func:`labelq.hooks.deliver`: one
+  try; a failed one is due again after its backoff, and the sweep enqueues it then. A
+  redelivered message of a delivered event does nothing, nor does one whose claim was
+  taken over (it waited in the queue so long that the sweep enqueued the event again).
 """
 
 from __future__ import annotations
@@ -38,14 +39,14 @@ def _engine() -> Engine:
 
 # (Celery ships no type hints: its decorator leaves what it wraps untyped)
 @app.task(name="labelq.deliver_hook", queue=HOOKS_QUEUE)  # type: ignore[untyped-decorator]
-def deliver_hook(event_id: str, database: str | None = None) -> str:
+def deliver_hook(event_id: str, database: str | None = None, claim: str | None = None) -> str:
     engine = _engine()
     if database is not None and database != database_id(engine):
         log.warning("hook event %s of database %s, but this worker serves database %s: "
                     "ignored (give each database its own LABELQ_CELERY_QUEUE)", event_id,
                     database, database_id(engine))
         return "ignored"
-    attempt = deliver(engine, event_id)
+    attempt = deliver(engine, event_id, claim=claim)
     return "none" if attempt is None else attempt.state
 
 
@@ -54,6 +55,6 @@ def hooks_sweep() -> int:
     engine = _engine()
     _emitted, due = sweep(engine)
     database = database_id(engine)
-    for event_id in due:
-        deliver_hook.delay(event_id, database)
+    for event_id, claim in due:
+        deliver_hook.delay(event_id, database, claim)
     return len(due)

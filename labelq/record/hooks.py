@@ -62,15 +62,16 @@ def check_url(url: str) -> str:
 
 
 def parse_events(values: list[str] | tuple[str, ...]) -> list[str]:
-    """The event types named (comma-separated, repeatable; ``all``: every one), in the
-    order of :data:`EVENTS`; :class:`InputError` on an unknown one."""
+    """The event types named (comma-separated, repeatable; ``all``: every one but
+    ``budget.below``, which ``--budget-below`` adds), in the order of :data:`EVENTS`;
+    :class:`InputError` on an unknown one."""
     names = {n.strip() for v in values for n in v.split(",") if n.strip()}
     if not names:
         raise InputError("name at least one event (--events), e.g. --events "
                          "project.finished,annotator.paused; or --events all",
                          field="events")
     if "all" in names:
-        return list(EVENTS)
+        names = (names - {"all"}) | (set(EVENTS) - {"budget.below"})
     unknown = sorted(names - set(EVENTS))
     if unknown:
         raise InputError(f"unknown event{'s' if len(unknown) > 1 else ''} "

@@ -506,6 +506,9 @@ class HookEvent(SQLModel, table=True):
     state: str = Field(default="pending", max_length=16)
     attempts: int = 0
     next_at: datetime = Field(default_factory=utcnow)
+    # the latest claim's token (labelq.hooks.claim_due): a delivery message carrying an
+    # older one (it waited in the queue past its claim, and was enqueued again) does nothing
+    claim: str | None = Field(default=None, max_length=36)
 
 
 class HookDelivery(SQLModel, table=True):
