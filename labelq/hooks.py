@@ -118,6 +118,7 @@ def _post(url: str, body: bytes, headers: dict[str, str], timeout: float
             response.read(1024)
             return int(response.status), None
     except urllib.error.HTTPError as exc:  # an answer, not 2xx (3xx included)
+        exc.close()
         return int(exc.code), None
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)

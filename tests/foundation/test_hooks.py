@@ -373,3 +373,34 @@ def test_init_adds_the_hook_tables_to_an_older_database(tmp_path):
     assert {"hook", "hook_event", "hook_delivery"} <= tables
     assert {"claim", "next_at", "state", "attempts"} <= {
         c["name"] for c in sa_inspect(eng).get_columns("hook_event")}
+
+
+def test_a_quality_rule_pause_is_announced_with_its_evidence(db_url):
+    """The quality rule's pause (the applier's, gold mark's) writes ``annotator.paused``
+    in its transaction, with the gold answers it rested on."""
+    from labelq.record.goldstats import apply_quality_rule
+
+    eng = engine_for(db_url)
+    with session_scope(eng) as s:
+        p = create_project(s, "q", "a,b", policy="uniform",
+                           quality="rule=posterior,threshold=0.7,min_gold=3")
+        w, _ = enroll_worker(s, p, "careless")
+        add_hook(s, p, "h", "http://127.0.0.1:9/", ["annotator.paused"])
+        for i in range(6):  # six gold questions, all answered wrong
+            t = Task(project_id=p.id, seq=i, external_id=f"g{i}", is_gold=True,
+                     gold_answer="a", gold_kind="loaded", category="")
+            s.add(t)
+            s.flush()
+            s.add(Assignment(id=f"a{i}", project_id=p.id, task_id=t.id, worker_id=w.id,
+                             is_gold=True, expires=utcnow(), state="submitted"))
+            s.flush()
+            s.add(Label(assignment_id=f"a{i}", project_id=p.id, task_id=t.id,
+                        worker_id=w.id, value="b", is_gold=True))
+        s.flush()
+        assert apply_quality_rule(s, p, [w.seq]) == ["careless"]
+    with session_scope(eng) as s:
+        e = s.exec(select(HookEvent)).one()
+        assert e.type == "annotator.paused" and e.payload["worker"] == "careless"
+        assert e.payload["rule"] == "quality"
+        assert (e.payload["gold_right"], e.payload["gold_answered"]) == (0, 6)
+        assert "quality rule" in e.payload["text"]
