@@ -90,12 +90,15 @@ def create_app(redis_url: str | None = None, settings: Settings = SETTINGS) -> C
         beat_schedule={"labelq-maintain": {"task": "labelq.maintain",
                                            "schedule": settings.beat_seconds},
                        # the hooks' outbox and conditions (workers/hooks.py), on the hooks'
-                       # queue; a beat not taken before the next one is dropped, so a
-                       # stopped hooks worker does not find a pile of them
+                       # queue; one not taken within a minute (or ten beats) is dropped, so
+                       # a stopped hooks worker does not find a pile of them (expiring at
+                       # the next beat dropped most of them on a loaded machine: 135 of
+                       # 15 s of beats discarded, deliveries starved)
                        "labelq-hooks": {"task": "labelq.hooks_sweep",
                                         "schedule": settings.beat_seconds,
                                         "options": {"queue": settings.hooks_queue,
-                                                    "expires": settings.beat_seconds}}},
+                                                    "expires": max(
+                                                        60.0, 10 * settings.beat_seconds)}}},
         # the beat's own bookkeeping (when it last ran each entry), out of the current
         # folder: Celery's default wrote celerybeat-schedule wherever run-worker was started
         beat_schedule_filename=beat_schedule_file(url, settings.celery_queue),
