@@ -92,8 +92,8 @@ def create_app(redis_url: str | None = None, settings: Settings = SETTINGS) -> C
                        # the hooks' outbox and conditions (workers/hooks.py), on the hooks'
                        # queue; one not taken within a minute (or ten beats) is dropped, so
                        # a stopped hooks worker does not find a pile of them (expiring at
-                       # the next beat dropped most of them on a loaded machine: 135 of
-                       # 15 s of beats discarded, deliveries starved)
+                       # the next beat dropped 30 of 67 in a bench run on a loaded machine,
+                       # delaying deliveries)
                        "labelq-hooks": {"task": "labelq.hooks_sweep",
                                         "schedule": settings.beat_seconds,
                                         "options": {"queue": settings.hooks_queue,
