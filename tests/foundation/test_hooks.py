@@ -404,3 +404,35 @@ def test_a_quality_rule_pause_is_announced_with_its_evidence(db_url):
         assert e.payload["rule"] == "quality"
         assert (e.payload["gold_right"], e.payload["gold_answered"]) == (0, 6)
         assert "quality rule" in e.payload["text"]
+
+
+def test_gold_seen_through_is_announced_per_annotator(db_url):
+    """An annotator who has been given 4 of the 5 gold questions (80 %: labelq status's
+    warning) is announced once, by the watch."""
+    eng = engine_for(db_url)
+    with session_scope(eng) as s:
+        p = create_project(s, "g", "a,b", policy="uniform", gold_schedule="fixed:rate=0.1")
+        w, _ = enroll_worker(s, p, "eager")
+        enroll_worker(s, p, "new")
+        add_hook(s, p, "h", "http://127.0.0.1:9/", ["gold.seen_through"])
+        for i in range(5):
+            t = Task(project_id=p.id, seq=i, external_id=f"g{i}", is_gold=True,
+                     gold_answer="a", gold_kind="loaded", category="")
+            s.add(t)
+            s.flush()
+            if i < 3:
+                s.add(Assignment(id=f"a{i}", project_id=p.id, task_id=t.id, worker_id=w.id,
+                                 is_gold=True, expires=utcnow()))
+        s.add(Task(project_id=p.id, seq=5, external_id="t0", category=""))
+    assert watch(eng) == []  # 3 of 5 seen: not yet
+    with session_scope(eng) as s:
+        g3 = s.exec(select(Task).where(Task.external_id == "g3")).one()
+        s.add(Assignment(id="a3", project_id=g3.project_id, task_id=g3.id,
+                         worker_id=s.exec(select(Worker).where(Worker.handle == "eager"))
+                         .one().id, is_gold=True, expires=utcnow()))
+    fired = watch(eng)
+    assert len(fired) == 1 and watch(eng) == []
+    with session_scope(eng) as s:
+        e = s.get(HookEvent, fired[0])
+        assert e.type == "gold.seen_through"
+        assert e.payload == {"worker": "eager", "gold_seen": 4, "gold_pool": 5}
