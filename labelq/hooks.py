@@ -231,35 +231,46 @@ def watch(engine: Engine) -> list[str]:
     """Emit the condition events (:data:`~labelq.record.hooks.CONDITION_EVENTS`) that
     started since the last watch, for each hook subscribed to them: once per onset (a
     condition that ends and starts again is announced again). Reads each such project's
-    status (the counters; ``labelq status``'s reads). Returns the event ids."""
+    status (the counters; ``labelq status``'s reads), one transaction per project (one
+    that fails is logged and does not hold the others back). Returns the event ids."""
+    with session_scope(engine) as s:
+        projects = sorted({h.project_id for h in s.exec(select(Hook)).all()
+                           if set(h.events) & set(CONDITION_EVENTS)})
+    emitted: list[str] = []
+    for pid in projects:
+        try:
+            emitted += _watch_project(engine, pid)
+        except Exception:  # noqa: BLE001 - logged; the next beat asks again
+            log.exception("hooks: the conditions of project %s were not read", pid)
+    return emitted
+
+
+def _watch_project(engine: Engine, pid: int) -> list[str]:
     emitted: list[str] = []
     with session_scope(engine) as s:
-        hooks = [h for h in s.exec(select(Hook).order_by(col(Hook.project_id))).all()
-                 if set(h.events) & set(CONDITION_EVENTS)]
-        by_project: dict[int, list[Hook]] = {}
-        for h in hooks:
-            by_project.setdefault(h.project_id, []).append(h)
-        for pid, project_hooks in by_project.items():
-            project = s.get(Project, pid)
-            if project is None:
-                continue
-            held = _conditions(s, project)
-            for h in project_hooks:
-                now_on: dict[str, dict[str, Any]] = {}
-                for key, data in held.items():
-                    kind = key.split(":", 1)[0]
-                    if kind not in h.events:
+        project = s.get(Project, pid)
+        if project is None:
+            return []
+        project_hooks = [h for h in s.exec(select(Hook).where(col(Hook.project_id) == pid)
+                                           .order_by(col(Hook.id))).all()
+                         if set(h.events) & set(CONDITION_EVENTS)]
+        held = _conditions(s, project)
+        for h in project_hooks:
+            now_on: dict[str, dict[str, Any]] = {}
+            for key, data in held.items():
+                kind = key.split(":", 1)[0]
+                if kind not in h.events:
+                    continue
+                if kind == "budget.below":
+                    if h.budget_below is None or data["share_left"] >= h.budget_below:
                         continue
-                    if kind == "budget.below":
-                        if h.budget_below is None or data["share_left"] >= h.budget_below:
-                            continue
-                        data = {**data, "threshold": h.budget_below}
-                    now_on[key] = data
-                for key in sorted(set(now_on) - set(h.fired)):
-                    emitted.append(emit_to(s, h, key.split(":", 1)[0], now_on[key]).id)
-                if sorted(now_on) != sorted(h.fired):
-                    h.fired = sorted(now_on)
-                    s.add(h)
+                    data = {**data, "threshold": h.budget_below}
+                now_on[key] = data
+            for key in sorted(set(now_on) - set(h.fired)):
+                emitted.append(emit_to(s, h, key.split(":", 1)[0], now_on[key]).id)
+            if sorted(now_on) != sorted(h.fired):
+                h.fired = sorted(now_on)
+                s.add(h)
     return emitted
 
 
