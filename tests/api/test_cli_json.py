@@ -170,7 +170,7 @@ def test_walk_every_command_with_o_json(stack: Stack, tmp_path):
     assert set(seen) == {n for n in all_commands() if n not in NOT_WALKED}
     # one record is an object, a collection a list (never a list of one record)
     collections = {"project list", "workers list", "check", "gold suggest", "gold audit",
-                   "predictions list"}
+                   "predictions list", "hooks list", "hooks deliveries"}
     for name, doc in seen.items():
         assert isinstance(doc, list if name in collections else dict), (name, doc)
 
