@@ -43,6 +43,7 @@ COMMANDS = {
     "init": "project", "project": "project", "predictions": "predictions", "serve": "serve",
     "simulate": "simulate",
     "status": "status", "workers": "workforce", "reviewers": "reviewers",
+    "hooks": "hooks",
 }
 
 

@@ -86,6 +86,10 @@ def _worker_options(f: Command) -> Command:
                      help="Also run one Celery process for the long work queue (exports: "
                           "the database's queue + '.long'), so no label waits behind an "
                           "export; --no-long-work if another worker serves it.")(f)
+    f = click.option("--hooks/--no-hooks", "hooks", default=True, show_default=True,
+                     help="Also run one Celery process (4 threads) delivering webhooks "
+                          "(the database's queue + '.hooks'), so no label or export waits "
+                          "on a receiver; --no-hooks if another worker serves it.")(f)
     f = click.option("--beat/--no-beat", default=True, show_default=True,
                      help="Also run the periodic upkeep (lease expiry, new tasks).")(f)
     return click.option("--concurrency", "-c", type=int, default=1, show_default=True,
@@ -95,11 +99,12 @@ def _worker_options(f: Command) -> Command:
 @click.command("run-worker")
 @_worker_options
 def worker_cmd(concurrency: int, beat: bool, loglevel: str, long_work: bool = True,
-               database_url: str | None = None, redis_url: str | None = None) -> None:
+               database_url: str | None = None, redis_url: str | None = None,
+               hooks: bool = True) -> None:
     """Run the Celery worker applying labels to the posterior, with the periodic upkeep
     (celery -A workers.main worker); `labelq worker` is the same command's earlier name.
     (Annotators are `labelq workers`.) Exports run in one more Celery process, on their
-    own queue (--no-long-work: not here).
+    own queue (--no-long-work: not here), and webhook deliveries in another (--no-hooks).
 
     It serves one database, on that database's own queue (labelq.<database id>, or
     LABELQ_CELERY_QUEUE when set): several databases on one Redis each need their own
@@ -137,6 +142,13 @@ def worker_cmd(concurrency: int, beat: bool, loglevel: str, long_work: bool = Tr
         subprocess.Popen([*celery, "-c", "1", "-Q", long_queue, "-n", "long@%h"],
                          env={**os.environ, "LABELQ_WORKER_LONG": "1"},
                          preexec_fn=_die_with_parent)
+    if hooks:
+        import subprocess
+        # deliveries wait on the network: threads, not processes (labelq/hooks.py)
+        subprocess.Popen([*celery, "-P", "threads", "-c", "4", "-Q", settings.hooks_queue_of(database),
+                          "-n", "hooks@%h"],
+                         env={**os.environ, "LABELQ_WORKER_LONG": "1"},
+                         preexec_fn=_die_with_parent)
     os.execv(sys.executable, args)
 
 
@@ -159,10 +171,11 @@ def _die_with_parent() -> None:
 @click.pass_context
 def worker_alias(ctx: click.Context, concurrency: int, beat: bool, loglevel: str,
                  long_work: bool = True, database_url: str | None = None,
-                 redis_url: str | None = None) -> None:
+                 redis_url: str | None = None, hooks: bool = True) -> None:
     """The same as `labelq run-worker` (its earlier name; annotators are `labelq workers`)."""
     ctx.invoke(worker_cmd, concurrency=concurrency, beat=beat, loglevel=loglevel,
-               long_work=long_work, database_url=database_url, redis_url=redis_url)
+               long_work=long_work, database_url=database_url, redis_url=redis_url,
+               hooks=hooks)
 
 
 @click.command("rebuild")

@@ -12,6 +12,7 @@ reached yet included, in the order it will take them.
 from __future__ import annotations
 
 import csv
+import json
 import os
 import tempfile
 from collections.abc import Callable, Iterable, Iterator

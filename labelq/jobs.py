@@ -239,6 +239,9 @@ def run_export_job(engine: Engine, redis: Redis, job_id: str, *, report_every: i
             n = export_file(s, project, out, job["format"], raw=bool(job["raw"]), pl=pl,
                             result=result, exclude_paused=bool(job["exclude_paused"]),
                             progress=progress, every=report_every)
+        # the webhooks' event, before the job is marked done: a worker dying between the
+        # two re-runs the job, which announces it again (at least once, never never)
+        _announce(engine, redis, database, job_id, n)
         redis.hset(key, mapping={"state": "done", "done": n, "finished": time.time()})
     except Exception as exc:
         redis.hset(key, mapping={"state": "failed", "error": str(exc)[:2000],
@@ -249,3 +252,18 @@ def run_export_job(engine: Engine, redis: Redis, job_id: str, *, report_every: i
     if job.get("spec"):
         _unlist(redis, database, job["spec"], job_id)
     return get_job(redis, database, job_id)
+
+
+def _announce(engine: Engine, redis: Redis, database: str, job_id: str, rows: int) -> None:
+    """Record the ``export.ready`` event of job ``job_id`` (file written, ``rows`` rows) for
+    the project's hooks (:mod:`labelq.record.hooks`; one SELECT when it has none)."""
+    from .record.hooks import emit
+    job = get_job(redis, database, job_id)
+    with session_scope(engine) as s:
+        project = get_project(s, job["project"])
+        assert project.id is not None, "a project read from the database has its id"
+        emit(s, project.id, "export.ready",
+             {"job": job_id, "format": job["format"], "raw": bool(job["raw"]),
+              "method": job.get("method") or None, "chosen": job.get("chosen") or None,
+              "rows": rows, "file": job["out"],
+              "result_url": f"/api/v1/exports/{job_id}/result"})

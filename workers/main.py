@@ -34,8 +34,8 @@ from kombu.transport import TRANSPORT_ALIASES
 from labelq.live.redis.connect import celery_broker
 from labelq.record.settings import Settings, load_settings
 
-__all__ = ["create_app", "app", "QUEUE", "LONG_QUEUE", "SETTINGS", "DATABASE", "queue_for",
-           "UNRESOLVED_QUEUE"]
+__all__ = ["create_app", "app", "QUEUE", "LONG_QUEUE", "HOOKS_QUEUE", "SETTINGS", "DATABASE",
+           "queue_for", "UNRESOLVED_QUEUE"]
 
 # kombu's name of the sentinel transport means ours in labelq's processes: a sentinel
 # broker URL lists every sentinel (``sentinel://A;sentinel://B``), and when the connection
@@ -74,12 +74,17 @@ QUEUE: str | None = SETTINGS.celery_queue or (
 # long work (exports) goes to a queue of its own, so a label is never applied behind it
 # (``labelq run-worker`` serves it in a process of its own): ``<queue>.long``
 LONG_QUEUE: str | None = f"{QUEUE}.long" if QUEUE is not None else None
+# webhook deliveries and their beat (workers/hooks.py) go to ``<queue>.hooks``: a receiver
+# that is slow or down never holds a slot a label or an export needs
+HOOKS_QUEUE: str | None = f"{QUEUE}.hooks" if QUEUE is not None else None
+HOOKS_TASKS = frozenset({"labelq.deliver_hook", "labelq.hooks_sweep"})
 
 
 def queue_for(name: str, database: str | None = None, settings: Settings = SETTINGS) -> str:
     """The queue task ``name`` of database ``database`` (default: this process's) goes to:
-    the long work queue for :data:`LONG_TASKS`. Raises :class:`ServiceUnavailable` when
-    this process's database could not be read (no queue to send to)."""
+    the long work queue for :data:`LONG_TASKS`, the hooks' for :data:`HOOKS_TASKS`. Raises
+    :class:`ServiceUnavailable` when this process's database could not be read (no queue
+    to send to)."""
     if database is None:
         database = DATABASE
     if database is None and settings.celery_queue is None:
@@ -87,6 +92,8 @@ def queue_for(name: str, database: str | None = None, settings: Settings = SETTI
         raise ServiceUnavailable(f"no Celery queue to send {name} to: this process's "
                                  f"database could not be read ({DATABASE_ERROR})")
     queue = settings.celery_queue or settings.queue_of(str(database))
+    if name in HOOKS_TASKS:
+        return f"{queue}.hooks"
     return f"{queue}.long" if name in LONG_TASKS else queue
 
 
@@ -99,14 +106,15 @@ def create_app(redis_url: str | None = None, settings: Settings = SETTINGS,
     # a redis+sentinel:// URL becomes kombu's sentinel:// form and its master's name
     broker, options = celery_broker(url)
     celery = Celery("labelq", broker=broker, include=["workers.tasks", "workers.jobs",
-                                                             "workers.serving"])
+                                                             "workers.serving", "workers.hooks"])
     celery.conf.update(
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
         task_ignore_result=True,
         task_default_queue=queue,
-        task_routes={name: {"queue": f"{queue}.long"} for name in LONG_TASKS},
+        task_routes={**{name: {"queue": f"{queue}.long"} for name in LONG_TASKS},
+                     **{name: {"queue": f"{queue}.hooks"} for name in HOOKS_TASKS}},
         broker_connection_retry_on_startup=True,
         # keep reconnecting for as long as Redis is away (the default gives up after 100
         # tries, about 3 hours at the top interval, and the worker exits)
@@ -124,7 +132,17 @@ def create_app(redis_url: str | None = None, settings: Settings = SETTINGS,
                                   **options},
         worker_hijack_root_logger=False,
         beat_schedule={"labelq-maintain": {"task": "labelq.maintain",
-                                           "schedule": settings.beat_seconds}},
+                                           "schedule": settings.beat_seconds},
+                       # the hooks' outbox and conditions (workers/hooks.py), on the hooks'
+                       # queue; one not taken within a minute (or ten beats) is dropped, so
+                       # a stopped hooks worker does not find a pile of them (expiring at
+                       # the next beat dropped 30 of 67 in a bench run on a loaded machine,
+                       # delaying deliveries)
+                       "labelq-hooks": {"task": "labelq.hooks_sweep",
+                                        "schedule": settings.beat_seconds,
+                                        "options": {"queue": f"{queue}.hooks",
+                                                    "expires": max(
+                                                        60.0, 10 * settings.beat_seconds)}}},
         # the beat's own bookkeeping (when it last ran each entry), out of the current
         # folder: Celery's default wrote celerybeat-schedule wherever run-worker was started
         beat_schedule_filename=beat_schedule_file(url, queue),

@@ -519,3 +519,67 @@ class DashboardFigures(SQLModel, table=True):
 
 def dumps(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"), sort_keys=True)
+
+
+class Hook(SQLModel, table=True):
+    """A webhook of a project (issue 43; :mod:`labelq.record.hooks`): ``url`` (http or
+    https) receives the ``events`` named (a JSON list), each body signed with ``secret``
+    (HMAC-SHA256, ``X-Labelq-Signature``). ``budget_below``: the share of the budget left
+    under which ``budget.below`` fires; ``fired``: the conditions (``project.finished``,
+    ``project.stalled``, ``budget.below``, ``gold.seen_through:HANDLE``) announced and
+    still holding, so each is sent once per onset. A new table: ``labelq init`` creates
+    it in an older database."""
+
+    __tablename__ = "hook"
+    __table_args__ = (UniqueConstraint("project_id", "name", name="uq_hook_project_name"),)
+    id: int | None = Field(default=None, primary_key=True)
+    project_id: int = Field(foreign_key="project.id", index=True)
+    name: str = Field(max_length=100)
+    url: str = Field(max_length=2000)
+    events: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    secret: str = Field(max_length=128)
+    budget_below: float | None = None
+    fired: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    created: datetime = Field(default_factory=utcnow)
+
+
+class HookEvent(SQLModel, table=True):
+    """One event for one hook: the outbox (written in the transaction of the change it
+    reports, where there is one) and its delivery state. ``id`` is the event id the
+    receiver de-duplicates on (``X-Labelq-Delivery``); ``state`` ``pending`` (``next_at``:
+    when it is due, pushed ahead while a delivery is enqueued), ``delivered`` or ``failed``
+    (every try spent)."""
+
+    __tablename__ = "hook_event"
+    __table_args__ = (Index("ix_hook_event_due", "state", "next_at"),)
+    id: str = Field(primary_key=True, max_length=36)
+    hook_id: int = Field(foreign_key="hook.id", index=True)
+    project_id: int = Field(foreign_key="project.id", index=True)
+    type: str = Field(max_length=64)
+    payload: dict[str, Any] = Field(default_factory=dict,
+                                    sa_column=Column(JSON, nullable=False))
+    created: datetime = Field(default_factory=utcnow)
+    state: str = Field(default="pending", max_length=16)
+    attempts: int = 0
+    next_at: datetime = Field(default_factory=utcnow)
+    # the latest claim's token (labelq.hooks.claim_due): a delivery message carrying an
+    # older one (it waited in the queue past its claim, and was enqueued again) does nothing
+    claim: str | None = Field(default=None, max_length=36)
+
+
+class HookDelivery(SQLModel, table=True):
+    """One attempt to deliver a :class:`HookEvent`: the receiver's HTTP ``status`` (None:
+    no answer) or the ``error``, how long it took, and which ``attempt`` it was."""
+
+    __tablename__ = "hook_delivery"
+    id: int | None = Field(default=None, primary_key=True)
+    event_id: str = Field(foreign_key="hook_event.id", index=True, max_length=36)
+    hook_id: int = Field(foreign_key="hook.id", index=True)
+    attempt: int
+    status: int | None = None
+    error: str | None = Field(default=None, max_length=2000)
+    duration_ms: float = 0.0
+    at: datetime = Field(default_factory=utcnow)
+
+
+__all__ += ["Hook", "HookEvent", "HookDelivery"]

@@ -65,6 +65,7 @@ def record_quality_pause(session: Session, worker: Worker, rule: QualityRule,
     session.add(event)
     log.info("project %s: %s %s (%s %.4g, bound %.4g)", worker.project_id, worker.handle,
              pause_text(event), statistic, value, bound)
+    _announce(session, worker, event)
     return event
 
 
@@ -73,7 +74,16 @@ def record_operator_pause(session: Session, worker: Worker) -> PauseEvent:
     event = PauseEvent(project_id=worker.project_id, worker_id=_id(worker), rule="operator")
     session.add(event)
     log.info("project %s: %s %s", worker.project_id, worker.handle, pause_text(event))
+    _announce(session, worker, event)
     return event
+
+
+def _announce(session: Session, worker: Worker, event: PauseEvent) -> None:
+    """The webhooks' ``annotator.paused`` event, in the pause's transaction (the outbox:
+    :mod:`labelq.record.hooks`)."""
+    from .hooks import emit
+    emit(session, worker.project_id, "annotator.paused",
+         {"worker": worker.handle, **pause_trail(event)})
 
 
 def _id(worker: Worker) -> int:

@@ -412,6 +412,8 @@ def delete_project(session: Session, project: Project) -> dict[str, int]:
     forget(session, project.id)  # its status counters
     delete_all(session, project.id)
     session.exec(delete(SavedState).where(col(SavedState.project_id) == project.id))
+    from .hooks import delete_project_hooks
+    delete_project_hooks(session, project.id)
     for model in (Label, Assignment, GoldDraw, PendingGoldMark, Task, PauseEvent, Worker):
         session.exec(delete(model).where(col(model.project_id) == project.id))
     session.delete(project)
@@ -685,6 +687,10 @@ def set_worker_status(session: Session, handle: str, status: str,
     if status == "paused" and worker.status != "paused":  # the trail (labelq.record.pauses)
         from .pauses import record_operator_pause
         record_operator_pause(session, worker)
+    if status == "active" and worker.status == "paused":  # (labelq.record.hooks' outbox)
+        from .hooks import emit
+        emit(session, worker.project_id, "annotator.resumed",
+             {"worker": worker.handle, "by": "operator"})
     worker.status = status
     session.add(worker)
     session.flush()

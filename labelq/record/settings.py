@@ -105,6 +105,12 @@ class Settings:
         export."""
         return f"{self.queue_of(database)}.long"
 
+    def hooks_queue_of(self, database: str) -> str:
+        """The Celery queue of database ``database``'s webhook deliveries:
+        ``<queue>.hooks``, apart from the labels' and the exports' (a slow receiver delays
+        neither; labelq/hooks.py)."""
+        return f"{self.queue_of(database)}.hooks"
+
     @property
     def sqlalchemy_url(self) -> str:
         """The database URL with the psycopg 3 driver made explicit for PostgreSQL."""

@@ -152,11 +152,34 @@ def test_walk_every_command_with_o_json(stack: Stack, tmp_path):
     assert added["projects"] == ["walk"] and added["token"]
     assert [r["name"] for r in run("reviewers", "list")] == ["walk-expert"]
     assert run("reviewers", "remove", "walk-expert") == {"removed": "walk-expert"}
+    # webhooks (docs/hooks.md): a receiver answering 204 for `hooks test`
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Ok(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+    import threading
+    receiver = ThreadingHTTPServer(("127.0.0.1", 0), Ok)
+    threading.Thread(target=receiver.serve_forever, daemon=True).start()
+    hook_url = f"http://127.0.0.1:{receiver.server_address[1]}/in"
+    assert run("hooks", "add", "walk", hook_url, "--events", "all",
+               "--name", "ops")["name"] == "ops"
+    assert [h["name"] for h in run("hooks", "list", "walk")] == ["ops"]
+    assert run("hooks", "test", "walk", "ops")["status"] == 204
+    assert [d["type"] for d in run("hooks", "deliveries", "walk", "ops")] == ["ping"]
+    assert run("hooks", "remove", "walk", "ops")["removed"] is True
+    receiver.shutdown()
     run("project", "delete", "walk", "--yes")
     assert set(seen) == {n for n in all_commands() if n not in NOT_WALKED}
     # one record is an object, a collection a list (never a list of one record)
     collections = {"project list", "workers list", "check", "gold suggest", "gold audit",
-                   "predictions list", "reviewers list", "tasks list"}
+                   "predictions list", "reviewers list", "tasks list", "hooks list",
+                   "hooks deliveries"}
     for name, doc in seen.items():
         assert isinstance(doc, list if name in collections else dict), (name, doc)
 

@@ -1,0 +1,294 @@
+"""Webhook delivery (issue 43): sign, POST, log, retry; and the watch that turns a
+project's states into events. No Celery here (``workers/hooks.py`` wraps it), no hot path:
+it runs in the worker process serving ``<queue>.hooks`` only.
+
+The outbox (:mod:`labelq.record.hooks`): every event is a ``hook_event`` row, ``pending``
+until delivered. Every beat, :func:`sweep` runs :func:`watch` (conditions: finished,
+stalled, budget below, gold seen through), then claims the pending events that are due
+(:func:`claim_due`: their ``next_at`` pushed :data:`CLAIM_S` ahead, so the next beat does
+not enqueue them again) and the task enqueues one delivery each. :func:`deliver` POSTs the
+body once, logs the attempt (``hook_delivery``) and marks the event ``delivered`` (a 2xx
+answer), due again after :func:`backoff` (anything else), or ``failed`` after
+:data:`MAX_TRIES`. A worker that dies mid-delivery leaves the event pending: the beat
+re-sends it after the claim lapses. Delivery is at least once: a receiver de-duplicates on
+the event id (``X-Labelq-Delivery``).
+
+The request: ``POST`` of the JSON body ``{"id", "type", "project", "at", "data"}`` with
+``Content-Type: application/json``, ``X-Labelq-Event`` (the type), ``X-Labelq-Delivery``
+(the event id, the same on every try), ``X-Labelq-Attempt`` and ``X-Labelq-Signature:
+sha256=<hex HMAC-SHA256 of the body under the hook's secret>`` (:func:`sign`; as GitHub
+does). Redirects are not followed (a 3xx is a failed try); :data:`TIMEOUT_S` per request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import update
+from sqlmodel import col, select
+
+from . import __version__
+from .record.db import session_scope
+from .record.hooks import CONDITION_EVENTS, check_url, emit_to
+from .record.models import Hook, HookDelivery, HookEvent, Project, as_utc, utcnow
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+    from sqlmodel import Session
+
+__all__ = ["sign", "verify", "body_of", "deliver", "claim_due", "watch", "sweep", "backoff",
+           "Attempt", "MAX_TRIES", "TIMEOUT_S", "CLAIM_S"]
+
+log = logging.getLogger(__name__)
+
+MAX_TRIES = 5        # tries of one event before it is marked failed
+TIMEOUT_S = 5.0      # one request's timeout (connect and read)
+CLAIM_S = 60.0       # an event enqueued for delivery is not enqueued again for this long
+                     # (> TIMEOUT_S: a delivery that ran ends first; after it, a dead
+                     # worker's event is sent again)
+BACKOFF_S = 2.0      # the first retry's delay; each next one 5 times longer
+BACKOFF_MAX_S = 300.0
+
+
+def backoff(attempt: int) -> float:
+    """Seconds before try ``attempt + 1`` after try ``attempt`` failed: 2, 10, 50, 250
+    (at most :data:`BACKOFF_MAX_S`): five tries span about five minutes."""
+    return float(min(BACKOFF_MAX_S, BACKOFF_S * 5 ** (attempt - 1)))
+
+
+def sign(secret: str, body: bytes) -> str:
+    """``sha256=<hex>``: HMAC-SHA256 of the raw ``body`` under the hook's ``secret``."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def verify(secret: str, body: bytes, signature: str) -> bool:
+    """Whether ``signature`` (the ``X-Labelq-Signature`` header) signs ``body``; in
+    constant time, as a receiver should compare it."""
+    return hmac.compare_digest(sign(secret, body), signature)
+
+
+def body_of(event: HookEvent, project: str) -> bytes:
+    """The request body of ``event`` of project ``project`` (UTF-8 JSON)."""
+    return json.dumps({"id": event.id, "type": event.type, "project": project,
+                       "at": as_utc(event.created).isoformat(timespec="milliseconds"),
+                       "data": event.payload},
+                      separators=(",", ":"), ensure_ascii=False, default=str).encode()
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One delivery try: the event, which try it was, the receiver's status (None: no
+    answer) or the error, how long it took, and the event's state after it."""
+
+    event: str
+    type: str
+    attempt: int
+    status: int | None
+    error: str | None
+    duration_ms: float
+    state: str
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None  # a 3xx is the receiver's answer, not somewhere else to POST the body
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
+def _post(url: str, body: bytes, headers: dict[str, str], timeout: float
+          ) -> tuple[int | None, str | None]:
+    """POST ``body``; (status, None) on any HTTP answer, (None, why) on none."""
+    request = urllib.request.Request(check_url(url), data=body, headers=headers,
+                                     method="POST")
+    try:
+        with _OPENER.open(request, timeout=timeout) as response:
+            response.read(1024)
+            return int(response.status), None
+    except urllib.error.HTTPError as exc:  # an answer, not 2xx (3xx included)
+        exc.close()
+        return int(exc.code), None
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return None, f"{type(reason).__name__}: {reason}"[:2000]
+
+
+def deliver(engine: Engine, event_id: str, *, claim: str | None = None,
+            timeout: float = TIMEOUT_S) -> Attempt | None:
+    """Try to deliver event ``event_id`` once (None: no such event pending — delivered
+    already, failed, or its hook removed — or ``claim`` given and no longer the event's:
+    a message that waited in the queue past its claim, enqueued again since). The request
+    runs outside any transaction."""
+    with session_scope(engine) as s:
+        event = s.get(HookEvent, event_id)
+        if event is None or event.state != "pending":
+            return None
+        if claim is not None and event.claim != claim:
+            return None
+        hook = s.get(Hook, event.hook_id)
+        project = s.get(Project, event.project_id)
+        if hook is None or project is None:
+            return None
+        body = body_of(event, project.name)
+        url, attempt, kind = hook.url, event.attempts + 1, event.type
+        headers = {"Content-Type": "application/json",
+                   "User-Agent": f"labelq-hooks/{__version__}",
+                   "X-Labelq-Event": kind, "X-Labelq-Delivery": event.id,
+                   "X-Labelq-Attempt": str(attempt),
+                   "X-Labelq-Signature": sign(hook.secret, body)}
+    start = time.monotonic()
+    status, error = _post(url, body, headers, timeout)
+    took = (time.monotonic() - start) * 1000.0
+    ok = status is not None and 200 <= status < 300
+    with session_scope(engine) as s:
+        event = s.get(HookEvent, event_id)
+        if event is None:  # its hook removed meanwhile
+            return None
+        s.add(HookDelivery(event_id=event_id, hook_id=event.hook_id, attempt=attempt,
+                           status=status, error=error, duration_ms=took))
+        if event.state == "pending":
+            event.attempts = attempt
+            if ok:
+                event.state = "delivered"
+            elif attempt >= MAX_TRIES:
+                event.state = "failed"
+            else:
+                event.next_at = utcnow() + timedelta(seconds=backoff(attempt))
+            s.add(event)
+        state = event.state
+    if not ok:
+        log.warning("hook event %s (%s) to %s, try %d: %s%s", event_id, kind, url, attempt,
+                    error or f"HTTP {status}",
+                    "; no more tries" if state == "failed" else "")
+    return Attempt(event_id, kind, attempt, status, error, took, state)
+
+
+def claim_due(engine: Engine, limit: int = 200, now: datetime | None = None
+              ) -> list[tuple[str, str]]:
+    """The pending events due now (at most ``limit``, the oldest first), each claimed:
+    its ``next_at`` moved :data:`CLAIM_S` ahead and a new ``claim`` token written, by an
+    UPDATE that succeeds only while it is still due (two beats never both enqueue it).
+    Returns (event id, token) pairs: the delivery message carries the token, so a message
+    that outlived its claim (a queue backed up behind slow receivers) does nothing."""
+    now = now or utcnow()
+    claimed: list[tuple[str, str]] = []
+    with session_scope(engine) as s:
+        due = s.exec(select(col(HookEvent.id), col(HookEvent.next_at))
+                     .where(col(HookEvent.state) == "pending", col(HookEvent.next_at) <= now)
+                     .order_by(col(HookEvent.next_at)).limit(limit)).all()
+        later = now + timedelta(seconds=CLAIM_S)
+        for event_id, _next_at in due:
+            token = str(uuid.uuid4())
+            done = s.connection().execute(
+                update(HookEvent).where(col(HookEvent.id) == event_id,
+                                        col(HookEvent.state) == "pending",
+                                        col(HookEvent.next_at) <= now)
+                .values(next_at=later, claim=token))
+            if done.rowcount == 1:
+                claimed.append((event_id, token))
+    return claimed
+
+
+def _conditions(session: Session, project: Project) -> dict[str, dict[str, Any]]:
+    """The conditions that hold for ``project`` now (``budget.below`` without its share,
+    applied per hook), each with the event's data."""
+    from .record.stalls import stall_text
+    from .reporting import status_report
+
+    st = status_report(session, project)
+    out: dict[str, dict[str, Any]] = {}
+    if st["finished"]:
+        out["project.finished"] = {"reason": st["finished"], "labels": st["labels"],
+                                   "spent": st["spent"], "left": st["left"]}
+    if st["state"] == "stalled" and st["stalled"]:
+        stalled = st["stalled"]
+        out["project.stalled"] = {"text": stall_text(stalled), "tasks": stalled["tasks"],
+                                  "categories": stalled["categories"],
+                                  "reasons": stalled["reasons"],
+                                  "ways_out": stalled["ways_out"]}
+    if project.budget:
+        out["budget.below"] = {"budget": project.budget, "spent": st["spent"],
+                               "left": st["left"],
+                               "share_left": round(float(st["left"]) / project.budget, 6)}
+    for w in st.get("gold_warnings") or []:
+        out[f"gold.seen_through:{w['worker']}"] = dict(w)
+    return out
+
+
+def watch(engine: Engine) -> list[str]:
+    """Emit the condition events (:data:`~labelq.record.hooks.CONDITION_EVENTS`) that
+    started since the last watch, for each hook subscribed to them: once per onset (a
+    condition that ends and starts again is announced again). Reads each such project's
+    status (the counters; ``labelq status``'s reads), one transaction per project (one
+    that fails is logged and does not hold the others back). Returns the event ids."""
+    with session_scope(engine) as s:
+        projects = sorted({h.project_id for h in s.exec(select(Hook)).all()
+                           if set(h.events) & set(CONDITION_EVENTS)})
+    emitted: list[str] = []
+    for pid in projects:
+        try:
+            emitted += _watch_project(engine, pid)
+        except Exception:  # noqa: BLE001 - logged; the next beat asks again
+            log.exception("hooks: the conditions of project %s were not read", pid)
+    return emitted
+
+
+def _watch_project(engine: Engine, pid: int) -> list[str]:
+    emitted: list[str] = []
+    with session_scope(engine) as s:
+        project = s.get(Project, pid)
+        if project is None:
+            return []
+        project_hooks = [h for h in s.exec(select(Hook).where(col(Hook.project_id) == pid)
+                                           .order_by(col(Hook.id))).all()
+                         if set(h.events) & set(CONDITION_EVENTS)]
+        held = _conditions(s, project)
+        for h in project_hooks:
+            now_on: dict[str, dict[str, Any]] = {}
+            for key, data in held.items():
+                kind = key.split(":", 1)[0]
+                if kind not in h.events:
+                    continue
+                if kind == "budget.below":
+                    if h.budget_below is None or data["share_left"] >= h.budget_below:
+                        continue
+                    data = {**data, "threshold": h.budget_below}
+                now_on[key] = data
+            for key in sorted(set(now_on) - set(h.fired)):
+                emitted.append(emit_to(s, h, key.split(":", 1)[0], now_on[key]).id)
+            if sorted(now_on) != sorted(h.fired):
+                h.fired = sorted(now_on)
+                s.add(h)
+    return emitted
+
+
+# one watch at a time in a process (the hooks process runs tasks in threads: two sweeps
+# watching at once would both see a condition start and both announce it)
+_WATCHING = threading.Lock()
+
+
+def sweep(engine: Engine) -> tuple[list[str], list[tuple[str, str]]]:
+    """One beat of the hooks: :func:`watch` (skipped while another thread of this process
+    runs one), then :func:`claim_due`. Returns (events emitted, (event, claim) pairs: the
+    caller enqueues a delivery of each)."""
+    emitted: list[str] = []
+    if _WATCHING.acquire(blocking=False):
+        try:
+            emitted = watch(engine)
+        except Exception:  # noqa: BLE001 - the outbox still gets delivered
+            log.exception("hooks: watching the projects' conditions failed")
+        finally:
+            _WATCHING.release()
+    return emitted, claim_due(engine)

@@ -1,0 +1,173 @@
+"""Webhooks delivered by a real worker (issue 43): ``labelq run-worker`` (its hooks
+process, on ``<queue>.hooks``) POSTs signed events to a real HTTP receiver (a
+``http.server`` thread of the test) for an annotator paused, a project stalled, a project
+finished and an export ready; a receiver answering 500 then 200 gets the event once more
+with the same event id, and ``hooks deliveries`` shows both tries. Real Redis, SQLite,
+Celery processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from click.testing import CliRunner
+
+from labelq.hooks import verify
+from labelq.jobs import create_export_job, get_job
+from labelq.record.db import database_id, session_scope
+from labelq.record.hooks import add_hook
+from labelq.record.projects import get_project, set_worker_status
+from labelq.record.settings import Settings
+from labelq.service import Service
+
+from .conftest import ROOT, make_project
+
+
+class Receiver:
+    """An HTTP receiver in a thread: records every request (path, headers, body); on
+    ``/flaky`` it answers 500 to an event's first try, 200 after."""
+
+    def __init__(self) -> None:
+        self.got: list[tuple[str, dict[str, str], bytes]] = []
+        self.lock = threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                with receiver.lock:
+                    receiver.got.append((self.path, dict(self.headers), body))
+                    tries = sum(1 for p, h, _ in receiver.got if p == self.path
+                                and h["X-Labelq-Delivery"] == self.headers["X-Labelq-Delivery"])
+                self.send_response(500 if self.path == "/flaky" and tries == 1 else 200)
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def requests(self, path: str) -> list[tuple[dict[str, str], dict]]:
+        with self.lock:
+            return [(h, json.loads(b)) for p, h, b in self.got if p == path]
+
+
+def test_a_real_worker_delivers_signed_events_and_retries(redis_url, tmp_path):
+    # Given project "s" (one annotator) and project "f" (budget 2, labels cost 1), with
+    # hooks: s's to /ok for pauses and stalls; f's to /ok for finished and export ready,
+    # and one more of f's to /flaky (500 on an event's first try) for finished
+    url = f"sqlite:///{tmp_path / 'hooks.db'}"
+    eng, _ = make_project(url, n_tasks=3, workers=1, name="s")
+    make_project(url, n_tasks=3, workers=1, name="f", budget=2.0)
+    receiver = Receiver()
+    with session_scope(eng) as s:
+        _, s_secret = add_hook(s, get_project(s, "s"), "ops", receiver.url + "/ok",
+                               ["annotator.paused", "project.stalled"])
+        f = get_project(s, "f")
+        _, f_secret = add_hook(s, f, "ops", receiver.url + "/ok",
+                               ["project.finished", "export.ready"])
+        _, flaky_secret = add_hook(s, f, "flaky", receiver.url + "/flaky",
+                                   ["project.finished"])
+    queue = f"lq-hooks-{uuid.uuid4().hex[:8]}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LABELQ_")}
+    env.update(LABELQ_REDIS_URL=redis_url, LABELQ_DATABASE_URL=url, LABELQ_CELERY_QUEUE=queue,
+               PYTHONPATH=str(ROOT), LABELQ_BEAT_SECONDS="1", LABELQ_VISIBILITY_TIMEOUT="30")
+    log = tmp_path / "worker.log"
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen([sys.executable, "-m", "cli.main", "run-worker", "-c", "1"],
+                                cwd=tmp_path, env=env, stdout=fh, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while log.read_bytes().count(b"ready.") < 3:  # labels, long work, hooks
+            assert proc.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, "worker did not get ready"
+            time.sleep(0.2)
+        import redis as redis_lib
+
+        from workers.main import create_app
+        r = redis_lib.Redis.from_url(redis_url)
+        settings = Settings(database_url=url, redis_url=redis_url, celery_queue=queue)
+        celery = create_app(redis_url, settings)
+        d = database_id(eng)
+        # When the operator pauses s's only annotator (s stalls: nobody can label it)
+        with session_scope(eng) as s:
+            set_worker_status(s, "s-w0", "paused")
+        # and f's annotator spends its budget (f finishes), and an export of f is made
+        svc = Service(eng, r, settings=settings,
+                      notify=lambda p: celery.send_task("labelq.apply_labels", args=[p, d],
+                                                        queue=queue))
+        for _ in range(2):
+            a = svc.next_assignment("f-w0")
+            assert a is not None
+            svc.submit("f-w0", a.assignment_id, "a")
+        job = create_export_job(r, d, "f", out=str(tmp_path / "f.csv"), method="mv")
+        celery.send_task("labelq.export", args=[job.job_id, d], queue=f"{queue}.long")
+
+        # Then the receiver gets each event, signed with its hook's secret
+        def kinds(path: str) -> list[tuple[str, str]]:
+            return sorted((b["project"], b["type"]) for _, b in receiver.requests(path))
+
+        want = [("f", "export.ready"), ("f", "project.finished"), ("s", "annotator.paused"),
+                ("s", "project.stalled")]
+        deadline = time.monotonic() + 90
+        while kinds("/ok") != want or len(receiver.requests("/flaky")) < 2:
+            assert proc.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, (kinds("/ok"), receiver.requests("/flaky"),
+                                                 log.read_text()[-3000:])
+            time.sleep(0.2)
+        with receiver.lock:
+            raw = list(receiver.got)
+        secrets = {("/ok", "s"): s_secret, ("/ok", "f"): f_secret,
+                   ("/flaky", "f"): flaky_secret}
+        for path, headers, body in raw:
+            doc = json.loads(body)
+            secret = secrets[(path, doc["project"])]
+            assert verify(secret, body, headers["X-Labelq-Signature"]), (path, doc)
+            assert not verify(secret, body + b" ", headers["X-Labelq-Signature"])
+            assert headers["X-Labelq-Event"] == doc["type"]
+            assert headers["X-Labelq-Delivery"] == doc["id"]
+            assert headers["Content-Type"] == "application/json"
+        ok = {b["type"]: b for _, b in receiver.requests("/ok")}
+        assert ok["annotator.paused"]["data"]["worker"] == "s-w0"
+        assert ok["annotator.paused"]["data"]["rule"] == "operator"
+        assert ok["project.stalled"]["data"]["tasks"] == 3
+        assert ok["project.finished"]["data"]["reason"] == "budget spent"
+        assert ok["export.ready"]["data"]["job"] == job.job_id
+        assert ok["export.ready"]["data"]["rows"] == 3
+        assert get_job(r, d, job.job_id)["state"] == "done"
+        # each event once on the receiver that answered 200 at once
+        assert len({b["id"] for _, b in receiver.requests("/ok")}) == len(want)
+        # and the flaky receiver got the same event twice: 500, then 200
+        flaky = receiver.requests("/flaky")
+        assert len(flaky) == 2 and flaky[0][1] == flaky[1][1]
+        assert [h["X-Labelq-Attempt"] for h, _ in flaky] == ["1", "2"]
+        # which `labelq hooks deliveries` shows
+        from cli.main import cli
+        out = CliRunner().invoke(cli, ["hooks", "deliveries", "f", "flaky", "-o", "json",
+                                       "--database-url", url])
+        assert out.exit_code == 0, out.output
+        tries = json.loads(out.output)
+        assert [(t["attempt"], t["status"], t["state"]) for t in tries] == [
+            (2, 200, "delivered"), (1, 500, "delivered")]
+        assert {t["event"] for t in tries} == {flaky[0][1]["id"]}
+    finally:
+        receiver.server.shutdown()
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass

@@ -1,0 +1,60 @@
+"""Celery tasks of the webhooks (issue 43), thin: the delivery logic is
+:mod:`labelq.hooks`. Both go to the hooks' queue (:data:`workers.main.HOOKS_QUEUE`,
+``<queue>.hooks``), which ``labelq run-worker`` serves in a process of its own (threads:
+deliveries wait on the network), so labels and exports never wait behind a receiver.
+
+* ``labelq.hooks_sweep()`` (beat) → :func:`labelq.hooks.sweep`: emit the conditions that
+  started (finished, stalled, budget below, gold seen through), claim the due events of the
+  outbox and enqueue one ``labelq.deliver_hook`` each.
+* ``labelq.deliver_hook(event_id, database, claim)`` → :func:`labelq.hooks.deliver`: one
+  try; a failed one is due again after its backoff, and the sweep enqueues it then. A
+  redelivered message of a delivered event does nothing, nor does one whose claim was
+  taken over (it waited in the queue so long that the sweep enqueued the event again).
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+from labelq.hooks import deliver, sweep
+from labelq.record.db import database_id
+
+from .main import HOOKS_QUEUE, SETTINGS, app
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
+__all__ = ["deliver_hook", "hooks_sweep"]
+
+log = logging.getLogger(__name__)
+
+
+@lru_cache(maxsize=1)
+def _engine() -> Engine:
+    from labelq.record.location import open_configured
+    return open_configured(SETTINGS)
+
+
+# (Celery ships no type hints: its decorator leaves what it wraps untyped)
+@app.task(name="labelq.deliver_hook", queue=HOOKS_QUEUE)  # type: ignore[untyped-decorator]
+def deliver_hook(event_id: str, database: str | None = None, claim: str | None = None) -> str:
+    engine = _engine()
+    if database is not None and database != database_id(engine):
+        log.warning("hook event %s of database %s, but this worker serves database %s: "
+                    "ignored (give each database its own LABELQ_CELERY_QUEUE)", event_id,
+                    database, database_id(engine))
+        return "ignored"
+    attempt = deliver(engine, event_id, claim=claim)
+    return "none" if attempt is None else attempt.state
+
+
+@app.task(name="labelq.hooks_sweep", queue=HOOKS_QUEUE)  # type: ignore[untyped-decorator]
+def hooks_sweep() -> int:
+    engine = _engine()
+    _emitted, due = sweep(engine)
+    database = database_id(engine)
+    for event_id, claim in due:
+        deliver_hook.delay(event_id, database, claim)
+    return len(due)
