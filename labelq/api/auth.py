@@ -18,7 +18,7 @@ import hashlib
 import hmac
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -30,8 +30,8 @@ from ..record.models import Project, Worker
 from ..record.projects import hash_token, worker_by_token
 from .errors import OperatorDisabled, Unauthorized
 
-if TYPE_CHECKING:  # pragma: no cover - app imports this module
-    from .app import Runtime
+if TYPE_CHECKING:  # pragma: no cover
+    from sqlalchemy.engine import Engine
 
 __all__ = ["Annotator", "current_annotator", "require_operator", "sign_in"]
 
@@ -39,6 +39,15 @@ _annotator_scheme = HTTPBearer(auto_error=False, scheme_name="AnnotatorToken",
                                description="The token `labelq workers enroll` printed.")
 _operator_scheme = HTTPBearer(auto_error=False, scheme_name="OperatorToken",
                               description="The value of LABELQ_OPERATOR_TOKEN.")
+
+
+class Runtime(Protocol):
+    """What signing in reads of the app's :class:`~.runtime.Runtime` (said here, so that this
+    module, which the runtime names, does not import it back)."""
+
+    engine: Engine
+    signins: dict[str, tuple[float, Annotator]]
+    signin_max_age: float
 
 
 @dataclass(frozen=True)
