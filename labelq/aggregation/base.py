@@ -199,6 +199,8 @@ class BaseAggregator:
     #: keyword arguments of ``fit`` that ``fit_data`` fills from a LabelData
     uses_categories = False
     uses_gold = False
+    #: True when ``fit`` takes ``calibration`` (the gold answers that may calibrate)
+    uses_calibration = False
 
     #: True when ``_fit`` takes ``predictions`` itself (else they are combined afterwards)
     uses_predictions = False
