@@ -50,6 +50,15 @@ def _module_name(path: Path) -> tuple[str, str]:
     return ".".join(parts), ".".join(parts[:-1])
 
 
+def _from_module(node: ast.ImportFrom, package: str) -> str:
+    """The module a ``from ... import`` names, its dots resolved from ``package``."""
+    if not node.level:
+        return node.module or ""
+    base = package.split(".")
+    base = base[:len(base) - node.level + 1]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
 def _imported(tree: ast.AST, package: str) -> set[str]:
     """Every labelq module (or name in one) the tree imports, as a dotted name."""
     out: set[str] = set()
@@ -57,12 +66,7 @@ def _imported(tree: ast.AST, package: str) -> set[str]:
         if isinstance(node, ast.Import):
             out.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[:len(base) - node.level + 1]
-                module = ".".join(base + ([node.module] if node.module else []))
-            else:
-                module = node.module or ""
+            module = _from_module(node, package)
             out.add(module)
             # ``from . import x`` / ``from labelq.live import hotstate``: x may be a module
             out.update(f"{module}.{alias.name}" for alias in node.names)
@@ -202,12 +206,7 @@ def _module_imports(tree: ast.AST, package: str, modules: set[str]) -> set[str]:
         if isinstance(node, ast.Import):
             out.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[:len(base) - node.level + 1]
-                module = ".".join(base + ([node.module] if node.module else []))
-            else:
-                module = node.module or ""
+            module = _from_module(node, package)
             subs = {f"{module}.{alias.name}" for alias in node.names} & modules
             out |= subs
             if len(subs) < len(node.names):  # names defined in ``module`` itself

@@ -2,7 +2,9 @@
 // a file served by labelq, not inline, so the page's CSP allows scripts from 'self' only
 "use strict";
 const IMAGE = /\.(png|jpe?g|gif|webp|svg|bmp|avif)(\?.*)?$/i;
-let token = sessionStorage.getItem("labelq-token") || "";
+const TOKEN_KEY = "labelq-token";  // (sessionStorage: this tab only)
+const SIGNED_IN = ["who", "progress", "signout", "work"];  // shown while signed in
+let token = sessionStorage.getItem(TOKEN_KEY) || "";
 let current = null;   // the assignment on screen
 let busy = false;     // one request at a time: no double submissions
 let timer = null;
@@ -16,10 +18,7 @@ const call = apiCaller({ token: () => token, signOutOn: [401], onSignOut: () => 
 function signOut(text) {
   token = ""; current = null; names = {};
   clearTimeout(retry);
-  sessionStorage.removeItem("labelq-token");
-  for (const id of ["who", "progress", "signout", "work"]) $(id).hidden = true;
-  $("signin").hidden = false;
-  if (text) say(text);
+  showSignedOut(TOKEN_KEY, SIGNED_IN, text);
 }
 
 async function signIn(event) {
@@ -34,10 +33,7 @@ async function signIn(event) {
     // (renderMarkdown, common.js), open until the annotator folds them
     renderMarkdown($("instructions-text"), me.instructions || "");
     $("instructions").hidden = !me.instructions;
-    $("signin").hidden = true;
-    for (const id of ["who", "progress", "signout", "work"]) $(id).hidden = false;
-    $("token").value = "";
-    sessionStorage.setItem("labelq-token", token);
+    showSignedIn(TOKEN_KEY, token, SIGNED_IN);
     say("");
     await refreshProgress();
     await next();
