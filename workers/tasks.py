@@ -38,6 +38,7 @@ from labelq.live.warm import Warmer
 from labelq.record.db import database_id
 
 from .main import SETTINGS, app
+from .ours import ours
 
 __all__ = ["apply_labels", "maintain", "figures", "notify_for"]
 
@@ -67,26 +68,12 @@ def _start_warmer(**_: object) -> None:
 @app.task(name="labelq.apply_labels", bind=True, max_retries=None)  # type: ignore[untyped-decorator]
 def apply_labels(self: Task, project_id: int, database: str | None = None) -> int:
     applier = _applier()
-    if not _ours(applier, project_id, database, "apply_labels"):
+    if not ours(applier.engine, database, f"apply_labels for project {project_id}"):
         return 0
     report = applier.apply_pending(int(project_id))
     if report.busy and applier.claim_retry(int(project_id), str(self.request.id)):
         raise self.retry(countdown=applier.tuning.retry_countdown_s)
     return report.applied
-
-
-def _ours(applier: Applier, project_id: int, database: str | None, task: str) -> bool:
-    """Whether a message naming ``database`` is for this worker's database."""
-    if database is not None and database != database_id(applier.engine):
-        # a wake-up of another database's project (several databases share this Redis
-        # and this queue): its state is not ours to apply. Give each database's workers
-        # their own queue (LABELQ_CELERY_QUEUE); ``labelq check`` warns about this
-        log.warning("%s for project %s of database %s, but this worker serves "
-                    "database %s: ignored (give each database its own "
-                    "LABELQ_CELERY_QUEUE)", task, project_id, database,
-                    database_id(applier.engine))
-        return False
-    return True
 
 
 @app.task(name="labelq.maintain")  # type: ignore[untyped-decorator]
@@ -128,7 +115,7 @@ def figures(project_id: int, database: str | None = None) -> bool:
     from labelq.dashboard import refresh_figures
 
     applier = _applier()
-    if not _ours(applier, project_id, database, "figures"):
+    if not ours(applier.engine, database, f"figures for project {project_id}"):
         return False
     pid = int(project_id)
     with _figures_lock:
