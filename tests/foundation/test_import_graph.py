@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 import labelq
@@ -59,17 +60,24 @@ def _from_module(node: ast.ImportFrom, package: str) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
+def _imports(tree: ast.AST, package: str) -> Iterator[tuple[str, list[str]]]:
+    """Each import in the tree as (the module it names, the names it takes from it: none
+    for ``import x``)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, []
+        elif isinstance(node, ast.ImportFrom):
+            yield _from_module(node, package), [alias.name for alias in node.names]
+
+
 def _imported(tree: ast.AST, package: str) -> set[str]:
     """Every labelq module (or name in one) the tree imports, as a dotted name."""
     out: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            out.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            module = _from_module(node, package)
-            out.add(module)
-            # ``from . import x`` / ``from labelq.live import hotstate``: x may be a module
-            out.update(f"{module}.{alias.name}" for alias in node.names)
+    for module, names in _imports(tree, package):
+        out.add(module)
+        # ``from . import x`` / ``from labelq.live import hotstate``: x may be a module
+        out.update(f"{module}.{name}" for name in names)
     return {m for m in out if m == "labelq" or m.startswith("labelq.")}
 
 
@@ -202,15 +210,11 @@ def _module_imports(tree: ast.AST, package: str, modules: set[str]) -> set[str]:
     x`` (and ``from .pkg import x``) to ``x`` where ``x`` is a module, else to the module the
     names come from. Lazy and ``TYPE_CHECKING`` imports count, as between packages."""
     out: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            out.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            module = _from_module(node, package)
-            subs = {f"{module}.{alias.name}" for alias in node.names} & modules
-            out |= subs
-            if len(subs) < len(node.names):  # names defined in ``module`` itself
-                out.add(module)
+    for module, names in _imports(tree, package):
+        subs = {f"{module}.{name}" for name in names} & modules
+        out |= subs
+        if not names or len(subs) < len(names):  # (names defined in ``module`` itself)
+            out.add(module)
     return out & modules
 
 
