@@ -14,7 +14,7 @@ request per label (``POST /api/v1/assignments/{id}/label?next=true``) for ``--se
 labels/s is counted from the first request until the last label is folded into the
 posterior.
 
-CPU per label, from /proc (``bench.pipeline.cpu_seconds``): the API processes' and the Celery
+CPU per label, from /proc (``bench._procs.cpu_seconds``): the API processes' and the Celery
 workers' process groups; Redis — a private ``redis-server`` this script starts on a free port
 (``--appendonly yes`` as docker-compose.yml runs it), so no other user of the machine's Redis
 is counted; PostgreSQL — the backends serving this run's connections (they carry
