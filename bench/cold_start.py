@@ -34,8 +34,6 @@ import argparse
 import http.client
 import json
 import os
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -47,6 +45,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench._procs import free_port, stop_groups  # noqa: E402
 from bench._report import command_line, machine, write_section  # noqa: E402
 
 QUEUE = "labelq-cold-start"
@@ -160,12 +159,6 @@ def restore(redis_url: str, dump: dict[bytes, bytes]) -> None:
     pipe.execute()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def first_next(port: int, token: str, procs: list[subprocess.Popen[bytes]], t0: float,
                limit: float) -> tuple[float, float]:
     """(seconds to the server's first accepted connection, seconds to the first ``next``
@@ -217,22 +210,7 @@ def one_run(env: dict[str, str], token: str, log_dir: Path, tag: str, procs_n: i
             stdout=open(log_dir / f"worker-{tag}.log", "wb"), stderr=subprocess.STDOUT))
         return first_next(port, token, started, t0, limit)
     finally:
-        for proc in started:
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        for proc in started:
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                pass
-            try:  # what is left of the group (Celery's beat process can outlive SIGTERM,
-                # and would go on sending upkeep tasks into the next run)
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait(30)
+        stop_groups(started)  # (the beat too, which can outlive SIGTERM)
 
 
 def bench_database(database: str, args: argparse.Namespace, csv: Path, d: str,

@@ -57,7 +57,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -73,6 +72,7 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench._procs import free_port  # noqa: E402
 from bench._report import command_line, machine, write_section  # noqa: E402
 from bench.pipeline import cpu_seconds, fresh_database, wait_applied  # noqa: E402
 from bench.through_api import wait_http  # noqa: E402
@@ -80,12 +80,6 @@ from bench.through_api import wait_http  # noqa: E402
 LABELS = ("a", "b")
 LS_CONFIG = ('<View><Text name="text" value="$text"/><Choices name="label" toName="text">'
              '<Choice value="a"/><Choice value="b"/></Choices></View>')
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def make_tasks(n: int) -> list[dict]:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+# (cpu_seconds: named here too, as peers.py, scaling.py and through_api.py import it)
+from bench._procs import cpu_seconds, stop_groups  # noqa: E402
+from bench._procs import start_celery as _start_celery  # noqa: E402
 from bench._report import command_line, machine, write_section  # noqa: E402
 
 
@@ -183,44 +185,10 @@ def _annotate(url, redis_url, handles, seconds, ready, go, out, separate=False):
     out.put((sum(counts.values()), time.process_time() - cpu0, at_once[0]))
 
 
-def cpu_seconds(pids=None, pgid=None, children: bool = False) -> float:
-    """User + system CPU seconds of the given processes, or of every process in a process
-    group, from /proc (Linux); ``children``: also what each has collected from the children
-    it waited for (cutime, cstime: a server that recycles its workers or reaps a backend per
-    closed connection)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    last = 15 if children else 13  # after the command: utime stime (12th, 13th) cutime cstime
-    total = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        # after the command: state ppid pgrp ... (fields[2] is the process group)
-        if (pids is not None and int(entry) in pids) or \
-                (pgid is not None and int(fields[2]) == pgid):
-            total += sum(int(x) for x in fields[11:last])
-    return total / tick
-
-
 def start_celery(env: dict, procs: int, log: Path) -> subprocess.Popen:
     """A real Celery worker (``procs`` processes, queue ``labelq-bench``) in its own process
-    group, once it says it is ready."""
-    proc = subprocess.Popen([sys.executable, "-m", "celery", "-A", "workers.main", "worker",
-                             "-c", str(procs), "-Q", "labelq-bench", "--loglevel", "info",
-                             "--without-gossip", "--without-mingle", "--without-heartbeat"],
-                            cwd=ROOT, env=env, stdout=open(log, "wb"),
-                            stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.monotonic() + 120
-    while b"ready." not in log.read_bytes():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            os.killpg(proc.pid, signal.SIGTERM)
-            raise RuntimeError(f"celery worker did not start: {log.read_text()[-1000:]}")
-        time.sleep(0.1)
-    return proc
+    group, once it says it is ready (:func:`bench._procs.start_celery`)."""
+    return _start_celery(env, log, procs=procs, queue="labelq-bench", timeout=120)
 
 
 def wait_applied(eng) -> None:
@@ -276,8 +244,7 @@ def throughput(redis_url, procs, n_tasks, seconds, annotators, load_procs, datab
         total = sum(g[0] for g in got)
         return total, t_sub, t_all, cpu, sum(g[2] for g in got)
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(30)
+        stop_groups([proc])
         eng.dispose()
         cleanup()
 

@@ -14,7 +14,7 @@ request per label (``POST /api/v1/assignments/{id}/label?next=true``) for ``--se
 labels/s is counted from the first request until the last label is folded into the
 posterior.
 
-CPU per label, from /proc (``bench.pipeline.cpu_seconds``): the API processes' and the Celery
+CPU per label, from /proc (``bench._procs.cpu_seconds``): the API processes' and the Celery
 workers' process groups; Redis — a private ``redis-server`` this script starts on a free port
 (``--appendonly yes`` as docker-compose.yml runs it), so no other user of the machine's Redis
 is counted; PostgreSQL — the backends serving this run's connections (they carry
@@ -29,8 +29,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -42,6 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench._procs import free_port, groups_cpu, start_celery, stop_groups  # noqa: E402
 from bench._report import command_line, machine, write_section  # noqa: E402
 from bench.pipeline import cpu_seconds, fresh_database, project, wait_applied  # noqa: E402
 from bench.through_api import _client, _pct, wait_http, warm  # noqa: E402
@@ -49,15 +48,9 @@ from bench.through_api import _client, _pct, wait_http, warm  # noqa: E402
 APP = f"labelq-scaling-{os.getpid()}"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def private_redis(d: Path) -> tuple[subprocess.Popen, str]:
     """A ``redis-server`` of this run only (append-only file, as docker-compose.yml)."""
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
                              "--dir", str(d), "--appendonly", "yes", "--save", ""],
                             stdout=open(d / "redis.log", "wb"), stderr=subprocess.STDOUT)
@@ -112,21 +105,6 @@ class PgBackends:
         return sum(self.last[p] - self.first[p] for p in self.last)
 
 
-def start_celery(env: dict, log: Path) -> subprocess.Popen:
-    """One Celery worker process (``-c 1``) in its own process group, once ready."""
-    proc = subprocess.Popen([sys.executable, "-m", "celery", "-A", "workers.main", "worker",
-                             "-c", "1", "-Q", "labelq", "--loglevel", "info",
-                             "--without-gossip", "--without-mingle", "--without-heartbeat"],
-                            cwd=ROOT, env=env, stdout=open(log, "wb"),
-                            stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.monotonic() + 180
-    while b"ready." not in log.read_bytes():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"celery worker did not start: {log.read_text()[-1000:]}")
-        time.sleep(0.1)
-    return proc
-
-
 def run(database: str, apis: int, workers: int, n_tasks: int, seconds: float,
         annotators: int, load_procs: int) -> dict:
     import multiprocessing as mp
@@ -151,7 +129,7 @@ def run(database: str, apis: int, workers: int, n_tasks: int, seconds: float,
                "LABELQ_CELERY_QUEUE": "labelq", "PYTHONPATH": str(ROOT)}
         celery = [start_celery(env, d / f"celery{i}.log") for i in range(workers)]
         started += celery
-        ports = [_free_port() for _ in range(apis)]
+        ports = [free_port() for _ in range(apis)]
         servers = [subprocess.Popen(
             [sys.executable, "-m", "cli.main", "serve", "--port", str(port), "--log-level",
              "warning", "--workers", "1"], cwd=ROOT, env=env, start_new_session=True,
@@ -174,7 +152,7 @@ def run(database: str, apis: int, workers: int, n_tasks: int, seconds: float,
             ready.get(timeout=300)
 
         def group_cpu(procs: list[subprocess.Popen]) -> float:
-            return sum(cpu_seconds(pgid=pr.pid) for pr in procs)
+            return groups_cpu(pr.pid for pr in procs)
         pg = PgBackends(database) if database != "sqlite" else None
         c0 = {"api": group_cpu(servers), "celery": group_cpu(celery),
               "redis": cpu_seconds(pids={redis_proc.pid})}
@@ -204,16 +182,7 @@ def run(database: str, apis: int, workers: int, n_tasks: int, seconds: float,
                 "p50": _pct(lat, 0.5), "p99": _pct(lat, 0.99),
                 "load": (load0 + os.getloadavg()[0]) / 2}
     finally:
-        for proc in started:
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        for proc in started:
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
+        stop_groups(started)
         eng.dispose()
         cleanup()
         redis_proc.terminate()

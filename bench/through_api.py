@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -30,6 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench._procs import groups_cpu, stop_groups  # noqa: E402
 from bench._report import command_line, machine, write_section  # noqa: E402
 from bench.pipeline import (  # noqa: E402
     cpu_seconds,
@@ -188,7 +188,7 @@ def run(redis_url, servers, procs, n_tasks, seconds, annotators, load_procs,
         redis_pid = int(r.info("server")["process_id"])
         api_groups = [proc.pid for proc in started[1:]]  # each serve's process group
         def api_cpu():
-            return sum(cpu_seconds(pgid=g) for g in api_groups)
+            return groups_cpu(api_groups)
         c0 = {"celery": cpu_seconds(pgid=started[0].pid), "api": api_cpu(),
               "redis": cpu_seconds(pids={redis_pid})}
         t0 = time.time()
@@ -213,13 +213,7 @@ def run(redis_url, servers, procs, n_tasks, seconds, annotators, load_procs,
                            next_latencies(ports[0], prober, probe)))
         return (sum(g[0] for g in got), t_sub, t_all, cpu, errors, lat, probes)
     finally:
-        for proc in started:
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        for proc in started:
-            proc.wait(30)
+        stop_groups(started)
         eng.dispose()
         cleanup()
 

@@ -7,7 +7,8 @@ import functools
 import io
 import json
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import click
@@ -19,7 +20,9 @@ from labelq.record.settings import load_settings
 if TYPE_CHECKING:
     import redis
     from sqlalchemy.engine import Engine
+    from sqlmodel import Session
 
+    from labelq.record.models import Project
     from labelq.record.settings import Settings
 
 # a command function: Click calls it with its parameters by name; it prints, returns nothing
@@ -154,6 +157,17 @@ def engine(database_url: str | None = None) -> Engine:
     eng = open_database(location, url)
     OPENED[:] = [location]
     return eng
+
+
+@contextmanager
+def project_session(eng: Engine, name: str) -> Iterator[tuple[Session, Project]]:
+    """A session on ``eng`` (one transaction: :func:`labelq.record.db.session_scope`) and
+    project NAME read in it; no such project: exit 4, naming the database."""
+    from labelq.record.db import session_scope
+    from labelq.record.projects import get_project
+
+    with session_scope(eng) as s:
+        yield s, get_project(s, name)
 
 
 def init_engine(database_url: str | None = None) -> tuple[Engine, Location, str]:

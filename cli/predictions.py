@@ -17,6 +17,7 @@ from ._common import (
     emit,
     emit_record,
     engine,
+    project_session,
     redis_client,
     stored_id,
 )
@@ -51,14 +52,11 @@ def predictions_load(name: str, file: str, model: str, normalise: bool,
     or `id`, `label` and `score` — the rest of the score spread evenly over the other
     classes) as the next version of MODEL in project NAME. All or nothing: a bad row
     refuses the whole file (exit 3), naming its line and field."""
-    from labelq.record.db import session_scope
     from labelq.record.predictions import load_predictions
-    from labelq.record.projects import get_project
 
     click.echo(f"validating {file} ...", err=True)
     eng = engine(database_url)
-    with session_scope(eng) as s:
-        project = get_project(s, name)
+    with project_session(eng, name) as (s, project):
         result = load_predictions(s, project, file, model=model, fmt=fmt,
                                   normalise=normalise)
         pid = stored_id(project)
@@ -78,12 +76,10 @@ def predictions_load(name: str, file: str, model: str, normalise: bool,
 @OUTPUT_OPTION
 def predictions_list(name: str, database_url: str | None, output: Output) -> None:
     """The models of project NAME: each version, its rows and when it was loaded."""
-    from labelq.record.db import session_scope
     from labelq.record.predictions import list_versions
-    from labelq.record.projects import get_project
 
-    with session_scope(engine(database_url)) as s:
-        versions = list_versions(s, get_project(s, name))
+    with project_session(engine(database_url), name) as (s, project):
+        versions = list_versions(s, project)
     if not versions and output == "table":
         click.echo(f"no predictions in {name!r}")
         return
@@ -102,13 +98,10 @@ def predictions_list(name: str, database_url: str | None, output: Output) -> Non
 def predictions_remove(name: str, model: str, version: int | None, database_url: str | None,
                        redis_url: str | None, output: Output) -> None:
     """Remove MODEL's predictions (every version, or --version V) from project NAME."""
-    from labelq.record.db import session_scope
     from labelq.record.predictions import remove_predictions
-    from labelq.record.projects import get_project
 
     eng = engine(database_url)
-    with session_scope(eng) as s:
-        project = get_project(s, name)
+    with project_session(eng, name) as (s, project):
         removed = remove_predictions(s, project, model, version)
         pid = stored_id(project)
     _refold(eng, redis_url, name, pid)

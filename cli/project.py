@@ -16,6 +16,7 @@ from ._common import (
     emit_record,
     engine,
     init_engine,
+    project_session,
     redis_client,
     spec_text,
     stored_id,
@@ -292,10 +293,8 @@ def list_(database_url: str | None, output: Output) -> None:
 @OUTPUT_OPTION
 def show(name: str, database_url: str | None, output: Output) -> None:
     """Show project NAME."""
-    from labelq.record.db import session_scope
-    from labelq.record.projects import get_project
-    with session_scope(engine(database_url)) as s:
-        emit_record(_project_row(get_project(s, name), full=True), output)
+    with project_session(engine(database_url), name) as (_, p):
+        emit_record(_project_row(p, full=True), output)
 
 
 @project.command("delete")

@@ -5,32 +5,24 @@ application: ``labelq run-worker`` serves it in a process of its own."""
 
 from __future__ import annotations
 
-import logging
-
 from celery import Task
 
 from labelq.jobs import run_export_job
 
 from .main import LONG_QUEUE, app
-
-log = logging.getLogger(__name__)
+from .ours import ours
 
 
 # (Celery ships no type hints: its decorator leaves what it wraps untyped)
 @app.task(name="labelq.export", bind=True, max_retries=3, queue=LONG_QUEUE)  # type: ignore[untyped-decorator]
 def export(self: Task, job_id: str, database: str | None = None) -> str:
     from labelq.live.redis.connect import connect
-    from labelq.record.db import database_id
     from labelq.record.location import open_configured
     from labelq.record.settings import load_settings
 
     settings = load_settings()
     engine = open_configured(settings)
-    if database is not None and database != database_id(engine):
-        # another database's job (several share this Redis and this queue): not ours
-        log.warning("export job %s of database %s, but this worker serves database %s: "
-                    "ignored (unset LABELQ_CELERY_QUEUE: each database then has its own queue)", job_id,
-                    database, database_id(engine))
+    if not ours(engine, database, f"export job {job_id}"):
         return "ignored"
     redis = connect(settings.redis_url)
     try:

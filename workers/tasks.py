@@ -39,6 +39,7 @@ from labelq.live.warm import Warmer
 from labelq.record.db import database_id
 
 from .main import SETTINGS, app, queue_for
+from .ours import ours
 
 __all__ = ["apply_labels", "maintain", "figures", "notify_for"]
 
@@ -68,7 +69,7 @@ def _start_warmer(**_: object) -> None:
 @app.task(name="labelq.apply_labels", bind=True, max_retries=None)  # type: ignore[untyped-decorator]
 def apply_labels(self: Task, project_id: int, database: str | None = None) -> int:
     applier = _applier()
-    if not _ours(applier, project_id, database, "apply_labels"):
+    if not ours(applier.engine, database, f"apply_labels for project {project_id}"):
         return 0
     report = applier.apply_pending(int(project_id))
     if report.busy and applier.claim_retry(int(project_id), str(self.request.id)):
@@ -76,20 +77,6 @@ def apply_labels(self: Task, project_id: int, database: str | None = None) -> in
     if not report.busy:  # gold marks queued until an assignment ended (a label, a decline)
         apply_queued(applier, int(project_id))
     return report.applied
-
-
-def _ours(applier: Applier, project_id: int, database: str | None, task: str) -> bool:
-    """Whether a message naming ``database`` is for this worker's database."""
-    if database is not None and database != database_id(applier.engine):
-        # a wake-up of another database's project (several databases share this Redis
-        # and one queue set by LABELQ_CELERY_QUEUE): its state is not ours to apply.
-        # Unset, each database has its own queue; ``labelq check`` flags this
-        log.warning("%s for project %s of database %s, but this worker serves "
-                    "database %s: ignored (unset LABELQ_CELERY_QUEUE: each database "
-                    "then has its own queue)", task, project_id, database,
-                    database_id(applier.engine))
-        return False
-    return True
 
 
 @app.task(name="labelq.maintain")  # type: ignore[untyped-decorator]
@@ -133,7 +120,7 @@ def figures(project_id: int, database: str | None = None) -> bool:
     from labelq.dashboard import refresh_figures
 
     applier = _applier()
-    if not _ours(applier, project_id, database, "figures"):
+    if not ours(applier.engine, database, f"figures for project {project_id}"):
         return False
     pid = int(project_id)
     with _figures_lock:

@@ -65,7 +65,8 @@ from .base import (
 )
 from .calibration import MIN_ANSWERS, fit_binned_map, recalibrate
 from .guard import ALPHA, AccuracyEstimate, accuracy_interval, credible_guard
-from .majority import MajorityVote
+from .majority import MajorityVote, common_log_odds
+from .methods import build, fit
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -207,6 +208,7 @@ class AutoAggregator(BaseAggregator):
 
     uses_gold = True
     uses_categories = True
+    uses_calibration = True
     #: pseudo-labels at the crowd's accuracy added to each worker's checked labels
     VOTE_PRIOR = 5.0
     #: pseudo-labels at the worker's overall accuracy added to its checked labels in each
@@ -264,17 +266,15 @@ class AutoAggregator(BaseAggregator):
                  weights: FloatArray | None = None) -> BaseAggregator:
         """``method`` fitted on ``d``; ``wmv`` with ``weights`` (from :meth:`_checked_weights`,
         which do not depend on the gold: computed once for every fold) or computed here."""
-        from .registry import aggregate
-
         if method == "wmv" and weights is None:
             weights = self._em_weights(d, gold) if self._weights_by_em else \
                 self._checked_weights(d, categories)
         elif method != "wmv":
             weights = None
         cal = self._calibration if method == "shrunk" else None
-        return aggregate(d.task, d.worker, d.label, method, n_tasks=d.n_tasks,
-                         n_workers=d.n_workers, n_classes=d.n_classes, gold=gold,
-                         categories=categories, weights=weights, calibration=cal)
+        return fit(build(method, {}), d.task, d.worker, d.label, n_tasks=d.n_tasks,
+                   n_workers=d.n_workers, n_classes=d.n_classes, gold=gold,
+                   categories=categories, weights=weights, calibration=cal)
 
     def _em_weights(self, d: LabelArrays, gold: IntArray | None = None) -> FloatArray:
         """Per-worker log-odds ``log((K-1) p_j / (1 - p_j))`` (0 at or below chance) of the
@@ -592,16 +592,5 @@ class AutoAggregator(BaseAggregator):
 
     @staticmethod
     def _common_log_odds(d: LabelArrays) -> float:
-        """log((K-1) q / (1-q)) for the accuracy q with which two labels on a task agree as
-        often as they do: P(agree) = q^2 + (1-q)^2/(K-1); 1 (a guess) without pairs."""
-        K = d.n_classes
-        counts = count_matrix(d.task, d.label, d.n_tasks, K).toarray()
-        n = counts.sum(axis=1)
-        pairs = float((n * (n - 1)).sum())
-        if K < 2 or pairs == 0:
-            return 1.0
-        agree = float((counts * (counts - 1)).sum()) / pairs
-        # solve K q^2 - 2 q + 1 - (K-1) agree = 0 for the root above chance (1/K)
-        disc = max(4 - 4 * K * (1 - (K - 1) * agree), 0.0)
-        q = float(np.clip((2 + np.sqrt(disc)) / (2 * K), 1.0 / K + 1e-3, 0.999))
-        return float(np.log((K - 1) * q / (1 - q)))
+        """:func:`~.majority.common_log_odds` (what one label of the vote is worth)."""
+        return common_log_odds(d)

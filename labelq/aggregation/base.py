@@ -199,6 +199,8 @@ class BaseAggregator:
     #: keyword arguments of ``fit`` that ``fit_data`` fills from a LabelData
     uses_categories = False
     uses_gold = False
+    #: True when ``fit`` takes ``calibration`` (the gold answers that may calibrate)
+    uses_calibration = False
 
     #: True when ``_fit`` takes ``predictions`` itself (else they are combined afterwards)
     uses_predictions = False
@@ -273,7 +275,7 @@ class BaseAggregator:
         labelled = np.bincount(d.task, minlength=d.n_tasks) > 0
         indep = labelled
         if suggested is not None:
-            from ..policies._shrunk_em import copied_labels
+            from ..policies.worker_model import copied_labels
 
             copied = copied_labels(src, d.task, d.label, np.asarray(suggested, bool))
             indep = np.bincount(d.task[~copied], minlength=d.n_tasks) > 0

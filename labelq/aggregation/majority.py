@@ -14,7 +14,7 @@ from .base import BaseAggregator, FloatArray, IntArray, LabelArrays, Seed, count
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-__all__ = ["MajorityVote", "WeightedMajorityVote", "vote_probas"]
+__all__ = ["MajorityVote", "WeightedMajorityVote", "vote_probas", "common_log_odds"]
 
 
 def vote_probas(scores: FloatArray, smoothing: float) -> FloatArray:
@@ -42,6 +42,25 @@ def _pick(scores: FloatArray, tie_break: str, rng: Seed) -> IntArray:
     return out
 
 
+
+def common_log_odds(d: LabelArrays) -> float:
+    """log((K-1) q / (1-q)) for the accuracy q with which two labels on a task agree as
+    often as they do: P(agree) = q^2 + (1-q)^2/(K-1); 1 (a guess) without pairs. What one
+    label of a plain vote is worth, in the one-coin posterior of the vote (here and in
+    ``auto``'s)."""
+    K = d.n_classes
+    counts = count_matrix(d.task, d.label, d.n_tasks, K).toarray()
+    n = counts.sum(axis=1)
+    pairs = float((n * (n - 1)).sum())
+    if K < 2 or pairs == 0:
+        return 1.0
+    agree = float((counts * (counts - 1)).sum()) / pairs
+    # solve K q^2 - 2 q + 1 - (K-1) agree = 0 for the root above chance (1/K)
+    disc = max(4 - 4 * K * (1 - (K - 1) * agree), 0.0)
+    q = float(np.clip((2 + np.sqrt(disc)) / (2 * K), 1.0 / K + 1e-3, 0.999))
+    return float(np.log((K - 1) * q / (1 - q)))
+
+
 class MajorityVote(BaseAggregator):
     r"""Majority vote: the class answered most often.
 
@@ -60,15 +79,14 @@ class MajorityVote(BaseAggregator):
     scores_: FloatArray
 
     def _label_posterior(self, d: LabelArrays) -> FloatArray:
-        """The one-coin posterior of the vote (``auto``'s, :meth:`AutoAggregator.
+        """The one-coin posterior of the vote (``auto``'s, :meth:`~.auto.AutoAggregator.
         _vote_posterior`): vote shares are not probabilities (2/3 for any lone label), and
         the models' evidence is weighed against this (issue 42)."""
         from ._em import softmax_rows
-        from .auto import AutoAggregator
 
         scores = np.asarray(self.scores_, dtype=float)
         if getattr(self, "weight_unit_", None) is None:
-            scores = scores * AutoAggregator._common_log_odds(d)
+            scores = scores * common_log_odds(d)
         if d.n_classes < 2 or not np.any(scores):
             return self.probas_
         out: FloatArray = softmax_rows(scores)

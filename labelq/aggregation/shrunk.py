@@ -2,7 +2,7 @@
 
 The ``auto`` policy routes with a one-coin model per worker and task category, shrunk
 population -> worker -> category, fitted by MAP-EM in which a label counts for its worker
-only against the posterior of its task *without* it (:mod:`labelq.policies._shrunk_em`,
+only against the posterior of its task *without* it (:mod:`labelq.policies.worker_model`,
 docs/auto.md). This class fits exactly that model over a set of labels, with the policy's
 default hyper-parameters, so that the model an ``auto`` project routes with is also a
 candidate of the export (``auto``'s aggregation), can be cross-validated on gold like the
@@ -10,7 +10,7 @@ other methods, and is what ``labelq aggregate --method shrunk`` gives for a file
 
 With gold, agreement is calibrated against it as in the policy (each worker's agreement
 evidence discounted by how far the workers' agreement-based accuracies depart from their
-gold records, :mod:`labelq.policies._shrunk_em`, issue 34).
+gold records, :mod:`labelq.policies.worker_model`, issue 34).
 
 Like the policy's refit it starts from equal workers (the majority vote) and runs
 ``iters`` EM steps (the policy runs 3 per refit; here 10 by default, to convergence on the
@@ -25,8 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..policies import _shrunk_em as em
-from ..policies._model_source import ModelSources, build_sources
+from ..policies import worker_model as em
 from .base import BaseAggregator, FloatArray, LabelArrays, check_gold
 
 if TYPE_CHECKING:
@@ -49,13 +48,14 @@ class ShrunkOneCoin(BaseAggregator):
 
     uses_gold = True
     uses_categories = True
+    uses_calibration = True
     uses_predictions = True  # a model is one more source in the same EM (issue 42)
     uses_suggested = True  # labels given with its answer shown, weighed apart (fit_em)
 
     #: learned: accuracy per (worker, category) (W, S) and the class prior (K,)
     accuracy_: FloatArray
     class_prior_: FloatArray
-    model_sources_: ModelSources
+    model_sources_: em.ModelSources
 
     def __init__(self, prior_accuracy: float = 0.7, prior_strength: float = 10.0,
                  strength: float = 4.0, iters: int = 10) -> None:
@@ -72,7 +72,7 @@ class ShrunkOneCoin(BaseAggregator):
         """Fit on label arrays with ``gold`` (class index or -1 per task) clamped, the tasks'
         ``categories``, ``calibration`` (see :meth:`_fit`), models' ``predictions``
         (:mod:`labelq.aggregation.base`) and ``suggested`` (bool per label: given with the
-        model's answer shown; ``_shrunk_em.fit_em``); returns ``self``."""
+        model's answer shown; ``worker_model.fit_em``); returns ``self``."""
         return self.fit_with(task, worker, label,
                              {"gold": gold, "categories": categories,
                               "calibration": calibration, "predictions": predictions,
@@ -86,13 +86,13 @@ class ShrunkOneCoin(BaseAggregator):
              suggested: ArrayLike | None = None) -> None:
         """``calibration`` (bool per task): the gold answers that may measure how far
         agreement departs from gold (default all; see ``fit_em``'s ``calibrate``);
-        ``predictions``: models as sources fitted in the same EM (``_model_source``)."""
+        ``predictions``: models as sources fitted in the same EM (``worker_model.build_sources``)."""
         K = d.n_classes
         g = check_gold(gold, d.n_tasks, K)
         cat = (np.zeros(d.n_tasks, dtype=np.int64) if categories is None
                else np.asarray(categories, dtype=np.int64))
         S = int(cat.max()) + 1 if cat.size else 1
-        src = build_sources(predictions, d.n_tasks, K, S) if predictions else None
+        src = em.build_sources(predictions, d.n_tasks, K, S) if predictions else None
         sug = None if suggested is None else np.asarray(suggested, bool)
         model_ll = np.zeros((d.n_tasks, K))
         if K < 2 or d.task.size == 0:

@@ -54,9 +54,9 @@ from .schemas import (
     SubmitOut,
 )
 
-if TYPE_CHECKING:  # pragma: no cover - app imports this module
+if TYPE_CHECKING:  # pragma: no cover
     from ..service import Service
-    from .app import Runtime
+    from .runtime import Runtime
 
 __all__ = ["router", "next_answer", "next_body", "submit_answer", "submit_body", "json_bytes"]
 

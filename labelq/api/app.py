@@ -5,8 +5,9 @@ Routes: the annotator API (:mod:`.annotator`), the operator API (:mod:`.operator
 review API (:mod:`.review`, ``/review/api``), the labeling page ``GET /label``, the
 operator's dashboard ``GET /dashboard``, the expert's review page ``GET /review`` (their
 shared script ``GET /static/common.js`` and each page's own, ``/static/label.js``,
-``/static/dashboard.js`` and ``/static/review.js``: no script is inline, :data:`PAGE_CSP`), ``GET /healthz``,
-and the OpenAPI schema at ``/openapi.json`` (browsable at ``/docs``). Route handlers are
+``/static/dashboard.js`` and ``/static/review.js``: no script is inline, :data:`PAGE_CSP`),
+``GET /healthz``, and the OpenAPI schema at ``/openapi.json`` (browsable at ``/docs`` and
+``/redoc``, their assets served by labelq itself: :mod:`.apidocs`). Route handlers are
 plain ``def`` (FastAPI runs them in its thread pool: the service does blocking SQL and
 Redis I/O), except the two hot ones — ``POST /api/v1/assignments/next`` and ``POST
 /api/v1/assignments/{id}/label`` — which are ``async def`` and return a ready JSON
@@ -22,14 +23,12 @@ its state cache are thread-safe.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy import text
-from sqlalchemy.engine import Engine
 from starlette.types import Receive, Scope, Send
 
 from .. import __version__
@@ -39,11 +38,12 @@ from ..record.location import open_configured
 from ..record.settings import Settings, load_settings
 from ..service import Service
 from . import annotator, operator, review
-from .auth import Annotator
+from .apidocs import install_docs
 from .committer import Committer
 from .errors import install_error_handlers
 from .fastpath import HotPath
 from .limits import DEFAULT_MAX_BODY, BodyLimit
+from .runtime import Runtime
 from .schemas import HealthOut
 
 __all__ = ["create_app", "Runtime", "LABEL_PAGE", "DASHBOARD_PAGE", "REVIEW_PAGE", "COMMON_SCRIPT",
@@ -74,26 +74,6 @@ _PAGE_HEADERS = {
 }
 # the script as the pages: no sign-in, not cached (a page and its script change together)
 _SCRIPT_HEADERS = {k: v for k, v in _PAGE_HEADERS.items() if k != "Content-Security-Policy"}
-
-
-@dataclass
-class Runtime:
-    """What the routes share (``app.state.labelq``)."""
-
-    settings: Settings
-    engine: Engine
-    redis: Any
-    service: Service
-    send_task: Callable[[str, list[Any]], None]
-    export_dir: Path
-    # the submits' group commit (one thread, started by the first submit): the batches of
-    # Service.submit_async, for the route and the hot path alike
-    committer: Committer
-    # signed-in annotators by token hash: (monotonic time, Annotator), kept
-    # ``signin_max_age`` seconds (a pause or removal takes effect within that long, as in
-    # the service's own worker cache)
-    signins: dict[str, tuple[float, Annotator]] = field(default_factory=dict)
-    signin_max_age: float = 1.0
 
 
 def create_app(settings: Settings | None = None, *, max_body: int = DEFAULT_MAX_BODY,
@@ -131,7 +111,9 @@ def create_app(settings: Settings | None = None, *, max_body: int = DEFAULT_MAX_
         summary="Annotator and operator API of a labelq annotation workforce.",
         description="Annotators authenticate with the bearer token their operator gave "
                     "them; operators with `LABELQ_OPERATOR_TOKEN`. Every error is JSON "
-                    "with a machine-readable `code` and a `message`.")
+                    "with a machine-readable `code` and a `message`.",
+        docs_url=None, redoc_url=None)  # (install_docs: served without a CDN)
+    install_docs(app)
     app.state.labelq = Runtime(settings, engine, redis, service, send_task,
                                 Path(export_dir).resolve(), Committer(service.submitter))
     install_error_handlers(app)

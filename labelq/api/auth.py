@@ -26,7 +26,7 @@ import hashlib
 import hmac
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -38,8 +38,8 @@ from ..record.models import Project, Worker
 from ..record.projects import choose_enrolment, hash_token, workers_by_token
 from .errors import OperatorDisabled, Unauthorized
 
-if TYPE_CHECKING:  # pragma: no cover - app imports this module
-    from .app import Runtime
+if TYPE_CHECKING:  # pragma: no cover
+    from sqlalchemy.engine import Engine
 
 __all__ = ["Annotator", "current_annotator", "current_person", "Person", "require_operator",
            "sign_in", "signin_key", "Reviewing", "require_reviewer"]
@@ -51,6 +51,15 @@ _operator_scheme = HTTPBearer(auto_error=False, scheme_name="OperatorToken",
 _reviewer_scheme = HTTPBearer(auto_error=False, scheme_name="ReviewerToken",
                               description="The token `labelq reviewers add` printed, or the "
                                           "operator token.")
+
+
+class Runtime(Protocol):
+    """What signing in reads of the app's :class:`~.runtime.Runtime` (said here, so that this
+    module, which the runtime names, does not import it back)."""
+
+    engine: Engine
+    signins: dict[str, tuple[float, Annotator]]
+    signin_max_age: float
 
 
 @dataclass(frozen=True)

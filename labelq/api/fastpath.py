@@ -49,10 +49,10 @@ from .auth import Annotator, sign_in, signin_key
 from .errors import answer_exception
 from .onewrite import ONE_WRITE
 
-if TYPE_CHECKING:  # pragma: no cover - app imports this module
+if TYPE_CHECKING:  # pragma: no cover
     from fastapi import FastAPI
 
-    from .app import Runtime
+    from .runtime import Runtime
 
 __all__ = ["HotPath"]
 

@@ -4,7 +4,7 @@ A model is read like an annotator whose answers are richer than a class: its ans
 i is the *cell* (predicted class k = argmax p_i, confidence bin b of max p_i), and what a
 cell means is measured, not taken from the probabilities: P(cell | true class y), a table
 of A = C x B cells by C classes per model (per task category too), learned by the same EM
-as the annotators' accuracies (:func:`labelq.policies._shrunk_em.fit_em`) from the tasks
+as the annotators' accuracies (:func:`labelq.policies.worker_model.fit_em`) from the tasks
 that have a human label or a gold answer beside the prediction:
 
     P(a | y) = (n[a, y] + 1) / (n[., y] + A)
@@ -230,7 +230,7 @@ class ModelSources:
             has = self.cell[m] >= 0
             rows = tab[m, cat[has], self.cell[m, has]]  # (n, C)
             # never read in reverse: a cell's predicted class is at least as likely as any
-            # other (as an annotator's accuracy is clipped at chance, _shrunk_em)
+            # other (as an annotator's accuracy is clipped at chance, worker_model)
             pred = self.cell[m, has] // int(self.bins[m])
             rows[np.arange(pred.size), pred] = rows.max(axis=1)
             # only the ratios between classes matter: subtract the row mean

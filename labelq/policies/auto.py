@@ -3,7 +3,7 @@
 It combines what the paper policies each get right and guards against the ways they fail on
 real data (issue 20):
 
-* **Worker model that cannot run away** (``_shrunk_em``): one-coin accuracies per worker and
+* **Worker model that cannot run away** (``worker_model``): one-coin accuracies per worker and
   per (worker, category), with a population -> worker -> category shrinkage prior, fitted by
   MAP-EM over all labels. A worker is trusted for the agreement of its labels with the
   posterior, not for its volume; a thin category falls back to the worker's overall
@@ -49,7 +49,7 @@ real data (issue 20):
 * **Trust checked against gold** (issue 34, docs/auto.md "Round 7"): agreement is a biased
   measurement of accuracy where a bloc agrees on wrong answers; with gold, each worker's
   agreement evidence is discounted by the variance of that bias measured on the gold
-  records (``_shrunk_em``), so gold anchors the trust; when a gold question is due, the one
+  records (``worker_model``), so gold anchors the trust; when a gold question is due, the one
   whose answer tells most about the asking worker's accuracy is picked
   (:meth:`gold_information`). Without gold a dense pool keeps its full exploration
   (``anchor``): the trusted workers' checks of each other would only confirm the
@@ -70,7 +70,7 @@ from typing import Any
 import numpy as np
 
 from . import _model_source as ms
-from . import _shrunk_em as em
+from . import worker_model as em
 from .base import FloatArray, IntArray, Observation, Policy, Problem
 from .registry import register
 
@@ -95,7 +95,7 @@ class AutoState:
     n_labels: IntArray  # int (T,)
     next_refit: int
     # what one agreement label counts for its worker (the fit's calibration against gold,
-    # _shrunk_em's ``agree_weight``); 1 without gold
+    # worker_model's ``agree_weight``); 1 without gold
     agree_weight: FloatArray | None = None  # float (W,)
     anchored: bool = False  # the last fit could check agreement against gold records
     # models' predictions as sources (issue 42, _model_source): names, answer cell per
@@ -452,7 +452,7 @@ class Auto(Policy):
 
         The discount holds only while ``anchored`` (with ``anchor``, the default): the
         trusted workers' checks of each other are worth something only once gold has
-        checked the agreement they rest on (the last fit had gold records, _shrunk_em's
+        checked the agreement they rest on (the last fit had gold records, worker_model's
         calibration). Without gold they only confirm the agreement that made them
         trusted — a bloc agreeing on wrong answers confirms itself — so the full share
         of asks stays exploratory (docs/auto.md, Round 7)."""

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 
-from sqlalchemy import URL, event, inspect, make_url, text
+from sqlalchemy import event, inspect, text
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
@@ -21,6 +21,10 @@ from sqlmodel import Session, SQLModel, create_engine
 
 from ..errors import ConfigError, ServiceUnavailable
 from . import models  # noqa: F401 - registers the tables on SQLModel.metadata
+
+# (the URL helpers and SchemaMissing live in .dburl, below this module and .secret and
+# .location, which use them; named here too, as they always were)
+from .dburl import MEMORY_REFUSED, SchemaMissing, is_memory_sqlite, masked_url
 from .secret import ensure_secret, forget_secret
 from .settings import Settings, load_settings
 
@@ -76,27 +80,6 @@ def _sqlite_pragmas(dbapi_conn: DBAPIConnection, _record: ConnectionPoolEntry) -
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.execute("PRAGMA busy_timeout=30000")
     cur.close()
-
-
-# why an in-memory SQLite database is refused (issue 45: ``init`` passed, and every later
-# command, each its own process with its own empty memory, said "run init")
-MEMORY_REFUSED = ("an in-memory SQLite database lives only as long as one process, and every "
-                  "labelq command, the API and each Celery worker is a process of its own: "
-                  "name a file (sqlite:///path/labelq.db) or a PostgreSQL database")
-
-
-def is_memory_sqlite(url: str) -> bool:
-    """Whether ``url`` is an in-memory SQLite database (``sqlite://``,
-    ``sqlite:///:memory:``, ``sqlite:///file:...?mode=memory``)."""
-    if not url.startswith("sqlite"):
-        return False
-    try:
-        parsed = make_url(url)
-    except Exception:  # noqa: BLE001 - not a URL: the settings' check says so
-        return False
-    database = parsed.database or ""
-    return database in ("", ":memory:") or "mode=memory" in url \
-        or database.startswith("file::memory:")
 
 
 @lru_cache(maxsize=16)
@@ -155,10 +138,6 @@ def init_schema(engine: Engine) -> str:
         _nonces[engine] = nonce
         _homes.pop(engine, None)
     return uid
-
-
-class SchemaMissing(ServiceUnavailable):
-    """The database has no labelq schema (or none with an identity): ``labelq init``."""
 
 
 # engine -> its database's identity, read once per process (the request path never asks SQL)
@@ -352,14 +331,6 @@ def _postgres_location(engine: Engine) -> tuple[str, str]:
     return (f"postgresql:{cluster}:{oid}:{schema}",
             f"PostgreSQL database {name!r} schema {schema!r} (port {port}, cluster "
             f"{cluster})")
-
-
-def masked_url(url: str | URL) -> str:
-    """A database URL as it may be shown: its password replaced by ``***``."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001 - not a URL SQLAlchemy parses: show it as given
-        return str(url)
 
 
 def _add_columns(engine: Engine) -> None:

@@ -21,14 +21,24 @@ database too (``labelq`` adds it to the message).
 from __future__ import annotations
 
 import os
-import re
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
+
+# (the labelq.toml side and the URL helpers live below this module and .settings, which
+# both use them: issue 43; named here too, as they always were)
+from .configfile import (
+    CONFIG_NAME,
+    config_url,
+    default_database_url,
+    find_config,
+    per_user_url,
+    write_config,
+)
+from .dburl import MEMORY_REFUSED, SchemaMissing, is_memory_sqlite, masked_url, sqlite_path
 
 if TYPE_CHECKING:  # (sqlalchemy is imported only by what opens a database)
     from sqlalchemy.engine import Engine
@@ -39,8 +49,6 @@ __all__ = ["CONFIG_NAME", "Location", "locate", "default_database_url", "find_co
            "open_configured",
            "per_user_url", "open_database", "write_config", "sqlite_path",
            "refuse_memory", "sqlite_file_kind", "check_sqlite_file"]
-
-CONFIG_NAME = "labelq.toml"
 
 
 @dataclass(frozen=True)
@@ -53,73 +61,15 @@ class Location:
     @property
     def shown(self) -> str:
         """The URL with its password masked."""
-        from .db import masked_url
         return masked_url(self.url)
 
     def describe(self) -> str:
         return f"{self.shown} (from {self.source})"
 
 
-def per_user_url(env: Mapping[str, str] | None = None) -> str:
-    """The per-user default database: ``$XDG_DATA_HOME/labelq/labelq.db``."""
-    env = os.environ if env is None else env
-    base = env.get("XDG_DATA_HOME") or str(Path(env.get("HOME") or Path.home())
-                                           / ".local" / "share")
-    return f"sqlite:///{Path(base) / 'labelq' / 'labelq.db'}"
-
-
-def find_config(cwd: str | Path | None = None) -> Path | None:
-    """The nearest ``labelq.toml`` in ``cwd`` (default: the current folder) or above."""
-    here = Path(cwd or os.getcwd()).resolve()
-    for folder in (here, *here.parents):
-        candidate = folder / CONFIG_NAME
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-def _read_toml(path: Path) -> dict[str, Any]:
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - Python 3.10
-        try:
-            import tomli as tomllib
-        except ModuleNotFoundError:
-            return _read_simple(path)
-    try:
-        with path.open("rb") as f:
-            data: dict[str, Any] = tomllib.load(f)
-            return data
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"{path}: not a valid TOML file: {exc}", file=str(path)) from exc
-
-
-def _read_simple(path: Path) -> dict[str, Any]:
-    """``key = "value"`` lines (Python 3.10 without tomli)."""
-    out: dict[str, Any] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        m = re.fullmatch(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"([^"\\]*)"\s*(#.*)?', line)
-        if m:
-            out[m.group(1)] = m.group(2)
-    return out
-
-
-def sqlite_path(url: str) -> str | None:
-    """The file of a SQLite URL (``None``: not SQLite, or in memory)."""
-    if not url.startswith("sqlite"):
-        return None
-    from sqlalchemy.engine import make_url
-    try:
-        database = make_url(url).database
-    except Exception:  # noqa: BLE001 - not a URL: the settings' check says so
-        return None
-    return database if database not in (None, "", ":memory:") else None
-
-
 def refuse_memory(location: Location) -> None:
     """:class:`ConfigError` (exit code 2) for an in-memory SQLite database, with the
     reason: ``init`` would make it and every later process find nothing there."""
-    from .db import MEMORY_REFUSED, is_memory_sqlite
     if is_memory_sqlite(location.url):
         raise ConfigError(f"database {location.describe()}: {MEMORY_REFUSED}",
                           database=location.shown)
@@ -170,7 +120,6 @@ def check_sqlite_file(location: Location, *, creating: bool) -> None:
     file byte for byte as it was. ``creating`` (``labelq init``): a missing or empty file
     is fine, and so is a labelq database (its schema upgraded); a SQLite database of
     something else is not made labelq's."""
-    from .db import SchemaMissing
     file = sqlite_path(location.url)
     if file is None:
         return
@@ -189,27 +138,6 @@ def check_sqlite_file(location: Location, *, creating: bool) -> None:
                             "schema): run `labelq init`", database=location.shown)
 
 
-def _from_config(path: Path) -> str:
-    data = _read_toml(path)
-    url = data.get("database_url")
-    if not isinstance(url, str) or not url:
-        raise ConfigError(f"{path}: no database_url = \"...\" (the database this folder "
-                          "uses; labelq init --here writes one)", file=str(path))
-    file = sqlite_path(url)
-    if file is not None and not Path(file).is_absolute():
-        # relative to the file's folder, not to wherever a command runs
-        url = url[: len(url) - len(file)] + str((path.parent / file).resolve())
-    return url
-
-
-def default_database_url(env: Mapping[str, str] | None = None,
-                         cwd: str | Path | None = None) -> str:
-    """The URL used when ``LABELQ_DATABASE_URL`` is unset: the nearest ``labelq.toml``'s,
-    else the per-user default."""
-    config = find_config(cwd)
-    return _from_config(config) if config is not None else per_user_url(env)
-
-
 def locate(explicit: str | None = None, env: Mapping[str, str] | None = None,
            cwd: str | Path | None = None) -> Location:
     """The database to use, and where that was said (module docstring)."""
@@ -220,7 +148,7 @@ def locate(explicit: str | None = None, env: Mapping[str, str] | None = None,
         return Location(env["LABELQ_DATABASE_URL"], "LABELQ_DATABASE_URL")
     config = find_config(cwd)
     if config is not None:
-        return Location(_from_config(config), str(config))
+        return Location(config_url(config), str(config))
     return Location(per_user_url(env), "per-user default; no labelq.toml in this folder or "
                                        "above, LABELQ_DATABASE_URL unset")
 
@@ -230,7 +158,7 @@ def open_database(location: Location, sqlalchemy_url: str | None = None) -> Engi
     :class:`labelq.errors.ServiceUnavailable` (exit code 9) saying where it looked and to
     run ``labelq init``. Never creates a file, a table or a row."""
     from ..errors import ServiceUnavailable
-    from .db import SchemaMissing, database_id, engine_for
+    from .db import database_id, engine_for
 
     refuse_memory(location)
     file = sqlite_path(location.url)
@@ -252,17 +180,6 @@ def open_database(location: Location, sqlalchemy_url: str | None = None) -> Engi
         raise ServiceUnavailable(f"{exc} (database from {location.source})",
                                  database=location.shown) from exc
     return engine
-
-
-def write_config(folder: str | Path, url: str) -> Path:
-    """``labelq.toml`` in ``folder`` naming ``url`` (``labelq init --here``)."""
-    path = Path(folder) / CONFIG_NAME
-    escaped = url.replace("\\", "\\\\").replace('"', '\\"')
-    path.write_text("# labelq's database for this folder and the folders below it\n"
-                    "# (read by every labelq command, the API and the Celery worker started\n"
-                    "# here; LABELQ_DATABASE_URL or --database-url override it)\n"
-                    f'database_url = "{escaped}"\n', encoding="utf-8")
-    return path
 
 
 def open_configured(settings: Settings) -> Engine:

@@ -44,7 +44,7 @@ from sqlmodel import Session, col, select
 from ..errors import Conflict, FileFormatError, InputError, NotFound
 from .loading import MAX_ID
 from .models import ModelVersion, Prediction, Project, as_utc, utcnow
-from .projects import check_name
+from .names import check_name
 from .reading import PLAIN, check_value, csv_rows, detect_format, name, records
 
 __all__ = ["load_predictions", "PredictionLoad", "VersionInfo", "list_versions",
@@ -108,7 +108,7 @@ def parse_source(source: str) -> tuple[str, int]:
 
 
 def check_model_name(model: str) -> str:
-    """A model's name: as a project's (:data:`~labelq.record.projects.NAME_PATTERN`),
+    """A model's name: as a project's (:data:`~labelq.record.names.NAME_PATTERN`),
     without ``@`` (a source is named ``MODEL@vN``)."""
     check_name(model, "model name")
     if "@" in model:

@@ -42,6 +42,7 @@ from .models import (
     Worker,
     utcnow,
 )
+from .names import NAME_PATTERN, check_name  # (below .predictions too, which uses it)
 
 __all__ = ["create_project", "parse_quality", "check_gold_schedule", "update_project",
            "get_project", "list_projects", "enroll_worker", "get_task", "get_worker",
@@ -84,24 +85,6 @@ def check_method(project: Project, method: str, field: str = "method") -> str:
         raise InputError(f"{why}; choose from {', '.join(allowed)}", field=field,
                          project=project.name)
     return method
-
-
-# Project names and worker handles travel in URLs, file names and log lines: letters and
-# digits first, then also . _ @ -, at most 64 characters (no '/', '..' paths, markup, spaces).
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$"
-_NAME = re.compile(NAME_PATTERN)
-
-
-def check_name(value: str, what: str) -> str:
-    """``value`` if it matches :data:`NAME_PATTERN`; else an InputError naming it. Spaces
-    around it are refused, not stripped: the name used must be the name given."""
-    if value != value.strip() and _NAME.fullmatch(value.strip()):
-        raise InputError(f"{what} {value!r} has spaces around it: names are taken as "
-                         "written, not trimmed", field=what)
-    if not _NAME.fullmatch(value):
-        raise InputError(f"{what} {value!r} is not allowed: use 1 to 64 letters, digits and "
-                         ". _ @ -, starting with a letter or digit", field=what)
-    return value
 
 
 def check_policy_fits(spec: PolicySpec, labels: list[str]) -> None:

@@ -20,6 +20,8 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import OperationalError, ProgrammingError
 from sqlalchemy.orm import Session as OrmSession
 
+from .dburl import SchemaMissing, masked_url
+
 __all__ = ["ensure_secret", "assignment_key", "forget_secret"]
 
 # engine -> its database's secret (bytes), read once per process
@@ -68,7 +70,6 @@ def assignment_key(bind: Engine | Connection | OrmSession) -> bytes:
                 "labelq_database" not in str(getattr(exc, "orig", exc)).lower():
             raise
     if got is None:
-        from .db import SchemaMissing, masked_url
         raise SchemaMissing(f"database {masked_url(engine.url)} has no server secret for "
                             "its assignment ids (made by an earlier labelq): run `labelq "
                             "init` to upgrade it", database=masked_url(engine.url))

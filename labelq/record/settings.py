@@ -300,7 +300,7 @@ def check_environment(env: Mapping[str, str] | None = None) -> Settings:
 def _default_database_url(env: Mapping[str, str]) -> str:
     if env.get("LABELQ_DATABASE_URL"):
         return Settings.database_url  # (not used: the variable is)
-    from .location import default_database_url  # (labelq.toml, per-user)
+    from .configfile import default_database_url  # (labelq.toml, per-user)
     return default_database_url(env)
 
 

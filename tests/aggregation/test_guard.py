@@ -14,7 +14,7 @@ from labelq.aggregation.guard import (
     exact_interval,
 )
 from labelq.datasets import load_dataset
-from labelq.policies import _shrunk_em as em
+from labelq.policies import worker_model as em
 
 
 def binary_crowd(rng, n_tasks, n_workers, per_task):
@@ -52,7 +52,7 @@ def test_guard_with_alpha_zero_is_the_rich_model():
 
 def test_shrunk_is_the_auto_policys_model():
     """The aggregation ``shrunk`` and the policy's EM give the same posterior on the same
-    labels (one implementation: labelq.policies._shrunk_em)."""
+    labels (one implementation: labelq.policies.worker_model)."""
     rng = np.random.default_rng(3)
     T, W, K = 200, 12, 3
     truth = rng.integers(0, K, T)

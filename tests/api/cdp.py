@@ -56,6 +56,8 @@ class Browser:
                                               suppress_origin=True)
         self._ids = itertools.count(1)
         self.exceptions: list[dict[str, Any]] = []
+        # Network.* events seen (after ``send("Network.enable")``): what the page asked for
+        self.network: list[dict[str, Any]] = []
         self.send("Runtime.enable")
         self.send("Page.enable")
 
@@ -66,6 +68,8 @@ class Browser:
             msg = json.loads(self.ws.recv())
             if msg.get("method") == "Runtime.exceptionThrown":
                 self.exceptions.append(msg["params"]["exceptionDetails"])
+            elif str(msg.get("method", "")).startswith("Network."):
+                self.network.append(msg)
             if msg.get("id") == msg_id:
                 if "error" in msg:
                     raise RuntimeError(f"{method}: {msg['error']}")

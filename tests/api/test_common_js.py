@@ -145,3 +145,33 @@ def test_the_pages_run_under_a_csp_that_refuses_inline_scripts(stack, browser, p
     assert b.js("typeof window.injected") == "undefined"
     assert all(v.startswith("script-src") for v in b.js("window.violations")), \
         b.js("window.violations")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("page,key,shown", [
+    ("/label", "labelq-token", ["who", "progress", "signout", "work"]),
+    ("/dashboard", "labelq-operator-token", ["board", "pick", "refresh", "signout"])])
+def test_both_pages_sign_in_and_out_through_common_js(stack, browser, page, key, shown):
+    """Signing in and out is common.js's (showSignedIn / showSignedOut), not a copy per page:
+    the token kept for the tab, the page's parts shown, the form hidden, and back."""
+    own = (COMMON_SCRIPT.parent / f"{page.strip('/')}.js").read_text(encoding="utf-8")
+    assert "showSignedIn(" in own and "showSignedOut(" in own
+    assert "sessionStorage.setItem" not in own and "sessionStorage.removeItem" not in own
+    b = browser
+    b.navigate(stack.base + page)
+    b.wait("document.readyState === 'complete' && typeof showSignedIn === 'function'")
+    hidden = f"{json.dumps(shown)}.map((id) => document.getElementById(id).hidden)"
+    # Signed in: the token kept under the page's key, its parts shown, the form hidden
+    b.js(f"document.getElementById('token').value = 'typed'; "
+         f"showSignedIn({json.dumps(key)}, 'tok-1', SIGNED_IN); 1")
+    assert b.js(f"sessionStorage.getItem({json.dumps(key)})") == "tok-1"
+    assert b.js(hidden) == [False] * len(shown)
+    assert b.js("document.getElementById('signin').hidden") is True
+    assert b.js("document.getElementById('token').value") == ""
+    # Signed out (the page's own signOut): the token forgotten, the form back, said why
+    b.js("signOut('signed out'); 1")
+    assert b.js(f"sessionStorage.getItem({json.dumps(key)})") is None
+    assert b.js(hidden) == [True] * len(shown)
+    assert b.js("document.getElementById('signin').hidden") is False
+    assert b.js("document.getElementById('message').textContent") == "signed out"
+    assert b.exceptions == []

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 import labelq
@@ -50,22 +51,33 @@ def _module_name(path: Path) -> tuple[str, str]:
     return ".".join(parts), ".".join(parts[:-1])
 
 
+def _from_module(node: ast.ImportFrom, package: str) -> str:
+    """The module a ``from ... import`` names, its dots resolved from ``package``."""
+    if not node.level:
+        return node.module or ""
+    base = package.split(".")
+    base = base[:len(base) - node.level + 1]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _imports(tree: ast.AST, package: str) -> Iterator[tuple[str, list[str]]]:
+    """Each import in the tree as (the module it names, the names it takes from it: none
+    for ``import x``)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, []
+        elif isinstance(node, ast.ImportFrom):
+            yield _from_module(node, package), [alias.name for alias in node.names]
+
+
 def _imported(tree: ast.AST, package: str) -> set[str]:
     """Every labelq module (or name in one) the tree imports, as a dotted name."""
     out: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            out.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[:len(base) - node.level + 1]
-                module = ".".join(base + ([node.module] if node.module else []))
-            else:
-                module = node.module or ""
-            out.add(module)
-            # ``from . import x`` / ``from labelq.live import hotstate``: x may be a module
-            out.update(f"{module}.{alias.name}" for alias in node.names)
+    for module, names in _imports(tree, package):
+        out.add(module)
+        # ``from . import x`` / ``from labelq.live import hotstate``: x may be a module
+        out.update(f"{module}.{name}" for name in names)
     return {m for m in out if m == "labelq" or m.startswith("labelq.")}
 
 
@@ -180,3 +192,78 @@ def test_the_record_sits_below_the_engine():
             assert not groups & {"live", "api", "app", "simulate"}, (module, groups)
         if _group(module) == "live":
             assert not groups & {"api", "app", "simulate"}, (module, groups)
+
+
+# --- inside each package: no module imports one that imports it back (issue 43) ----------
+
+def _modules() -> dict[str, tuple[Path, str]]:
+    """Every labelq module -> (its file, the package its relative imports start from)."""
+    out = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        module, package = _module_name(path)
+        out[module] = (path, package)
+    return out
+
+
+def _module_imports(tree: ast.AST, package: str, modules: set[str]) -> set[str]:
+    """The labelq modules a tree imports, each import to the module it loads: ``from . import
+    x`` (and ``from .pkg import x``) to ``x`` where ``x`` is a module, else to the module the
+    names come from. Lazy and ``TYPE_CHECKING`` imports count, as between packages."""
+    out: set[str] = set()
+    for module, names in _imports(tree, package):
+        subs = {f"{module}.{name}" for name in names} & modules
+        out |= subs
+        if not names or len(subs) < len(names):  # (names defined in ``module`` itself)
+            out.add(module)
+    return out & modules
+
+
+def _module_edges() -> dict[str, set[str]]:
+    """Each labelq module -> the modules of its own package (``live.redis`` is ``live``'s,
+    as between packages) that it imports."""
+    modules = _modules()
+    names = set(modules)
+    out: dict[str, set[str]] = defaultdict(set)
+    for module, (path, package) in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for target in _module_imports(tree, package, names):
+            if target != module and _group(target) == _group(module):
+                out[module].add(target)
+    return out
+
+
+def test_the_module_walk_sees_the_known_imports():
+    """The walker itself: type-only, relative, in-function and subpackage imports."""
+    edges = _module_edges()
+    assert "labelq.api.runtime" in edges["labelq.api.annotator"]  # under TYPE_CHECKING
+    assert "labelq.api.annotator" in edges["labelq.api.app"]  # from . import annotator
+    assert "labelq.record.db" in edges["labelq.record.location"]  # in a function
+    assert "labelq.live.redis.keys" in edges["labelq.live.hotstate"]  # live.redis is live's
+    assert "labelq.aggregation.methods" in edges["labelq.aggregation.auto"]
+    assert not edges["labelq.errors"]  # a group of its own, importing nothing of labelq
+
+
+def test_the_module_walk_finds_a_cycle():
+    """The check itself: a made-up pair that imports each other is a cycle."""
+    assert _cycle({"a.x": {"a.y"}, "a.y": {"a.x"}}) == ["a.x", "a.y", "a.x"]
+    tree = ast.parse("from . import app\nfrom .app import Runtime\n")
+    assert _module_imports(tree, "labelq.api", {"labelq.api.app"}) == {"labelq.api.app"}
+
+
+def test_no_import_cycle_inside_a_package():
+    """Issue 43's three circles untied (``api``: the routers and ``app``; ``aggregation``:
+    ``auto`` and ``registry``; ``record``: ``db``, ``location``, ``settings``), and none new:
+    a module that both sides need goes below them (``api.runtime``, ``aggregation.methods``,
+    ``record.dburl``, ``record.configfile``, ``record.names``)."""
+    edges = _module_edges()
+    cycle = _cycle(edges)
+    assert cycle is None, "import cycle inside a package: " + " -> ".join(cycle)
+
+
+def test_shared_models_are_not_reached_through_a_private_module():
+    """The ``shrunk`` aggregation method fits the ``auto`` policy's worker model through its
+    public home, :mod:`labelq.policies.worker_model`, not a private module of policies."""
+    tree = ast.parse((ROOT / "aggregation" / "shrunk.py").read_text(encoding="utf-8"))
+    imported = _module_imports(tree, "labelq.aggregation", set(_modules()))
+    assert "labelq.policies.worker_model" in imported
+    assert not [m for m in imported if m.split(".")[-1].startswith("_")], imported

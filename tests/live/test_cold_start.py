@@ -22,7 +22,7 @@ from labelq.record.models import Label, Project
 from labelq.record.settings import Settings
 from labelq.service import Service
 
-from .conftest import make_project
+from .conftest import label_some, make_project
 
 
 def _problem(n_classes: int) -> Problem:
@@ -100,17 +100,6 @@ def test_binary_snapshot_keeps_nan_infinity_none_and_dtypes():
         snapshot.encode({"o": np.array([object()], dtype=object)})
 
 
-def _label(s: Service, n: int, workers: int, rng: np.random.Generator) -> int:
-    done = 0
-    for i in range(n):
-        h = f"p-w{i % workers}"
-        a = s.next_assignment(h)
-        if a is not None:
-            s.submit(h, a.assignment_id, "ab"[int(rng.random() < 0.3)])
-            done += 1
-    return done
-
-
 @pytest.mark.parametrize("policy", ["auto", "optkg"])
 def test_first_next_after_restart_loads_the_snapshot_not_the_fold(r, db_url, monkeypatch,
                                                                    policy):
@@ -122,11 +111,11 @@ def test_first_next_after_restart_loads_the_snapshot_not_the_fold(r, db_url, mon
     s = Service(eng, r, settings=settings)
     # Given labels applied and snapshotted by the applier, and then 5 more applied in SQL
     # only (the applier died before its next snapshot)
-    first = _label(s, 24, 4, rng)
+    first = label_some(s, 24, 4, rng)
     cache = StateCache()
     Applier(eng, r, cache=cache).apply_pending(pid, snapshot_every_s=0)
     assert snapshot.is_binary(r.get(k.state)) and int(r.get(k.state_seq)) == first
-    more = _label(s, 5, 4, rng)
+    more = label_some(s, 5, 4, rng)
     Applier(eng, r, cache=cache).apply_pending(pid, snapshot_every_s=1e9)
     assert int(r.get(k.state_seq)) == first and more == 5
     # When a new process (a fresh service: nothing cached) serves a worker's first next,
@@ -211,7 +200,7 @@ def test_an_unreadable_snapshot_is_ignored_and_the_state_folded_from_sql(r, sqli
     rng = np.random.default_rng(5)
     eng, pid = make_project(sqlite_url, n_tasks=12, workers=3, policy="auto")
     s = Service(eng, r, settings=Settings(database_url=sqlite_url))
-    n = _label(s, 9, 3, rng)
+    n = label_some(s, 9, 3, rng)
     Applier(eng, r, cache=StateCache()).apply_pending(pid, snapshot_every_s=0)
     k = Keys(pid, database_id(eng))
     r.set(k.state, damage)

@@ -22,18 +22,7 @@ from labelq.record.projects import GoldMark, correct_gold, delete_project, mark_
 from labelq.record.settings import Settings
 from labelq.service import Service
 
-from .conftest import make_project
-
-
-def _label(s: Service, n: int, workers: int, rng: np.random.Generator) -> int:
-    done = 0
-    for i in range(n):
-        h = f"p-w{i % workers}"
-        a = s.next_assignment(h)
-        if a is not None:
-            s.submit(h, a.assignment_id, "ab"[int(rng.random() < 0.3)])
-            done += 1
-    return done
+from .conftest import label_some, make_project
 
 
 def _labelled(url: str, r, policy: str = "auto", tuning: Tuning | None = None):
@@ -43,10 +32,10 @@ def _labelled(url: str, r, policy: str = "auto", tuning: Tuning | None = None):
     eng, pid = make_project(url, n_tasks=30, n_gold=3, workers=4, max_labels=3,
                             policy=policy, categories=("x", "y"))
     s = Service(eng, r, settings=Settings(database_url=url))
-    first = _label(s, 30, 4, rng)
+    first = label_some(s, 30, 4, rng)
     applier = Applier(eng, r, cache=StateCache(), tuning=tuning or Tuning())
     applier.apply_pending(pid, snapshot_every_s=0)
-    more = _label(s, 9, 4, rng)
+    more = label_some(s, 9, 4, rng)
     applier.apply_pending(pid, snapshot_every_s=1e9)
     return eng, pid, first, more
 
@@ -200,7 +189,7 @@ def test_the_applier_saves_at_a_bounded_rate(r, sqlite_url):
     assert _row(eng, pid).applied_seq == first
     # When it applies more labels and writes Redis snapshots meanwhile
     s = Service(eng, r, settings=Settings(database_url=sqlite_url))
-    assert _label(s, 6, 4, np.random.default_rng(2)) > 0
+    assert label_some(s, 6, 4, np.random.default_rng(2)) > 0
     applier = Applier(eng, r, cache=StateCache(), tuning=Tuning(saved_every_s=3600))
     applier.apply_pending(pid, snapshot_every_s=0)
     applier.maybe_snapshot(pid, 0)

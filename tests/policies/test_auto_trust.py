@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from labelq.policies import Observation, Problem, build
-from labelq.policies import _shrunk_em as em
+from labelq.policies import worker_model as em
 
 
 def _schools(seed: int = 0, gold_per_worker: int = 8):

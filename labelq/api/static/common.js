@@ -12,6 +12,24 @@ function say(text, isError) {
   $("message").className = isError ? "error" : "";
 }
 
+// Signing in and out, as every page does it: the token is kept for this tab in
+// sessionStorage under `key`; while signed in, the elements `shown` are visible and the
+// sign-in form (#signin, its field #token emptied) hidden; signed out, the other way round,
+// and `text` (if any) said.
+function showSignedIn(key, token, shown) {
+  sessionStorage.setItem(key, token);
+  $("token").value = "";
+  $("signin").hidden = true;
+  for (const id of shown) $(id).hidden = false;
+}
+
+function showSignedOut(key, shown, text) {
+  sessionStorage.removeItem(key);
+  for (const id of shown) $(id).hidden = true;
+  $("signin").hidden = false;
+  if (text) say(text);
+}
+
 // The page's `call(method, path, body, { raw })`: the API at `base + path` (base: /api/v1
 // unless given) with the bearer token
 // `token()`; answers the JSON body, or with `raw` the Response itself (a file to download).

@@ -6,7 +6,9 @@ const STATES = ["unlabeled", "in_progress", "complete", "gold"];
 const STALE_APPLY_S = 60;  // as labelq status: the applier folds labels within a second or so
 const COLORS = { unlabeled: "#ccc", in_progress: "#7aa6d8", complete: "#3b7d3b", gold: "#d8b04a" };
 const SVGNS = "http://www.w3.org/2000/svg";
-let token = sessionStorage.getItem("labelq-operator-token") || "";
+const TOKEN_KEY = "labelq-operator-token";  // (sessionStorage: this tab only)
+const SIGNED_IN = ["board", "pick", "refresh", "signout"];  // shown while signed in
+let token = sessionStorage.getItem(TOKEN_KEY) || "";
 let timer = null;
 let busy = false;
 
@@ -404,10 +406,7 @@ async function exportJob(spec) {
 function signOut(text) {
   token = "";
   clearTimeout(timer);
-  sessionStorage.removeItem("labelq-operator-token");
-  for (const id of ["board", "pick", "refresh", "signout"]) $(id).hidden = true;
-  $("signin").hidden = false;
-  if (text) say(text);
+  showSignedOut(TOKEN_KEY, SIGNED_IN, text);
 }
 
 async function signIn(event) {
@@ -423,10 +422,7 @@ async function signIn(event) {
       return o;
     }));
     if (keep && projects.some((p) => p.name === keep)) sel.value = keep;
-    sessionStorage.setItem("labelq-operator-token", token);
-    $("token").value = "";
-    $("signin").hidden = true;
-    for (const id of ["board", "pick", "refresh", "signout"]) $(id).hidden = false;
+    showSignedIn(TOKEN_KEY, token, SIGNED_IN);
     if (!projects.length) { say("no project yet: labelq project create NAME --labels ..."); return; }
     say("");
     await load();

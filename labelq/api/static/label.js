@@ -1,7 +1,9 @@
 // the labeling page's script (/static/label.js, after /static/common.js):
 // a file served by labelq, not inline, so the page's CSP allows scripts from 'self' only
 "use strict";
-let token = sessionStorage.getItem("labelq-token") || "";
+const TOKEN_KEY = "labelq-token";  // (sessionStorage: this tab only)
+const SIGNED_IN = ["who", "progress", "signout", "work"];  // shown while signed in
+let token = sessionStorage.getItem(TOKEN_KEY) || "";
 let current = null;   // the assignment on screen
 let busy = false;     // one request at a time: no double submissions
 let timer = null;
@@ -22,11 +24,8 @@ const call = (method, path, body, opts) => call0(method, project === null ? path
 function signOut(text) {
   token = ""; current = null; names = {}; project = null;
   clearTimeout(retry);
-  sessionStorage.removeItem("labelq-token");
   sessionStorage.removeItem("labelq-project");
-  for (const id of ["who", "progress", "signout", "work", "picker", "choose"]) $(id).hidden = true;
-  $("signin").hidden = false;
-  if (text) say(text);
+  showSignedOut(TOKEN_KEY, [...SIGNED_IN, "picker", "choose"], text);
 }
 
 // the projects of an annotator enrolled in several: a picker; the one worked in is the one
@@ -92,7 +91,7 @@ async function enter() {
     // (renderMarkdown, common.js), open until the annotator folds them
     renderMarkdown($("instructions-text"), me.instructions || "");
     $("instructions").hidden = !me.instructions;
-    for (const id of ["who", "progress", "signout", "work"]) $(id).hidden = false;
+    showSignedIn(TOKEN_KEY, token, SIGNED_IN);
     say("");
     await refreshProgress();
     await next();

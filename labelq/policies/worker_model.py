@@ -38,22 +38,25 @@ gold, or where gold confirms agreement (b² = 0), nothing changes. Accuracies ar
 [1/C, 0.99]: a worker never counts as better than near-perfect, and a worker worse than
 chance counts as chance (its labels carry no weight) instead of being read in reverse,
 which on sparse data is more often a wrong EM fixed point than a real adversary.
+
+**One public home** (issue 43): the ``auto`` policy (:mod:`labelq.policies.auto`) and the
+``shrunk`` aggregation method (:mod:`labelq.aggregation.shrunk`) both fit this model, through
+this module's names; models' predictions enter it as sources (:class:`ModelSources`, built by
+:func:`build_sources`, :mod:`labelq.policies._model_source`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ._model_source import ModelSources, build_sources
 from .base import FloatArray
 
-if TYPE_CHECKING:
-    from ._model_source import ModelSources
-
 __all__ = ["Fit", "shrunk_accuracy", "label_loglik", "task_loglik", "posterior", "loo_correct",
-           "agreement_bias", "fit_em", "gold_task_all", "copied_labels", "SUGGESTED_WEIGHT"]
+           "agreement_bias", "fit_em", "gold_task_all", "copied_labels", "SUGGESTED_WEIGHT",
+           "ModelSources", "build_sources"]
 
 ACC_MAX = 0.99
 #: EM steps at least, when models' predictions are sources: their tables start empty at
