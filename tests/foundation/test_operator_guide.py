@@ -1,9 +1,6 @@
 """The operator's guide (docs/operator-guide.md) and the README's usage block name only
 commands and options the Click CLI has: every `labelq ...` line of their ```bash blocks is
 walked through cli/main.py's command tree, so a renamed command or option fails here.
-
-Commands from issue-43 branches not yet merged (PENDING) are checked when the CLI has them
-and reported as skipped when it does not; once every branch is in, nothing is skipped.
 """
 
 from __future__ import annotations
@@ -19,19 +16,6 @@ from cli.main import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "docs" / "operator-guide.md", ROOT / "README.md"]
-
-# command path (and option) -> the branch that adds it (issue 43)
-PENDING: dict[tuple[str, ...], str] = {
-    ("hooks",): "hooks",
-    ("reviewers",): "review",
-    ("tasks", "list"): "people",
-    ("workers", "default"): "people",
-    ("workers", "pause", "--project"): "people",
-    ("serve", "--database-url"): "queue",
-    ("serve", "--redis-url"): "queue",
-    ("run-worker", "--database-url"): "queue",
-    ("run-worker", "--redis-url"): "queue",
-}
 
 FENCE = re.compile(r"^\s*```(\w*)\s*$")
 INLINE = re.compile(r"`(labelq [^`]+)`")
@@ -119,30 +103,17 @@ def check_command(line: str) -> None:
         # else: an argument or an option's value
 
 
-def _pending(path: tuple[str, ...]) -> str | None:
-    for key, branch in PENDING.items():
-        if path[:len(key)] == key:
-            return branch
-    return None
-
-
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
 def test_every_command_and_option_exists(doc: Path) -> None:
     text = doc.read_text(encoding="utf-8")
     commands = bash_commands(text) + (inline_commands(text) if doc == DOCS[0] else [])
-    failures, waiting = [], []
+    failures = []
     for number, line in commands:
         try:
             check_command(line)
         except Unknown as exc:
-            branch = _pending(exc.path)
-            if branch is None:
-                failures.append(f"{doc.name}, line {number}: {exc} ({line})")
-            else:
-                waiting.append(f"{' '.join(exc.path)} (branch {branch})")
+            failures.append(f"{doc.name}, line {number}: {exc} ({line})")
     assert not failures, "\n".join(failures)
-    if waiting:
-        pytest.skip("not in this CLI yet: " + ", ".join(sorted(set(waiting))))
 
 
 def test_the_guide_is_walked() -> None:
