@@ -238,7 +238,7 @@ def _workers(url: str, timeout: float, database: str | None, queue: str | None) 
     except Exception as exc:  # noqa: BLE001 - broker unreachable and the like
         return {"check": "celery worker", "ok": False,
                 "detail": f"no answer: {str(exc).splitlines()[0]}"}
-    good, bad, flagged, others = [], [], [], []
+    good, bad, flagged, others, helpers = [], [], [], [], []
     listed: list[dict[str, object]] = []
     for name in sorted(served):
         info = served[name]
@@ -255,6 +255,13 @@ def _workers(url: str, timeout: float, database: str | None, queue: str | None) 
             verdict = "serves another database on this database's queue"
             bad.append(f"{name} serves {who} but consumes this database's queue {queue}: "
                        "it takes this database's wake-ups and applies none of them")
+        elif db is not None and db == database and queue is not None and consumes and all(
+                q in (f"{queue}.long", f"{queue}.hooks") for q in consumes):
+            # run-worker's own helpers: the exports' and the webhooks' processes
+            verdict = "serves this database's " + (
+                "exports" if consumes == [f"{queue}.long"] else
+                "webhooks" if consumes == [f"{queue}.hooks"] else "exports and webhooks")
+            helpers.append(f"{name} ({verdict[len('serves this database') + 3:]})")
         elif db is not None and db == database:
             verdict = "serves this database on another queue"
             flagged.append(f"{name} serves this database but consumes {shown}, not "
@@ -272,7 +279,7 @@ def _workers(url: str, timeout: float, database: str | None, queue: str | None) 
                        "verdict": verdict})
     parts = []
     if good:
-        parts.append("serving this database: " + ", ".join(good))
+        parts.append("serving this database: " + ", ".join(good + helpers))
     else:
         parts.append(f"no Celery worker of this database ({database or 'unknown'}) consumes "
                      f"its queue {queue!r} on this broker (asked for {timeout:g} s): labels "

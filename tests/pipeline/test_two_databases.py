@@ -300,6 +300,11 @@ def test_check_names_the_database_each_worker_serves(r, tmp_path, redis_url, cel
     db_a, db_b = ids
     celery_worker(celery_env(urls[0], queue=None), beat=False, name="own@%h")
     celery_worker(celery_env(urls[0], queue="labelq"), beat=False, name="shared@%h")
+    # and `labelq run-worker`'s own helpers of A: its exports' and its webhooks' processes
+    celery_worker(celery_env(urls[0], queue=None), beat=False, name="long@%h",
+                  queues=f"labelq.{db_a}.long")
+    celery_worker(celery_env(urls[0], queue=None), beat=False, name="hooks@%h",
+                  queues=f"labelq.{db_a}.hooks")
 
     def check(url: str, **extra: str) -> tuple[int, dict]:
         res = CliRunner().invoke(cli, ["check", "--timeout", "3", "-o", "json"],
@@ -312,11 +317,15 @@ def test_check_names_the_database_each_worker_serves(r, tmp_path, redis_url, cel
         return {w["worker"].split("@")[0]: (w["database"], w["verdict"])
                 for w in row["workers"]}
 
-    # When A is checked: its own worker serves it; the one on the shared queue is flagged
+    # When A is checked: its own worker serves it, with its exports' and webhooks'
+    # processes (not flagged); the one on the shared queue is flagged
     code, row = check(urls[0])
     assert row["ok"] and row["warning"] and row["queue"] == f"labelq.{db_a}"
     assert verdicts(row) == {"own": (db_a, "serves this database"),
+                             "long": (db_a, "serves this database's exports"),
+                             "hooks": (db_a, "serves this database's webhooks"),
                              "shared": (db_a, "serves this database on another queue")}
+    assert row["detail"].count("serves this database but consumes") == 1  # shared@ only
     assert f"database {db_a}, queue labelq.{db_a}" in row["detail"]
     # When B is checked: no worker of B, so the check fails, naming A's workers
     code, row = check(urls[1])
