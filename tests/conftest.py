@@ -5,7 +5,8 @@
 * ``pg_url`` / ``db_url`` — PostgreSQL at ``LABELQ_TEST_POSTGRES_URL`` (default the local
   ``test`` database), each test session in its own schema so concurrent runs do not collide.
   ``db_url`` is parametrized over SQLite and PostgreSQL.
-* ``redis_url`` — a real Redis at ``LABELQ_TEST_REDIS_URL`` (default db 15), flushed.
+* ``redis_url`` — a real Redis at ``LABELQ_TEST_REDIS_URL`` (default db 15; under
+  pytest-xdist, db 15 less the worker's number), flushed.
 
 Every test starts with the ``LABELQ_*`` variables cleared (autouse), like starlette's tests.
 """
@@ -21,7 +22,25 @@ import pytest
 IN_CI = bool(os.environ.get("CI"))
 POSTGRES_URL = os.environ.get("LABELQ_TEST_POSTGRES_URL",
                               "postgresql+psycopg://postgres@127.0.0.1:5432/test")
-REDIS_URL = os.environ.get("LABELQ_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+
+
+def _per_worker_redis(url: str) -> str:
+    """The suite runs in several pytest-xdist processes (``gw0``, ``gw1``…): each flushes
+    and fills a Redis database of its own, the given one less its worker number (15, 14…).
+    Set here, at the root conftest's import, so every module reading the variable sees it."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw"):
+        return url
+    head, _, db = url.rpartition("/")
+    if not db.isdigit() or int(db) < int(worker[2:]):
+        raise RuntimeError(f"LABELQ_TEST_REDIS_URL {url!r}: name a database number of at "
+                           f"least {worker[2:]} (one per pytest-xdist worker, counting down)")
+    return f"{head}/{int(db) - int(worker[2:])}"
+
+
+REDIS_URL = _per_worker_redis(os.environ.get("LABELQ_TEST_REDIS_URL",
+                                             "redis://127.0.0.1:6379/15"))
+os.environ["LABELQ_TEST_REDIS_URL"] = REDIS_URL
 
 
 def _unavailable(what: str, why: str):
