@@ -110,8 +110,8 @@ class ShrunkOneCoin(BaseAggregator):
                             suggested=sug)
             acc, _, _ = em.shrunk_accuracy(fit.correct, fit.total, K, self.prior_accuracy,
                                            self.prior_strength, self.strength, True)
-            lw = (np.where(em.copied_labels(src, d.task, d.label, sug), em.SUGGESTED_WEIGHT,
-                           1.0) if src is not None and sug is not None else None)
+            lw = (em.label_weights(em.copied_labels(src, d.task, d.label, sug))
+                  if src is not None and sug is not None else None)
             ll = em.task_loglik(d.task, acc[d.worker, cat[d.task]], d.label, d.n_tasks, K,
                                 lw)
             if src is not None:

@@ -107,6 +107,11 @@ class AutoState:
     model_counts: FloatArray | None = None  # float (M, S, A, C)
     model_gold: IntArray | None = None  # int (M, C)
     model_loglik: FloatArray | None = None  # float (T, C)
+    # the positions in the label log of the labels given while the labeling page showed
+    # the model's answer (``Observation.suggested``, issue 42; few or none: suggestions are
+    # off by default). Such a label that agrees with the model is weighed by the rule of
+    # worker_model's ``copied_labels`` (docs/models.md, "Independence")
+    log_suggested: list[int] = field(default_factory=list)
 
     def sources(self) -> ms.ModelSources | None:
         """The models as :class:`~labelq.policies._model_source.ModelSources` over this
@@ -136,6 +141,9 @@ def _unit(name: str, value: Any, lo: float, hi: float) -> float:
 class Auto(Policy):
     name = "auto"
     mode = "push"
+    # 2: ``log_suggested`` (issue 42); a state of layout 1 lacks the marks and is folded
+    # again from the labels (``Policy.state_version``)
+    state_version = 2
 
     params: Params  # this policy's own (``Policy.params`` is typed Any)
 
@@ -235,9 +243,14 @@ class Auto(Policy):
             log_task=[], log_worker=[], log_label=[], correct=np.zeros((W, S)),
             total=np.zeros((W, S)), class_prior=np.full(C, 1.0 / C), loglik=np.zeros((T, C)),
             n_labels=np.zeros(T, np.int64), next_refit=self.params.refit_min,
-            agree_weight=np.ones(W), **model)
+            agree_weight=np.ones(W), log_suggested=[], **model)
 
     def state_from_dict(self, data: dict[str, Any]) -> AutoState:
+        if "log_suggested" not in data:  # (hotstate and saved check ``state_version``
+            # first: this is the last guard) a state of before issue 42 has no marks, and
+            # read as "none suggested" it would count copies of the model in full
+            raise ValueError("auto state of layout 1 (no log_suggested): fold it again "
+                             "from the labels")
         arr = {"task_category": np.int64, "gold": np.int64, "cost": float, "correct": float,
                "total": float, "class_prior": float, "loglik": float, "n_labels": np.int64,
                "agree_weight": float, "model_cell": np.int64, "model_bins": np.int64,
@@ -304,20 +317,30 @@ class Auto(Policy):
         # wrong fixed point (a group of workers agreeing on wrong answers) carry over
         start = None
         src = state.sources()
+        # the marks (issue 42): labels copying a shown suggestion, by the rule fit_em and
+        # ``update`` share (worker_model's ``copied_labels``)
+        suggested = self.suggested(state) if state.log_suggested else None
+        copied = (em.copied_labels(src, task, label, suggested)
+                  if src is not None and suggested is not None else np.zeros(task.size, bool))
+        # tasks with independent evidence (a label that is no copy, or gold): what
+        # measures the models (a task whose labels all copy the model measures nothing)
+        evidence = np.bincount(task[~copied], minlength=T) > 0
+        evidence[state.gold >= 0] |= state.n_labels[state.gold >= 0] > 0
         fit = em.fit_em(task, worker, label, state.task_category[task], state.gold[task], T,
                         W, S, state.n_classes, mu0=p.prior_accuracy, m0=p.prior_strength,
                         m=p.strength, iters=p.em_iters, start=start,
                         per_worker=p.population == "workers", sources=src,
                         task_category=state.task_category,
-                        judge_by_models=src is not None and ms.measured(
-                            src, state.n_labels > 0))
+                        judge_by_models=src is not None and ms.measured(src, evidence),
+                        suggested=suggested)
         if src is not None:
             state.model_loglik = src.loglik(state.task_category)
         state.correct, state.total, state.class_prior = fit.correct, fit.total, fit.class_prior
         state.agree_weight, state.anchored = fit.agree_weight, fit.anchored
         acc, _ = self.accuracies(state)
         state.loglik = em.task_loglik(task, acc[worker, state.task_category[task]], label,
-                                      state.n_labels.size, state.n_classes)
+                                      state.n_labels.size, state.n_classes,
+                                      em.label_weights(copied))
         n = len(task)
         state.next_refit = max(n + p.refit_min, int(math.ceil(n * p.refit_growth)))
 
@@ -539,15 +562,24 @@ class Auto(Policy):
             right = pz * a / (pz * a + (1.0 - pz) * (1.0 - a) / (C - 1))
         else:  # alone on its task: no evidence about the worker yet
             right = None
-        if right is not None:  # agreement counts as the last fit's calibration says
+        # given with the model's answer shown and agreeing with it: not independent of the
+        # model (worker_model's rule, as ``fit_em`` applies it at the next refit)
+        copied = obs.suggested and self._copied(state, i, z)
+        if right is not None and (not copied or state.gold[i] >= 0):
+            # agreement counts as the last fit's calibration says; a copy is no agreement
+            # evidence (a gold answer is, copied or not)
             w = 1.0 if state.gold[i] >= 0 or state.agree_weight is None else float(
                 state.agree_weight[j])
             state.correct[j, s] += right * w
             state.total[j, s] += w
         hit, miss = em.label_loglik(np.asarray(a), C)
+        if copied:  # it counts SUGGESTED_WEIGHT in its task's posterior
+            hit, miss = hit * em.SUGGESTED_WEIGHT, miss * em.SUGGESTED_WEIGHT
         state.loglik[i] += miss
         state.loglik[i, z] += hit - miss
         state.n_labels[i] += 1
+        if obs.suggested:
+            state.log_suggested.append(len(state.log_task))
         state.log_task.append(int(i))
         state.log_worker.append(int(j))
         state.log_label.append(int(z))
@@ -558,6 +590,18 @@ class Auto(Policy):
             return (np.flatnonzero(state.n_labels > 0) if self.params.floor > 0
                     and state.model_cell is None else np.arange(state.n_labels.size))
         return np.array([i], dtype=np.int64)
+
+    def _copied(self, state: AutoState, task: int, label: int) -> bool:
+        """Whether ``label`` on ``task``, given with a suggestion shown, copies it."""
+        src = state.sources()
+        return src is not None and bool(em.copied_labels(
+            src, np.array([task]), np.array([label]), np.array([True]))[0])
+
+    def suggested(self, state: AutoState) -> np.ndarray:
+        """bool per label of the log: given with the model's answer shown."""
+        out = np.zeros(len(state.log_task), bool)
+        out[np.asarray(state.log_suggested, np.int64)] = True
+        return out
 
     def predict_proba(self, state: AutoState) -> np.ndarray:
         return self._posterior(state, np.arange(state.n_labels.size))

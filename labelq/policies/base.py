@@ -89,6 +89,10 @@ class Observation:
 
     ``declined`` marks a declined assignment (``label`` is then -1). ``gold`` is True when
     the task is a gold question; ``truth`` carries its known answer (class index) then.
+    ``suggested``: the label was given while the labeling page showed the model's answer
+    (``label.suggested``, issue 42); a policy that weighs models' predictions (``auto``)
+    treats such a label that agrees with the model as not independent of it
+    (docs/models.md, "Independence"); the others ignore it.
     """
 
     task: int
@@ -97,6 +101,7 @@ class Observation:
     gold: bool = False
     truth: int = -1
     declined: bool = False
+    suggested: bool = False
 
 
 def argmax_tiebreak(scores: np.ndarray, rng: np.random.Generator | None = None) -> int:
@@ -121,6 +126,11 @@ class Policy:
     # True when decisions depend on ``problem.budget`` (the total budget): the simulator then
     # runs the policy once per budget instead of once to the largest budget.
     budget_aware: ClassVar[bool] = False
+    # the layout of the policy's state: a policy raises it when it adds or changes a field
+    # of its state, so that a snapshot or a saved state (labelq.live.hotstate, .saved)
+    # written under another layout is refused and the state folded again from the labels,
+    # never read as if it were this one
+    state_version: ClassVar[int] = 1
 
     @dataclass(frozen=True)
     class Params:

@@ -55,7 +55,8 @@ from ._model_source import ModelSources, build_sources
 from .base import FloatArray
 
 __all__ = ["Fit", "shrunk_accuracy", "label_loglik", "task_loglik", "posterior", "loo_correct",
-           "agreement_bias", "fit_em", "gold_task_all", "copied_labels", "SUGGESTED_WEIGHT",
+           "agreement_bias", "fit_em", "gold_task_all", "copied_labels", "shown_class",
+           "label_weights", "SUGGESTED_WEIGHT",
            "ModelSources", "build_sources"]
 
 ACC_MAX = 0.99
@@ -154,17 +155,35 @@ def agreement_bias(agree_acc: np.ndarray, agree_n: np.ndarray, gold_right: np.nd
     return max(0.0, mean - se)
 
 
+def shown_class(cell: np.ndarray, bins: np.ndarray, tasks: np.ndarray) -> np.ndarray:
+    """Per task of ``tasks``: the class the labeling page shows as the suggestion — the top
+    class of the first model that predicted it (``cell``: (M, T) answer cells, -1 none;
+    ``bins``: per model) — or -1 where no model did. O(M × len(tasks)): the live policy
+    asks it for one label at a time."""
+    cells = np.asarray(cell)[:, np.asarray(tasks, np.int64)]
+    top = np.full(cells.shape[1], -1, np.int64)
+    for m in range(cells.shape[0] - 1, -1, -1):  # the first model last: it wins
+        has = cells[m] >= 0
+        top[has] = cells[m, has] // int(bins[m])
+    return top
+
+
 def copied_labels(sources: ModelSources, task: np.ndarray, label: np.ndarray,
                   suggested: np.ndarray) -> np.ndarray:
     """bool per label: given with a model's answer shown (``suggested``) and agreeing with
     it — the top class of the first model that predicted its task (the page shows the
-    latest-loaded model's; the models of one project rarely disagree on which is shown)."""
-    top = np.full(sources.cell.shape[1], -1, np.int64)
-    for m in range(sources.cell.shape[0] - 1, -1, -1):  # the first model last: it wins
-        has = sources.cell[m] >= 0
-        top[has] = sources.cell[m, has] // int(sources.bins[m])
-    out: np.ndarray = np.asarray(suggested, bool) & (top[task] == label)
+    latest-loaded model's; the models of one project rarely disagree on which is shown).
+    The one reading of the rule: ``fit_em``, the ``shrunk`` export and the live ``auto``
+    policy's per-label update (:mod:`labelq.policies.auto`) all call it."""
+    top = shown_class(sources.cell, sources.bins, task)
+    out: np.ndarray = np.asarray(suggested, bool) & (top == np.asarray(label))
     return out
+
+
+def label_weights(copied: np.ndarray) -> np.ndarray | None:
+    """Each label's weight in its task's posterior: ``SUGGESTED_WEIGHT`` for a copied
+    label, 1 for the others; None when no label is copied (all count in full)."""
+    return np.where(copied, SUGGESTED_WEIGHT, 1.0) if copied.any() else None
 
 
 def gold_task_all(task: np.ndarray, gold: np.ndarray, n_tasks: int) -> np.ndarray:
@@ -224,7 +243,7 @@ def fit_em(task: np.ndarray, worker: np.ndarray, label: np.ndarray, category: np
     copied = (copied_labels(sources, task, label, suggested)
               if sources is not None and suggested is not None
               else np.zeros(task.size, bool))
-    lw = np.where(copied, SUGGESTED_WEIGHT, 1.0) if copied.any() else None
+    lw = label_weights(copied)
     agree &= ~copied
 
     def counts(sel: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:

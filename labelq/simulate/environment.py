@@ -47,6 +47,9 @@ class Environment:
     # a model's predictions available from the start (issue 42): source name -> float
     # (n_tasks, n_classes), NaN rows where it gave none; free, not labels of the budget
     predictions: dict[str, FloatArray] | None = None
+    # the labeling page shows the model's answer (a project's ``show_suggestions``): every
+    # label reaches the policy marked ``suggested``, as live (docs/models.md, "Independence")
+    show_suggestions: bool = False
 
     def __post_init__(self) -> None:
         self.truth = np.asarray(self.truth, dtype=np.int64)
@@ -115,7 +118,8 @@ class Environment:
             is_gold=self.is_gold[t], theta=None if self.theta is None else self.theta[t],
             recorded=self.recorded[np.ix_(t, w)], name=self.name,
             predictions=None if self.predictions is None else {
-                k: v[t] for k, v in self.predictions.items()})
+                k: v[t] for k, v in self.predictions.items()},
+            show_suggestions=self.show_suggestions)
 
     def with_predictions(self, predictions: dict[str, FloatArray] | None) -> Environment:
         """The same environment with ``predictions`` (None: without any)."""

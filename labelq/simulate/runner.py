@@ -19,8 +19,9 @@ The loop (one label per step):
    policies (``optkg``, ``uniform``) the task is exactly their pull/push task choice.
 3. A choice outside the mask raises :class:`~labelq.errors.PolicyError`, so no policy can
    exceed the budget, a capacity or the cap, or ask an unavailable or repeated pair.
-4. The environment answers, the policy's ``update`` sees the observation, the budget is
-   charged the worker's cost.
+4. The environment answers, the policy's ``update`` sees the observation (marked
+   ``suggested`` when the environment shows the model's answer, ``show_suggestions``), the
+   budget is charged the worker's cost.
 
 Gold served by a schedule (``gold=GoldRules(...)``, ``labelq simulate --gold``; see
 :mod:`labelq.simulate.gold`): the gold tasks leave the mask the policy chooses from and get a
@@ -266,7 +267,8 @@ def run_policy(policy: Policy, env: Environment, budgets: Sequence[float],
         label = env.answer(i, j, rng)
         is_gold = bool(gold_task[i])
         policy.update(state, Observation(task=i, worker=j, label=label, gold=is_gold,
-                                         truth=int(env.truth[i]) if is_gold else -1))
+                                         truth=int(env.truth[i]) if is_gold else -1,
+                                         suggested=env.show_suggestions))
         spent += c
         n_gold_labels += is_gold
         log_t.append(i)

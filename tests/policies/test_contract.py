@@ -10,6 +10,10 @@ questions) and random eligibility masks, a policy
   ``state_from_dict`` by a fresh policy object half-way, leads to identical decisions;
 * answers ``priority`` and ``predict_proba`` with the right shapes and no NaN.
 
+The problems carry a model's predictions (a row of NaN where it gave none) and a share of
+the labels arrive marked ``suggested`` (given with the model's answer shown, issue 42): a
+policy that weighs them (``auto``) must keep the marks in its state too.
+
 A policy that does not support multi-class problems must say so with ``PolicyError`` from
 ``init_state`` (the 3-class case is then skipped).
 """
@@ -36,12 +40,15 @@ def make_problem(kind: str, seed: int) -> Problem:
     is_gold = np.zeros(n_tasks, dtype=bool)
     is_gold[rng.choice(n_tasks, 2, replace=False)] = True
     gold_answer = np.where(is_gold, rng.integers(0, n_classes, n_tasks), -1)
+    preds = rng.dirichlet(np.ones(n_classes), n_tasks)
+    preds[rng.random(n_tasks) < 0.2] = np.nan
     return Problem(
         n_tasks=n_tasks, n_workers=n_workers, n_classes=n_classes,
         task_category=rng.integers(0, 2, n_tasks), n_categories=2,
         worker_cost=rng.uniform(0.5, 2.0, n_workers),
         worker_capacity=np.array([-1, 12, 30, -1, 8]),
         budget=60.0, max_labels_per_task=4, is_gold=is_gold, gold_answer=gold_answer,
+        predictions={"m": preds},
     )
 
 
@@ -91,7 +98,8 @@ def play(name: str, problem: Problem, seed: int, roundtrip_at: int | None = None
         declined = env.random() < 0.1
         label = -1 if declined else int(env.integers(C))
         obs = Observation(task=i, worker=j, label=label, gold=bool(problem.is_gold[i]),
-                          truth=int(problem.gold_answer[i]), declined=declined)
+                          truth=int(problem.gold_answer[i]), declined=declined,
+                          suggested=bool(env.random() < 0.4))
         touched = np.asarray(policy.update(state, obs))
         assert touched.ndim == 1 and np.all((touched >= 0) & (touched < T))
     prio = np.asarray(policy.priority(state, np.arange(T)), dtype=float)
