@@ -130,7 +130,8 @@ def encode_snapshot(hot: Hot) -> bytes:
     rows from SQL; zlib JSON for a state the binary form does not take."""
     envelope = {"dims": list(hot.view.dims), "seq": hot.seq, "limits": _limits(hot.project),
                 "epoch": hot.epoch, "policy": hot.project.policy,
-                "models": sorted(hot.view.predictions or ())}
+                "models": sorted(hot.view.predictions or ()),
+                "state_version": hot.policy.state_version}
     with gc_paused():
         view = hot.view
         try:
@@ -398,9 +399,9 @@ class StateCache:
                 snap.get("epoch", 0) == epoch and \
                 snap.get("models", []) == sorted(view.predictions or ()) and \
                 (not policy.budget_aware or snap.get("limits") == _limits(project)):
-            with gc_paused():
-                state = policy.state_from_dict(snap["state"])
-            hot = Hot(view, policy, state, int(snap["seq"]))
+            state = _read_state(policy, snap, f"project {project_id}: state snapshot")
+            if state is not None:
+                hot = Hot(view, policy, state, int(snap["seq"]))
         del snap
         if hot is None:
             hot = Hot(view, policy, policy.init_state(view.problem()), 0)
@@ -410,6 +411,24 @@ class StateCache:
             hot.dirty = {}
         _replay(session, hot)
         return hot
+
+
+def _read_state(policy: Policy, snap: dict[str, Any], what: str) -> Any:
+    """The policy state of the decoded snapshot ``snap``, or None (logged as ``what``) when
+    it was written under another layout of the policy's state (``state_version``: a
+    snapshot of before one has none, i.e. 1) or the policy cannot read it: such a state is
+    folded again from the labels, never read as if it were of this layout."""
+    version = snap.get("state_version", 1)
+    if version != policy.state_version:
+        log.warning("%s of state layout %s, this labelq's %s is %s: folded again from the "
+                    "labels", what, version, policy.name, policy.state_version)
+        return None
+    try:
+        with gc_paused():
+            return policy.state_from_dict(snap["state"])
+    except Exception:  # noqa: BLE001 - only a shortcut missed: fold from SQL
+        log.warning("%s unreadable: folded again from the labels", what, exc_info=True)
+        return None
 
 
 def _identity(project: Project) -> list[str]:

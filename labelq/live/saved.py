@@ -14,7 +14,8 @@ was folded from is as it was (:func:`load_saved` checks each, cheapest first, an
 why not in the log):
 
 * the same project (name and creation time: SQLite reuses a deleted project's id), labelq
-  version and snapshot format, policy spec and (budget-aware policy) budget and cap;
+  version and snapshot format, policy spec, layout of the policy's state
+  (``Policy.state_version``) and (budget-aware policy) budget and cap;
 * the same task count (tasks loaded since: their arrays are not in it);
 * the same gold questions and answers (:func:`gold_digest` of the state's view against the
   task rows': ``gold mark`` and ``gold correct`` change them);
@@ -195,6 +196,10 @@ def load_saved(session: Session, project: Project) -> tuple[Hot, int, int] | Non
                 # (a predictions load or remove since: the state was folded with other models)
                 return refuse(f"folded with the models {snap.get('models', [])}, the latest "
                               f"in SQL are {sorted(view.predictions or ())}")
+            if snap.get("state_version", 1) != policy.state_version:
+                return refuse(f"its {policy.name} state is of layout "
+                              f"{snap.get('state_version', 1)}, this labelq's is "
+                              f"{policy.state_version}")
             state = policy.state_from_dict(snap["state"])
     except Exception as exc:  # noqa: BLE001 - an unreadable row is only a shortcut missed
         log.warning("project %s: saved state unreadable, folded from the labels: %r", pid,

@@ -155,8 +155,8 @@ def model_sources(session: Session, project: Project) -> list[str]:
 
 # (label id, applied_seq, task seq, worker seq, value, is_gold, gold_answer): a label read
 # back has its id; an unapplied one no applied_seq, one applied after a mark has one
-LabelRow = tuple[int, int | None, int, int, str, bool, str | None]
-AppliedRow = tuple[int, int, int, int, str, bool, str | None]
+LabelRow = tuple[int, int | None, int, int, str, bool, str | None, bool | None]
+AppliedRow = tuple[int, int, int, int, str, bool, str | None, bool | None]
 
 
 @overload
@@ -169,8 +169,10 @@ def label_rows(session: Session, project_id: int, *, applied_after: int | None =
 def label_rows(session: Session, project_id: int, *, applied_after: int | None = None,
                unapplied: bool = False, limit: int | None = None
                ) -> list[AppliedRow] | list[LabelRow]:
-    """(label id, applied_seq, task seq, worker seq, value, is_gold, gold_answer) rows:
-    applied labels after ``applied_after`` in applied order, or unapplied ones by id."""
+    """(label id, applied_seq, task seq, worker seq, value, is_gold, gold_answer,
+    suggested) rows: applied labels after ``applied_after`` in applied order, or unapplied
+    ones by id. ``suggested`` (issue 42): given with the model's answer shown (NULL: a
+    label of before the column, or of a project that never showed one)."""
     params: dict[str, int] = {"p": project_id, "n": limit or 1 << 62}
     if unapplied:
         stmt = _UNAPPLIED
@@ -187,7 +189,8 @@ def label_rows(session: Session, project_id: int, *, applied_after: int | None =
 # built once: the statements are compiled once (SQLAlchemy's cache) and only bound per call
 # (SQLAlchemy's select: sqlmodel's is typed for up to 4 columns)
 _LABEL_ROWS = (sa_select(col(Label.id), col(Label.applied_seq), col(Task.seq), col(Worker.seq),
-                         col(Label.value), col(Label.is_gold), col(Task.gold_answer))
+                         col(Label.value), col(Label.is_gold), col(Task.gold_answer),
+                         col(Label.suggested))
                .join(Task, col(Task.id) == col(Label.task_id))
                .join(Worker, col(Worker.id) == col(Label.worker_id))
                .where(col(Label.project_id) == bindparam("p")))
@@ -198,11 +201,12 @@ _APPLIED_AFTER = (_LABEL_ROWS.where(col(Label.applied_seq) > bindparam("after"))
 
 
 def to_observation(row: LabelRow, label_index: dict[str, int]) -> Observation:
-    _id, _seq, task, worker, value, is_gold, answer = row
+    _id, _seq, task, worker, value, is_gold, answer, suggested = row
     return Observation(task=int(task), worker=int(worker), label=label_index[value],
                        gold=bool(is_gold),
                        truth=label_index.get(answer, -1)
-                       if is_gold and answer is not None else -1)
+                       if is_gold and answer is not None else -1,
+                       suggested=bool(suggested))
 
 
 def max_applied(session: Session, project_id: int) -> int:

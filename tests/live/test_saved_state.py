@@ -159,9 +159,23 @@ def _new_predictions(eng, pid, monkeypatch):
             load_predictions(sess, project, path, model="m", normalise=True)
 
 
+def _old_state_layout(eng, pid, monkeypatch):
+    import hashlib
+
+    from labelq.live import snapshot as binary
+    with session_scope(eng) as sess:  # written before auto's state carried the marks
+        row = sess.get(SavedState, pid)  # (issue 42): no layout, no log_suggested
+        snap = binary.decode(bytes(row.body))
+        snap.pop("state_version")
+        snap["state"].pop("log_suggested")
+        row.body = binary.encode(snap)
+        row.digest = hashlib.sha256(row.body).hexdigest()
+
+
 @pytest.mark.parametrize("change", [_delete_a_label, _correct_gold, _mark_gold, _new_version,
                                     _old_format, _another_project, _more_tasks, _damaged,
-                                    _damaged_under_its_digest, _new_predictions])
+                                    _damaged_under_its_digest, _new_predictions,
+                                    _old_state_layout])
 def test_a_saved_state_that_no_longer_matches_is_rebuilt_from_the_labels(r, db_url, change,
                                                                          monkeypatch):
     # Given a saved state, and then something it was folded from changed

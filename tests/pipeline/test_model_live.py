@@ -5,8 +5,10 @@ holder (a new epoch, or the catch-up's check of the versions), and with
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from cli.main import cli
@@ -196,3 +198,171 @@ def test_tasks_the_model_settled_come_back_when_its_version_changes(r, sqlite_ur
     assert r.scard(k.settled) == 0
     hot = cache.get(eng, r, pid)
     assert hot.state.model_names == ["m@v2"]
+
+
+def _fold_upto(eng, pid: int, seq: int, *, marks: bool = True):
+    """A fresh fold of the project's labels applied up to ``seq``, from SQL, with their
+    ``suggested`` marks (``marks=False``: as if none was given with a suggestion shown);
+    returns the policy, the state and the marks in applied order."""
+    from dataclasses import replace
+
+    from labelq.policies import build
+    from labelq.record.models import Project
+    from labelq.record.problem import label_rows, load_view, to_observation
+    with session_scope(eng) as db:
+        project = db.get(Project, pid)
+        view = load_view(db, project)
+        idx = {v: i for i, v in enumerate(project.labels)}
+        rows = [row for row in label_rows(db, pid, applied_after=0) if row[1] <= seq]
+        policy = build(project.policy)
+        state = policy.init_state(view.problem())
+    shown = []
+    for row in rows:
+        obs = to_observation(row, idx)
+        shown.append(obs.suggested)
+        policy.update(state, obs if marks else replace(obs, suggested=False))
+    return policy, state, shown
+
+
+@pytest.mark.timeout(240)
+def test_labels_given_with_the_suggestion_shown_are_folded_by_the_rule(
+        r, redis_url, sqlite_url, tmp_path, celery_env, celery_worker):
+    """Issue 42, independence, live: labels submitted while the project shows the model's
+    answer are stored marked, read back marked by the applier (a real Celery worker), and
+    the routing state it folds weighs them as the export does (worker_model's rule)."""
+    import copy
+
+    import numpy as np
+
+    from labelq.live.hotstate import decode_snapshot
+    from labelq.policies import build
+    from labelq.record.models import Project
+    from workers.main import create_app
+
+    from .test_celery import wait_applied
+    # Given auto (a refit every few labels) and a model wrong on every third task
+    eng, pid = make_project(sqlite_url, n_tasks=16, workers=2, max_labels=2,
+                            policy="auto:refit_min=5,explore=0")
+    rows = ["id,p_a,p_b"]
+    model_says = {}
+    for i in range(16):
+        says = truth(f"t{i}") if i % 3 else "ba"["ab".index(truth(f"t{i}"))]
+        model_says[f"t{i}"] = says
+        rows.append(f"t{i},{0.9 if says == 'a' else 0.1:.2f},{0.1 if says == 'a' else 0.9:.2f}")
+    (tmp_path / "m.csv").write_text("\n".join(rows) + "\n")
+    load(eng, tmp_path / "m.csv")
+    app = create_app(redis_url)
+    celery_worker(celery_env(sqlite_url))
+
+    def service():
+        return Service(eng, r, settings=Settings(database_url=sqlite_url), worker_max_age=0,
+                       notify=lambda p: app.send_task("labelq.apply_labels", args=[p],
+                                                      queue="labelq"))
+
+    def label(s, n: int) -> int:
+        """Up to ``n`` labels: p-w0 answers right, p-w1 gives what the model says."""
+        done = 0
+        for i in range(n):
+            h = f"p-w{i % 2}"
+            a = s.next_assignment(h)
+            if a is None:
+                continue
+            s.submit(h, a.assignment_id, truth(a.task) if h == "p-w0" else model_says[a.task])
+            done += 1
+        return done
+
+    # When each task gets its first label with suggestions off, then (the operator turns
+    # them on) its second; the last few 2.5 s later, so that the applier (which snapshots
+    # at most every 2 s) snapshots its fold of at least the first 28
+    n = label(service(), 16)
+    wait_applied(eng, pid, n)
+    with session_scope(eng) as db:
+        db.get(Project, pid).show_suggestions = True
+    n += label(service(), 12)
+    wait_applied(eng, pid, n)
+    time.sleep(2.5)
+    n += label(service(), 8)
+    assert n == 32
+    wait_applied(eng, pid, n)
+    # Then the applier's snapshot (its fold, in the Celery worker) carries the marks of
+    # the labels given with the suggestion shown, read back from SQL
+    k = Keys(pid, database_id(eng))
+    deadline = time.monotonic() + 30
+    while int(r.get(k.state_seq) or 0) <= 28 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    snap = decode_snapshot(r.get(k.state))
+    seq = int(snap["seq"])
+    assert seq > 28, seq
+    policy = build("auto:refit_min=5,explore=0")
+    live = policy.state_from_dict(snap["state"])
+    ref_policy, ref, shown = _fold_upto(eng, pid, seq)
+    assert live.log_suggested == [i for i, m in enumerate(shown) if m]
+    assert len(live.log_suggested) == seq - 16
+    # and it is the fold of the rule: the same soft counts and posterior as a fresh fold
+    # of the marked labels, not those of the labels taken as independent
+    np.testing.assert_allclose(live.correct, ref.correct)
+    np.testing.assert_allclose(live.total, ref.total)
+    np.testing.assert_allclose(policy.predict_proba(live), ref_policy.predict_proba(ref))
+    _, blind, _ = _fold_upto(eng, pid, seq, marks=False)
+    # p-w1's copies of the model are no agreement evidence: it has less than unmarked
+    assert live.total[1].sum() < blind.total[1].sum() - 1.0
+    # and a fresh fit over every label (the refit) gives the same posterior from the live
+    # state as from the fresh fold, and another one without the marks
+    refit_live, refit_ref, refit_blind = (copy.deepcopy(s) for s in (live, ref, blind))
+    for s in (refit_live, refit_ref, refit_blind):
+        policy.refit(s)
+    np.testing.assert_allclose(policy.predict_proba(refit_live),
+                               policy.predict_proba(refit_ref))
+    assert np.abs(policy.predict_proba(refit_live)
+                  - policy.predict_proba(refit_blind)).max() > 0.01
+
+
+def test_a_snapshot_of_the_state_layout_before_the_marks_is_folded_again(r, sqlite_url,
+                                                                        tmp_path):
+    """A Redis snapshot written before ``auto``'s state carried the marks (no
+    ``state_version``, no ``log_suggested``), or under another layout, is never read as
+    this one: the state is folded again from SQL, marks included."""
+    import numpy as np
+
+    from labelq.live import snapshot as binary
+    from labelq.live.hotstate import decode_snapshot, encode_snapshot
+    from labelq.record.models import Project
+    # Given a project showing suggestions, 8 labels applied by an applier
+    eng, pid = make_project(sqlite_url, n_tasks=12, workers=2, policy=AUTO)
+    load(eng, write_preds(tmp_path / "p.csv", 12))
+    with session_scope(eng) as db:
+        db.get(Project, pid).show_suggestions = True
+    s = Service(eng, r, settings=Settings(database_url=sqlite_url), worker_max_age=0,
+                state_max_age=0)
+    for i in range(8):
+        a = s.next_assignment(f"p-w{i % 2}")
+        assert a is not None
+        s.submit(f"p-w{i % 2}", a.assignment_id, truth(a.task))
+    cache = StateCache()
+    Applier(eng, r, cache=cache).apply_pending(pid, refill=False)
+    hot = cache.get(eng, r, pid)
+    assert hot.state.log_suggested == list(range(8))
+    k = Keys(pid, database_id(eng))
+    # When the snapshot in Redis is one an older labelq wrote (no marks, no layout)
+    old = decode_snapshot(encode_snapshot(hot))
+    old.pop("state_version")
+    old["state"].pop("log_suggested")
+    r.set(k.state, binary.encode(old))
+    # Then a new process folds the state again, with the marks
+    fresh = StateCache().get(eng, r, pid)
+    assert fresh.state.log_suggested == hot.state.log_suggested
+    np.testing.assert_allclose(fresh.state.correct, hot.state.correct)
+    # and a snapshot of another layout is not read even where its fields would fit
+    other = decode_snapshot(encode_snapshot(hot))
+    other["state_version"] = 1
+    other["state"]["correct"] = other["state"]["correct"] + 5.0
+    r.set(k.state, binary.encode(other))
+    again = StateCache().get(eng, r, pid)
+    np.testing.assert_allclose(again.state.correct, hot.state.correct)
+    # while the current layout's snapshot is used as it is
+    mine = decode_snapshot(encode_snapshot(hot))
+    assert mine["state_version"] == 2
+    mine["state"]["correct"] = mine["state"]["correct"] + 5.0
+    r.set(k.state, binary.encode(mine))
+    np.testing.assert_allclose(StateCache().get(eng, r, pid).state.correct,
+                               hot.state.correct + 5.0)
