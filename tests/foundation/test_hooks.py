@@ -9,6 +9,7 @@ import hashlib
 import hmac
 import json
 import threading
+import time
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -20,6 +21,7 @@ from labelq.errors import AlreadyExists, InputError
 from labelq.hooks import (
     CLAIM_S,
     MAX_TRIES,
+    TOLERANCE_S,
     backoff,
     body_of,
     claim_due,
@@ -49,13 +51,28 @@ from labelq.record.projects import (
 )
 
 
-def test_the_signature_is_github_s_hmac_sha256_of_the_body():
+def test_the_signature_is_hmac_sha256_of_the_timestamp_and_the_body():
     body = b'{"id":"e1","type":"ping"}'
-    expected = hmac.new(b"s3cret", body, hashlib.sha256).hexdigest()
-    assert sign("s3cret", body) == "sha256=" + expected
-    assert verify("s3cret", body, "sha256=" + expected)
-    assert not verify("s3cret", body + b"\n", "sha256=" + expected)  # a changed body
-    assert not verify("other", body, "sha256=" + expected)            # another secret
+    now = 1_800_000_000
+    expected = hmac.new(b"s3cret", f"{now}.".encode() + body, hashlib.sha256).hexdigest()
+    assert sign("s3cret", body, now) == sign("s3cret", body, str(now)) == "sha256=" + expected
+    assert verify("s3cret", body, "sha256=" + expected, str(now), now=now + 10)
+    assert not verify("s3cret", body + b"\n", "sha256=" + expected, now, now=now)  # body
+    assert not verify("other", body, "sha256=" + expected, now, now=now)  # another secret
+    # the timestamp is signed: the same signature under another time does not verify
+    assert not verify("s3cret", body, "sha256=" + expected, now + 1, now=now)
+    # a delivery replayed later than the window (or from too far ahead) is refused
+    assert verify("s3cret", body, "sha256=" + expected, now, now=now + TOLERANCE_S)
+    assert not verify("s3cret", body, "sha256=" + expected, now, now=now + TOLERANCE_S + 1)
+    assert not verify("s3cret", body, "sha256=" + expected, now, now=now - TOLERANCE_S - 1)
+    assert verify("s3cret", body, "sha256=" + expected, now, now=now + 3600, tolerance=7200)
+    # a timestamp that is not whole Unix seconds is refused, not a crash
+    for bad in ("", "abc", "1.5e9", "-1", "１２３"):
+        assert not verify("s3cret", body, sign("s3cret", body, bad), bad, now=now)
+    # the body-only signature of labelq before the timestamp (docs/hooks.md) no longer
+    # verifies: a receiver must sign "<timestamp>.<body>"
+    old = "sha256=" + hmac.new(b"s3cret", body, hashlib.sha256).hexdigest()
+    assert not verify("s3cret", body, old, now, now=now)
 
 
 def test_backoff_grows_to_five_minutes():
@@ -249,11 +266,13 @@ def test_a_delivery_logs_each_try_backs_off_and_gives_up(project):
         assert states == ["pending"] * (MAX_TRIES - 3) + ["failed"]
         assert deliver(project, event_id) is None  # failed: no more tries
         assert len(rx.got) == MAX_TRIES
-        # every try the same body, event id and signature
+        # every try the same body and event id, each signed with its own time
         headers, body = rx.got[0]
         assert all(b == body for _, b in rx.got)
         assert {h["X-Labelq-Delivery"] for h, _ in rx.got} == {event_id}
-        assert verify(secret, body, headers["X-Labelq-Signature"])
+        for h, _ in rx.got:
+            assert verify(secret, body, h["X-Labelq-Signature"], h["X-Labelq-Timestamp"])
+            assert abs(int(h["X-Labelq-Timestamp"]) - time.time()) < 60
         doc = json.loads(body)
         assert doc["id"] == event_id and doc["project"] == "p"
         assert doc["type"] == "annotator.paused" and doc["data"]["worker"] == "ann"
@@ -263,6 +282,57 @@ def test_a_delivery_logs_each_try_backs_off_and_gives_up(project):
                 (1, 500), (2, 302), (3, 503), (4, 503), (5, 503)]
     finally:
         rx.server.shutdown()
+
+
+def test_the_docs_receiver_takes_a_real_delivery_and_refuses_a_replay(project):
+    # Given the receiver of docs/hooks.md ("Verifying a delivery"), run as written
+    import io
+    import re
+    from contextlib import redirect_stdout
+    from pathlib import Path
+
+    doc = (Path(__file__).parents[2] / "docs" / "hooks.md").read_text()
+    section = doc[doc.index("## Verifying a delivery"):doc.index("## Retries")]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    snippet: dict = {}
+    exec(compile(code, "docs/hooks.md", "exec"), snippet)  # noqa: S102 - the docs' code
+    rx = _Receiver([200])
+    with session_scope(project) as s:
+        _, secret = add_hook(s, get_project(s, "p"), "h", rx.url + "/in",
+                             ["annotator.paused"])
+        set_worker_status(s, "ann", "paused")
+        event_id = s.exec(select(HookEvent)).one().id
+    try:
+        assert deliver(project, event_id).state == "delivered"
+    finally:
+        rx.server.shutdown()
+    headers, body = rx.got[0]
+    snippet["SECRET"] = secret
+    # When it handles the delivery labelq made: accepted, once (a retry is a 200 too)
+    with redirect_stdout(io.StringIO()) as printed:
+        assert snippet["handle"](body, headers) == 200
+        assert snippet["handle"](body, headers) == 200
+    assert printed.getvalue().count("annotator.paused") == 1
+    # Then a body altered on the way, another secret's signature and the old body-only
+    # signature are refused
+    assert snippet["handle"](body.replace(b"ann", b"bob"), headers) == 401
+    stamp = headers["X-Labelq-Timestamp"]
+    assert snippet["handle"](body, {**headers, "X-Labelq-Signature":
+                                    sign("not-the-secret", body, stamp)}) == 401
+    legacy = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    assert snippet["handle"](body, {**headers, "X-Labelq-Signature": legacy}) == 401
+    # and so is the same delivery, correctly signed, replayed ten minutes later (a new
+    # event id, so it is the time that refuses it, not the de-duplication)
+    replay = body.replace(event_id.encode(), b"another-id")
+    old = str(int(time.time()) - 600)
+    assert snippet["handle"](replay, {**headers, "X-Labelq-Timestamp": old,
+                                      "X-Labelq-Signature": sign(secret, replay, old)}) == 401
+    now = str(int(time.time()))
+    with redirect_stdout(io.StringIO()):
+        assert snippet["handle"](replay, {**headers, "X-Labelq-Timestamp": now,
+                                          "X-Labelq-Signature": sign(secret, replay, now)}) == 200
+    assert snippet["handle"](body, {k: v for k, v in headers.items()
+                                    if k.lower() != "x-labelq-timestamp"}) == 401
 
 
 def test_a_receiver_that_is_down_is_a_logged_error(project):
@@ -322,7 +392,8 @@ def test_cli_add_list_test_deliveries_remove(db_url, project):
         assert json.loads(ping.output)["status"] == 200
         headers, body = rx.got[0]
         assert headers["X-Labelq-Event"] == "ping"
-        assert verify(doc["secret"], body, headers["X-Labelq-Signature"])
+        assert verify(doc["secret"], body, headers["X-Labelq-Signature"],
+                      headers["X-Labelq-Timestamp"])
         log = json.loads(_cli(db_url, "hooks", "deliveries", "p", "127.0.0.1",
                               "-o", "json").output)
         assert [(d["type"], d["status"], d["state"]) for d in log] == [

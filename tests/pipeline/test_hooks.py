@@ -132,8 +132,9 @@ def test_a_real_worker_delivers_signed_events_and_retries(redis_url, tmp_path):
         for path, headers, body in raw:
             doc = json.loads(body)
             secret = secrets[(path, doc["project"])]
-            assert verify(secret, body, headers["X-Labelq-Signature"]), (path, doc)
-            assert not verify(secret, body + b" ", headers["X-Labelq-Signature"])
+            stamp = headers["X-Labelq-Timestamp"]
+            assert verify(secret, body, headers["X-Labelq-Signature"], stamp), (path, doc)
+            assert not verify(secret, body + b" ", headers["X-Labelq-Signature"], stamp)
             assert headers["X-Labelq-Event"] == doc["type"]
             assert headers["X-Labelq-Delivery"] == doc["id"]
             assert headers["Content-Type"] == "application/json"
