@@ -26,7 +26,7 @@ from ..errors import AlreadyExists, InputError, NotFound
 from .models import Hook, HookDelivery, HookEvent, Project, utcnow
 
 __all__ = ["EVENTS", "CONDITION_EVENTS", "add_hook", "get_hook", "list_hooks", "remove_hook",
-           "emit", "emit_to", "check_url", "parse_events", "hook_view", "deliveries",
+           "emit", "emit_to", "export_ready", "check_url", "parse_events", "hook_view", "deliveries",
            "delete_project_hooks"]
 
 # the events a hook can subscribe to, and what each says (docs/hooks.md)
@@ -165,6 +165,20 @@ def emit(session: Session, project_id: int, type_: str, data: dict[str, Any]
         raise ValueError(f"unknown hook event {type_!r}")
     hooks = session.exec(select(Hook).where(col(Hook.project_id) == project_id)).all()
     return [emit_to(session, h, type_, data) for h in hooks if type_ in h.events]
+
+
+def export_ready(session: Session, project_id: int, *, file: str, fmt: str, raw: bool,
+                 rows: int, method: str | None, chosen: str | None, job: str | None = None
+                 ) -> list[HookEvent]:
+    """Record ``export.ready`` for the file ``file`` just written (``rows`` rows): by an
+    export job (``job``: its id, fetched at ``result_url``) or by ``labelq export --out``
+    in the foreground (``job`` and ``result_url`` None: the file is on the machine that
+    ran it). Called after the file is in place, so the event exists only for a file that
+    does."""
+    return emit(session, project_id, "export.ready",
+                {"job": job, "format": fmt, "raw": raw, "method": method, "chosen": chosen,
+                 "rows": rows, "file": file,
+                 "result_url": None if job is None else f"/api/v1/exports/{job}/result"})
 
 
 def emit_to(session: Session, hook: Hook, type_: str, data: dict[str, Any]) -> HookEvent:

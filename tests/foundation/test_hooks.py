@@ -168,6 +168,24 @@ def test_the_watch_announces_a_condition_once_per_onset(project):
         assert e.type == "project.stalled" and e.payload["tasks"] == 3
 
 
+def test_a_hook_added_while_a_condition_holds_is_told_once_at_the_next_beat(project):
+    # Given project p stalled (its only annotator paused), announced to hook "old"
+    with session_scope(project) as s:
+        add_hook(s, get_project(s, "p"), "old", "http://127.0.0.1:9/", ["project.stalled"])
+        set_worker_status(s, "ann", "paused")
+    assert len(watch(project)) == 1
+    # When hook "new" is added while p is still stalled
+    with session_scope(project) as s:
+        add_hook(s, get_project(s, "p"), "new", "http://127.0.0.1:9/",
+                 ["project.stalled", "project.finished"])
+    # Then the next beat tells "new" (docs/hooks.md), not "old" again; and then nobody
+    told = watch(project)
+    with session_scope(project) as s:
+        assert [(s.get(Hook, s.get(HookEvent, e).hook_id).name, s.get(HookEvent, e).type)
+                for e in told] == [("new", "project.stalled")]
+    assert watch(project) == []
+
+
 def _label(eng, task_seq: int) -> None:
     """A label of ``ann`` on task ``t<task_seq>``, as the service records it (unapplied:
     status counts it)."""
@@ -409,6 +427,40 @@ def test_cli_add_list_test_deliveries_remove(db_url, project):
         assert failed.exit_code == 9 and "retries it" in failed.output
     finally:
         rx.server.shutdown()
+
+
+def test_a_foreground_export_to_a_file_records_export_ready(db_url, project, tmp_path):
+    # Given hooks of p: one subscribed to export.ready, one to other events only
+    with session_scope(project) as s:
+        p = get_project(s, "p")
+        add_hook(s, p, "exports", "http://127.0.0.1:9/x", ["export.ready"])
+        add_hook(s, p, "pauses", "http://127.0.0.1:9/y", ["annotator.paused"])
+    _label(project, 0)
+    # When the operator exports in the foreground (no job, no worker) to a file
+    out = tmp_path / "answers.csv"
+    res = _cli(db_url, "export", "p", "--out", str(out), "--method", "mv")
+    assert res.exit_code == 0, res.output
+    # Then the export.ready event is in the outbox, for the subscribed hook only, naming
+    # the file written (absolute) and its rows; no job, no result URL
+    with session_scope(project) as s:
+        events = s.exec(select(HookEvent)).all()
+        assert [(s.get(Hook, e.hook_id).name, e.type, e.state) for e in events] == [
+            ("exports", "export.ready", "pending")]
+        data = events[0].payload
+    assert data == {"job": None, "format": "csv", "raw": False, "method": "mv",
+                    "chosen": "mv", "rows": 3, "file": str(out.resolve()),
+                    "result_url": None}
+    assert out.read_text().count("\n") == 4  # the header and the 3 rows it says
+    # and a raw JSONL export announces its label rows
+    raw = tmp_path / "raw.jsonl"
+    assert _cli(db_url, "export", "p", "--raw", "-o", "jsonl", "--out", str(raw)).exit_code == 0
+    # but an export to standard output is no file to fetch: no event
+    assert _cli(db_url, "export", "p", "--method", "mv").exit_code == 0
+    with session_scope(project) as s:
+        payloads = [e.payload for e in s.exec(select(HookEvent).order_by(HookEvent.created))]
+    assert len(payloads) == 2
+    assert {k: payloads[1][k] for k in ("raw", "format", "rows", "method", "file")} == {
+        "raw": True, "format": "jsonl", "rows": 1, "method": None, "file": str(raw.resolve())}
 
 
 def test_body_is_compact_json_with_its_project(project):
