@@ -43,6 +43,7 @@ from sqlalchemy import update
 from sqlmodel import col, select
 
 from . import __version__
+from .errors import InputError
 from .record.db import session_scope
 from .record.hooks import CONDITION_EVENTS, check_url, emit_to
 from .record.models import Hook, HookDelivery, HookEvent, Project, as_utc, utcnow
@@ -128,8 +129,11 @@ _OPENER = urllib.request.build_opener(_NoRedirect)
 def _post(url: str, body: bytes, headers: dict[str, str], timeout: float
           ) -> tuple[int | None, str | None]:
     """POST ``body``; (status, None) on any HTTP answer, (None, why) on none."""
-    request = urllib.request.Request(check_url(url), data=body, headers=headers,
-                                     method="POST")
+    try:  # (a URL stored before check_url refused it is a failed try, said as such)
+        checked = check_url(url)
+    except InputError as exc:
+        return None, exc.message[:2000]
+    request = urllib.request.Request(checked, data=body, headers=headers, method="POST")
     try:
         with _OPENER.open(request, timeout=timeout) as response:
             response.read(1024)

@@ -26,7 +26,7 @@ from ..errors import AlreadyExists, InputError, NotFound
 from .models import Hook, HookDelivery, HookEvent, Project, utcnow
 
 __all__ = ["EVENTS", "CONDITION_EVENTS", "add_hook", "get_hook", "list_hooks", "remove_hook",
-           "emit", "emit_to", "export_ready", "check_url", "parse_events", "hook_view", "deliveries",
+           "emit", "emit_to", "export_ready", "check_url", "default_name", "parse_events", "hook_view", "deliveries",
            "delete_project_hooks"]
 
 # the events a hook can subscribe to, and what each says (docs/hooks.md)
@@ -51,7 +51,15 @@ def check_url(url: str) -> str:
     """``url`` if it is an http or https URL with a host; else :class:`InputError` naming
     the field (a ``file://``, ``ftp://`` or ``gopher://`` URL would make the worker read
     or reach what it should not)."""
-    parts = urlsplit(url.strip())
+    bad = [c for c in url.strip() if c.isspace() or not c.isprintable()]
+    if bad:
+        raise InputError(f"hook URL {url!r} holds {bad[0]!r}: spaces and control "
+                         "characters are percent-encoded in a URL (%20)", field="url")
+    try:
+        parts = urlsplit(url.strip())
+        parts.port  # noqa: B018 - (raises on a port that is not one)
+    except ValueError as exc:
+        raise InputError(f"hook URL {url!r} is not a URL: {exc}", field="url") from None
     if parts.scheme.lower() not in ("http", "https"):
         raise InputError(f"hook URL {url!r} is not http or https (scheme "
                          f"{parts.scheme or 'missing'!r}); only http:// and https:// URLs "
@@ -112,6 +120,18 @@ def add_hook(session: Session, project: Project, name: str, url: str, events: li
     session.add(hook)
     session.flush()
     return hook, secret
+
+
+def default_name(session: Session, project: Project, url: str) -> str:
+    """A hook's name when none is given: the URL's host, made unique in the project
+    (``example.com``, ``example.com-2``, ...)."""
+    taken = {h.name for h in list_hooks(session, project)}
+    base = urlsplit(url.strip()).hostname or "hook"
+    name, n = base, 1
+    while name in taken:
+        n += 1
+        name = f"{base}-{n}"
+    return name
 
 
 def get_hook(session: Session, project: Project, name: str) -> Hook:

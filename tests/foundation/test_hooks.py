@@ -423,6 +423,14 @@ def test_cli_add_list_test_deliveries_remove(db_url, project):
         down = _cli(db_url, "hooks", "add", "p", "http://127.0.0.1:9/", "--events", "all",
                     "--budget-below", "0.2", "--name", "down")
         assert down.exit_code == 0, down.output
+        # --budget-below alone (as docs/hooks.md shows it): budget.below only
+        budget = _cli(db_url, "hooks", "add", "p", "https://example.com/b", "--budget-below",
+                      "0.2", "-o", "json")
+        assert budget.exit_code == 0, budget.output
+        assert json.loads(budget.output[budget.output.index("{"):])["events"] == [
+            "budget.below"]
+        none = _cli(db_url, "hooks", "add", "p", "https://example.com/c")
+        assert none.exit_code == 3 and "at least one event" in none.output
         failed = _cli(db_url, "hooks", "test", "p", "down")
         assert failed.exit_code == 9 and "retries it" in failed.output
     finally:
