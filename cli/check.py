@@ -295,6 +295,72 @@ def _workers(url: str, timeout: float, database: str | None, queue: str | None) 
     return row
 
 
+class _HooksCheck(_Check, total=False):
+    """The webhooks' row (only for a database with hooks): who delivers them."""
+
+    warning: bool
+    hooks: int
+    projects: list[str]
+    queue: str | None
+    workers: list[str]
+
+
+def _hooks(url: str) -> tuple[int, list[str]]:
+    """How many webhooks this database has, and the projects that have them."""
+    from sqlmodel import col, select
+
+    from labelq.record.db import engine_for, session_scope
+    from labelq.record.models import Hook, Project
+
+    with session_scope(engine_for(url)) as s:
+        rows = s.exec(select(Project.name)
+                      .join(Hook, col(Hook.project_id) == col(Project.id))).all()
+    return len(rows), sorted(set(rows))
+
+
+def _hooks_worker(url: str, workers: _WorkerCheck, database: str | None,
+                  queue: str | None) -> _HooksCheck | None:
+    """The row saying whether a worker of this database consumes its webhooks' queue
+    (``<queue>.hooks``; ``run-worker``'s hooks process), from what the workers' row
+    heard; ``None`` when the database has no hook (nothing to deliver). Without such a
+    worker, events pile up in the outbox, undelivered: a warning, not a failure (labels
+    are applied without it)."""
+    n, projects = _hooks(url)
+    if n == 0:
+        return None
+    hooks_queue = f"{queue}.hooks" if queue is not None else None
+    which = (f"{n} webhook{'s' if n > 1 else ''} (project{'s' if len(projects) > 1 else ''} "
+             f"{', '.join(projects)})")
+    row: _HooksCheck = {"check": "webhooks worker", "ok": True, "detail": which,
+                        "hooks": n, "projects": projects, "queue": hooks_queue,
+                        "workers": []}
+    if "workers" not in workers:  # (no answer from the broker: said by that row)
+        row["warning"] = True
+        row["detail"] = f"{which}; not checked: the Celery workers did not answer"
+        return row
+    ours: list[str] = []
+    others: list[str] = []
+    for w in workers["workers"]:
+        consumes = w.get("consumes") or []
+        if hooks_queue is None or hooks_queue not in consumes:  # type: ignore[operator]
+            continue
+        (ours if w.get("database") == database else others).append(str(w["worker"]))
+    row["workers"] = ours
+    if ours:
+        row["detail"] = (f"{which}: delivered by {', '.join(ours)} (queue {hooks_queue}; "
+                         "with the beat of `run-worker`)")
+        return row
+    row["warning"] = True
+    row["detail"] = (f"{which}, but no Celery worker of this database consumes its "
+                     f"webhooks' queue {hooks_queue!r}: events wait in the outbox, "
+                     "undelivered; start `labelq run-worker` (without --no-hooks), or "
+                     f"`celery -A workers.main worker -P threads -c 4 -Q {hooks_queue}`")
+    if others:
+        row["detail"] += (f" ({', '.join(others)} consume{'s' if len(others) == 1 else ''} "
+                          "it for another database)")
+    return row
+
+
 @click.command("check")
 @DB_OPTION
 @REDIS_OPTION
@@ -307,7 +373,8 @@ def check(database_url: str | None, redis_url: str | None, timeout: float,
     Celery worker of this database answering on the broker (without one, labels are
     recorded but never applied). Each worker is named with the database it serves; one of
     another database on this database's queue fails the check, one of this database on
-    another queue (or an earlier labelq's on the shared queue) is a warning. Exit code 9
+    another queue (or an earlier labelq's on the shared queue) is a warning; so is a
+    database with webhooks and no worker of it on its webhooks' queue. Exit code 9
     when a check fails. Projects that are stalled (open tasks no
     active annotator can serve) or hold gold without a gold schedule get a WARN row each
     (not a failure)."""
@@ -325,7 +392,12 @@ def check(database_url: str | None, redis_url: str | None, timeout: float,
     if rows[1]["ok"]:
         own = _own_database(db) if rows[0]["ok"] else None
         queue = settings.celery_queue or (settings.queue_of(own) if own else None)
-        rows.append(_workers(rd, timeout, own, queue))
+        workers = _workers(rd, timeout, own, queue)
+        rows.append(workers)
+        if rows[0]["ok"]:
+            hooks_row = _hooks_worker(db, workers, own, queue)
+            if hooks_row is not None:
+                rows.append(hooks_row)
     else:
         rows.append({"check": "celery worker", "ok": False,
                      "detail": "not checked: Redis (the broker) does not answer"})

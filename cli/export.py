@@ -99,6 +99,16 @@ def export(name: str, method: str | None, fmt: ExportFormat, out: str, raw: bool
             what = "tasks"
         n = export_file(s, project, out, fmt, raw=raw, pl=pl, result=result,
                         exclude_paused=exclude_paused)
+        if out != "-":  # the file is in place: its event, in this transaction (the
+            # project's hooks of export.ready; one SELECT when it has none). Standard
+            # output is no file to fetch: no event.
+            import os
+
+            from labelq.record.hooks import export_ready
+            assert project.id is not None, "a project read from the database has its id"
+            export_ready(s, project.id, file=os.path.abspath(out), fmt=fmt, raw=raw,
+                         rows=n, method=None if raw else method,
+                         chosen=None if raw else getattr(result, "method_", chosen))
     if out != "-":
         click.echo(f"wrote {n} {what} to {out}", err=True)
 

@@ -20,9 +20,10 @@ def hooks() -> None:
 @hooks.command("add")
 @click.argument("name")
 @click.argument("url")
-@click.option("--events", "events", multiple=True, required=True,
+@click.option("--events", "events", multiple=True,
               help=f"Events to send, comma-separated or repeated: {EVENT_NAMES}; 'all': every "
-                   "one (budget.below with --budget-below).")
+                   "one (budget.below with --budget-below). Required unless --budget-below "
+                   "is given.")
 @click.option("--budget-below", type=float, default=None,
               help="budget.below fires when less than this share of the budget is left "
                    "(e.g. 0.2); implies --events budget.below.")
@@ -34,23 +35,17 @@ def add(name: str, url: str, events: tuple[str, ...], budget_below: float | None
         hook_name: str | None, database_url: str | None, output: Output) -> None:
     """Add a webhook to project NAME posting to URL (http or https); prints its signing
     secret once."""
-    from urllib.parse import urlsplit
-
     from labelq.record.db import session_scope
-    from labelq.record.hooks import add_hook, check_url, list_hooks, parse_events
+    from labelq.record.hooks import add_hook, check_url, default_name, parse_events
     from labelq.record.projects import get_project
 
     check_url(url)  # (before the database is opened: a bad URL is refused as such)
-    kinds = parse_events(list(events))
+    # (--budget-below alone: budget.below only)
+    kinds = parse_events(list(events)) if events or budget_below is None else []
     with session_scope(engine(database_url)) as s:
         project = get_project(s, name)
         if hook_name is None:
-            taken = {h.name for h in list_hooks(s, project)}
-            base = urlsplit(url.strip()).hostname or "hook"
-            hook_name, n = base, 1
-            while hook_name in taken:
-                n += 1
-                hook_name = f"{base}-{n}"
+            hook_name = default_name(s, project, url)
         hook, secret = add_hook(s, project, hook_name, url, kinds, budget_below)
         emit_record({"project": name, "name": hook.name, "url": hook.url,
                      "events": hook.events, "budget_below": hook.budget_below,

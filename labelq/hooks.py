@@ -15,9 +15,13 @@ the event id (``X-Labelq-Delivery``).
 
 The request: ``POST`` of the JSON body ``{"id", "type", "project", "at", "data"}`` with
 ``Content-Type: application/json``, ``X-Labelq-Event`` (the type), ``X-Labelq-Delivery``
-(the event id, the same on every try), ``X-Labelq-Attempt`` and ``X-Labelq-Signature:
-sha256=<hex HMAC-SHA256 of the body under the hook's secret>`` (:func:`sign`; as GitHub
-does). Redirects are not followed (a 3xx is a failed try); :data:`TIMEOUT_S` per request.
+(the event id, the same on every try), ``X-Labelq-Attempt``, ``X-Labelq-Timestamp`` (Unix
+seconds when this try was sent) and ``X-Labelq-Signature: sha256=<hex HMAC-SHA256 of
+"<timestamp>.<body>" under the hook's secret>`` (:func:`sign`; Stripe's scheme with
+GitHub's header format): the timestamp is signed, so a receiver refuses a delivery
+captured and replayed later (:func:`verify`, :data:`TOLERANCE_S`). Each try is signed
+anew with its own time. Redirects are not followed (a 3xx is a failed try);
+:data:`TIMEOUT_S` per request.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from sqlalchemy import update
 from sqlmodel import col, select
 
 from . import __version__
+from .errors import InputError
 from .record.db import session_scope
 from .record.hooks import CONDITION_EVENTS, check_url, emit_to
 from .record.models import Hook, HookDelivery, HookEvent, Project, as_utc, utcnow
@@ -47,7 +52,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
     from sqlmodel import Session
 
-__all__ = ["sign", "verify", "body_of", "deliver", "claim_due", "watch", "sweep", "backoff",
+__all__ = ["sign", "verify", "TOLERANCE_S", "body_of", "deliver", "claim_due", "watch", "sweep", "backoff",
            "Attempt", "MAX_TRIES", "TIMEOUT_S", "CLAIM_S"]
 
 log = logging.getLogger(__name__)
@@ -59,6 +64,8 @@ CLAIM_S = 60.0       # an event enqueued for delivery is not enqueued again for 
                      # worker's event is sent again)
 BACKOFF_S = 2.0      # the first retry's delay; each next one 5 times longer
 BACKOFF_MAX_S = 300.0
+TOLERANCE_S = 300.0  # verify(): a timestamp further than this from the receiver's clock is
+                     # refused (Stripe's default window: five minutes)
 
 
 def backoff(attempt: int) -> float:
@@ -67,15 +74,26 @@ def backoff(attempt: int) -> float:
     return float(min(BACKOFF_MAX_S, BACKOFF_S * 5 ** (attempt - 1)))
 
 
-def sign(secret: str, body: bytes) -> str:
-    """``sha256=<hex>``: HMAC-SHA256 of the raw ``body`` under the hook's ``secret``."""
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+def sign(secret: str, body: bytes, timestamp: str | int) -> str:
+    """``sha256=<hex>``: HMAC-SHA256 of ``<timestamp>.<body>`` (the ``X-Labelq-Timestamp``
+    header's text, a dot, the raw body) under the hook's ``secret``."""
+    signed = str(timestamp).encode() + b"." + body
+    return "sha256=" + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
 
 
-def verify(secret: str, body: bytes, signature: str) -> bool:
-    """Whether ``signature`` (the ``X-Labelq-Signature`` header) signs ``body``; in
-    constant time, as a receiver should compare it."""
-    return hmac.compare_digest(sign(secret, body), signature)
+def verify(secret: str, body: bytes, signature: str, timestamp: str | int, *,
+           tolerance: float = TOLERANCE_S, now: float | None = None) -> bool:
+    """Whether ``signature`` (the ``X-Labelq-Signature`` header) signs ``body`` sent at
+    ``timestamp`` (the ``X-Labelq-Timestamp`` header), and that time is within
+    ``tolerance`` seconds of ``now`` (default: this clock): a delivery replayed later is
+    refused, as is a timestamp that is not whole Unix seconds. Compared in constant time,
+    as a receiver should."""
+    text = str(timestamp).strip()
+    if not text.isascii() or not text.isdigit():
+        return False
+    if abs((time.time() if now is None else now) - int(text)) > tolerance:
+        return False
+    return hmac.compare_digest(sign(secret, body, text), signature)
 
 
 def body_of(event: HookEvent, project: str) -> bytes:
@@ -111,8 +129,11 @@ _OPENER = urllib.request.build_opener(_NoRedirect)
 def _post(url: str, body: bytes, headers: dict[str, str], timeout: float
           ) -> tuple[int | None, str | None]:
     """POST ``body``; (status, None) on any HTTP answer, (None, why) on none."""
-    request = urllib.request.Request(check_url(url), data=body, headers=headers,
-                                     method="POST")
+    try:  # (a URL stored before check_url refused it is a failed try, said as such)
+        checked = check_url(url)
+    except InputError as exc:
+        return None, exc.message[:2000]
+    request = urllib.request.Request(checked, data=body, headers=headers, method="POST")
     try:
         with _OPENER.open(request, timeout=timeout) as response:
             response.read(1024)
@@ -146,8 +167,13 @@ def deliver(engine: Engine, event_id: str, *, claim: str | None = None,
         headers = {"Content-Type": "application/json",
                    "User-Agent": f"labelq-hooks/{__version__}",
                    "X-Labelq-Event": kind, "X-Labelq-Delivery": event.id,
-                   "X-Labelq-Attempt": str(attempt),
-                   "X-Labelq-Signature": sign(hook.secret, body)}
+                   "X-Labelq-Attempt": str(attempt)}
+        secret = hook.secret
+    # (signed at the try, not when the event was recorded: a retry 5 minutes later is
+    # inside the receiver's window)
+    stamp = str(int(time.time()))
+    headers["X-Labelq-Timestamp"] = stamp
+    headers["X-Labelq-Signature"] = sign(secret, body, stamp)
     start = time.monotonic()
     status, error = _post(url, body, headers, timeout)
     took = (time.monotonic() - start) * 1000.0

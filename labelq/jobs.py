@@ -257,13 +257,11 @@ def run_export_job(engine: Engine, redis: Redis, job_id: str, *, report_every: i
 def _announce(engine: Engine, redis: Redis, database: str, job_id: str, rows: int) -> None:
     """Record the ``export.ready`` event of job ``job_id`` (file written, ``rows`` rows) for
     the project's hooks (:mod:`labelq.record.hooks`; one SELECT when it has none)."""
-    from .record.hooks import emit
+    from .record.hooks import export_ready
     job = get_job(redis, database, job_id)
     with session_scope(engine) as s:
         project = get_project(s, job["project"])
         assert project.id is not None, "a project read from the database has its id"
-        emit(s, project.id, "export.ready",
-             {"job": job_id, "format": job["format"], "raw": bool(job["raw"]),
-              "method": job.get("method") or None, "chosen": job.get("chosen") or None,
-              "rows": rows, "file": job["out"],
-              "result_url": f"/api/v1/exports/{job_id}/result"})
+        export_ready(s, project.id, job=job_id, fmt=job["format"], raw=bool(job["raw"]),
+                     method=job.get("method") or None, chosen=job.get("chosen") or None,
+                     rows=rows, file=job["out"])

@@ -22,6 +22,12 @@ POST     /projects/{name}/predictions        load a model's predictions (``?mode
 POST     /projects/{name}/exports            start an export job (202)
 GET      /exports/{job}                      the job's state and progress
 GET      /exports/{job}/result               the exported file, once the job is done
+GET      /projects/{name}/hooks              the project's webhooks, with their events
+                                             pending, delivered and failed
+POST     /projects/{name}/hooks              add a webhook; returns its secret once
+DELETE   /projects/{name}/hooks/{hook}       remove one, with its events and their log
+GET      /projects/{name}/hooks/{hook}/      its delivery tries, newest first (as
+         deliveries                          ``labelq hooks deliveries``)
 =======  ==================================  =============================================
 """
 
@@ -43,6 +49,17 @@ from ..errors import Conflict, FileFormatError, InputError, NotFound
 from ..jobs import create_export_job, get_job, job_view
 from ..live.hotstate import bump_epoch
 from ..record.db import session_scope
+from ..record.hooks import (
+    add_hook,
+    check_url,
+    default_name,
+    deliveries,
+    get_hook,
+    hook_view,
+    list_hooks,
+    parse_events,
+    remove_hook,
+)
 from ..record.models import Project
 from ..record.predictions import PredictionLoad, load_predictions
 from ..record.projects import (
@@ -62,6 +79,11 @@ from .schemas import (
     EnrollOut,
     ExportIn,
     GoldSuggestionsOut,
+    HookAddedOut,
+    HookDeliveryOut,
+    HookIn,
+    HookOut,
+    HookRemovedOut,
     JobOut,
     Name,
     PredictionsOut,
@@ -91,6 +113,8 @@ ProjectPath = PathParam(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f
                    description="The project's name.")
 HandlePath = PathParam(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$",
                        description="The annotator's handle.")
+HookPath = PathParam(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$",
+                    description="The hook's name in the project.")
 JobPath = PathParam(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
 
 # the predictions route takes a file: its body has a limit of its own (BodyLimit's
@@ -194,6 +218,67 @@ def new_token(request: Request, handle: Name = HandlePath) -> TokenOut:
     with session_scope(request.app.state.labelq.engine) as session:
         worker, token = reset_token(session, handle)
         return TokenOut(handle=worker.handle, token=token)
+
+
+_404_HOOK: _Responses = {404: ERROR_RESPONSES[401] | {"description": "No such project or "
+                                                                     "hook."}}
+_409_HOOK: _Responses = {409: ERROR_RESPONSES[401] | {
+    "description": "The project has a hook of that name (`already_exists`)."}}
+
+
+@router.get("/projects/{name}/hooks", response_model=list[HookOut], summary="Webhooks",
+            responses=_404)
+def hooks(request: Request, name: Name = ProjectPath) -> list[HookOut]:
+    """The project's webhooks (never their secrets), with their events pending, delivered
+    and failed: ``labelq hooks list NAME -o json``. See docs/hooks.md."""
+    with session_scope(request.app.state.labelq.engine) as session:
+        project = get_project(session, name)
+        return [HookOut(**hook_view(session, h)) for h in list_hooks(session, project)]
+
+
+@router.post("/projects/{name}/hooks", response_model=HookAddedOut, status_code=201,
+             summary="Add a webhook", responses=_404 | _409_HOOK)
+def hook_add(body: HookIn, request: Request, name: Name = ProjectPath) -> HookAddedOut:
+    """As ``labelq hooks add NAME URL --events ...``, with the same checks: the URL http or
+    https with a host, known event names, ``budget_below`` in (0, 1) on a project with a
+    budget — else 422 ``invalid_input`` naming the ``field``. The ``secret`` is in this
+    answer only: the receiver checks each delivery's ``X-Labelq-Signature`` with it."""
+    url = check_url(body.url)
+    kinds = parse_events(body.events) if body.events or body.budget_below is None else []
+    with session_scope(request.app.state.labelq.engine) as session:
+        project = get_project(session, name)
+        hook, secret = add_hook(session, project, body.name or default_name(session, project,
+                                                                             url),
+                                url, kinds, body.budget_below)
+        return HookAddedOut(project=project.name, name=hook.name, url=hook.url,
+                            events=list(hook.events), budget_below=hook.budget_below,
+                            secret=secret)
+
+
+@router.delete("/projects/{name}/hooks/{hook}", response_model=HookRemovedOut,
+               summary="Remove a webhook", responses=_404_HOOK)
+def hook_remove(request: Request, name: Name = ProjectPath,
+                hook: str = HookPath) -> HookRemovedOut:
+    """Remove the hook with its undelivered events and its delivery log (``labelq hooks
+    remove``)."""
+    with session_scope(request.app.state.labelq.engine) as session:
+        h = get_hook(session, get_project(session, name), hook)
+        url = h.url
+        remove_hook(session, h)
+    return HookRemovedOut(project=name, name=hook, url=url, removed=True)
+
+
+@router.get("/projects/{name}/hooks/{hook}/deliveries", response_model=list[HookDeliveryOut],
+            summary="A webhook's delivery tries", responses=_404_HOOK)
+def hook_deliveries(request: Request, name: Name = ProjectPath, hook: str = HookPath,
+                    limit: int = Query(50, ge=1, le=10_000,
+                                       description="The latest tries to show.")
+                    ) -> list[HookDeliveryOut]:
+    """Each try, newest first: the event, which try, the HTTP status or the error, how
+    long it took, and the event's state now (``labelq hooks deliveries``)."""
+    with session_scope(request.app.state.labelq.engine) as session:
+        h = get_hook(session, get_project(session, name), hook)
+        return [HookDeliveryOut(**row) for row in deliveries(session, h, limit)]
 
 
 _PREDICTIONS_BODY = {"required": True, "content": {

@@ -17,7 +17,8 @@ __all__ = ["Name", "AssignmentId", "Assignment", "NextAssignment", "NextOut", "S
            "CurrentOut", "PredictionsOut",
            "WorkerStatusIn", "WorkerStatusOut", "TokenOut", "TaskLabel", "TaskDetailOut",
            "ReviewMeOut", "ReviewProject", "ReviewTask", "ReviewQueueOut", "ReviewAnswer",
-           "ReviewAnswersOut", "ReviewIn", "ReviewOut", "MyProject", "MyProjectsOut"]
+           "ReviewAnswersOut", "ReviewIn", "ReviewOut", "MyProject", "MyProjectsOut",
+           "HookIn", "HookOut", "HookAddedOut", "HookRemovedOut", "HookDeliveryOut"]
 
 # printable text without control characters (they are refused by PostgreSQL or are noise)
 _TEXT = r"^[^\x00-\x1f\x7f]+$"
@@ -230,6 +231,64 @@ class ExportIn(BaseModel):
     raw: bool = Field(default=False, strict=True,
                       description="Every label instead of one row per task.")
     exclude_paused: bool = Field(default=False, strict=True)
+
+
+class HookIn(BaseModel):
+    """A webhook to add (as ``labelq hooks add``; docs/hooks.md)."""
+    model_config = ConfigDict(extra="forbid")
+    url: Annotated[str, Field(min_length=1, max_length=2000)] = Field(
+        description="Where events are POSTed: an http:// or https:// URL with a host "
+                    "(anything else: 422 naming the field `url`).")
+    events: Annotated[list[Name], Field(max_length=50)] = Field(
+        default=[], description="Event types (project.finished, project.stalled, "
+        "annotator.paused, annotator.resumed, budget.below, export.ready, "
+        "gold.seen_through), or `all` (every one but budget.below). May be empty only "
+        "with `budget_below`.")
+    budget_below: Annotated[float | None, Field(allow_inf_nan=False, strict=True)] = Field(
+        default=None, description="budget.below fires when less than this share of the "
+                                  "budget is left, in (0, 1); implies budget.below.")
+    name: Name | None = Field(default=None, description="The hook's name in the project "
+                              "(default: the URL's host, made unique).")
+
+
+class HookOut(_Out):
+    name: str
+    url: str
+    events: list[str]
+    budget_below: float | None
+    created: str
+    pending: int = Field(description="Events not delivered yet (retries included).")
+    delivered: int
+    failed: int = Field(description="Events given up on after 5 tries.")
+
+
+class HookAddedOut(_Out):
+    project: str
+    name: str
+    url: str
+    events: list[str]
+    budget_below: float | None
+    secret: str = Field(description="Shown only now: the receiver checks "
+                                    "X-Labelq-Signature (HMAC-SHA256 of "
+                                    "`<X-Labelq-Timestamp>.<body>`) with it.")
+
+
+class HookRemovedOut(_Out):
+    project: str
+    name: str
+    url: str
+    removed: bool
+
+
+class HookDeliveryOut(_Out):
+    at: str = Field(description="When the try was made (ISO 8601 UTC).")
+    event: str = Field(description="The event id (X-Labelq-Delivery).")
+    type: str
+    attempt: int
+    status: int | None = Field(description="The receiver's HTTP status; null: no answer.")
+    error: str | None = Field(description="Why there was no answer (timeout, refused).")
+    duration_ms: float
+    state: str = Field(description="The event's state now: pending, delivered, failed.")
 
 
 class PredictionsOut(_Out):

@@ -26,7 +26,7 @@ from ..errors import AlreadyExists, InputError, NotFound
 from .models import Hook, HookDelivery, HookEvent, Project, utcnow
 
 __all__ = ["EVENTS", "CONDITION_EVENTS", "add_hook", "get_hook", "list_hooks", "remove_hook",
-           "emit", "emit_to", "check_url", "parse_events", "hook_view", "deliveries",
+           "emit", "emit_to", "export_ready", "check_url", "default_name", "parse_events", "hook_view", "deliveries",
            "delete_project_hooks"]
 
 # the events a hook can subscribe to, and what each says (docs/hooks.md)
@@ -51,7 +51,15 @@ def check_url(url: str) -> str:
     """``url`` if it is an http or https URL with a host; else :class:`InputError` naming
     the field (a ``file://``, ``ftp://`` or ``gopher://`` URL would make the worker read
     or reach what it should not)."""
-    parts = urlsplit(url.strip())
+    bad = [c for c in url.strip() if c.isspace() or not c.isprintable()]
+    if bad:
+        raise InputError(f"hook URL {url!r} holds {bad[0]!r}: spaces and control "
+                         "characters are percent-encoded in a URL (%20)", field="url")
+    try:
+        parts = urlsplit(url.strip())
+        parts.port  # noqa: B018 - (raises on a port that is not one)
+    except ValueError as exc:
+        raise InputError(f"hook URL {url!r} is not a URL: {exc}", field="url") from None
     if parts.scheme.lower() not in ("http", "https"):
         raise InputError(f"hook URL {url!r} is not http or https (scheme "
                          f"{parts.scheme or 'missing'!r}); only http:// and https:// URLs "
@@ -114,6 +122,18 @@ def add_hook(session: Session, project: Project, name: str, url: str, events: li
     return hook, secret
 
 
+def default_name(session: Session, project: Project, url: str) -> str:
+    """A hook's name when none is given: the URL's host, made unique in the project
+    (``example.com``, ``example.com-2``, ...)."""
+    taken = {h.name for h in list_hooks(session, project)}
+    base = urlsplit(url.strip()).hostname or "hook"
+    name, n = base, 1
+    while name in taken:
+        n += 1
+        name = f"{base}-{n}"
+    return name
+
+
 def get_hook(session: Session, project: Project, name: str) -> Hook:
     hook: Hook | None = session.exec(select(Hook).where(
         col(Hook.project_id) == project.id, col(Hook.name) == name)).first()
@@ -165,6 +185,20 @@ def emit(session: Session, project_id: int, type_: str, data: dict[str, Any]
         raise ValueError(f"unknown hook event {type_!r}")
     hooks = session.exec(select(Hook).where(col(Hook.project_id) == project_id)).all()
     return [emit_to(session, h, type_, data) for h in hooks if type_ in h.events]
+
+
+def export_ready(session: Session, project_id: int, *, file: str, fmt: str, raw: bool,
+                 rows: int, method: str | None, chosen: str | None, job: str | None = None
+                 ) -> list[HookEvent]:
+    """Record ``export.ready`` for the file ``file`` just written (``rows`` rows): by an
+    export job (``job``: its id, fetched at ``result_url``) or by ``labelq export --out``
+    in the foreground (``job`` and ``result_url`` None: the file is on the machine that
+    ran it). Called after the file is in place, so the event exists only for a file that
+    does."""
+    return emit(session, project_id, "export.ready",
+                {"job": job, "format": fmt, "raw": raw, "method": method, "chosen": chosen,
+                 "rows": rows, "file": file,
+                 "result_url": None if job is None else f"/api/v1/exports/{job}/result"})
 
 
 def emit_to(session: Session, hook: Hook, type_: str, data: dict[str, Any]) -> HookEvent:

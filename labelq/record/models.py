@@ -524,8 +524,8 @@ def dumps(obj: Any) -> str:
 class Hook(SQLModel, table=True):
     """A webhook of a project (issue 43; :mod:`labelq.record.hooks`): ``url`` (http or
     https) receives the ``events`` named (a JSON list), each body signed with ``secret``
-    (HMAC-SHA256, ``X-Labelq-Signature``). ``budget_below``: the share of the budget left
-    under which ``budget.below`` fires; ``fired``: the conditions (``project.finished``,
+    (HMAC-SHA256 of ``<timestamp>.<body>``, ``X-Labelq-Signature``). ``budget_below``:
+    the share of the budget left under which ``budget.below`` fires; ``fired``: the conditions (``project.finished``,
     ``project.stalled``, ``budget.below``, ``gold.seen_through:HANDLE``) announced and
     still holding, so each is sent once per onset. A new table: ``labelq init`` creates
     it in an older database."""

@@ -9,6 +9,7 @@ import hashlib
 import hmac
 import json
 import threading
+import time
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -20,6 +21,7 @@ from labelq.errors import AlreadyExists, InputError
 from labelq.hooks import (
     CLAIM_S,
     MAX_TRIES,
+    TOLERANCE_S,
     backoff,
     body_of,
     claim_due,
@@ -49,13 +51,28 @@ from labelq.record.projects import (
 )
 
 
-def test_the_signature_is_github_s_hmac_sha256_of_the_body():
+def test_the_signature_is_hmac_sha256_of_the_timestamp_and_the_body():
     body = b'{"id":"e1","type":"ping"}'
-    expected = hmac.new(b"s3cret", body, hashlib.sha256).hexdigest()
-    assert sign("s3cret", body) == "sha256=" + expected
-    assert verify("s3cret", body, "sha256=" + expected)
-    assert not verify("s3cret", body + b"\n", "sha256=" + expected)  # a changed body
-    assert not verify("other", body, "sha256=" + expected)            # another secret
+    now = 1_800_000_000
+    expected = hmac.new(b"s3cret", f"{now}.".encode() + body, hashlib.sha256).hexdigest()
+    assert sign("s3cret", body, now) == sign("s3cret", body, str(now)) == "sha256=" + expected
+    assert verify("s3cret", body, "sha256=" + expected, str(now), now=now + 10)
+    assert not verify("s3cret", body + b"\n", "sha256=" + expected, now, now=now)  # body
+    assert not verify("other", body, "sha256=" + expected, now, now=now)  # another secret
+    # the timestamp is signed: the same signature under another time does not verify
+    assert not verify("s3cret", body, "sha256=" + expected, now + 1, now=now)
+    # a delivery replayed later than the window (or from too far ahead) is refused
+    assert verify("s3cret", body, "sha256=" + expected, now, now=now + TOLERANCE_S)
+    assert not verify("s3cret", body, "sha256=" + expected, now, now=now + TOLERANCE_S + 1)
+    assert not verify("s3cret", body, "sha256=" + expected, now, now=now - TOLERANCE_S - 1)
+    assert verify("s3cret", body, "sha256=" + expected, now, now=now + 3600, tolerance=7200)
+    # a timestamp that is not whole Unix seconds is refused, not a crash
+    for bad in ("", "abc", "1.5e9", "-1", "１２３"):
+        assert not verify("s3cret", body, sign("s3cret", body, bad), bad, now=now)
+    # the body-only signature of labelq before the timestamp (docs/hooks.md) no longer
+    # verifies: a receiver must sign "<timestamp>.<body>"
+    old = "sha256=" + hmac.new(b"s3cret", body, hashlib.sha256).hexdigest()
+    assert not verify("s3cret", body, old, now, now=now)
 
 
 def test_backoff_grows_to_five_minutes():
@@ -149,6 +166,24 @@ def test_the_watch_announces_a_condition_once_per_onset(project):
     with session_scope(project) as s:
         e = s.get(HookEvent, again[0])
         assert e.type == "project.stalled" and e.payload["tasks"] == 3
+
+
+def test_a_hook_added_while_a_condition_holds_is_told_once_at_the_next_beat(project):
+    # Given project p stalled (its only annotator paused), announced to hook "old"
+    with session_scope(project) as s:
+        add_hook(s, get_project(s, "p"), "old", "http://127.0.0.1:9/", ["project.stalled"])
+        set_worker_status(s, "ann", "paused")
+    assert len(watch(project)) == 1
+    # When hook "new" is added while p is still stalled
+    with session_scope(project) as s:
+        add_hook(s, get_project(s, "p"), "new", "http://127.0.0.1:9/",
+                 ["project.stalled", "project.finished"])
+    # Then the next beat tells "new" (docs/hooks.md), not "old" again; and then nobody
+    told = watch(project)
+    with session_scope(project) as s:
+        assert [(s.get(Hook, s.get(HookEvent, e).hook_id).name, s.get(HookEvent, e).type)
+                for e in told] == [("new", "project.stalled")]
+    assert watch(project) == []
 
 
 def _label(eng, task_seq: int) -> None:
@@ -249,11 +284,13 @@ def test_a_delivery_logs_each_try_backs_off_and_gives_up(project):
         assert states == ["pending"] * (MAX_TRIES - 3) + ["failed"]
         assert deliver(project, event_id) is None  # failed: no more tries
         assert len(rx.got) == MAX_TRIES
-        # every try the same body, event id and signature
+        # every try the same body and event id, each signed with its own time
         headers, body = rx.got[0]
         assert all(b == body for _, b in rx.got)
         assert {h["X-Labelq-Delivery"] for h, _ in rx.got} == {event_id}
-        assert verify(secret, body, headers["X-Labelq-Signature"])
+        for h, _ in rx.got:
+            assert verify(secret, body, h["X-Labelq-Signature"], h["X-Labelq-Timestamp"])
+            assert abs(int(h["X-Labelq-Timestamp"]) - time.time()) < 60
         doc = json.loads(body)
         assert doc["id"] == event_id and doc["project"] == "p"
         assert doc["type"] == "annotator.paused" and doc["data"]["worker"] == "ann"
@@ -263,6 +300,57 @@ def test_a_delivery_logs_each_try_backs_off_and_gives_up(project):
                 (1, 500), (2, 302), (3, 503), (4, 503), (5, 503)]
     finally:
         rx.server.shutdown()
+
+
+def test_the_docs_receiver_takes_a_real_delivery_and_refuses_a_replay(project):
+    # Given the receiver of docs/hooks.md ("Verifying a delivery"), run as written
+    import io
+    import re
+    from contextlib import redirect_stdout
+    from pathlib import Path
+
+    doc = (Path(__file__).parents[2] / "docs" / "hooks.md").read_text()
+    section = doc[doc.index("## Verifying a delivery"):doc.index("## Retries")]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    snippet: dict = {}
+    exec(compile(code, "docs/hooks.md", "exec"), snippet)  # noqa: S102 - the docs' code
+    rx = _Receiver([200])
+    with session_scope(project) as s:
+        _, secret = add_hook(s, get_project(s, "p"), "h", rx.url + "/in",
+                             ["annotator.paused"])
+        set_worker_status(s, "ann", "paused")
+        event_id = s.exec(select(HookEvent)).one().id
+    try:
+        assert deliver(project, event_id).state == "delivered"
+    finally:
+        rx.server.shutdown()
+    headers, body = rx.got[0]
+    snippet["SECRET"] = secret
+    # When it handles the delivery labelq made: accepted, once (a retry is a 200 too)
+    with redirect_stdout(io.StringIO()) as printed:
+        assert snippet["handle"](body, headers) == 200
+        assert snippet["handle"](body, headers) == 200
+    assert printed.getvalue().count("annotator.paused") == 1
+    # Then a body altered on the way, another secret's signature and the old body-only
+    # signature are refused
+    assert snippet["handle"](body.replace(b"ann", b"bob"), headers) == 401
+    stamp = headers["X-Labelq-Timestamp"]
+    assert snippet["handle"](body, {**headers, "X-Labelq-Signature":
+                                    sign("not-the-secret", body, stamp)}) == 401
+    legacy = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    assert snippet["handle"](body, {**headers, "X-Labelq-Signature": legacy}) == 401
+    # and so is the same delivery, correctly signed, replayed ten minutes later (a new
+    # event id, so it is the time that refuses it, not the de-duplication)
+    replay = body.replace(event_id.encode(), b"another-id")
+    old = str(int(time.time()) - 600)
+    assert snippet["handle"](replay, {**headers, "X-Labelq-Timestamp": old,
+                                      "X-Labelq-Signature": sign(secret, replay, old)}) == 401
+    now = str(int(time.time()))
+    with redirect_stdout(io.StringIO()):
+        assert snippet["handle"](replay, {**headers, "X-Labelq-Timestamp": now,
+                                          "X-Labelq-Signature": sign(secret, replay, now)}) == 200
+    assert snippet["handle"](body, {k: v for k, v in headers.items()
+                                    if k.lower() != "x-labelq-timestamp"}) == 401
 
 
 def test_a_receiver_that_is_down_is_a_logged_error(project):
@@ -322,7 +410,8 @@ def test_cli_add_list_test_deliveries_remove(db_url, project):
         assert json.loads(ping.output)["status"] == 200
         headers, body = rx.got[0]
         assert headers["X-Labelq-Event"] == "ping"
-        assert verify(doc["secret"], body, headers["X-Labelq-Signature"])
+        assert verify(doc["secret"], body, headers["X-Labelq-Signature"],
+                      headers["X-Labelq-Timestamp"])
         log = json.loads(_cli(db_url, "hooks", "deliveries", "p", "127.0.0.1",
                               "-o", "json").output)
         assert [(d["type"], d["status"], d["state"]) for d in log] == [
@@ -334,10 +423,52 @@ def test_cli_add_list_test_deliveries_remove(db_url, project):
         down = _cli(db_url, "hooks", "add", "p", "http://127.0.0.1:9/", "--events", "all",
                     "--budget-below", "0.2", "--name", "down")
         assert down.exit_code == 0, down.output
+        # --budget-below alone (as docs/hooks.md shows it): budget.below only
+        budget = _cli(db_url, "hooks", "add", "p", "https://example.com/b", "--budget-below",
+                      "0.2", "-o", "json")
+        assert budget.exit_code == 0, budget.output
+        assert json.loads(budget.output[budget.output.index("{"):])["events"] == [
+            "budget.below"]
+        none = _cli(db_url, "hooks", "add", "p", "https://example.com/c")
+        assert none.exit_code == 3 and "at least one event" in none.output
         failed = _cli(db_url, "hooks", "test", "p", "down")
         assert failed.exit_code == 9 and "retries it" in failed.output
     finally:
         rx.server.shutdown()
+
+
+def test_a_foreground_export_to_a_file_records_export_ready(db_url, project, tmp_path):
+    # Given hooks of p: one subscribed to export.ready, one to other events only
+    with session_scope(project) as s:
+        p = get_project(s, "p")
+        add_hook(s, p, "exports", "http://127.0.0.1:9/x", ["export.ready"])
+        add_hook(s, p, "pauses", "http://127.0.0.1:9/y", ["annotator.paused"])
+    _label(project, 0)
+    # When the operator exports in the foreground (no job, no worker) to a file
+    out = tmp_path / "answers.csv"
+    res = _cli(db_url, "export", "p", "--out", str(out), "--method", "mv")
+    assert res.exit_code == 0, res.output
+    # Then the export.ready event is in the outbox, for the subscribed hook only, naming
+    # the file written (absolute) and its rows; no job, no result URL
+    with session_scope(project) as s:
+        events = s.exec(select(HookEvent)).all()
+        assert [(s.get(Hook, e.hook_id).name, e.type, e.state) for e in events] == [
+            ("exports", "export.ready", "pending")]
+        data = events[0].payload
+    assert data == {"job": None, "format": "csv", "raw": False, "method": "mv",
+                    "chosen": "mv", "rows": 3, "file": str(out.resolve()),
+                    "result_url": None}
+    assert out.read_text().count("\n") == 4  # the header and the 3 rows it says
+    # and a raw JSONL export announces its label rows
+    raw = tmp_path / "raw.jsonl"
+    assert _cli(db_url, "export", "p", "--raw", "-o", "jsonl", "--out", str(raw)).exit_code == 0
+    # but an export to standard output is no file to fetch: no event
+    assert _cli(db_url, "export", "p", "--method", "mv").exit_code == 0
+    with session_scope(project) as s:
+        payloads = [e.payload for e in s.exec(select(HookEvent).order_by(HookEvent.created))]
+    assert len(payloads) == 2
+    assert {k: payloads[1][k] for k in ("raw", "format", "rows", "method", "file")} == {
+        "raw": True, "format": "jsonl", "rows": 1, "method": None, "file": str(raw.resolve())}
 
 
 def test_body_is_compact_json_with_its_project(project):

@@ -132,8 +132,9 @@ def test_a_real_worker_delivers_signed_events_and_retries(redis_url, tmp_path):
         for path, headers, body in raw:
             doc = json.loads(body)
             secret = secrets[(path, doc["project"])]
-            assert verify(secret, body, headers["X-Labelq-Signature"]), (path, doc)
-            assert not verify(secret, body + b" ", headers["X-Labelq-Signature"])
+            stamp = headers["X-Labelq-Timestamp"]
+            assert verify(secret, body, headers["X-Labelq-Signature"], stamp), (path, doc)
+            assert not verify(secret, body + b" ", headers["X-Labelq-Signature"], stamp)
             assert headers["X-Labelq-Event"] == doc["type"]
             assert headers["X-Labelq-Delivery"] == doc["id"]
             assert headers["Content-Type"] == "application/json"
@@ -171,3 +172,46 @@ def test_a_real_worker_delivers_signed_events_and_retries(redis_url, tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def test_check_warns_when_no_worker_delivers_the_webhooks(redis_url, tmp_path, celery_env,
+                                                          celery_worker):
+    # Given database A with a project and its label worker (its own queue), no hook yet
+    from cli.main import cli
+
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    eng, _ = make_project(url, n_tasks=3, workers=1, name="p")
+    d = database_id(eng)
+    celery_worker(celery_env(url, queue=None), beat=False, name="own@%h")
+
+    def check() -> tuple[int, dict[str, dict], str]:
+        env = {"LABELQ_DATABASE_URL": url, "LABELQ_REDIS_URL": redis_url}
+        res = CliRunner().invoke(cli, ["check", "--timeout", "3", "-o", "json"], env=env)
+        table = CliRunner().invoke(cli, ["check", "--timeout", "3"], env=env).output
+        return res.exit_code, {row["check"]: row for row in json.loads(res.output)}, table
+
+    # When it is checked: no webhooks row (nothing to deliver)
+    code, rows, _ = check()
+    assert code == 0 and rows["celery worker"]["ok"] and "webhooks worker" not in rows
+    # When the project gets a hook and no worker consumes the webhooks' queue
+    with session_scope(eng) as s:
+        add_hook(s, get_project(s, "p"), "ops", "http://127.0.0.1:9/", ["project.finished"])
+    code, rows, table = check()
+    # Then a warning row names the queue (not a failure: labels are applied)
+    row = rows["webhooks worker"]
+    assert code == 0 and row["ok"] and row["warning"]
+    assert row["queue"] == f"labelq.{d}.hooks" and row["hooks"] == 1
+    assert row["projects"] == ["p"] and row["workers"] == []
+    assert f"no Celery worker of this database consumes its webhooks' queue " \
+           f"'labelq.{d}.hooks'" in row["detail"]
+    assert any(line.startswith("webhooks worker") and " WARN " in line
+               for line in table.splitlines()), table
+    # When run-worker's hooks process of A serves that queue
+    celery_worker(celery_env(url, queue=None), beat=False, name="hooks@%h",
+                  queues=f"labelq.{d}.hooks")
+    code, rows, _ = check()
+    # Then the row is ok, naming it
+    row = rows["webhooks worker"]
+    assert code == 0 and row["ok"] and not row.get("warning")
+    assert [w.split("@")[0] for w in row["workers"]] == ["hooks"]
+    assert "delivered by hooks@" in row["detail"]
