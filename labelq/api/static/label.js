@@ -62,10 +62,7 @@ async function signIn(event) {
   if (event) event.preventDefault();
   if (!token) token = $("token").value.trim();
   try {
-    $("signin").hidden = true;
-    $("token").value = "";
-    sessionStorage.setItem("labelq-token", token);
-    $("signout").hidden = false;
+    showSignedIn(TOKEN_KEY, token, ["signout"]);  // (the rest once a project is chosen)
     if (!(await pickProject())) {  // several projects and none chosen yet: ask
       for (const id of ["who", "progress", "work"]) $(id).hidden = true;
       $("choose").hidden = false;
