@@ -210,8 +210,26 @@ def _marked(session: Session, pid: int) -> set[int]:
 
 
 def counts(session: Session, pid: int) -> Counts:
-    """Project ``pid``'s status counts now (see the module docstring)."""
+    """Project ``pid``'s status counts now (see the module docstring).
+
+    They are read in several statements, and under PostgreSQL's READ COMMITTED each sees
+    the commits made before it: a :func:`fold` committed between reading the mark and
+    reading the counters would have its labels counted twice, in the counters and again as
+    applied after the (old) mark. A fold always moves the mark (its applied sequence, its
+    task count or, after a reset, its version), so the mark is read again at the end and
+    the counts read again while it moved."""
     m = _mark(session, pid)
+    for _ in range(4):
+        out = _counts_at(session, pid, m)
+        again = _mark(session, pid)
+        if again == m:
+            return out
+        m = again
+    return _counts_at(session, pid, m)  # (folds without end: as read against the last)
+
+
+def _counts_at(session: Session, pid: int, m: _Mark) -> Counts:
+    """:func:`counts` against the mark ``m`` read before."""
     applied, n_tasks = (m.applied, m.n_tasks) if m.usable else (0, 0)
     out = Counts()
     if m.usable:

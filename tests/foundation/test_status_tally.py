@@ -127,3 +127,42 @@ def test_status_from_counters_equals_a_full_count(db_url):
         fold(s, get_project(s, "t").id)
     _check(engine)
     engine.dispose()
+
+
+def test_a_fold_committed_while_status_is_read_is_not_counted_twice(db_url, monkeypatch):
+    # Given 5 labels folded into the counters and 12 more applied but not folded yet
+    from labelq.record import tally
+
+    engine = engine_for(db_url)
+    init_schema(engine)
+    rng = random.Random(3)
+    with session_scope(engine) as s:
+        p = create_project(s, "t", "a,b", max_labels=9)
+        enroll_worker(s, p, "u")
+    _load(engine, 0, 6)
+    seq = _label(engine, rng, 5, 0)
+    with session_scope(engine) as s:
+        assert fold(s, get_project(s, "t").id) == 5
+    _label(engine, rng, 12, seq)
+    real = tally._counts_at
+    folded = []
+
+    def fold_first(session, pid, m):
+        # (another process's fold commits after this read took the mark: its labels are
+        # in the counters now and still after the mark this read took)
+        if not folded:
+            with session_scope(engine) as other:
+                folded.append(fold(other, pid))
+        return real(session, pid, m)
+
+    monkeypatch.setattr(tally, "_counts_at", fold_first)
+    # When the status is read across that fold
+    with session_scope(engine) as s:
+        st = project_status(s, get_project(s, "t"))
+    # Then each label is counted once
+    assert folded == [12]
+    assert st["labels"] == 17 and st["workers"][0]["labels"] == 17
+    assert sum(st["tasks"].values()) == 6
+    monkeypatch.undo()
+    _check(engine)
+    engine.dispose()
