@@ -27,7 +27,7 @@ schema = schemathesis.pytest.from_fixture("api_schema")
 
 
 @schema.parametrize()
-@settings(max_examples=25, deadline=None, derandomize=True, database=None,
+@settings(max_examples=15, deadline=None, derandomize=True, database=None,
           phases=[Phase.explicit, Phase.generate],
           suppress_health_check=list(HealthCheck))
 @pytest.mark.timeout(120)

@@ -1,6 +1,6 @@
 """Predictions load as a stream (issue 42): memory that does not grow with the file (the rows
-go through a temporary table; the ids are checked in SQL). The test loads 50,000 and then
-250,000 rows and compares the peaks (a million rows under tracemalloc took 7.5 minutes of the
+go through a temporary table; the ids are checked in SQL). The test loads 25,000 and then
+125,000 rows and compares the peaks (a million rows under tracemalloc took 7.5 minutes of the
 suite; docs/models.md has the million-row figure)."""
 
 import tracemalloc
@@ -17,8 +17,8 @@ from labelq.record.predictions import load_predictions, read_predictions
 from labelq.record.problem import load_view
 from labelq.record.projects import create_project, get_project
 
-ROWS = 250_000
-SMALL = 50_000
+ROWS = 125_000
+SMALL = 25_000
 
 
 @pytest.fixture
@@ -47,7 +47,7 @@ def _peak(eng, path, model):
     return result.rows, peak
 
 
-@pytest.mark.slow  # (250,000 tasks loaded first: a minute on a busy machine)
+@pytest.mark.slow  # (125,000 tasks loaded first)
 def test_predictions_load_in_memory_that_does_not_grow_with_the_file(eng, tmp_path):
     small = tmp_path / "small.csv"
     with small.open("w") as fh:
@@ -60,12 +60,12 @@ def test_predictions_load_in_memory_that_does_not_grow_with_the_file(eng, tmp_pa
         # every task, backwards: the file's order is not the tasks'
         fh.writelines(f"task-{i:07d},0.{i % 10}25,0.{9 - i % 10}75,0\n"
                       for i in range(ROWS - 1, -1, -1))
-    size = path.stat().st_size  # about 6.5 MiB
+    size = path.stat().st_size  # about 3.3 MiB
     rows_small, peak_small = _peak(eng, small, "small")
     rows, peak = _peak(eng, path, "m")
     assert (rows_small, rows) == (SMALL, ROWS)
     # a batch of rows (5,000) and the reader's chunk, whatever the file's length (7.0 MiB
-    # here, 6.9 MiB for 100,000 rows): read whole, or with a dict of its ids (a million
+    # at 250,000 rows, 6.9 MiB for 100,000): read whole, or with a dict of its ids (a million
     # strings alone are some 60 MiB), it would be several times the file
     assert peak < 12 * 2**20, f"peak {peak / 2**20:.1f} MiB for a {size / 2**20:.1f} MiB file"
     # five times the rows, the same peak (within a batch's noise)
