@@ -100,6 +100,7 @@ def run(redis_url: str, hook_url: str | None, seconds: float, annotators: int,
             add_hook(s, p, "slow", hook_url, [e for e in EVENTS if e != "budget.below"])
     env = {**os.environ, "LABELQ_DATABASE_URL": url, "LABELQ_REDIS_URL": redis_url,
            "LABELQ_CELERY_QUEUE": QUEUE, "LABELQ_BEAT_SECONDS": str(beat),
+           "LABELQ_HOOK_ALLOW_NETWORKS": "127.0.0.1/32",  # (the receiver: loopback)
            "PYTHONPATH": str(ROOT)}
     labels = _start(env, ["-c", "1", "-Q", QUEUE, "--beat", "--schedule",
                           str(d / "beat")], d / "celery.log")

@@ -104,13 +104,14 @@ def test(name: str, hook: str, database_url: str | None, output: Output) -> None
     from labelq.record.db import session_scope
     from labelq.record.hooks import PING, emit_to, get_hook
     from labelq.record.projects import get_project
+    from labelq.record.settings import load_settings
 
     eng = engine(database_url)
     with session_scope(eng) as s:
         h = get_hook(s, get_project(s, name), hook)
         event = emit_to(s, h, PING, {"hook": h.name, "events": list(h.events)})
         event_id, url = event.id, h.url
-    attempt = deliver(eng, event_id)
+    attempt = deliver(eng, event_id, allowed=load_settings().hook_networks)
     if attempt is None:  # (removed meanwhile)
         raise ServiceUnavailable(f"hook {hook!r} is gone", hook=hook)
     emit_record({"project": name, "name": hook, "url": url, "event": attempt.event,

@@ -21,20 +21,22 @@ seconds when this try was sent) and ``X-Labelq-Signature: sha256=<hex HMAC-SHA25
 GitHub's header format): the timestamp is signed, so a receiver refuses a delivery
 captured and replayed later (:func:`verify`, :data:`TOLERANCE_S`). Each try is signed
 anew with its own time. Redirects are not followed (a 3xx is a failed try);
-:data:`TIMEOUT_S` per request.
+:data:`TIMEOUT_S` per request. Only to public addresses, unless the deployment allows more
+(:mod:`labelq.hooknet`: the address is checked when the request is made, and the
+connection goes to the address checked).
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import http.client
 import json
 import logging
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -44,6 +46,7 @@ from sqlmodel import col, select
 
 from . import __version__
 from .errors import InputError
+from .hooknet import Network, post
 from .record.db import session_scope
 from .record.hooks import CONDITION_EVENTS, check_url, emit_to
 from .record.models import Hook, HookDelivery, HookEvent, Project, as_utc, utcnow
@@ -118,40 +121,29 @@ class Attempt:
     state: str
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None  # a 3xx is the receiver's answer, not somewhere else to POST the body
-
-
-_OPENER = urllib.request.build_opener(_NoRedirect)
-
-
-def _post(url: str, body: bytes, headers: dict[str, str], timeout: float
-          ) -> tuple[int | None, str | None]:
-    """POST ``body``; (status, None) on any HTTP answer, (None, why) on none."""
+def _post(url: str, body: bytes, headers: dict[str, str], timeout: float,
+          allowed: Sequence[Network] = ()) -> tuple[int | None, str | None]:
+    """POST ``body``; (status, None) on any HTTP answer, (None, why) on none — a refused
+    address (:mod:`labelq.hooknet`) included."""
     try:  # (a URL stored before check_url refused it is a failed try, said as such)
         checked = check_url(url)
     except InputError as exc:
         return None, exc.message[:2000]
-    request = urllib.request.Request(checked, data=body, headers=headers, method="POST")
     try:
-        with _OPENER.open(request, timeout=timeout) as response:
-            response.read(1024)
-            return int(response.status), None
-    except urllib.error.HTTPError as exc:  # an answer, not 2xx (3xx included)
-        exc.close()
-        return int(exc.code), None
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        return None, f"{type(reason).__name__}: {reason}"[:2000]
+        return post(checked, body, headers, timeout, allowed), None
+    except PermissionError as exc:
+        return None, f"refused: {exc}"[:2000]
+    except (OSError, http.client.HTTPException, ValueError) as exc:
+        return None, f"{type(exc).__name__}: {exc}"[:2000]
 
 
 def deliver(engine: Engine, event_id: str, *, claim: str | None = None,
-            timeout: float = TIMEOUT_S) -> Attempt | None:
+            timeout: float = TIMEOUT_S, allowed: Sequence[Network] = ()) -> Attempt | None:
     """Try to deliver event ``event_id`` once (None: no such event pending — delivered
     already, failed, or its hook removed — or ``claim`` given and no longer the event's:
     a message that waited in the queue past its claim, enqueued again since). The request
-    runs outside any transaction."""
+    runs outside any transaction. ``allowed``: the networks beyond the public addresses a
+    delivery may go to (``LABELQ_HOOK_ALLOW_NETWORKS``, read by the caller)."""
     with session_scope(engine) as s:
         event = s.get(HookEvent, event_id)
         if event is None or event.state != "pending":
@@ -175,7 +167,7 @@ def deliver(engine: Engine, event_id: str, *, claim: str | None = None,
     headers["X-Labelq-Timestamp"] = stamp
     headers["X-Labelq-Signature"] = sign(secret, body, stamp)
     start = time.monotonic()
-    status, error = _post(url, body, headers, timeout)
+    status, error = _post(url, body, headers, timeout, allowed)
     took = (time.monotonic() - start) * 1000.0
     ok = status is not None and 200 <= status < 300
     with session_scope(engine) as s:

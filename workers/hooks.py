@@ -46,7 +46,7 @@ def deliver_hook(event_id: str, database: str | None = None, claim: str | None =
                     "ignored (give each database its own LABELQ_CELERY_QUEUE)", event_id,
                     database, database_id(engine))
         return "ignored"
-    attempt = deliver(engine, event_id, claim=claim)
+    attempt = deliver(engine, event_id, claim=claim, allowed=SETTINGS.hook_networks)
     return "none" if attempt is None else attempt.state
 
 

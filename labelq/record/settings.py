@@ -58,16 +58,21 @@ not deployment settings: they are :class:`labelq.live.tuning.Tuning`.
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Union
 from urllib.parse import urlparse
 
 from ..errors import ConfigError
 
-__all__ = ["Settings", "load_settings", "check_environment", "LEGACY_QUEUE"]
+__all__ = ["Settings", "load_settings", "check_environment", "LEGACY_QUEUE", "Network",
+           "parse_networks"]
+
+Network = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]  # noqa: UP007 - (an alias)
 
 # the one queue every database shared before queues were per database (and the prefix of
 # each database's own: ``labelq.<database id>``)
@@ -91,6 +96,9 @@ class Settings:
     celery_queue: str | None = None
     beat_seconds: float = 5.0
     visibility_timeout: int = 300
+    # networks beyond the public addresses a webhook may be delivered to
+    # (``LABELQ_HOOK_ALLOW_NETWORKS``; labelq/hooknet.py)
+    hook_networks: tuple[Network, ...] = ()
 
     def queue_of(self, database: str) -> str:
         """The Celery queue of database ``database``'s live tasks: ``LABELQ_CELERY_QUEUE``
@@ -321,4 +329,33 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         beat_seconds=_seconds(env, "LABELQ_BEAT_SECONDS", Settings.beat_seconds, 0.5, 300),
         visibility_timeout=_int_in(env, "LABELQ_VISIBILITY_TIMEOUT", 1, 86_400)
         or Settings.visibility_timeout,
+        hook_networks=_networks(env, "LABELQ_HOOK_ALLOW_NETWORKS"),
     )
+
+
+def _networks(env: Mapping[str, str], name: str) -> tuple[Network, ...]:
+    """Comma-separated CIDR blocks (:func:`parse_networks`)."""
+    raw = env.get(name)
+    if not raw:
+        return ()
+    try:
+        return parse_networks(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name}: {exc}; got {raw!r}", variable=name) from None
+
+
+def parse_networks(raw: str) -> tuple[Network, ...]:
+    """``"10.0.0.0/8, 127.0.0.1"`` → the networks (a bare address is its /32 or /128);
+    ValueError naming the entry that is not one (``LABELQ_HOOK_ALLOW_NETWORKS``:
+    labelq/hooknet.py)."""
+    out: list[Network] = []
+    for part in raw.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            out.append(ipaddress.ip_network(part, strict=False))
+        except ValueError:
+            raise ValueError(f"{part!r} is not an address or CIDR block "
+                             "(e.g. 10.0.0.0/8, 127.0.0.1/32, fd00::/8)") from None
+    return tuple(out)

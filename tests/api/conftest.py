@@ -192,7 +192,8 @@ def stack(tmp_path_factory):
     env = {k: v for k, v in os.environ.items() if not k.startswith("LABELQ_")}
     env.update(LABELQ_DATABASE_URL=db_url, LABELQ_REDIS_URL=REDIS_URL,
                LABELQ_OPERATOR_TOKEN=OPERATOR_TOKEN, LABELQ_VISIBILITY_TIMEOUT="5",
-               LABELQ_BEAT_SECONDS="2", PYTHONPATH=str(ROOT))
+               LABELQ_BEAT_SECONDS="2", PYTHONPATH=str(ROOT),
+               LABELQ_HOOK_ALLOW_NETWORKS="127.0.0.1/32")  # (webhook receivers: loopback)
     worker = CeleryWorker(env, 1, tmp / "celery.log")
     server = Server(env, tmp, tmp / "serve.log")
     try:

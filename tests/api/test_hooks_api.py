@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from sqlmodel import select
 
+from labelq.hooknet import parse_networks
 from labelq.hooks import deliver, verify
 from labelq.record.db import engine_for, session_scope
 from labelq.record.hooks import hook_view, list_hooks
@@ -95,7 +96,7 @@ def test_add_list_deliveries_remove(api):
             set_worker_status(s, "ann", "paused")
             event = s.exec(select(HookEvent).join(Hook, Hook.id == HookEvent.hook_id)
                            .where(Hook.name == "127.0.0.1")).one().id
-        assert deliver(engine, event).state == "delivered"
+        assert deliver(engine, event, allowed=parse_networks("127.0.0.1")).state == "delivered"
         headers, body = rx.got[0]
         assert verify(hook["secret"], body, headers["X-Labelq-Signature"],
                       headers["X-Labelq-Timestamp"])

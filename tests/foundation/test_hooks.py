@@ -18,6 +18,7 @@ from click.testing import CliRunner
 from sqlmodel import select
 
 from labelq.errors import AlreadyExists, InputError
+from labelq.hooknet import parse_networks
 from labelq.hooks import (
     CLAIM_S,
     MAX_TRIES,
@@ -49,6 +50,10 @@ from labelq.record.projects import (
     get_project,
     set_worker_status,
 )
+
+# the receivers here listen on loopback, which a delivery refuses unless allowed
+# (labelq/hooknet.py; LABELQ_HOOK_ALLOW_NETWORKS where a worker runs)
+LOOPBACK = parse_networks("127.0.0.1/32")
 
 
 def test_the_signature_is_hmac_sha256_of_the_timestamp_and_the_body():
@@ -234,7 +239,8 @@ def test_a_claimed_event_is_not_claimed_again_until_its_claim_lapses(project):
     again = claim_due(project, now=now + timedelta(seconds=CLAIM_S + 1))
     assert [e for e, _ in again] == [e for e, _ in first] and again[0][1] != first[0][1]
     # the first message, still in the queue, is stale: it does nothing (no request)
-    assert deliver(project, first[0][0], claim=first[0][1], timeout=1.0) is None
+    assert deliver(project, first[0][0], claim=first[0][1], timeout=1.0,
+                   allowed=LOOPBACK) is None
     with session_scope(project) as s:
         assert s.exec(select(HookDelivery)).all() == []
 
@@ -261,6 +267,32 @@ class _Receiver:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
 
+def test_a_hook_at_a_private_address_is_a_refused_try_and_nothing_is_sent(project):
+    # Given a hook whose URL is on loopback (as one at 169.254.169.254 or 10.0.0.5 would
+    # be: inside the worker's network), and a deployment that allows no private network
+    rx = _Receiver([200])
+    with session_scope(project) as s:
+        add_hook(s, get_project(s, "p"), "inside", rx.url + "/in", ["annotator.paused"])
+        set_worker_status(s, "ann", "paused")
+        event_id = s.exec(select(HookEvent)).one().id
+    try:
+        # When it is delivered
+        out = deliver(project, event_id)
+        # Then the try is logged as refused, naming the address and the setting, the event
+        # stays pending (an operator who allows the network gets it delivered), and the
+        # receiver got nothing
+        assert (out.status, out.state) == (None, "pending")
+        assert out.error.startswith("refused: 127.0.0.1 resolves to 127.0.0.1, a loopback")
+        assert "LABELQ_HOOK_ALLOW_NETWORKS=127.0.0.1/32" in out.error
+        assert rx.got == []
+        with session_scope(project) as s:
+            s.get(HookEvent, event_id).next_at = utcnow()
+        assert deliver(project, event_id, allowed=LOOPBACK).state == "delivered"
+        assert len(rx.got) == 1
+    finally:
+        rx.server.shutdown()
+
+
 def test_a_delivery_logs_each_try_backs_off_and_gives_up(project):
     rx = _Receiver([500, 302] + [503] * 10)
     with session_scope(project) as s:
@@ -270,19 +302,20 @@ def test_a_delivery_logs_each_try_backs_off_and_gives_up(project):
         event_id = s.exec(select(HookEvent)).one().id
     try:
         before = utcnow()
-        first = deliver(project, event_id)
+        first = deliver(project, event_id, allowed=LOOPBACK)
         assert (first.attempt, first.status, first.state) == (1, 500, "pending")
         with session_scope(project) as s:
             e = s.get(HookEvent, event_id)
             from labelq.record.models import as_utc
             assert as_utc(e.next_at) >= before + timedelta(seconds=backoff(1))
         # a redirect is not followed: a failed try
-        second = deliver(project, event_id)
+        second = deliver(project, event_id, allowed=LOOPBACK)
         assert (second.attempt, second.status, second.state) == (2, 302, "pending")
         assert len(rx.got) == 2  # nothing was sent to the Location
-        states = [deliver(project, event_id).state for _ in range(MAX_TRIES - 2)]
+        states = [deliver(project, event_id, allowed=LOOPBACK).state
+                  for _ in range(MAX_TRIES - 2)]
         assert states == ["pending"] * (MAX_TRIES - 3) + ["failed"]
-        assert deliver(project, event_id) is None  # failed: no more tries
+        assert deliver(project, event_id, allowed=LOOPBACK) is None  # failed: no more tries
         assert len(rx.got) == MAX_TRIES
         # every try the same body and event id, each signed with its own time
         headers, body = rx.got[0]
@@ -321,7 +354,7 @@ def test_the_docs_receiver_takes_a_real_delivery_and_refuses_a_replay(project):
         set_worker_status(s, "ann", "paused")
         event_id = s.exec(select(HookEvent)).one().id
     try:
-        assert deliver(project, event_id).state == "delivered"
+        assert deliver(project, event_id, allowed=LOOPBACK).state == "delivered"
     finally:
         rx.server.shutdown()
     headers, body = rx.got[0]
@@ -358,7 +391,7 @@ def test_a_receiver_that_is_down_is_a_logged_error(project):
         add_hook(s, get_project(s, "p"), "h", "http://127.0.0.1:9/", ["annotator.paused"])
         set_worker_status(s, "ann", "paused")
         event_id = s.exec(select(HookEvent)).one().id
-    out = deliver(project, event_id, timeout=2.0)
+    out = deliver(project, event_id, timeout=2.0, allowed=LOOPBACK)
     assert out.status is None and "Connection" in out.error and out.state == "pending"
 
 
@@ -367,7 +400,7 @@ def test_project_delete_removes_its_hooks_and_their_log(project):
         add_hook(s, get_project(s, "p"), "h", "http://127.0.0.1:9/", ["annotator.paused"])
         set_worker_status(s, "ann", "paused")
         event_id = s.exec(select(HookEvent)).one().id
-    deliver(project, event_id, timeout=2.0)
+    deliver(project, event_id, timeout=2.0, allowed=LOOPBACK)
     with session_scope(project) as s:
         delete_project(s, get_project(s, "p"))
     with session_scope(project) as s:
@@ -382,7 +415,8 @@ def test_emit_of_an_unknown_type_is_a_programming_error(project):
 
 def _cli(db_url: str, *args: str):
     from cli.main import cli
-    return CliRunner().invoke(cli, [*args, "--database-url", db_url])
+    return CliRunner().invoke(cli, [*args, "--database-url", db_url],
+                              env={"LABELQ_HOOK_ALLOW_NETWORKS": "127.0.0.1/32"})
 
 
 def test_cli_add_list_test_deliveries_remove(db_url, project):

@@ -148,7 +148,9 @@ def celery_env(redis_url, tmp_path):
         env = {k: v for k, v in os.environ.items() if not k.startswith("LABELQ_")}
         env.update(LABELQ_REDIS_URL=redis_url, LABELQ_DATABASE_URL=database_url,
                    PYTHONPATH=str(ROOT), LABELQ_VISIBILITY_TIMEOUT="5",
-                   LABELQ_BEAT_SECONDS="1")
+                   LABELQ_BEAT_SECONDS="1",
+                   # the tests' webhook receivers listen on loopback (labelq/hooknet.py)
+                   LABELQ_HOOK_ALLOW_NETWORKS="127.0.0.1/32")
         if queue is not None:
             env["LABELQ_CELERY_QUEUE"] = queue
         return env

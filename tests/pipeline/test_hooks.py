@@ -80,7 +80,8 @@ def test_a_real_worker_delivers_signed_events_and_retries(redis_url, tmp_path):
     queue = f"lq-hooks-{uuid.uuid4().hex[:8]}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("LABELQ_")}
     env.update(LABELQ_REDIS_URL=redis_url, LABELQ_DATABASE_URL=url, LABELQ_CELERY_QUEUE=queue,
-               PYTHONPATH=str(ROOT), LABELQ_BEAT_SECONDS="1", LABELQ_VISIBILITY_TIMEOUT="30")
+               PYTHONPATH=str(ROOT), LABELQ_BEAT_SECONDS="1", LABELQ_VISIBILITY_TIMEOUT="30",
+               LABELQ_HOOK_ALLOW_NETWORKS="127.0.0.1/32")  # (the receiver: loopback)
     log = tmp_path / "worker.log"
     with open(log, "wb") as fh:
         proc = subprocess.Popen([sys.executable, "-m", "cli.main", "run-worker", "-c", "1"],

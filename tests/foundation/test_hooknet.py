@@ -1,0 +1,102 @@
+"""Where a webhook may go (labelq/hooknet.py): public addresses only unless the deployment
+allows more, checked when the request is made and connected to as checked (a hook's URL is
+an operator token's choice; the worker sits inside the deployment's network)."""
+
+from __future__ import annotations
+
+import ipaddress
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from labelq.errors import ConfigError
+from labelq.hooknet import parse_networks, post, refusal, resolve
+from labelq.record.settings import load_settings
+
+
+@pytest.mark.parametrize(("address", "kind"), [
+    ("127.0.0.1", "loopback"), ("127.8.9.10", "loopback"), ("::1", "loopback"),
+    ("169.254.169.254", "link-local"),  # a cloud's metadata service
+    ("fe80::1", "link-local"),
+    ("10.1.2.3", "private"), ("172.16.0.1", "private"), ("192.168.1.1", "private"),
+    ("fd00::5", "private"), ("0.0.0.0", "private"),
+    ("100.64.0.1", "non-public"),  # carrier-grade NAT
+    ("::ffff:127.0.0.1", "loopback"),  # IPv4-mapped: judged as its IPv4 address
+    ("::ffff:10.0.0.1", "private"),
+    ("224.0.0.1", "multicast"), ("ff02::1", "multicast"),
+])
+def test_addresses_that_are_not_public_are_refused(address, kind):
+    why = refusal(ipaddress.ip_address(address))
+    assert why is not None and kind in why
+
+
+@pytest.mark.parametrize("address", ["8.8.8.8", "1.1.1.1", "2606:4700:4700::1111",
+                                     "::ffff:8.8.8.8"])
+def test_public_addresses_pass(address):
+    assert refusal(ipaddress.ip_address(address)) is None
+
+
+def test_an_allowed_network_lets_its_addresses_through_and_no_others():
+    allowed = parse_networks("10.20.0.0/16, 127.0.0.1")
+    assert refusal(ipaddress.ip_address("10.20.5.6"), allowed) is None
+    assert refusal(ipaddress.ip_address("127.0.0.1"), allowed) is None
+    assert refusal(ipaddress.ip_address("::ffff:127.0.0.1"), allowed) is None
+    assert refusal(ipaddress.ip_address("10.21.0.1"), allowed) is not None
+    assert refusal(ipaddress.ip_address("127.0.0.2"), allowed) is not None
+    assert refusal(ipaddress.ip_address("169.254.169.254"), allowed) is not None
+
+
+def test_the_setting_is_checked_and_names_the_bad_entry():
+    s = load_settings({"LABELQ_HOOK_ALLOW_NETWORKS": "10.0.0.0/8,::1"})
+    assert [str(n) for n in s.hook_networks] == ["10.0.0.0/8", "::1/128"]
+    assert load_settings({}).hook_networks == ()
+    with pytest.raises(ConfigError) as err:
+        load_settings({"LABELQ_HOOK_ALLOW_NETWORKS": "10.0.0.0/8,intranet"})
+    assert err.value.variable == "LABELQ_HOOK_ALLOW_NETWORKS" and "'intranet'" in str(err.value)
+
+
+def test_a_name_is_judged_by_every_address_it_resolves_to():
+    # (``localhost`` resolves to loopback on any machine, and to nothing public)
+    with pytest.raises(PermissionError) as err:
+        resolve("localhost", 80)
+    assert "loopback" in str(err.value) and "LABELQ_HOOK_ALLOW_NETWORKS=" in str(err.value)
+    got = resolve("localhost", 80, parse_networks("127.0.0.0/8,::1"))
+    assert got and all(ipaddress.ip_address(a).is_loopback for a in got)
+
+
+class _Receiver:
+    def __init__(self) -> None:
+        got = self.got = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                got.append((self.path, self.headers["Host"],
+                            self.rfile.read(int(self.headers["Content-Length"]))))
+                self.send_response(302)  # an answer, not somewhere else to go
+                self.send_header("Location", "http://169.254.169.254/")
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+def test_a_delivery_goes_to_the_address_checked_with_the_urls_host_and_no_redirect():
+    rx = _Receiver()
+    try:
+        url = f"http://localhost:{rx.port}/in?x=1"
+        # refused before any connection while loopback is not allowed
+        with pytest.raises(PermissionError):
+            post(url, b"{}", {"Content-Type": "application/json"}, 2.0)
+        assert rx.got == []
+        # allowed: the request reaches it, with the URL's host in Host and its path
+        status = post(url, b'{"a":1}', {"Content-Type": "application/json"}, 2.0,
+                      parse_networks("127.0.0.0/8,::1"))  # (localhost may be ::1 first)
+        assert status == 302  # the redirect is the answer: not followed
+        assert rx.got == [("/in?x=1", f"localhost:{rx.port}", b'{"a":1}')]
+    finally:
+        rx.server.shutdown()
