@@ -58,7 +58,8 @@ class NextOut(_Out):
 
 
 class CurrentOut(_Out):
-    assignments: list[Assignment] = Field(description="Held now, oldest first (empty: none).")
+    assignments: list[NextAssignment] = Field(description="Held now, oldest first (empty: "
+                                                          "none), as `next` gave them.")
 
 
 class SubmitIn(BaseModel):
