@@ -10,6 +10,7 @@ import numpy as np
 from sqlmodel import col, select
 
 from labelq.dashboard import worker_gold
+from labelq.exporting import aggregate_project, agreement_report, load_project_labels
 from labelq.gold.quality import QualityRule
 from labelq.gold.scoring import GoldScores
 from labelq.live.applier import Applier
@@ -75,6 +76,9 @@ def test_a_copier_of_the_suggestion_is_paused_on_the_gold_it_answered_alone(
         status = {w.handle: w.status for w in s.exec(select(Worker)
                                                       .where(Worker.project_id == pid))}
         summary = worker_gold(s, s.get(Project, pid))
+        pl = load_project_labels(s, s.get(Project, pid))
+        exported = {w["worker"]: w for w in agreement_report(
+            pl, aggregate_project(s, s.get(Project, pid), pl, "mv"))["workers"]}
     copier = [(t, v, m) for w, t, v, m in gold if w == ids["p-w0"]]
     alone = [(t, v) for t, v, m in copier if not m]
     # Then each gold answer is marked as the page showed it: unmarked exactly on the
@@ -85,6 +89,9 @@ def test_a_copier_of_the_suggestion_is_paused_on_the_gold_it_answered_alone(
     assert status == {"p-w0": "paused", "p-w1": "active"}
     assert summary["p-w0"]["gold"] == len(alone)
     assert summary["p-w0"]["gold_correct"] == sum(v == "a" for _t, v in alone) == 0
+    # (the export's per-annotator gold accuracy, and the dashboard's table, read the same)
+    assert (exported["p-w0"]["gold_n"], exported["p-w0"]["gold_accuracy"]) == (len(alone), 0)
+    assert exported["p-w1"]["gold_n"] == summary["p-w1"]["gold"]
     # and its answers with the suggestion shown are reported apart: right where the model
     # was (4 in 5), scoring no one
     apart = [v for _t, v, m in copier if m]
