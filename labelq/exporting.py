@@ -386,7 +386,8 @@ def saved_labels(pl: ProjectLabels) -> dict[str, Any] | None:
     est = labels_saved(pl.task, pl.worker, pl.label, n_tasks=v.n_tasks,
                        n_workers=max(v.n_workers, 1), n_classes=len(pl.classes),
                        predictions=v.predictions, gold=v.gold_answer,
-                       categories=v.task_category, policy=v.project.policy)
+                       categories=v.task_category, policy=v.project.policy,
+                       random_gold=pl.random_gold)
     out = None if est is None else est.to_dict()
     if len(_SAVED) > 256:
         _SAVED.clear()
