@@ -10,10 +10,11 @@ saved are ``(b* - h) * T``, with ``h = H / T`` and ``b*`` the human labels per t
   class shares (the mean posterior of ``shrunk`` with the model, over the data tasks);
 * its annotators are the project's, each answering with its fitted accuracy (``shrunk``'s
   one-coin accuracy, its categories weighted by its labels) and giving its share of the
-  project's labels at most (a capacity of its share of each run's budget, +1); where
-  annotators answered random gold, the accuracies are first shifted together by the
-  amount the gold says they are off, shrunk by its noise (:func:`calibrate_on_gold`):
-  at about one label per task the fitted ones read high;
+  project's labels at most (a capacity of its share of each run's budget, +1). At about
+  one label per task the fitted accuracies read high; ``gold_calibration=True`` shifts
+  them together by the amount random gold says they are off, shrunk by its noise
+  (:func:`calibrate_on_gold`) — off by default, as ``bench/savings_gold.py`` measured it
+  no better overall (less bias, more spread; docs/models.md);
 * the model answers each task with a cell (predicted class, confidence bin) drawn from
   its measured table P(cell | class) (:mod:`labelq.policies._model_source`, fitted in the
   same EM), on the same share of tasks the project's model predicted, its confidence in
@@ -250,13 +251,14 @@ def labels_saved(task: IntArray, worker: IntArray, label: IntArray, *, n_tasks: 
                  gold: IntArray | None = None, categories: IntArray | None = None,
                  policy: Mapping[str, Any] | None = None, seeds: int = SEEDS,
                  twin_tasks: int = TWIN_TASKS, random_gold: Any = None,
-                 gold_calibration: bool = True) -> Savings | None:
+                 gold_calibration: bool = False) -> Savings | None:
     """The human labels the models saved on a project with these labels (module doc);
     None without a model or without a human label on a data task. ``gold``: per task its
     known class or -1 (gold tasks are left out of the count, their labels kept in the
     fit); ``random_gold``: bool per task, the gold whose answers are a random sample
-    (None: all gold is); with ``gold_calibration`` the twin's annotator accuracies are
-    :func:`calibrate_on_gold` on the answers to random gold, where there are any;
+    (None: all gold is); with ``gold_calibration`` (off by default: measured no better,
+    docs/models.md) the twin's annotator accuracies are :func:`calibrate_on_gold` on the
+    answers to random gold, where there are any;
     ``policy``: the project's policy spec (``auto``'s settings used when it is
     ``auto``)."""
     task = np.asarray(task, np.int64)
