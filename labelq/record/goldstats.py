@@ -7,8 +7,9 @@
   :func:`labelq.record.models.random_gold`): gold chosen for being disputed would score
   everyone below their accuracy. ``chosen=True`` reads the others instead (kinds
   ``suggested``, ``reviewed``): agreement with the expert on disputed tasks, shown apart.
-  Only answers given *without* the model's suggestion shown count (:func:`~labelq.record.models.unsuggested`,
-  issue 42): one given with it shown may be the model's answer, not the annotator's.
+  Only answers given *without* the model's suggestion shown count (issue 42,
+  :func:`~labelq.record.models.unsuggested`): one given with it shown may be the model's
+  answer, not the annotator's.
   ``shown=True`` reads those instead, reported apart (``gold_with_suggestion``).
 * :func:`flagged` / :func:`apply_quality_rule`: the project's ``quality`` JSON is a
   :class:`labelq.gold.quality.QualityRule`; the applier runs it after each batch that had
@@ -45,7 +46,6 @@ if TYPE_CHECKING:  # (imported where used: scoring imports scipy, which labelq s
 
 __all__ = ["ProjectGold", "project_gold_scores", "gold_exhaustion", "gold_scores", "flagged",
            "apply_quality_rule"]
-
 
 
 def gold_scores(session: Session, project_id: int, worker_seqs: list[int],
