@@ -126,8 +126,9 @@ def status_report(session: Session, project: Project) -> dict[str, Any]:
     gold question). Imports no aggregation, policy or scipy module: ``labelq status``
     starts at once."""
     st, seen = _project_status(session, project)
+    # (one read over the project's tasks: only where it can say something)
     st["suggestion_coverage"] = prediction_coverage(session, project) \
-        if project.show_suggestions else None
+        if project.show_suggestions and st["tasks"].get("gold") else None
     st["suggestion_warnings"] = suggestion_leak(st)
     st["gold_warnings"] = []
     if project.gold_schedule:  # (none without a gold schedule: no numpy to import then)
@@ -271,7 +272,7 @@ def suggestion_leak(st: Mapping[str, Any]) -> list[str]:
             >= gold_without / c["gold"]:
         return []  # (gold lacks a prediction no more often than a task does)
     return [f"{gold_without} of {c['gold']} gold questions have no model prediction, so "
-            f"show no suggestion, while {c['tasks_predicted']} of {c['tasks']} tasks show "
+            f"show no suggestion, while {c['tasks_predicted']} of {c['tasks']} tasks have "
             f"one: a missing suggestion points at gold; load predictions for the gold "
             f"questions too (labelq predictions load) or turn suggestions off: labelq "
             f"project update {st['project']} --no-show-suggestions (docs/models.md)"]

@@ -396,8 +396,9 @@ class ProjectStatusOut(_Out):
         0, description="Gold questions that are never served: the project has no gold "
                        "schedule (labelq project update --gold-schedule).")
     suggestion_coverage: SuggestionCoverage | None = Field(
-        None, description="Only on a project that shows suggestions (issue 42): gold "
-                          "questions and tasks, and how many of each a model predicted; "
+        None, description="Only on a project that shows suggestions and has gold (issue "
+                          "42): gold questions and tasks, and how many of each a model "
+                          "predicted; "
                           "gold predicted less often than tasks shows fewer suggestions, "
                           "which points at gold (docs/models.md).")
     suggestion_warnings: list[str] = Field(

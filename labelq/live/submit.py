@@ -551,5 +551,6 @@ class Inserts:
         # this label was given, and this assignment was not one withheld (issue 42,
         # labelq.record.withheld; the worker model checks whether it agrees)
         conn.exec_driver_sql(self.label, [
-            (aid, p.id, tid, w.id, v, bool(g), t, marked_suggested(p.show_suggestions, w.id, tid))
+            (aid, p.id, tid, w.id, v, bool(g), t,
+             marked_suggested(p.show_suggestions, w.id, tid))
             for w, p, aid, v, g, tid in rows])

@@ -50,7 +50,7 @@ def test_gold_without_predictions_is_warned_of_while_suggestions_show(db_url, tm
     said = run("project", "update", "leak", "--show-suggestions").stderr
     # Then the command, labelq status and labelq check warn that gold stands out
     want = ("4 of 4 gold questions have no model prediction, so show no suggestion, while "
-            "10 of 10 tasks show one")
+            "10 of 10 tasks have one")
     assert want in said
     assert want in run("status", "leak").stderr
     st = json.loads(run("status", "leak", "-o", "json").stdout)
