@@ -41,13 +41,19 @@ class _ProjectCheck(_Check):
 
 def _projects(url: str) -> list[_ProjectCheck]:
     """A row for each project with open tasks no active annotator can serve (the state
-    ``labelq status`` prints, with the ways out) or gold questions and no gold schedule."""
+    ``labelq status`` prints, with the ways out), gold questions and no gold schedule, or
+    suggestions shown where gold lacks a model's prediction more often than tasks."""
     from sqlmodel import select
 
     from labelq.record.db import engine_for, session_scope
     from labelq.record.models import Project
     from labelq.record.stalls import stall_text
-    from labelq.reporting import gold_unscheduled, project_status
+    from labelq.reporting import (
+        gold_unscheduled,
+        prediction_coverage,
+        project_status,
+        suggestion_leak,
+    )
 
     rows: list[_ProjectCheck] = []
     with session_scope(engine_for(url)) as s:
@@ -58,6 +64,9 @@ def _projects(url: str) -> list[_ProjectCheck]:
                 said.append(f"{stall_text(st['stalled'])}; ways out: "
                             + "; ".join(st["stalled"]["ways_out"]))
             said += gold_unscheduled(st)
+            if project.show_suggestions:
+                said += suggestion_leak({**st, "suggestion_coverage":
+                                         prediction_coverage(s, project)})
             if said:
                 rows.append({"check": f"project {project.name}", "ok": True, "warning": True,
                              "detail": " | ".join(said), "state": st["state"],

@@ -239,6 +239,18 @@ def create(name: str, labels: str, policy: str, budget: float | None, max_labels
                            instructions=text, label_names=label_names,
                            show_suggestions=bool(show_suggestions))
         emit_record(_project_row(p), output)
+        _warn_suggestion_leak(s, p)
+
+
+def _warn_suggestion_leak(session: Any, p: Any) -> None:
+    """Warn (stderr) when the project shows suggestions and its gold questions lack a
+    model's prediction more often than its tasks (labelq.reporting.suggestion_leak)."""
+    if not p.show_suggestions:
+        return
+    from labelq.reporting import prediction_coverage, suggestion_leak
+    for line in suggestion_leak({"project": p.name,
+                                 "suggestion_coverage": prediction_coverage(session, p)}):
+        click.secho(f"warning: {line}", fg="yellow", err=True)
 
 
 @project.command("update")
@@ -271,6 +283,8 @@ def update(name: str, budget: float | None, max_labels: int | None, aggregation:
                            show_suggestions=show_suggestions)
         spent = budget_spent(s, p) if budget is not None else 0.0
         emit_record(_project_row(p), output)
+        if show_suggestions:
+            _warn_suggestion_leak(s, p)
     if budget is not None and spent >= budget:
         click.echo(f"warning: {spent:g} of the budget is already spent, so a budget of "
                    f"{budget:g} issues no more assignments", err=True)

@@ -35,7 +35,7 @@ def status(name: str, database_url: str | None, output: Output) -> None:
     if stalled is not None and not stalled["all"]:
         click.secho(f"warning: {stall_text(stalled)}; " + "; ".join(stalled["reasons"]),
                     fg="yellow", err=True)
-    for line in gold_unscheduled(st):
+    for line in gold_unscheduled(st) + st["suggestion_warnings"]:
         click.secho(f"warning: {line}", fg="yellow", err=True)
     if output == "json":
         import json

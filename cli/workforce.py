@@ -141,7 +141,9 @@ def list_(name: str | None, database_url: str | None, output: Output) -> None:
     its 95% interval; gold_by_category the same per category — all on random gold only
     (loaded, audit). disputed_agreement (with its 95% interval) is agreement with the
     expert on disputed tasks (gold suggested or reviewed): chosen for being hard, it is
-    no accuracy and pauses no one. pause, for a paused annotator, the pause's trail (its
+    no accuracy and pauses no one. On a project showing a model's suggestions, gold scores
+    only the answers given without one shown; gold_with_suggestion(_correct) counts the
+    others, apart (docs/models.md). pause, for a paused annotator, the pause's trail (its
     text in the table)."""
     rows = _rows(database_url, name)
     if output == "table":

@@ -78,8 +78,13 @@ def gold_summary(pg: ProjectGold, seq: int) -> dict[str, Any]:
     chosen gold: suggested, reviewed), ``disputed_agreement`` (agreement with the expert
     on those disputed tasks, right / answered) and ``disputed_interval`` (95% credible
     interval, Beta(1, 1) prior): never an accuracy, as those tasks were chosen for being
-    hard."""
+    hard. With ``pg.shown``, apart too: ``gold_with_suggestion`` (random gold answered with
+    a model's suggestion shown, issue 42) and ``gold_with_suggestion_correct`` — scoring no
+    one: an answer that agrees with the model may be the model's."""
     out = _gold_summary(pg, seq)
+    if pg.shown is not None:
+        out.update({"gold_with_suggestion": int(pg.shown.total[seq].sum()),
+                    "gold_with_suggestion_correct": int(pg.shown.correct[seq].sum())})
     if pg.chosen is not None:
         ch = pg.chosen
         m, agree = int(ch.total[seq].sum()), int(ch.correct[seq].sum())

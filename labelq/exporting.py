@@ -386,7 +386,8 @@ def saved_labels(pl: ProjectLabels) -> dict[str, Any] | None:
     est = labels_saved(pl.task, pl.worker, pl.label, n_tasks=v.n_tasks,
                        n_workers=max(v.n_workers, 1), n_classes=len(pl.classes),
                        predictions=v.predictions, gold=v.gold_answer,
-                       categories=v.task_category, policy=v.project.policy)
+                       categories=v.task_category, policy=v.project.policy,
+                       random_gold=pl.random_gold)
     out = None if est is None else est.to_dict()
     if len(_SAVED) > 256:
         _SAVED.clear()
@@ -445,7 +446,8 @@ def _pct(x: float | None) -> str:
 
 def agreement_report(pl: ProjectLabels, result: Fitted) -> dict[str, Any]:
     """Krippendorff's alpha, Fleiss' kappa (non-gold tasks) and a per-worker table of
-    accuracy against gold and against the aggregate."""
+    accuracy against gold (on the gold answered without a model's suggestion shown) and
+    against the aggregate."""
     v = pl.view
     if pl.task.size == 0:  # nothing to agree on yet
         return {"krippendorff_alpha": None, "fleiss_kappa": None, "labels": 0,
@@ -457,7 +459,16 @@ def agreement_report(pl: ProjectLabels, result: Fitted) -> dict[str, Any]:
     alpha = krippendorff_alpha(pl.task[data], pl.label[data], v.n_tasks, n_classes)
     kappa = fleiss_kappa(pl.task[data], pl.label[data], v.n_tasks, n_classes)
     n_w = max(v.n_workers, 1)
-    vs_gold = worker_accuracy(pl.task, pl.worker, pl.label, v.gold_answer, n_w)
+    # gold scores on the answers given without a model's suggestion shown (issue 42,
+    # docs/models.md): a label marked ``suggested`` on a task a model predicted is left out
+    scored = np.ones(pl.task.size, dtype=bool)
+    if pl.suggested is not None and pl.suggested.any() and v.predictions:
+        predicted = np.zeros(v.n_tasks, dtype=bool)
+        for arr in v.predictions.values():
+            predicted |= ~np.isnan(arr).any(axis=1)
+        scored = ~(pl.suggested & predicted[pl.task])
+    vs_gold = worker_accuracy(pl.task[scored], pl.worker[scored], pl.label[scored],
+                              v.gold_answer, n_w)
     reference = np.where(v.is_gold, -1, result.labels_)
     vs_agg = worker_accuracy(pl.task, pl.worker, pl.label, reference, n_w)
     workers = []

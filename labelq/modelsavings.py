@@ -10,7 +10,11 @@ saved are ``(b* - h) * T``, with ``h = H / T`` and ``b*`` the human labels per t
   class shares (the mean posterior of ``shrunk`` with the model, over the data tasks);
 * its annotators are the project's, each answering with its fitted accuracy (``shrunk``'s
   one-coin accuracy, its categories weighted by its labels) and giving its share of the
-  project's labels at most (a capacity of its share of each run's budget, +1);
+  project's labels at most (a capacity of its share of each run's budget, +1). At about
+  one label per task the fitted accuracies read high; ``gold_calibration=True`` shifts
+  them together by the amount random gold says they are off, shrunk by its noise
+  (:func:`calibrate_on_gold`) — off by default, as ``bench/savings_gold.py`` measured it
+  no better overall (less bias, more spread; docs/models.md);
 * the model answers each task with a cell (predicted class, confidence bin) drawn from
   its measured table P(cell | class) (:mod:`labelq.policies._model_source`, fitted in the
   same EM), on the same share of tasks the project's model predicted, its confidence in
@@ -48,8 +52,8 @@ from .aggregation.shrunk import ShrunkOneCoin
 from .policies.base import FloatArray, IntArray, Observation, Problem
 from .policies.registry import build
 
-__all__ = ["Savings", "labels_saved", "twin_runs", "crossing", "TWIN_TASKS", "GRID", "SEEDS",
-           "MAX_EXTRA"]
+__all__ = ["Savings", "labels_saved", "twin_runs", "crossing", "calibrate_on_gold",
+           "TWIN_TASKS", "GRID", "SEEDS", "MAX_EXTRA"]
 
 #: tasks of the twin at most (the saving is scaled to the project's tasks)
 TWIN_TASKS = 300
@@ -83,6 +87,9 @@ class Savings:
     at_least: bool
     seeds: int
     twin_tasks: int
+    # the random gold answers the twin's annotator accuracies were calibrated on (0: none,
+    # the fitted accuracies as they are)
+    calibrated_on: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {"saved": round(self.saved, 1), "saved_se": round(self.saved_se, 1),
@@ -90,6 +97,7 @@ class Savings:
                 "tasks": self.tasks, "accuracy_with": round(self.accuracy_with, 4),
                 "labels_without": round(self.labels_without, 1), "at_least": self.at_least,
                 "seeds": self.seeds, "twin_tasks": self.twin_tasks,
+                "calibrated_on": self.calibrated_on,
                 "definition": "human labels auto without the model needs to reach the "
                               "accuracy auto with it reaches at this project's labels, "
                               "minus those labels, on simulated twins of the project "
@@ -202,15 +210,56 @@ def crossing(withs: list[float], withouts: list[list[float]],
     return grid[-1], True
 
 
+def calibrate_on_gold(accuracy: FloatArray, row: IntArray, right: Any,
+                      n_classes: int) -> FloatArray:
+    """``accuracy`` (one per annotator, above chance) shifted by one common amount δ in
+    logit space: the δ̂ at which the expected number of right answers on the gold answered
+    (``row``: the annotator of each, ``right``: whether it was right) equals the number
+    right, shrunk by its noise — the posterior mean under a normal prior N(0, τ²) on δ
+    with τ² estimated from the data (empirical Bayes, τ² = max(0, δ̂² − se²)): δ̂ (1 −
+    se²/δ̂²)⁺, se the delta-method standard error of δ̂. One parameter from all the gold
+    pooled: it corrects the fitted accuracies' common bias (module doc), without reading
+    a few gold answers' luck as that bias (30 answers move an accuracy of 0.75 by ±0.08).
+    Kept inside (1/C, 0.99], as the twin clips them."""
+    lo_acc = 1.0 / n_classes
+    a = np.clip(np.asarray(accuracy, float), lo_acc + 1e-6, 0.99)
+    base = np.log(a - lo_acc) - np.log1p(-a)  # logit of the accuracy above chance
+    target = float(np.sum(right))
+
+    def shifted(d: float) -> FloatArray:
+        out: FloatArray = lo_acc + (1.0 - lo_acc) / (1.0 + np.exp(-(base + d)))
+        return out
+
+    lo, hi = -10.0, 10.0  # (the expected count rises with δ: bisection)
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if float(shifted(mid)[row].sum()) < target:
+            lo = mid
+        else:
+            hi = mid
+    d = (lo + hi) / 2
+    p = shifted(d)[row]
+    # se of δ̂: sd of the count of right answers over the count's slope in δ
+    slope = float(np.sum((p - lo_acc) * (1.0 - p) / (1.0 - lo_acc)))
+    se = float(np.sqrt(np.sum(p * (1.0 - p)))) / max(slope, 1e-12)
+    d *= max(0.0, 1.0 - se * se / max(d * d, 1e-300))
+    return np.clip(shifted(d), lo_acc, 0.99)
+
+
 def labels_saved(task: IntArray, worker: IntArray, label: IntArray, *, n_tasks: int,
                  n_workers: int, n_classes: int, predictions: Mapping[str, FloatArray],
                  gold: IntArray | None = None, categories: IntArray | None = None,
                  policy: Mapping[str, Any] | None = None, seeds: int = SEEDS,
-                 twin_tasks: int = TWIN_TASKS) -> Savings | None:
+                 twin_tasks: int = TWIN_TASKS, random_gold: Any = None,
+                 gold_calibration: bool = False) -> Savings | None:
     """The human labels the models saved on a project with these labels (module doc);
     None without a model or without a human label on a data task. ``gold``: per task its
     known class or -1 (gold tasks are left out of the count, their labels kept in the
-    fit); ``policy``: the project's policy spec (``auto``'s settings used when it is
+    fit); ``random_gold``: bool per task, the gold whose answers are a random sample
+    (None: all gold is); with ``gold_calibration`` (off by default: measured no better,
+    docs/models.md) the twin's annotator accuracies are :func:`calibrate_on_gold` on the
+    answers to random gold, where there are any;
+    ``policy``: the project's policy spec (``auto``'s settings used when it is
     ``auto``)."""
     task = np.asarray(task, np.int64)
     worker = np.asarray(worker, np.int64)
@@ -231,6 +280,16 @@ def labels_saved(task: IntArray, worker: IntArray, label: IntArray, *, n_tasks: 
     np.add.at(per_cat, (worker, cat[task]), 1.0)
     used = per_cat.sum(axis=1) > 0
     acc = (fit.accuracy_ * per_cat).sum(axis=1)[used] / per_cat.sum(axis=1)[used]
+    calibrated = 0
+    if gold_calibration:
+        scored = ~on_data & (g[task] >= 0)
+        if random_gold is not None:
+            scored &= np.asarray(random_gold, bool)[task]
+        if scored.any():
+            row = np.cumsum(used) - 1  # annotator -> its row of ``acc``
+            acc = calibrate_on_gold(acc, row[worker[scored]],
+                                    label[scored] == g[task[scored]], n_classes)
+            calibrated = int(scored.sum())
     counts = np.bincount(worker[on_data], minlength=n_workers)[used].astype(float)
     share = counts / max(counts.sum(), 1.0)
     prior = fit.probas_[data].mean(axis=0)
@@ -263,4 +322,4 @@ def labels_saved(task: IntArray, worker: IntArray, label: IntArray, *, n_tasks: 
                              grid)[0])
     se = float(np.std(boot, ddof=1)) * H if seeds > 1 else float("nan")
     return Savings((b - 1.0) * H, se, per_seed, H, T, float(np.mean(withs)), b * H, capped,
-                   seeds, n)
+                   seeds, n, calibrated)

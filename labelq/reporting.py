@@ -7,16 +7,25 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import func
+from sqlalchemy import case, func
 from sqlalchemy import select as sa_select
 from sqlmodel import Session, col
 
-from .record.models import ENDED_UNLABELLED, Assignment, Label, Project, Task, Worker, as_utc
+from .record.models import (
+    ENDED_UNLABELLED,
+    Assignment,
+    Label,
+    Prediction,
+    Project,
+    Task,
+    Worker,
+    as_utc,
+)
 from .record.projects import get_task
 from .record.stalls import stall
 
 __all__ = ["project_status", "status_report", "gold_unscheduled", "iter_raw_labels",
-           "task_detail", "RAW_COLUMNS"]
+           "task_detail", "RAW_COLUMNS", "prediction_coverage", "suggestion_leak"]
 
 TASK_STATES = ("unlabeled", "in_progress", "complete", "gold")
 RAW_COLUMNS = ["task", "worker", "label", "received", "is_gold", "category", "assignment"]
@@ -117,6 +126,10 @@ def status_report(session: Session, project: Project) -> dict[str, Any]:
     gold question). Imports no aggregation, policy or scipy module: ``labelq status``
     starts at once."""
     st, seen = _project_status(session, project)
+    # (one read over the project's tasks: only where it can say something)
+    st["suggestion_coverage"] = prediction_coverage(session, project) \
+        if project.show_suggestions and st["tasks"].get("gold") else None
+    st["suggestion_warnings"] = suggestion_leak(st)
     st["gold_warnings"] = []
     if project.gold_schedule:  # (none without a gold schedule: no numpy to import then)
         st["gold_warnings"] = _gold_warnings(session, project, st, seen)
@@ -227,6 +240,42 @@ def gold_unscheduled(st: Mapping[str, Any]) -> list[str]:
             f"{st['project']!r} has no gold schedule: {'they are' if n != 1 else 'it is'} "
             f"never served; set one: labelq project update {st['project']} "
             "--gold-schedule fixed:rate=0.1 (docs/gold.md)"]
+
+
+def prediction_coverage(session: Session, project: Project) -> dict[str, int]:
+    """How many gold questions and how many tasks (the rest) a model predicted: those
+    without a prediction show no suggestion (issue 42). One grouped count."""
+    predicted = sa_select(col(Prediction.task_id)).where(
+        col(Prediction.task_id) == col(Task.id)).exists()
+    out = {"gold": 0, "gold_predicted": 0, "tasks": 0, "tasks_predicted": 0}
+    rows: list[Any] = list(session.execute(
+        sa_select(col(Task.is_gold), func.count(), func.sum(case((predicted, 1), else_=0)))
+        .where(col(Task.project_id) == project.id).group_by(col(Task.is_gold))).all())
+    for is_gold, n, has in rows:
+        kind = "gold" if is_gold else "tasks"
+        out[kind] += int(n)
+        out[kind + "_predicted"] += int(has or 0)
+    return out
+
+
+def suggestion_leak(st: Mapping[str, Any]) -> list[str]:
+    """The warning of a project showing suggestions whose gold questions lack a model's
+    prediction more often than its tasks (``suggestion_coverage``): the missing suggestion
+    tells those gold questions apart (docs/models.md, "Gold with suggestions shown");
+    ``labelq status``, ``labelq check``, ``project update --show-suggestions`` and the
+    dashboard say it (empty: none)."""
+    c = st.get("suggestion_coverage")
+    if not c or not c["gold"] or c["gold_predicted"] == c["gold"]:
+        return []
+    gold_without = c["gold"] - c["gold_predicted"]
+    if c["tasks"] and (c["tasks"] - c["tasks_predicted"]) / c["tasks"] \
+            >= gold_without / c["gold"]:
+        return []  # (gold lacks a prediction no more often than a task does)
+    return [f"{gold_without} of {c['gold']} gold questions have no model prediction, so "
+            f"show no suggestion, while {c['tasks_predicted']} of {c['tasks']} tasks have "
+            f"one: a missing suggestion points at gold; load predictions for the gold "
+            f"questions too (labelq predictions load) or turn suggestions off: labelq "
+            f"project update {st['project']} --no-show-suggestions (docs/models.md)"]
 
 
 def _spendable(project: Project, hist: Mapping[tuple[str, int], int], left: float | None,

@@ -183,13 +183,14 @@ class Service:
             raise self._refusal(worker)
         return self.assigner.next(worker)
 
-    def suggestion(self, project: Project, task_seq: int) -> str | None:
-        """The model's answer the labeling page shows beside task ``task_seq`` of a project
-        that shows suggestions (:func:`labelq.record.predictions.suggestion`)."""
+    def suggestion(self, project: Project, task_seq: int, worker_id: int) -> str | None:
+        """The model's answer the labeling page shows worker ``worker_id`` beside task
+        ``task_seq`` of a project that shows suggestions
+        (:func:`labelq.record.predictions.suggestion`)."""
         from .record.predictions import suggestion
 
         with session_scope(self.engine) as session:
-            return suggestion(session, project, task_seq)
+            return suggestion(session, project, task_seq, worker_id)
 
     def _refusal(self, worker: Worker) -> Forbidden:
         """Why a worker who is not active gets nothing: for a pause, its trail (when, by

@@ -41,7 +41,6 @@ from .current import open_assignments
 from .errors import ERROR_RESPONSES
 from .progress import worker_progress
 from .schemas import (
-    Assignment,
     AssignmentId,
     CurrentOut,
     DeclineOut,
@@ -129,14 +128,15 @@ async def next_assignment(request: Request,
 
 @router.get("/assignments/current", response_model=CurrentOut,
             summary="The assignments I hold")
-def current(request: Request, who: Annotator = Depends(current_annotator)) -> CurrentOut:
+def current(request: Request, who: Annotator = Depends(current_annotator)) -> Response:
     """What I hold now: issued to me, not yet answered, declined or expired (at most
     ``LABELQ_MAX_OPEN``, 1 by default), oldest first. Reading it issues nothing (``POST
-    /assignments/next`` returns the held one again, or a new one when I hold none)."""
+    /assignments/next`` returns the held one again, or a new one when I hold none). Each
+    is as ``next`` gave it: with ``suggestion`` exactly when the project shows them."""
     rt = _runtime(request)
     with session_scope(rt.engine) as session:
         held = open_assignments(session, rt.service.scripts, who.worker, who.project)
-    return CurrentOut(assignments=[Assignment(**a) for a in held])
+    return _json({"assignments": held})
 
 
 def next_answer(issued: Issued | None, who: Annotator, reason: str | None) -> dict[str, Any]:
@@ -160,7 +160,9 @@ def with_suggestion(service: Service, who: Annotator, issued: Issued | None
     suggestions (issue 42; one SQL read, blocking), else as it is."""
     if issued is None or not who.project.show_suggestions:
         return issued
-    return replace(issued, suggestion=service.suggestion(who.project, issued.task_seq))
+    assert who.worker.id is not None, "a worker read from the database has its id"
+    return replace(issued, suggestion=service.suggestion(who.project, issued.task_seq,
+                                                         who.worker.id))
 
 
 def next_body(service: Service, who: Annotator) -> dict[str, Any]:

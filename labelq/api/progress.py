@@ -22,7 +22,15 @@ from sqlmodel import Session, col, select
 
 from ..live.redis.keys import Keys
 from ..record.db import database_id
-from ..record.models import ENDED_UNLABELLED, Assignment, Label, Task, Worker, random_gold
+from ..record.models import (
+    ENDED_UNLABELLED,
+    Assignment,
+    Label,
+    Task,
+    Worker,
+    random_gold,
+    unsuggested,
+)
 from ..record.pauses import last_pauses, pause_trail
 
 __all__ = ["worker_progress", "GOLD_SHOWN_EVERY"]
@@ -32,8 +40,9 @@ GOLD_SHOWN_EVERY = 10  # labels: the gold counts an annotator sees move once per
 
 def worker_progress(session: Session, redis: Any, worker: Worker) -> dict[str, Any]:
     # the gold score an annotator sees is the one that judges them: on random gold only
-    # (loaded, audit), as labelq workers list shows it
-    scored = and_(col(Label.is_gold), random_gold())
+    # (loaded, audit), answered without a model's suggestion shown (issue 42), as labelq
+    # workers list shows it
+    scored = and_(col(Label.is_gold), random_gold(), unsuggested())
     labels = int(session.exec(select(func.count(col(Label.id)))
                               .where(col(Label.worker_id) == worker.id)).one())
     as_of = labels - labels % GOLD_SHOWN_EVERY

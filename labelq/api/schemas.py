@@ -14,7 +14,7 @@ __all__ = ["Name", "AssignmentId", "Assignment", "NextAssignment", "NextOut", "S
            "ProjectStatusOut", "StallOut", "HealthOut", "GoldWarning", "ProjectOut",
            "DashboardOut",
            "GoldSuggestion", "GoldSuggestionsOut",
-           "CurrentOut", "PredictionsOut",
+           "CurrentOut", "PredictionsOut", "SuggestionCoverage",
            "WorkerStatusIn", "WorkerStatusOut", "TokenOut", "TaskLabel", "TaskDetailOut",
            "ReviewMeOut", "ReviewProject", "ReviewTask", "ReviewQueueOut", "ReviewAnswer",
            "ReviewAnswersOut", "ReviewIn", "ReviewOut", "MyProject", "MyProjectsOut",
@@ -58,7 +58,8 @@ class NextOut(_Out):
 
 
 class CurrentOut(_Out):
-    assignments: list[Assignment] = Field(description="Held now, oldest first (empty: none).")
+    assignments: list[NextAssignment] = Field(description="Held now, oldest first (empty: "
+                                                          "none), as `next` gave them.")
 
 
 class SubmitIn(BaseModel):
@@ -369,6 +370,13 @@ class StallOut(_Out):
     ways_out: list[str] = Field(description="What the operator can do, as commands.")
 
 
+class SuggestionCoverage(_Out):
+    gold: int
+    gold_predicted: int
+    tasks: int
+    tasks_predicted: int
+
+
 class ProjectStatusOut(_Out):
     project: str
     policy: dict[str, Any]
@@ -387,6 +395,15 @@ class ProjectStatusOut(_Out):
     gold_unscheduled: int = Field(
         0, description="Gold questions that are never served: the project has no gold "
                        "schedule (labelq project update --gold-schedule).")
+    suggestion_coverage: SuggestionCoverage | None = Field(
+        None, description="Only on a project that shows suggestions and has gold (issue "
+                          "42): gold questions and tasks, and how many of each a model "
+                          "predicted; "
+                          "gold predicted less often than tasks shows fewer suggestions, "
+                          "which points at gold (docs/models.md).")
+    suggestion_warnings: list[str] = Field(
+        [], description="Where gold lacks a prediction more often than tasks: the warning "
+                        "labelq status prints (empty: none).")
     tasks: TaskCounts
     categories: list[CategoryCounts] = Field(description="Tasks by state, per category.")
     labels: int

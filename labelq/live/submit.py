@@ -48,6 +48,7 @@ from ..errors import (
 from ..record.db import session_scope
 from ..record.models import Assignment, Label, Project, Task, Worker, utc_from_ms
 from ..record.secret import assignment_key
+from ..record.withheld import marked_suggested
 from .assign import Assigner, Issued
 from .context import Live, now_ms
 from .decide import WorkerInfo, reserve_for
@@ -547,7 +548,9 @@ class Inserts:
             (aid, p.id, tid, w.id, bool(g), "submitted", t, t)
             for w, p, aid, _v, g, tid in rows])
         # ``suggested``: the project showed the model's answer on the labeling page when
-        # this label was given (issue 42; the worker model checks whether it agrees)
+        # this label was given, and this assignment was not one withheld (issue 42,
+        # labelq.record.withheld; the worker model checks whether it agrees)
         conn.exec_driver_sql(self.label, [
-            (aid, p.id, tid, w.id, v, bool(g), t, bool(p.show_suggestions))
+            (aid, p.id, tid, w.id, v, bool(g), t,
+             marked_suggested(p.show_suggestions, w.id, tid))
             for w, p, aid, v, g, tid in rows])

@@ -7,6 +7,10 @@
   :func:`labelq.record.models.random_gold`): gold chosen for being disputed would score
   everyone below their accuracy. ``chosen=True`` reads the others instead (kinds
   ``suggested``, ``reviewed``): agreement with the expert on disputed tasks, shown apart.
+  Only answers given *without* the model's suggestion shown count (issue 42,
+  :func:`~labelq.record.models.unsuggested`): one given with it shown may be the model's
+  answer, not the annotator's.
+  ``shown=True`` reads those instead, reported apart (``gold_with_suggestion``).
 * :func:`flagged` / :func:`apply_quality_rule`: the project's ``quality`` JSON is a
   :class:`labelq.gold.quality.QualityRule`; the applier runs it after each batch that had
   gold, and an *active* worker the rule flags is paused (status in SQL, which ``next``
@@ -25,7 +29,16 @@ from sqlalchemy import case, func
 from sqlmodel import Session, col, select
 
 from ..gold.pool import ExhaustionRule
-from .models import Assignment, Label, Project, Task, Worker, chosen_gold, random_gold
+from .models import (
+    Assignment,
+    Label,
+    Project,
+    Task,
+    Worker,
+    chosen_gold,
+    random_gold,
+    unsuggested,
+)
 from .pauses import record_quality_pause
 
 if TYPE_CHECKING:  # (imported where used: scoring imports scipy, which labelq status skips)
@@ -36,9 +49,11 @@ __all__ = ["ProjectGold", "project_gold_scores", "gold_exhaustion", "gold_scores
 
 
 def gold_scores(session: Session, project_id: int, worker_seqs: list[int],
-                categories: list[str], *, chosen: bool = False) -> GoldScores:
+                categories: list[str], *, chosen: bool = False,
+                shown: bool = False) -> GoldScores:
     """Scores of ``worker_seqs`` (rows in that order) over ``categories``, on their answers
-    to random gold (``chosen``: to chosen gold instead)."""
+    to random gold (``chosen``: to chosen gold instead) given without a suggestion shown
+    (``shown``: only those given with one shown instead)."""
     from ..gold.scoring import GoldScores
 
     correct = func.sum(case((col(Label.value) == col(Task.gold_answer), 1), else_=0))
@@ -46,7 +61,8 @@ def gold_scores(session: Session, project_id: int, worker_seqs: list[int],
          .join(Label, col(Label.worker_id) == col(Worker.id))
          .join(Task, col(Task.id) == col(Label.task_id))
          .where(col(Label.project_id) == project_id, col(Label.is_gold).is_(True),
-                col(Worker.seq).in_(worker_seqs), chosen_gold() if chosen else random_gold())
+                col(Worker.seq).in_(worker_seqs), chosen_gold() if chosen else random_gold(),
+                ~unsuggested() if shown else unsuggested())
          .group_by(col(Worker.seq), col(Task.category)))
     row_of = {w: i for i, w in enumerate(worker_seqs)}
     col_of = {c: i for i, c in enumerate(categories)}
@@ -103,12 +119,15 @@ class ProjectGold:
     handles: list[str]
     # the same on chosen gold (agreement with the expert on disputed tasks), if read
     chosen: GoldScores | None = None
+    # random gold answered with a model's suggestion shown (scores no one), if read
+    shown: GoldScores | None = None
 
 
 def project_gold_scores(session: Session, project: Project, *,
                         with_chosen: bool = False) -> ProjectGold:
     """Every worker's gold scores, by worker seq and task category (the applier's query);
-    ``with_chosen``: their agreement on chosen gold too."""
+    ``with_chosen``: their agreement on chosen gold too, and their random gold answered
+    with a suggestion shown."""
     cats = sorted(set(session.exec(select(Task.category).where(Task.project_id == project.id)
                                    .distinct()))) or [""]
     handles = list(session.exec(select(Worker.handle).where(Worker.project_id == project.id)
@@ -117,7 +136,8 @@ def project_gold_scores(session: Session, project: Project, *,
     seqs = list(range(len(handles)))
     scores = gold_scores(session, project.id, seqs, cats)
     chosen = gold_scores(session, project.id, seqs, cats, chosen=True) if with_chosen else None
-    return ProjectGold(scores, cats, handles, chosen)
+    shown = gold_scores(session, project.id, seqs, cats, shown=True) if with_chosen else None
+    return ProjectGold(scores, cats, handles, chosen, shown)
 
 
 def gold_exhaustion(session: Session, project: Project,

@@ -27,6 +27,7 @@ from sqlalchemy import (
     UniqueConstraint,
     and_,
     event,
+    exists,
     or_,
     text,
 )
@@ -40,7 +41,7 @@ __all__ = ["DatabaseIdentity", "Project", "Task", "Worker", "Assignment", "Label
            "utcnow", "as_utc", "utc_from_ms",
            "WORKER_STATUSES", "ASSIGNMENT_STATES", "ENDED_UNLABELLED",
            "GOLD_KINDS", "RANDOM_GOLD_KINDS", "CHOSEN_GOLD_KINDS", "MARK_KINDS",
-           "random_gold", "chosen_gold", "is_random_kind"]
+           "random_gold", "chosen_gold", "is_random_kind", "unsuggested"]
 
 WORKER_STATUSES = ("active", "paused", "removed")
 ASSIGNMENT_STATES = ("issued", "submitted", "declined", "expired")
@@ -169,6 +170,16 @@ def chosen_gold() -> ColumnElement[bool]:
     chooses the aggregation and corrects the task, and scores no one."""
     return or_(col(Task.gold_kind).in_(CHOSEN_GOLD_KINDS),
                and_(col(Task.gold_kind).is_(None), col(Task.marked).is_not(None)))
+
+
+def unsuggested() -> ColumnElement[bool]:
+    """The SQL condition "this label was given without a model's suggestion shown" (issue
+    42): not marked ``suggested`` (the project showed none then, or this assignment was one
+    withheld: :mod:`labelq.record.withheld`), or its task has no prediction (nothing to
+    show). A prediction loaded after the label reads as shown: such an answer is left out,
+    never counted wrongly. Gold answers score annotators on this condition only."""
+    predicted = exists().where(col(Prediction.task_id) == col(Label.task_id))
+    return or_(col(Label.suggested).is_not(True), ~predicted)
 
 
 def is_random_kind(kind: str | None, marked: datetime | None) -> bool:

@@ -48,7 +48,7 @@ from .names import check_name
 from .reading import PLAIN, check_value, csv_rows, detect_format, name, records
 
 __all__ = ["load_predictions", "PredictionLoad", "VersionInfo", "list_versions",
-           "suggestion",
+           "suggestion", "suggestions",
            "remove_predictions", "read_predictions", "source_name", "parse_source",
            "check_model_name", "SUM_TOLERANCE", "DTYPE"]
 
@@ -545,22 +545,39 @@ def read_predictions(session: Session, project: Project, *,
     return out
 
 
-def suggestion(session: Session, project: Project, task_seq: int) -> str | None:
-    """The answer the labeling page shows beside task ``task_seq`` when the project shows
-    suggestions (``show_suggestions``, issue 42): the top class of the latest version of
-    the model loaded last that predicted it (the first class on a tie), None without one.
-    One indexed read (the task's predictions, newest version first)."""
-    from .models import Task
+def suggestion(session: Session, project: Project, task_seq: int, worker_id: int) -> str | None:
+    """The answer the labeling page shows worker ``worker_id`` beside task ``task_seq``
+    when the project shows suggestions (``show_suggestions``, issue 42): the top class of
+    the latest version of the model loaded last that predicted it (the first class on a
+    tie); None without one, or where the assignment is one of those that show none
+    (:func:`labelq.record.withheld.withheld`). One indexed read."""
+    return suggestions(session, project, [task_seq], worker_id)[task_seq]
 
-    row = session.exec(
-        select(Prediction.probs, ModelVersion.labels)
+
+def suggestions(session: Session, project: Project, task_seqs: Sequence[int],
+                worker_id: int) -> dict[int, str | None]:
+    """:func:`suggestion` of each of ``task_seqs`` (one read: the tasks' predictions, newest
+    version first; the first row of each task is its suggestion)."""
+    from .models import Task
+    from .withheld import withheld
+
+    out: dict[int, str | None] = {seq: None for seq in task_seqs}
+    if not out:
+        return out
+    rows = session.exec(
+        select(Task.seq, Task.id, Prediction.probs, ModelVersion.labels)
         .join(ModelVersion, col(ModelVersion.id) == col(Prediction.version_id))
         .join(Task, col(Task.id) == col(Prediction.task_id))
-        .where(Task.project_id == project.id, Task.seq == task_seq)
-        .order_by(col(ModelVersion.created).desc(), col(ModelVersion.id).desc())
-        .limit(1)).first()
-    if row is None:
-        return None
-    probs = np.frombuffer(row[0], dtype=DTYPE)
-    labels = list(row[1])
-    return str(labels[int(np.argmax(probs))]) if probs.size == len(labels) else None
+        .where(Task.project_id == project.id, col(Task.seq).in_(list(out)))
+        .order_by(col(ModelVersion.created).desc(), col(ModelVersion.id).desc())).all()
+    seen: set[int] = set()
+    for seq, task_id, probs_bytes, labels in rows:
+        if seq in seen:
+            continue
+        seen.add(seq)
+        if task_id is None or withheld(worker_id, task_id):
+            continue
+        probs = np.frombuffer(probs_bytes, dtype=DTYPE)
+        if probs.size == len(labels):
+            out[seq] = str(list(labels)[int(np.argmax(probs))])
+    return out

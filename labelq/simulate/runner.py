@@ -20,8 +20,9 @@ The loop (one label per step):
 3. A choice outside the mask raises :class:`~labelq.errors.PolicyError`, so no policy can
    exceed the budget, a capacity or the cap, or ask an unavailable or repeated pair.
 4. The environment answers, the policy's ``update`` sees the observation (marked
-   ``suggested`` when the environment shows the model's answer, ``show_suggestions``), the
-   budget is charged the worker's cost.
+   ``suggested`` when the environment shows the model's answer, ``show_suggestions``, but
+   on the quarter of (worker, task) pairs that show none, as live:
+   :mod:`labelq.record.withheld`, on the indices), the budget is charged the worker's cost.
 
 Gold served by a schedule (``gold=GoldRules(...)``, ``labelq simulate --gold``; see
 :mod:`labelq.simulate.gold`): the gold tasks leave the mask the policy chooses from and get a
@@ -33,6 +34,8 @@ due the policy's ``select_task`` picks among the gold questions the worker has n
 is none, or the policy picks none. A gold answer costs the worker's cost, counts against its
 capacity and reaches ``update`` with ``gold=True``; the quality rule, if any, judges the
 worker's gold record after each gold answer and a paused worker's column leaves both masks.
+As live, the gold record (the rule's and the schedule's) holds only the gold answered
+without a suggestion shown (withheld, or a task no model predicted).
 Aggregators then get the gold answers too (``gold=``, class index or -1 per task), as the
 live export gives them.
 
@@ -66,6 +69,7 @@ from ..errors import PolicyError
 from ..gold.schedules import WorkerHistory
 from ..gold.scoring import GoldScores
 from ..policies.base import FloatArray, IntArray, Observation, Policy
+from ..record.withheld import withheld
 from .environment import Environment
 from .gold import GoldRules
 
@@ -167,7 +171,14 @@ def run_policy(policy: Policy, env: Environment, budgets: Sequence[float],
     eligible_per_worker = mask.sum(axis=0)
     n_cat = max(env.n_categories, 1)
     gold_done = np.zeros((W, n_cat), dtype=np.int64)  # gold answers per worker, category
+    # the gold record: answered, and right, without a suggestion shown (issue 42)
+    gold_scored = np.zeros(W, dtype=np.int64)
     gold_right = np.zeros(W, dtype=np.int64)
+    # tasks a model predicted: the ones a page showing suggestions shows one on
+    predicted = np.zeros(T, dtype=bool)
+    if env.show_suggestions:
+        for p in (env.predictions or {}).values():
+            predicted |= ~np.isnan(np.asarray(p, float)).any(axis=1)
     scores = GoldScores.zeros(W, n_cat)
     paused = np.zeros(W, dtype=bool)
     per_task = np.zeros(T, dtype=np.int64)
@@ -212,7 +223,8 @@ def run_policy(policy: Policy, env: Environment, budgets: Sequence[float],
         n_gold = int(gold_done[j].sum())
         history = WorkerHistory(int(per_worker[j]), n_gold,
                                 tuple(int(g) for g in gold_done[j]),
-                                gold_answered=n_gold, gold_correct=int(gold_right[j]))
+                                gold_answered=int(gold_scored[j]),
+                                gold_correct=int(gold_right[j]))
         if not schedule.should_inject(history, rng):
             return None
         cand = gold_mask[:, j].copy()
@@ -266,9 +278,10 @@ def run_policy(policy: Policy, env: Environment, budgets: Sequence[float],
             record(budgets[len(checkpoints)])
         label = env.answer(i, j, rng)
         is_gold = bool(gold_task[i])
+        marked = env.show_suggestions and not withheld(j, i)
         policy.update(state, Observation(task=i, worker=j, label=label, gold=is_gold,
                                          truth=int(env.truth[i]) if is_gold else -1,
-                                         suggested=env.show_suggestions))
+                                         suggested=marked))
         spent += c
         n_gold_labels += is_gold
         log_t.append(i)
@@ -281,8 +294,10 @@ def run_policy(policy: Policy, env: Environment, budgets: Sequence[float],
             gold_mask[i, j] = False
             right = label == int(env.truth[i])
             gold_done[j, env.task_category[i]] += 1
-            gold_right[j] += right
-            if quality is not None:
+            scored = not (marked and predicted[i])  # (with a suggestion shown: no one)
+            gold_scored[j] += scored
+            gold_right[j] += scored and right
+            if quality is not None and scored:
                 scores.record(j, env.task_category[i], right)
                 one = GoldScores(scores.correct[j:j + 1], scores.total[j:j + 1])
                 if quality.pause_mask(one)[0]:

@@ -11,9 +11,10 @@ import pytest
 from sqlmodel import select
 
 from labelq.record.db import session_scope
-from labelq.record.models import Label, Task
+from labelq.record.models import Label, Task, Worker
 from labelq.record.predictions import load_predictions
 from labelq.record.projects import get_project, update_project
+from labelq.record.withheld import withheld
 
 from .cdp import Browser
 from .conftest import make_project
@@ -51,6 +52,18 @@ def _label_all(stack, b: Browser, n: int) -> list[tuple[str, str | None]]:
     return seen
 
 
+def _shown(stack, name: str, handle: str, model: dict[str, str]) -> dict[str, str | None]:
+    """What the page should show ``handle`` per task: the model's answer, but none on the
+    assignments withheld (a quarter, labelq.record.withheld) or without a prediction."""
+    with session_scope(stack.engine) as s:
+        p = get_project(s, name)
+        w = s.exec(select(Worker).where(Worker.project_id == p.id,
+                                        Worker.handle == handle)).one()
+        tasks = s.exec(select(Task).where(Task.project_id == p.id)).all()
+        return {t.external_id: None if withheld(w.id, t.id) else model.get(t.external_id)
+                for t in tasks}
+
+
 def _marks(stack, name: str) -> dict[str, bool | None]:
     with session_scope(stack.engine) as s:
         p = get_project(s, name)
@@ -81,16 +94,72 @@ def test_the_page_shows_the_models_answer_when_on_and_marks_the_label(stack, bro
     # Given the same project with suggestions turned on
     _project(stack, "sug-on", tmp_path, show=True)
     token = stack.enroll("sug-on", "ann-sug-on")
+    shown = _shown(stack, "sug-on", "ann-sug-on", MODEL)
     # Then the API's assignment carries the model's answer for the task it names
     with stack.client(token) as c:
         a = c.post("/api/v1/assignments/next").json()["assignment"]
-    assert a["suggestion"] == MODEL.get(stack.task_of(a["assignment_id"]))
+    assert a["suggestion"] == shown[stack.task_of(a["assignment_id"])]
     b: Browser = browser
-    # When the annotator labels the four tasks on the page
+    # When the annotator opens the page, and reloads it on the first task
     sign_in(b, stack, token)
+    first = b.wait("!document.getElementById('task').hidden && "
+                   "document.getElementById('task').dataset.assignment")
+    b.navigate(stack.base + "/label")  # (the token stays in the tab's sessionStorage)
+    b.wait("document.readyState === 'complete' && !document.getElementById('task').hidden "
+           f"&& document.getElementById('task').dataset.assignment === {json.dumps(first)}")
+    # Then the reloaded page shows the same task with the same suggestion
+    again = b.js("document.getElementById('suggestion').hidden ? null : "
+                 "document.getElementById('suggestion-label').textContent")
+    assert again == shown[stack.task_of(first)]
+    # When the annotator labels the four tasks on the page
     seen = _label_all(stack, b, 4)
-    # Then each task the model predicted showed its answer, the other none
-    assert {t: s for t, s in seen} == {f"t{i}": MODEL.get(f"t{i}") for i in range(4)}
-    # and every label given on the page is marked as given with suggestions on
-    assert _marks(stack, "sug-on") == {f"t{i}": True for i in range(4)}
+    # Then each task the model predicted showed its answer (but for a withheld one), the
+    # other none
+    assert {t: s for t, s in seen} == shown
+    # and every label given on the page is marked as given with a suggestion shown, but
+    # for the assignments withheld
+    withheld_tasks = {t for t in shown if t in MODEL and shown[t] is None}
+    assert _marks(stack, "sug-on") == {f"t{i}": f"t{i}" not in withheld_tasks
+                                       for i in range(4)}
     assert b.exceptions == []
+
+
+def test_current_repeats_the_suggestion_next_showed(stack, tmp_path):
+    """A page reload reads ``GET /assignments/current``: each held assignment as ``next``
+    gave it, ``suggestion`` included (present, maybe null) exactly where the project shows
+    suggestions."""
+    # Given a project showing suggestions (12 tasks, a prediction for all but t11) and one
+    # with them off, each with an annotator
+    model = {f"t{i}": ("pos", "neg", "neutral")[i % 3] for i in range(11)}
+    rows = "".join(f"{t},{0.8 if c == 'pos' else 0.1},{0.8 if c == 'neg' else 0.1},"
+                   f"{0.8 if c == 'neutral' else 0.1}\n" for t, c in model.items())
+    for name, show in (("cur-on", True), ("cur-off", False)):
+        make_project(stack, name, n_tasks=12, max_labels=1)
+        (tmp_path / f"{name}.csv").write_text("id,p_pos,p_neg,p_neutral\n" + rows)
+        with session_scope(stack.engine) as s:
+            load_predictions(s, get_project(s, name), tmp_path / f"{name}.csv", model="clf")
+            update_project(s, name, show_suggestions=show)
+    for name, show in (("cur-on", True), ("cur-off", False)):
+        token = stack.enroll(name, f"ann-{name}")
+        shown = _shown(stack, name, f"ann-{name}", model)
+        seen: dict[str, str | None] = {}
+        with stack.client(token) as c:
+            assert c.get("/api/v1/assignments/current").json() == {"assignments": []}
+            for _ in range(12):
+                # When the annotator takes a task, and reads what it holds (a reload)
+                a = c.post("/api/v1/assignments/next").json()["assignment"]
+                held = c.get("/api/v1/assignments/current").json()["assignments"]
+                # Then it holds that one, exactly as next gave it: with the suggestion
+                # key on the project that shows them, and without it on the other
+                assert held == [a]
+                assert ("suggestion" in a) is show
+                if show:
+                    seen[stack.task_of(a["assignment_id"])] = a["suggestion"]
+                r = c.post(f"/api/v1/assignments/{a['assignment_id']}/label",
+                           json={"label": "pos"})
+                assert r.status_code == 200, r.text
+        if show:
+            # and the suggestion is the model's answer, none without a prediction (t11) or
+            # on a withheld assignment
+            assert seen == shown
+            assert shown["t11"] is None

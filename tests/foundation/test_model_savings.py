@@ -13,15 +13,18 @@ from labelq.modelsavings import GRID, crossing, labels_saved
 from labelq.policies.base import Observation
 from labelq.policies.registry import build
 from labelq.simulate.environment import Environment
+from labelq.simulate.gold import GoldRules
 from labelq.simulate.runner import run_policy
 from labelq.simulate.workers import WorkerPool, accuracy_tensor
 
 T, W, C, H = 300, 12, 2, 1.0  # tasks, annotators, classes, human labels per task
+GOLD_SHARE = 0.1  # the gold case: a tenth of the tasks random gold, served at that rate
 
 
-def _env(seed: int, informative: bool = True) -> Environment:
+def _env(seed: int, informative: bool = True, gold: bool = False) -> Environment:
     rng = np.random.default_rng(seed)
     truth = rng.integers(0, C, T)
+    is_gold = rng.random(T) < GOLD_SHARE if gold else np.zeros(T, bool)
     pool = WorkerPool(accuracy_tensor(np.linspace(0.6, 0.85, W)[:, None], C))
     right = rng.random(T) < 0.85  # a model right on 85 % of the tasks, surer when right
     pred = np.where(right, truth, 1 - truth)
@@ -33,17 +36,20 @@ def _env(seed: int, informative: bool = True) -> Environment:
     p[np.arange(T), pred] = conf
     p[np.arange(T), 1 - pred] = 1.0 - conf
     return Environment(truth=truth, n_workers=W, n_classes=C, task_category=np.zeros(T, int),
-                       pool=pool, predictions={"m": p})
+                       pool=pool, predictions={"m": p}, is_gold=is_gold)
 
 
-def _truth_and_labels(informative: bool, seeds: int = 5
+def _truth_and_labels(informative: bool, gold: bool = False, seeds: int = 5
                       ) -> tuple[float, list[tuple[int, int, int]], Environment]:
-    """(the true saving in labels, the labels of the first run with the model, its env)."""
+    """(the true saving in labels on data tasks, the labels of the first run with the
+    model, its env). With ``gold``: gold served at :data:`GOLD_SHARE` in every run (the
+    budgets count its labels; the saving is scaled to the labels on data tasks)."""
+    rules = GoldRules.parse(f"fixed:rate={GOLD_SHARE}", None) if gold else None
     withs, withouts = [], []
     first: list[tuple[int, int, int]] = []
     env0 = None
     for s in range(seeds):
-        env = _env(100 + s, informative)
+        env = _env(100 + s, informative, gold)
         policy = build("auto")
         log: list[tuple[int, int, int]] = []
         update = policy.update
@@ -53,27 +59,40 @@ def _truth_and_labels(informative: bool, seeds: int = 5
             return update(state, obs)
 
         policy.update = recording  # type: ignore[method-assign]
-        withs.append(run_policy(policy, env, [H * T], np.random.default_rng(s))[0].accuracy)
+        withs.append(run_policy(policy, env, [H * T], np.random.default_rng(s),
+                                gold=rules)[0].accuracy)
         cps = run_policy(build("auto"), env.with_predictions(None), [g * H * T for g in GRID],
-                         np.random.default_rng(s))
+                         np.random.default_rng(s), gold=rules)
         withouts.append([c.accuracy for c in cps])
         if s == 0:
             first, env0 = log, env
-    assert env0 is not None
+    assert env0 is not None and env0.is_gold is not None
     b, _ = crossing(withs, withouts)
-    return (b - 1.0) * H * T, first, env0
+    on_data = sum(not env0.is_gold[t] for t, _w, _l in first)
+    return (b - 1.0) * on_data, first, env0
 
 
+@pytest.mark.parametrize("gold", [False, True], ids=["", "gold"])
 @pytest.mark.parametrize("informative", [True, False], ids=["model", "shuffled"])
-def test_labels_saved_against_the_simulator(informative: bool) -> None:
+def test_labels_saved_against_the_simulator(informative: bool, gold: bool) -> None:
     # Given a project routed with a model (one run's labels) and the simulator's truth
-    true_saved, log, env = _truth_and_labels(informative)
+    true_saved, log, env = _truth_and_labels(informative, gold)
     t, w, lab = (np.array(x) for x in zip(*log, strict=True))
-    # When the saving is estimated from the labels and predictions alone
+    assert env.is_gold is not None
+    known = np.where(env.is_gold, env.truth, -1)
+    # When the saving is estimated from the labels and predictions alone (and the gold
+    # answers, where there is gold)
     est = labels_saved(t, w, lab, n_tasks=T, n_workers=W, n_classes=C,
-                       predictions=env.predictions or {})
-    assert est is not None
-    print(f"true {true_saved:.0f}, estimated {est.saved:.0f} ± {est.saved_se:.0f}")
+                       predictions=env.predictions or {}, gold=known)
+    assert est is not None and est.calibrated_on == 0  # (the default: not calibrated)
+    # (and with the twin's accuracies calibrated on the random gold, where there is any:
+    # printed beside it, bench/savings_gold.py measures both)
+    cal = labels_saved(t, w, lab, n_tasks=T, n_workers=W, n_classes=C,
+                       predictions=env.predictions or {}, gold=known, gold_calibration=True)
+    assert cal is not None and (cal.calibrated_on > 0) is gold
+    print(f"true {true_saved:.0f}, estimated {est.saved:.0f} ± {est.saved_se:.0f} "
+          f"(calibrated on {cal.calibrated_on} gold answers: {cal.saved:.0f} ± "
+          f"{cal.saved_se:.0f})")
     # Then it does not claim more than the truth (3 s.e. and 40 labels of room: the truth
     # is itself a mean over 5 runs). It reads low at 1 label per task: the annotators'
     # accuracies fitted there (no two labels pin the scale) are above their true ones, so

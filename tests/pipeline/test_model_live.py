@@ -224,6 +224,22 @@ def _fold_upto(eng, pid: int, seq: int, *, marks: bool = True):
     return policy, state, shown
 
 
+def _withheld_in_order(eng, pid: int, seq: int | None = None) -> list[bool]:
+    """Per label applied (up to ``seq``), in applied order: whether its assignment was one
+    that shows no suggestion (labelq.record.withheld), so is not marked ``suggested``."""
+    from sqlmodel import col, select
+
+    from labelq.record.models import Label
+    from labelq.record.withheld import withheld
+    with session_scope(eng) as db:
+        q = select(Label.worker_id, Label.task_id).where(
+            Label.project_id == pid, col(Label.applied_seq).is_not(None))
+        if seq is not None:
+            q = q.where(col(Label.applied_seq) <= seq)
+        rows = db.exec(q.order_by(col(Label.applied_seq))).all()
+    return [withheld(w, t) for w, t in rows]
+
+
 @pytest.mark.timeout(240)
 def test_labels_given_with_the_suggestion_shown_are_folded_by_the_rule(
         r, redis_url, sqlite_url, tmp_path, celery_env, celery_worker):
@@ -297,7 +313,11 @@ def test_labels_given_with_the_suggestion_shown_are_folded_by_the_rule(
     live = policy.state_from_dict(snap["state"])
     ref_policy, ref, shown = _fold_upto(eng, pid, seq)
     assert live.log_suggested == [i for i, m in enumerate(shown) if m]
-    assert len(live.log_suggested) == seq - 16
+    # (marked: the labels given after the operator turned suggestions on, but for the
+    # assignments withheld, which showed none)
+    held_back = _withheld_in_order(eng, pid, seq)
+    assert shown == [False] * 16 + [not w for w in held_back[16:]]
+    assert len(live.log_suggested) == seq - 16 - sum(held_back[16:]) > 0
     # and it is the fold of the rule: the same soft counts and posterior as a fresh fold
     # of the marked labels, not those of the labels taken as independent
     np.testing.assert_allclose(live.correct, ref.correct)
@@ -341,7 +361,9 @@ def test_a_snapshot_of_the_state_layout_before_the_marks_is_folded_again(r, sqli
     cache = StateCache()
     Applier(eng, r, cache=cache).apply_pending(pid, refill=False)
     hot = cache.get(eng, r, pid)
-    assert hot.state.log_suggested == list(range(8))
+    assert hot.state.log_suggested == [i for i, w in enumerate(_withheld_in_order(eng, pid))
+                                       if not w]
+    assert hot.state.log_suggested  # (some are marked)
     k = Keys(pid, database_id(eng))
     # When the snapshot in Redis is one an older labelq wrote (no marks, no layout)
     old = decode_snapshot(encode_snapshot(hot))

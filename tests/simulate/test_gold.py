@@ -12,6 +12,7 @@ from labelq.datasets import load_dataset
 from labelq.errors import InputError
 from labelq.gold.quality import QualityRule
 from labelq.gold.schedules import schedule_from_spec
+from labelq.record.withheld import withheld
 from labelq.simulate import experiment
 from labelq.simulate.experiment import EnvSource, run_experiment
 from labelq.simulate.gold import GoldRules, parse_gold_amount, with_gold
@@ -153,6 +154,29 @@ def test_a_paused_worker_gets_nothing_more():
     assert len(mine) < len(log) / 10
     good = [o for o in log if o.worker != 0 and o.gold]
     assert good and all(o.label == o.truth for o in good)
+
+
+def test_with_suggestions_shown_only_the_gold_answered_without_one_scores():
+    """Issue 42, as live: with the page showing a model's suggestions, a quarter of the
+    (worker, task) pairs show none (labelq.record.withheld); the gold answered with one
+    shown is marked and scores no one, so the quality rule pauses on the rest only."""
+    env = _gold_env("tasks=80,workers=5,model=one-coin,p=1", amount=20)
+    acc = np.ones((5, 1))
+    acc[0] = 0.0  # worker 0 is always wrong
+    env = replace(env, pool=WorkerPool(accuracy_tensor(acc, 2)),
+                  predictions={"m": np.full((80, 2), 0.5)}, show_suggestions=True)
+    rule = QualityRule(threshold=0.7, min_gold=3)
+    policy, log = _logged(RandomPull())
+    run_policy(policy, env, [100, 300], np.random.default_rng(0),
+               gold=rules("fixed:rate=0.5", rule))
+    mine = [o for o in log if o.worker == 0]
+    # each label is marked but on the withheld pairs
+    assert [o.suggested for o in log] == [not withheld(o.worker, o.task) for o in log]
+    # worker 0 is paused at its third gold answer given without a suggestion shown, after
+    # more gold answers than that (those with one shown did not count)
+    alone = [o for o in mine if o.gold and not o.suggested]
+    assert len(alone) == 3 and mine[-1].gold and not mine[-1].suggested
+    assert sum(o.gold for o in mine) > 3
 
 
 @pytest.mark.parametrize("policy_cls", [RandomPull, RandomPush])

@@ -202,6 +202,7 @@ function show(d) {
     warnings.push(`${st.gold_unscheduled} gold question${st.gold_unscheduled === 1 ? " is" : "s are"}`
                   + " loaded but the project has no gold schedule: never served; set one: "
                   + `labelq project update ${st.project} --gold-schedule fixed:rate=0.1`);
+  warnings.push(...(st.suggestion_warnings || []));  // (labelq.reporting.suggestion_leak)
   if (st.stalled && !st.stalled.all)
     warnings.push(`${st.stalled.tasks} task${st.stalled.tasks === 1 ? " needs" : "s need"} a `
                   + "label no active annotator can give (categor"
@@ -243,6 +244,9 @@ function show(d) {
     cell(tr, !g.disputed ? null
          : `${fmt(g.disputed_agreement)} [${fmt(g.disputed_interval[0])}, ${fmt(g.disputed_interval[1])}] of ${g.disputed}`, "n")
       .dataset.field = "disputed_agreement";
+    cell(tr, !g.gold_with_suggestion ? null
+         : `${g.gold_with_suggestion_correct} of ${g.gold_with_suggestion}`, "n")
+      .dataset.field = "gold_with_suggestion";
     cell(tr, a.aggregate_accuracy, "n").dataset.field = "aggregate_accuracy";
     cell(tr, w.declined, "n").dataset.field = "declined";
     cell(tr, w.expired, "n").dataset.field = "expired";
