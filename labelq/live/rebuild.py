@@ -37,7 +37,7 @@ from ..errors import Conflict, NotFound
 from ..record.db import session_scope
 from ..record.goldstats import project_gold_scores
 from ..record.models import ENDED_UNLABELLED, Assignment, Label, Project, Task, Worker
-from .backfill import FIRST, bulk_write, plan, start_backfill
+from .backfill import FIRST, bulk_write, packs, plan, start_backfill
 from .home import claim_home
 from .hotstate import StateCache, fold_from_sql, write_snapshot
 from .modelsettled import model_settled, sync_settled
@@ -198,19 +198,35 @@ def rebuild_project(engine: Engine, redis: Any, project_id: int, *,
         if settled.any() and tasks.size:
             keep = ~settled[tasks]
             tasks, pri = tasks[keep], pri[keep]
+        # seen: every task a worker labelled or was given and declined or let expire
+        ended = np.array(ended_rows, dtype=np.int64).reshape(-1, 2)
+        seen_w = np.concatenate([w_seq, [worker_seq[int(w)] for w in ended[:, 0]]]).astype(np.int64)
+        seen_t = np.concatenate([t_seq, _seqs(ended[:, 1], task_id)])
+        all_w, now_n = seen_w, nlabels  # (what is written now: less the held back)
+        applied = np.bincount(t_seq[(a_seq >= 0) & (a_seq <= hot.seq)],
+                              minlength=view.n_tasks)
         warm: dict[str, int] = {}
         if first is not None and tasks.size > first:  # the rest streamed in behind
             order = np.argsort(-pri, kind="stable")
             bulk_write(redis, k.pending, "ZADD", tasks[order[:first]], pri[order[:first]])
-            warm = plan(redis, k, tasks[order[first:]])
+            rest = tasks[order[first:]]
+            if packs(redis):  # their counters and seen entries come with them (backfill)
+                later = np.zeros(view.n_tasks, dtype=bool)
+                later[rest] = True
+                by = later[seen_t]
+                warm = plan(redis, k, rest, held=(view.n_tasks, nlabels, applied,
+                                                  seen_w[by], seen_t[by]))
+                now_n, applied = np.where(later, 0, nlabels), np.where(later, 0, applied)
+                seen_w, seen_t = seen_w[~by], seen_t[~by]
+            else:
+                warm = plan(redis, k, rest)
         else:
             bulk_write(redis, k.pending, "ZADD", tasks, pri)
         clock.lap("pending")
         gold = np.flatnonzero(view.is_gold)
         bulk_write(redis, k.gold, "SADD", gold)
-        _counts(redis, k.nlabels, nlabels)
-        _counts(redis, k.applied, np.bincount(t_seq[(a_seq >= 0) & (a_seq <= hot.seq)],
-                                              minlength=view.n_tasks))
+        _counts(redis, k.nlabels, now_n)
+        _counts(redis, k.applied, applied)
         per_worker = np.bincount(w_seq, minlength=view.n_workers)
         _counts(redis, k.wcount, per_worker)
         cost = {s: c for _i, s, c in workers}
@@ -218,12 +234,8 @@ def rebuild_project(engine: Engine, redis: Any, project_id: int, *,
         pipe = redis.pipeline(transaction=False)
         pipe.set(k.spent, repr(spent))
         pipe.set(k.reserved_cost, "0")
-        # seen: every task a worker labelled or was given and declined or let expire
-        ended = np.array(ended_rows, dtype=np.int64).reshape(-1, 2)
-        seen_w = np.concatenate([w_seq, [worker_seq[int(w)] for w in ended[:, 0]]]).astype(np.int64)
-        seen_t = np.concatenate([t_seq, _seqs(ended[:, 1], task_id)])
         issued: dict[int | str, int] = {
-            w: n for w, n in enumerate(np.bincount(seen_w).tolist()) if n}
+            w: n for w, n in enumerate(np.bincount(all_w).tolist()) if n}
         is_gold = view.is_gold[seen_t]
         for w, t in zip(seen_w[is_gold].tolist(), seen_t[is_gold].tolist(), strict=True):
             # the gold ones per category too, as RESERVE counts them

@@ -70,6 +70,19 @@ def everything(r, k):
     return out
 
 
+PLAN_KEYS = ("warm", "warm_base", "warm_seen", "warm_ix")
+
+
+def held_back(name, value, planned):
+    """A full rebuild's key ``name`` as a lazy one writes it before the stream: the
+    planned tasks' ``nlabels``/``applied`` fields and ``seen`` members left out."""
+    if name in ("nlabels", "applied"):
+        return {t: n for t, n in value.items() if t not in planned}
+    if ":seen:" in name:
+        return value - planned
+    return value
+
+
 def test_lazy_rebuild_serves_from_the_top_and_ends_as_the_full_one(r, db_url):
     eng, pid = labelled_project(db_url)
     k = Keys(pid, database_id(eng))
@@ -86,9 +99,12 @@ def test_lazy_rebuild_serves_from_the_top_and_ends_as_the_full_one(r, db_url):
     assert len(head) == FIRST and out["streaming"] == len(ref) - FIRST
     assert all(ref[t] == s for t, s in head.items())
     assert min(head.values()) >= max(s for t, s in ref.items() if t not in head)
+    # (but the planned tasks' counters and seen entries: held back, with their chunks)
+    planned = {str(t).encode() for t in np.frombuffer(r.get(k.warm), dtype="<i8").tolist()}
     now = everything(r, k)
-    assert {n: v for n, v in now.items() if n not in ("pending", "warm")} == \
-        {n: v for n, v in full.items() if n != "pending"}
+    assert {n: v for n, v in now.items() if n not in ("pending", *PLAN_KEYS)} == \
+        {n: held_back(n, v, planned) for n, v in full.items() if n != "pending"}
+    assert any(v != held_back(n, v, planned) for n, v in full.items())  # some are
     # And while it is warming, decisions hand out only tasks in pending
     s = Service(eng, r, settings=Settings(database_url=db_url), worker_max_age=0)
     for _ in range(8):
