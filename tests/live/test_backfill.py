@@ -34,10 +34,11 @@ from .conftest import make_project
 FIRST = 50
 
 
-def labelled_project(url):
-    """300 tasks, cap 2, three annotators; w0 labelled tasks 0-59 and w1 tasks 0-19 (those
-    at the cap), all applied: priorities (uniform: minus the labels) differ."""
-    eng, pid = make_project(url, n_tasks=300, workers=3, max_labels=2)
+def labelled_project(url, workers=3):
+    """300 tasks, cap 2, three annotators (or ``workers``); w0 labelled tasks 0-59 and w1
+    tasks 0-19 (those at the cap), all applied: priorities (uniform: minus the labels)
+    differ."""
+    eng, pid = make_project(url, n_tasks=300, workers=workers, max_labels=2)
     with session_scope(eng) as s:
         tid = dict(s.exec(select(Task.seq, Task.id).where(Task.project_id == pid)).all())
         wid = dict(s.exec(select(Worker.seq, Worker.id).where(Worker.project_id == pid)).all())
@@ -126,6 +127,78 @@ def test_lazy_rebuild_serves_from_the_top_and_ends_as_the_full_one(r, db_url):
         t for t, n in nlabels.items() if n >= 2} - parked
     assert all(got[t] == ref[t] for t in got if t not in head)
     assert not r.exists(k.warm) and not r.hexists(k.meta, "warming")
+
+
+def test_a_lazy_rebuild_and_its_stream_leave_the_full_rebuilds_state_key_for_key(r, db_url):
+    eng, pid = labelled_project(db_url)
+    k = Keys(pid, database_id(eng))
+    rebuild_project(eng, r, pid)
+    full = everything(r, k)
+    r.flushdb()
+    # When the lazy rebuild's plan streams in, in uneven steps, with nothing else going on
+    rebuild_project(eng, r, pid, first=FIRST)
+    cache = StateCache()
+    while backfill_step(eng, r, pid, k, cache, chunk=70) is not None:
+        pass
+    # Then every key, counters and seen sets included, is the full rebuild's
+    assert everything(r, k) == full
+
+
+def test_labels_for_planned_tasks_while_streaming_end_as_a_full_rebuild(r, db_url):
+    from labelq.live.applier import Applier
+    eng, pid = labelled_project(db_url, workers=4)
+    k = Keys(pid, database_id(eng))
+    # Given leases of w2 and w3 issued before Redis is lost, on tasks w0 then labelled too
+    # (so after the flush they are below the highest priorities: in the plan, their
+    # counts held back)
+    rebuild_project(eng, r, pid)
+    s = Service(eng, r, settings=Settings(database_url=db_url), worker_max_age=0)
+    a2, a3 = s.next_assignment("p-w2"), s.next_assignment("p-w3")
+    x2, x3 = a2.task_seq, a3.task_seq
+    assert x2 != x3
+    with session_scope(eng) as ses:
+        tid = dict(ses.exec(select(Task.seq, Task.id).where(Task.project_id == pid)).all())
+        w0 = ses.exec(select(Worker.id).where(Worker.project_id == pid,
+                                              Worker.seq == 0)).one()
+        now = utcnow()
+        for j, t in ((80, x2), (81, x3)):
+            ses.add(Assignment(id=f"a{j}", project_id=pid, task_id=tid[t], worker_id=w0,
+                               issued=now, expires=now, state="submitted"))
+            ses.add(Label(assignment_id=f"a{j}", project_id=pid, task_id=tid[t],
+                          worker_id=w0, value="a", received=now, applied_seq=j + 1))
+    r.flushdb()
+    rebuild_project(eng, r, pid, first=FIRST)
+    planned = np.frombuffer(r.get(k.warm), dtype="<i8").tolist()
+    assert x2 in planned and x3 in planned and r.hget(k.nlabels, x2) is None
+    cache = StateCache()
+    assert backfill_step(eng, r, pid, k, cache, chunk=60) == 60  # a first step
+    # When w2 and w3 submit their lost leases (taken again: recorded) before their chunk
+    for h, a in (("p-w2", a2), ("p-w3", a3)):
+        assert s.submit(h, a.assignment_id, "b")["duplicate"] is False
+    assert r.hget(k.nlabels, x2) == b"1"  # the live count alone, the rebuild's held back
+    # and the applier folds them: w2's label as usual (HINCRBY), w3's as the replay of a
+    # label an applier that died before its Redis writes committed (an absolute count)
+    with session_scope(eng) as ses:
+        top = max(x for x in ses.exec(select(Label.applied_seq)).all() if x is not None)
+        lab = ses.exec(select(Label).where(Label.assignment_id == a3.assignment_id)).one()
+        lab.applied_seq = top + 1
+        ses.add(lab)
+    Applier(eng, r, cache=StateCache(track_dirty=True)).apply_pending(pid, refill=False)
+    assert r.hget(k.applied, x2) == b"1" and r.hget(k.applied, x3) == b"1"
+    # and the rest streams in
+    backfill(eng, r, pid, k, cache)
+    assert not r.exists(k.warm, k.warm_base, k.warm_seen, k.warm_ix)
+    lazy = everything(r, k)
+    # Then the counters, seen sets, pending and parked are a full rebuild's of the record
+    # now: w2's and w3's tasks are at their cap and stayed out of pending
+    r.flushdb()
+    rebuild_project(eng, r, pid)
+    full = everything(r, k)
+    names = [n for n in full if n in ("nlabels", "applied", "wcount", "nissued", "pending",
+                                      "parked") or ":seen:" in n]
+    assert {n: lazy.get(n) for n in names} == {n: full[n] for n in names}
+    assert full["nlabels"][str(x2).encode()] == b"2" and full["applied"][str(x3).encode()] == b"2"
+    assert r.zscore(k.pending, x2) is None and r.zscore(k.pending, x3) is None
 
 
 def test_first_request_after_a_flush_streams_the_rest_behind(r, db_url, monkeypatch):
