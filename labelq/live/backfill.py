@@ -14,8 +14,9 @@ for the rest, in descending priority: their seqs in ``warm`` (int64), and in ``m
 ``warming`` (how many), ``warm_pos`` (how many are in) and ``warm_at`` (ms of the last
 chunk). The ``nlabels`` and ``applied`` counts and the ``seen`` entries of the planned
 tasks are held back too (they were most of what was left before the first request: 200,000
-entries each at 1M tasks / 200k labels): the rebuild keeps them in ``warm_base`` (per plan
-position: the two counts and where its workers start in ``warm_seen``) and ``warm_seen``
+entries each at 1M tasks / 200k labels): the rebuild keeps them in ``warm_base`` (for each plan
+position with any: the position, the task, the two counts and where its workers start in
+``warm_seen``; a script finds a chunk's by binary search) and ``warm_seen``
 (worker seqs), with ``warm_ix`` (each task's position, -1 for none). Everything else of the
 hot state (the other tasks' counters and ``seen``, ``wcount``, ``spent``, ``nissued``,
 gold, snapshot) is complete, the project is ``built`` and served; a thread of the process
@@ -192,9 +193,14 @@ def plan(redis: Any, k: Keys, rest: np.ndarray, *,
         at = ix[seen_t]
         if at.size and at.min() < 0:
             raise ValueError("plan: a seen entry held back for a task not in the plan")
-        base = np.zeros((rest.size + 1, 3), dtype="<i4")
-        base[:-1, 0], base[:-1, 1] = nlabels[rest], applied[rest]
-        base[1:, 2] = np.cumsum(np.bincount(at, minlength=rest.size))
+        per = np.bincount(at, minlength=rest.size)
+        nl, ap = nlabels[rest], applied[rest]
+        keep = np.flatnonzero((nl > 0) | (ap > 0) | (per > 0))  # positions with any
+        base = np.empty((keep.size + 1, 5), dtype="<i4")
+        base[:-1, 0], base[:-1, 1] = keep, rest[keep]
+        base[:-1, 2], base[:-1, 3] = nl[keep], ap[keep]
+        base[:-1, 4] = (np.cumsum(per) - per)[keep]
+        base[-1] = (rest.size, -1, 0, 0, at.size)  # the sentinel: the end
         pipe.set(k.warm_base, base.tobytes())
         pipe.set(k.warm_seen, np.ascontiguousarray(
             seen_w[np.argsort(at, kind="stable")], dtype="<i4").tobytes())

@@ -15,12 +15,21 @@ for i = 1, #ARGV, 2 do
     local t = tonumber(task)
     local raw = redis.call('GETRANGE', KEYS[3], t * 4, t * 4 + 3)
     local at = #raw == 4 and struct.unpack('<i4', raw) or -1
-    if at >= pos then
-      local b = redis.call('GETRANGE', KEYS[4], at * 12, at * 12 + 11)
-      if #b == 12 then
-        local _, ap = struct.unpack('<i4<i4', b)
-        n, later = n - ap, true
-        held = held + 1
+    if at >= pos then  -- not streamed yet: its record in warm_base, if any (by position)
+      later = true
+      local lo, hi = 0, redis.call('STRLEN', KEYS[4]) / 20 - 1
+      while lo < hi do
+        local mid = math.floor((lo + hi) / 2)
+        local p = struct.unpack('<i4', redis.call('GETRANGE', KEYS[4], mid * 20, mid * 20 + 3))
+        if p < at then lo = mid + 1 else hi = mid end
+      end
+      local b = redis.call('GETRANGE', KEYS[4], lo * 20, lo * 20 + 19)
+      if #b == 20 then
+        local p, _, _, ap = struct.unpack('<i4<i4<i4<i4', b)
+        if p == at then
+          n = n - ap
+          held = held + 1
+        end
       end
     end
   end

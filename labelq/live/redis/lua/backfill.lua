@@ -19,53 +19,77 @@
 local got = redis.call('HMGET', KEYS[1], 'epoch', 'warm_pos', 'warming', 'cap')
 if got[1] ~= ARGV[1] or got[2] ~= ARGV[2] or not got[3] then return -1 end
 local first, last = tonumber(ARGV[2]), tonumber(ARGV[3])
--- the counts held back: records first .. last (one more: where the next one's workers
--- start); none for a plan written without them
-local base = redis.call('GETRANGE', KEYS[4], first * 12, (last + 1) * 12 - 1)
-if #base == (last - first + 1) * 12 then
-  local seqs = redis.call('GETRANGE', KEYS[3], first * 8, last * 8 - 1)
-  local _, _, from = struct.unpack('<i4<i4<i4', base, 1)
-  local _, _, upto = struct.unpack('<i4<i4<i4', base, (last - first) * 12 + 1)
-  local seen = upto > from and redis.call('GETRANGE', KEYS[5], from * 4, upto * 4 - 1) or ''
-  for i = 0, last - first - 1 do
-    local task = string.format('%d', (struct.unpack('<i8', seqs, i * 8 + 1)))
-    local nl, ap, a = struct.unpack('<i4<i4<i4', base, i * 12 + 1)
-    local _, _, b = struct.unpack('<i4<i4<i4', base, i * 12 + 13)
-    if nl > 0 then redis.call('HINCRBY', KEYS[7], task, nl) end
-    if ap > 0 then redis.call('HINCRBY', KEYS[8], task, ap) end
-    for j = a, b - 1 do
-      local w = struct.unpack('<i4', seen, (j - from) * 4 + 1)
-      redis.call('SADD', ARGV[6] .. 'seen:' .. string.format('%d', w), task)
+-- 1. the counts held back: warm_base's records (position, task, nlabels, applied, first
+-- of its workers in warm_seen; int32), only for positions with something held, sorted by
+-- position, the last one a sentinel (the plan's size, the end of warm_seen); none for a
+-- plan written without them. Binary search for the first record at or after ``first``.
+local nrec = redis.call('STRLEN', KEYS[4]) / 20
+if nrec > 0 then
+  local lo, hi = 0, nrec - 1
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    local p = struct.unpack('<i4', redis.call('GETRANGE', KEYS[4], mid * 20, mid * 20 + 3))
+    if p < first then lo = mid + 1 else hi = mid end
+  end
+  -- at most last - first records are in the chunk, and the one after it is there too
+  local raw = redis.call('GETRANGE', KEYS[4], lo * 20, (lo + last - first + 1) * 20 - 1)
+  local k = 0
+  while struct.unpack('<i4', raw, k * 20 + 1) < last do k = k + 1 end
+  if k > 0 then
+    local _, _, _, _, from = struct.unpack('<i4<i4<i4<i4<i4', raw, 1)
+    local _, _, _, _, upto = struct.unpack('<i4<i4<i4<i4<i4', raw, k * 20 + 1)
+    local seen = upto > from and redis.call('GETRANGE', KEYS[5], from * 4, upto * 4 - 1) or ''
+    for i = 0, k - 1 do
+      local _, t, nl, ap, a = struct.unpack('<i4<i4<i4<i4<i4', raw, i * 20 + 1)
+      local _, _, _, _, b = struct.unpack('<i4<i4<i4<i4<i4', raw, i * 20 + 21)
+      local task = string.format('%d', t)
+      if nl > 0 then redis.call('HINCRBY', KEYS[7], task, nl) end
+      if ap > 0 then redis.call('HINCRBY', KEYS[8], task, ap) end
+      for j = a, b - 1 do
+        local w = struct.unpack('<i4', seen, (j - from) * 4 + 1)
+        redis.call('SADD', ARGV[6] .. 'seen:' .. string.format('%d', w), task)
+      end
     end
   end
 end
+-- 2. the tasks, read in batches (one SMISMEMBER / HMGET per batch, not a call per task)
 local cap = tonumber(got[4] or '') or -1
 local any_settled = redis.call('SCARD', KEYS[11]) > 0
-local blob, n = ARGV[4], #ARGV[4] / 16
-local pend, park = {'NX'}, {'NX'}
-for i = 0, n - 1 do
-  local score, m = struct.unpack('<d<i8', blob, i * 16 + 1)
-  local task = string.format('%d', m)
-  local to = pend
-  if redis.call('SISMEMBER', KEYS[12], task) == 1 or
-      (any_settled and redis.call('SISMEMBER', KEYS[11], task) == 1) then
-    to = nil
-  elseif cap >= 0 then
-    local done = tonumber(redis.call('HGET', KEYS[7], task) or '0')
-    local live = tonumber(redis.call('HGET', KEYS[9], task) or '0')
-    if done >= cap then to = nil elseif done + live >= cap then to = park end
+local blob = ARGV[4]
+local n = #blob / 16
+local BATCH = 1000
+for i = 0, n - 1, BATCH do
+  local m = math.min(BATCH, n - i)
+  local tasks, scores = {}, {}
+  for j = 1, m do
+    local score, t = struct.unpack('<d<i8', blob, (i + j - 1) * 16 + 1)
+    scores[j], tasks[j] = score, string.format('%d', t)
   end
-  if to then
-    to[#to + 1] = score
-    to[#to + 1] = task
-    if #to >= 4000 then
-      redis.call('ZADD', to == pend and KEYS[2] or KEYS[10], unpack(to))
-      for j = #to, 2, -1 do to[j] = nil end
+  local gold = redis.call('SMISMEMBER', KEYS[12], unpack(tasks))
+  local settled = any_settled and redis.call('SMISMEMBER', KEYS[11], unpack(tasks))
+  local done, live
+  if cap >= 0 then
+    done = redis.call('HMGET', KEYS[7], unpack(tasks))
+    live = redis.call('HMGET', KEYS[9], unpack(tasks))
+  end
+  local pend, park = {'NX'}, {'NX'}
+  for j = 1, m do
+    local to = pend
+    if gold[j] == 1 or (settled and settled[j] == 1) then
+      to = nil
+    elseif cap >= 0 then
+      local d = tonumber(done[j] or '0')
+      local h = tonumber(live[j] or '0')
+      if d >= cap then to = nil elseif d + h >= cap then to = park end
+    end
+    if to then
+      to[#to + 1] = scores[j]
+      to[#to + 1] = tasks[j]
     end
   end
+  if #pend > 1 then redis.call('ZADD', KEYS[2], unpack(pend)) end
+  if #park > 1 then redis.call('ZADD', KEYS[10], unpack(park)) end
 end
-if #pend > 1 then redis.call('ZADD', KEYS[2], unpack(pend)) end
-if #park > 1 then redis.call('ZADD', KEYS[10], unpack(park)) end
 if last >= tonumber(got[3]) then
   redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[6])
   redis.call('HDEL', KEYS[1], 'warming', 'warm_pos', 'warm_at')
