@@ -1,7 +1,7 @@
 -- backfill.lua (BACKFILL): one chunk of the tasks a lazy rebuild left out of pending
 -- (labelq.live.backfill): their nlabels, applied and seen entries the rebuild held back
--- are added (HINCRBY / SADD of the rebuild's counts, read here from warm_base and
--- warm_seen: whatever live writers added meanwhile stays), then the tasks go into pending
+-- are added (HINCRBY, or HSET where the field is absent, and SADD of the rebuild's counts,
+-- read here from warm_base and warm_seen: whatever live writers added meanwhile stays), then the tasks go into pending
 -- (ZADD NX) at the priorities its caller computed, unless they are gold (marked since),
 -- settled by a model alone, or at the cap meta names now (parked when only live leases
 -- hold them there, as RESERVE would have put them); the stream's position moves on and the
@@ -39,16 +39,45 @@ if nrec > 0 then
     local _, _, _, _, from = struct.unpack('<i4<i4<i4<i4<i4', raw, 1)
     local _, _, _, _, upto = struct.unpack('<i4<i4<i4<i4<i4', raw, k * 20 + 1)
     local seen = upto > from and redis.call('GETRANGE', KEYS[5], from * 4, upto * 4 - 1) or ''
+    local add = {[KEYS[7]] = {{}, {}}, [KEYS[8]] = {{}, {}}}  -- tasks, counts
+    local by_worker = {}
     for i = 0, k - 1 do
       local _, t, nl, ap, a = struct.unpack('<i4<i4<i4<i4<i4', raw, i * 20 + 1)
       local _, _, _, _, b = struct.unpack('<i4<i4<i4<i4<i4', raw, i * 20 + 21)
       local task = string.format('%d', t)
-      if nl > 0 then redis.call('HINCRBY', KEYS[7], task, nl) end
-      if ap > 0 then redis.call('HINCRBY', KEYS[8], task, ap) end
+      for key, c in pairs({[KEYS[7]] = nl, [KEYS[8]] = ap}) do
+        if c > 0 then
+          local l = add[key]
+          l[1][#l[1] + 1], l[2][#l[2] + 1] = task, c
+        end
+      end
       for j = a, b - 1 do
         local w = struct.unpack('<i4', seen, (j - from) * 4 + 1)
-        redis.call('SADD', ARGV[6] .. 'seen:' .. string.format('%d', w), task)
+        local l = by_worker[w]
+        if not l then l = {}; by_worker[w] = l end
+        l[#l + 1] = task
       end
+    end
+    -- a field nobody wrote since the rebuild is set (one HSET a batch), one a live writer
+    -- created is incremented: the same sums as an HINCRBY each
+    for key, l in pairs(add) do
+      for i = 1, #l[1], 1000 do
+        local j = math.min(i + 999, #l[1])
+        local had = redis.call('HMGET', key, unpack(l[1], i, j))
+        local set = {}
+        for x = i, j do
+          if had[x - i + 1] then
+            redis.call('HINCRBY', key, l[1][x], l[2][x])
+          else
+            set[#set + 1], set[#set + 2] = l[1][x], l[2][x]
+          end
+        end
+        if #set > 0 then redis.call('HSET', key, unpack(set)) end
+      end
+    end
+    for w, l in pairs(by_worker) do
+      local key = ARGV[6] .. 'seen:' .. string.format('%d', w)
+      for i = 1, #l, 4000 do redis.call('SADD', key, unpack(l, i, math.min(i + 3999, #l))) end
     end
   end
 end
