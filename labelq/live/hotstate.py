@@ -268,6 +268,15 @@ class StateCache:
     def peek(self, project_id: int) -> Hot | None:
         return self._items.get(int(project_id))
 
+    def put(self, hot: Hot) -> None:
+        """Hold ``hot``, a state caught up with SQL just now elsewhere (a rebuild's, which
+        wrote its snapshot: the first request after it loads nothing)."""
+        hot.checked = time.monotonic()
+        if self.track_dirty and hot.dirty is None:
+            hot.dirty = {}
+        with self._lock:
+            self._items[int(hot.project_id)] = hot
+
     def get(self, engine: Engine, redis: Any, project_id: int, *,
             max_age: float = 0.0, refresh_after: float | None = None) -> Hot:
         """``refresh_after`` (below ``max_age``): a cached state older than that is still

@@ -35,12 +35,14 @@ from sqlalchemy.engine import Engine
 from sqlmodel import col, select
 
 from ..errors import Conflict, NotFound
-from ..record.db import session_scope
+from ..record.db import database_id, session_scope
 from ..record.goldstats import project_gold_scores
 from ..record.models import ENDED_UNLABELLED, Assignment, Label, Project, Task, Worker
+from ..record.secret import assignment_key
 from .backfill import FIRST, bulk_write, packs, plan, start_backfill
 from .home import claim_home
 from .hotstate import StateCache, fold_from_sql, write_snapshot
+from .leaseid import IdSigner
 from .modelsettled import model_settled, sync_settled
 from .redis.keys import Keys, gold_category_field, gold_issued_field, gold_records
 from .redis.lock import RedisLock
@@ -168,6 +170,9 @@ def rebuild_project(engine: Engine, redis: Any, project_id: int, *,
                 hot = fold_from_sql(session, project)
                 folded, saved_seq = n_applied(session, project_id, hot.seq), None
             pid = hot.project_id
+            if hot.signer is None:  # (what a state loaded by a StateCache has)
+                hot.signer = IdSigner(assignment_key(session))
+            hot.database = database_id(session)
             clock.lap("policy state")
             workers = session.exec(select(col(Worker.id), col(Worker.seq), col(Worker.cost))
                                    .where(Worker.project_id == pid)).all()
@@ -275,8 +280,8 @@ def rebuild_project(engine: Engine, redis: Any, project_id: int, *,
                                     "n_workers": view.n_workers, "epoch": hot.epoch,
                                     "cap": _cap_field(project.max_labels), **warm})
         redis.sadd(k.projects, pid)
-        if cache is not None:
-            cache.drop(pid)
+        if cache is not None:  # the state just folded and written: the cache's now
+            cache.put(hot)
         return {"project_id": pid, "tasks": view.n_tasks, "pending": int(tasks.size),
                 "streaming": warm.get("warming", 0),
                 "gold": int(gold.size), "labels": int(nlabels.sum()), "state_seq": hot.seq,
