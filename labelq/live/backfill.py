@@ -63,6 +63,7 @@ import logging
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -336,10 +337,14 @@ def backfill(engine: Engine, redis: Any, project_id: int, k: Keys,
 
 
 def start_backfill(engine: Engine, redis: Any, project_id: int, k: Keys,
-                   cache: StateCache | None) -> threading.Thread:
-    """:func:`backfill` in a daemon thread (what the beat resumes if this process dies)."""
+                   cache: StateCache | None,
+                   before: Callable[[], None] | None = None) -> threading.Thread:
+    """:func:`backfill` in a daemon thread (what the beat resumes if this process dies),
+    after ``before`` (a lazy rebuild's snapshot: :func:`.rebuild.ensure_hot`)."""
     def run() -> None:
         try:
+            if before is not None:
+                before()
             backfill(engine, redis, project_id, k, cache)
         except Exception:  # noqa: BLE001 - the beat resumes a stalled stream
             log.warning("project %s: streaming pending stopped; the beat resumes it",

@@ -399,10 +399,17 @@ class StateCache:
         if snap is not None and snap.get("project", _identity(project)) != _identity(project):
             snap = None  # another project's, under a deleted one's id (SQLite reuses ids)
         view = _snapshot_view(session, project, snap, epoch) if snap is not None else None
+        hot = None
+        if snap is None:  # no snapshot in Redis (a lazy rebuild writes its own just after
+            # the first request, :func:`.rebuild.ensure_hot`; or Redis lost it): the state
+            # kept in SQL where it holds (:mod:`.saved`), rather than a fold of every label
+            from .saved import load_saved
+            got = load_saved(session, project)
+            if got is not None:
+                hot, view = got[0], got[0].view
         if view is None:
             view = load_view(session, project)
-        hot = None
-        if snap is not None and tuple(snap["dims"]) == view.dims and \
+        if hot is None and snap is not None and tuple(snap["dims"]) == view.dims and \
                 snap["policy"] == project.policy and \
                 snap["seq"] <= max_applied(session, project_id) and \
                 snap.get("epoch", 0) == epoch and \

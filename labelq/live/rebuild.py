@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from itertools import chain
 from typing import Any
 
@@ -144,11 +145,15 @@ _TASK = getattr(Task, "__table__").name
 def rebuild_project(engine: Engine, redis: Any, project_id: int, *,
                     cache: StateCache | None = None, wait_s: float = 60.0,
                     unless_built: bool = False, from_saved: bool = True,
-                    first: int | None = None) -> dict[str, Any]:
+                    first: int | None = None,
+                    snapshot: bool = True) -> dict[str, Any]:
     """Rebuild the project's hot state (module docstring). The policy state starts from
     the one kept in SQL (:mod:`.saved`) when it holds, unless ``from_saved`` is False,
     and only the labels applied after it are folded; the result's ``folded`` says how
-    many labels were, ``saved_seq`` the saved state's sequence (None: none used)."""
+    many labels were, ``saved_seq`` the saved state's sequence (None: none used).
+    ``snapshot`` False (with a ``cache``): the state's snapshot is not written here; the
+    result's ``keep`` is what writes it (:func:`ensure_hot` calls it after the first
+    request, in a thread: meanwhile a process loads the state kept in SQL)."""
     k = Keys(project_id, claim_home(engine, redis))
     clock = _Clock()
     lock = RedisLock(redis, k.apply_lock, ttl_ms=300_000)
@@ -272,22 +277,41 @@ def rebuild_project(engine: Engine, redis: Any, project_id: int, *,
                      pipeline=pipe)
         pipe.execute()
         clock.lap("counters, seen")
-        blob = write_snapshot(redis, hot)
-        if folded or saved is None:  # (a saved state with nothing after it is kept)
-            save_state(engine, hot, blob)
-        clock.lap("snapshot")
+        keeper = _keeper(engine, redis, hot, save=bool(folded or saved is None))
+        if snapshot or cache is None:
+            keeper()
+            clock.lap("snapshot")
         redis.hset(k.meta, mapping={"built": 1, "n_tasks": view.n_tasks,
                                     "n_workers": view.n_workers, "epoch": hot.epoch,
                                     "cap": _cap_field(project.max_labels), **warm})
         redis.sadd(k.projects, pid)
         if cache is not None:  # the state just folded and written: the cache's now
             cache.put(hot)
-        return {"project_id": pid, "tasks": view.n_tasks, "pending": int(tasks.size),
+        out: dict[str, Any] = {} if snapshot or cache is None else {"keep": keeper}
+        return {**out, "project_id": pid, "tasks": view.n_tasks, "pending": int(tasks.size),
                 "streaming": warm.get("warming", 0),
                 "gold": int(gold.size), "labels": int(nlabels.sum()), "state_seq": hot.seq,
                 "folded": int(folded), "saved_seq": saved_seq, "seconds": clock.laps}
     finally:
         lock.release()
+
+
+def _keeper(engine: Engine, redis: Any, hot: Any, *, save: bool) -> Callable[[], None]:
+    """What writes the rebuilt state's snapshot to Redis and (``save``: a state folded
+    since the one kept in SQL, or none was) to SQL. Deferred (:func:`ensure_hot`), it
+    writes nothing when a snapshot is in Redis by then (the applier's: as new or newer)."""
+    wrote = [False]
+
+    def keep() -> None:
+        if wrote[0] or redis.exists(hot.keys.state):
+            return
+        wrote[0] = True
+        with hot.lock:
+            blob = write_snapshot(redis, hot)
+            seq = hot.seq
+        if save:  # (a saved state with nothing after it is kept)
+            save_state(engine, hot, blob, seq=seq)
+    return keep
 
 
 def ensure_hot(engine: Engine, redis: Any, project_id: int,
@@ -305,10 +329,13 @@ def ensure_hot(engine: Engine, redis: Any, project_id: int,
                 # issued since the first one, so it must never run twice
                 done = rebuild_project(engine, redis, project_id, cache=cache,
                                        unless_built=True,
-                                       first=None if cache is None else FIRST)
+                                       first=None if cache is None else FIRST,
+                                       snapshot=cache is None)
+                keep = done.pop("keep", None)
                 log.info("project %s rebuilt: %s", project_id, done)
-                if done.get("streaming"):  # the rest of pending, behind the first requests
-                    start_backfill(engine, redis, project_id, k, cache)
+                if done.get("streaming") or keep is not None:
+                    # the snapshot, then the rest of pending, behind the first requests
+                    start_backfill(engine, redis, project_id, k, cache, before=keep)
                 return "skipped" not in done
             return False
         finally:

@@ -201,6 +201,34 @@ def test_labels_for_planned_tasks_while_streaming_end_as_a_full_rebuild(r, db_ur
     assert r.zscore(k.pending, x2) is None and r.zscore(k.pending, x3) is None
 
 
+def test_the_snapshot_is_written_after_the_first_request_and_a_load_meanwhile_reads_sql(
+        r, db_url, caplog):
+    import logging
+
+    from labelq.live.hotstate import fold_from_sql
+    from labelq.record.models import Project
+    eng, pid = labelled_project(db_url)
+    k = Keys(pid, database_id(eng))
+    rebuild_project(eng, r, pid)  # (the state kept in SQL too)
+    r.flushdb()
+    # When the first request's lazy rebuild leaves its snapshot for later
+    out = rebuild_project(eng, r, pid, cache=StateCache(), first=FIRST, snapshot=False)
+    assert r.hexists(k.meta, "built") and not r.exists(k.state)
+    # Then a process loading the state meanwhile reads the one kept in SQL (not a fold of
+    # every label), the same as a fold from the labels
+    with caplog.at_level(logging.INFO, logger="labelq.live.saved"):
+        hot = StateCache().get(eng, r, pid)
+    assert "saved state at applied seq 80 loaded" in caplog.text
+    with session_scope(eng) as ses:
+        ref = fold_from_sql(ses, ses.get(Project, pid))
+    assert hot.seq == ref.seq == 80
+    np.testing.assert_allclose(hot.policy.predict_proba(hot.state),
+                               ref.policy.predict_proba(ref.state))
+    # and the keeper writes the snapshot (once)
+    out["keep"]()
+    assert int(r.get(k.state_seq)) == 80 and r.exists(k.state)
+
+
 def test_first_request_after_a_flush_streams_the_rest_behind(r, db_url, monkeypatch):
     eng, pid = labelled_project(db_url)
     k = Keys(pid, database_id(eng))
@@ -219,6 +247,7 @@ def test_first_request_after_a_flush_streams_the_rest_behind(r, db_url, monkeypa
     assert not r.hexists(k.meta, "warming")
     assert {int(t) for t in r.zrange(k.pending, 0, -1)} | \
         {int(t) for t in r.zrange(k.parked, 0, -1)} == ref
+    assert r.exists(k.state)  # (its snapshot written by the same thread, first)
 
 
 def test_a_stream_of_an_older_rebuild_writes_nothing_and_a_stalled_one_is_resumed(r, db_url):
