@@ -8,7 +8,7 @@ exactly) it drops every key of the project (``lq:{D:P}:``, of its own database `
   labels are left to the applier, which is woken);
 * ``pending``: the non-gold tasks below the cap, with their priorities (with ``first``,
   as ``ensure_hot`` asks: only that many of the highest, the rest streamed in behind by
-  :mod:`.backfill`); ``gold``;
+  :mod:`.backfill`, their counters and ``seen`` entries with them); ``gold``;
 * ``nlabels``, ``wcount``, ``spent`` and ``seen`` (and ``nissued``, with the gold questions
   given to each worker, in all and per category) from the labels and the declined and
   expired assignments; with a gold schedule, each worker's gold record.
