@@ -3,8 +3,9 @@
 The state at applied sequence ``s`` is, by definition, the fold of ``policy.update`` over the
 project's labels with ``applied_seq <= s`` in that order, starting from ``init_state``. Any
 holder can therefore catch up from whatever base it has — its own cache, the Redis snapshot
-(``state`` + ``state_seq``), or nothing — by replaying from SQL the labels applied after the
-base. A snapshot is only ever a shortcut; SQL decides.
+(``state`` + ``state_seq``), without one the state kept in SQL (:mod:`.saved`, where it
+holds), or nothing — by replaying from SQL the labels applied after the base. A snapshot
+is only ever a shortcut; SQL decides.
 
 A :class:`StateCache` is per process and thread-safe; both the applier (Celery) and the
 service (deciding the next task) use one. The cache is dropped when the project's shape
