@@ -35,7 +35,10 @@ from SQL (labels of an applier that died before its Redis writes), goes through
 ``APPLIED_SET`` (:func:`set_applied`), which subtracts the rebuild's count where the task's
 position is not streamed yet (in the same script: a chunk cannot come in between).
 Nothing else writes those fields (``RELEASE`` takes a task out of ``seen`` only for a
-reservation held in an inbox, which came from ``pending``). Readers: decisions read them
+reservation held in an inbox, which came from ``pending``), and nothing else puts a planned
+task into ``pending`` before its chunk: a task a model no longer settles alone stays in
+``settled`` while :func:`unstreamed` (the stream skips it; the applier's next sync puts it
+back, its counts complete). Readers: decisions read them
 only for tasks in ``pending`` (streamed, so complete); ``RESERVE`` of a task outside it is
 the submit of a lease lost with Redis (``Submitter._recover``), which checks SQL for the
 worker's label first, and whose cap check cannot be fooled: a lost lease was counted
@@ -75,7 +78,7 @@ from .redis.keys import Keys
 from .redis.wire import load_script, text
 
 __all__ = ["FIRST", "CHUNK", "STALE_MS", "packs", "bulk_write", "plan", "warming",
-           "set_applied", "backfill_step", "backfill", "start_backfill", "resume_stalled"]
+           "unstreamed", "set_applied", "backfill_step", "backfill", "start_backfill", "resume_stalled"]
 
 log = logging.getLogger(__name__)
 
@@ -208,6 +211,21 @@ def plan(redis: Any, k: Keys, rest: np.ndarray, *,
         pipe.set(k.warm_ix, ix.tobytes())
     pipe.execute()
     return {"warming": int(rest.size), "warm_pos": 0, "warm_at": int(time.time() * 1000)}
+
+
+def unstreamed(redis: Any, k: Keys, tasks: list[int]) -> list[bool]:
+    """Whether each of ``tasks`` is in a lazy rebuild's plan and not streamed in yet (its
+    counters and ``seen`` entries still held back). The position is read before the
+    plan's entries, so a task seen as streamed is; one seen as not may have come in
+    meanwhile (callers leave it alone and look again later)."""
+    pos = redis.hget(k.meta, "warm_pos")
+    if pos is None or not tasks:
+        return [False] * len(tasks)
+    pipe = redis.pipeline(transaction=False)
+    for t in tasks:
+        pipe.getrange(k.warm_ix, 4 * int(t), 4 * int(t) + 3)
+    return [len(raw) == 4 and int(np.frombuffer(raw, dtype="<i4")[0]) >= int(pos)
+            for raw in pipe.execute()]
 
 
 def set_applied(redis: Any, k: Keys, counts: dict[int, int], pipeline: Any = None) -> None:

@@ -229,6 +229,29 @@ def test_the_snapshot_is_written_after_the_first_request_and_a_load_meanwhile_re
     assert int(r.get(k.state_seq)) == 80 and r.exists(k.state)
 
 
+def test_a_task_no_longer_settled_comes_back_only_once_streamed(r, db_url):
+    from labelq.live.modelsettled import sync_settled
+    eng, pid = labelled_project(db_url)
+    k = Keys(pid, database_id(eng))
+    rebuild_project(eng, r, pid, first=FIRST)
+    # Given a planned task w0 labelled (its count held back) that a model had settled
+    # alone (auto:min_human_labels=0: out of pending, in settled) and no longer does
+    t = 30
+    assert t in np.frombuffer(r.get(k.warm), dtype="<i8").tolist()
+    r.sadd(k.settled, t)
+    hot = StateCache().get(eng, r, pid)
+    # When the applier syncs the settled tasks before the stream brought it in
+    sync_settled(r, k, hot.policy, hot.state, hot.view.is_gold, 2)
+    # Then it stays out of pending (a decision would see it with no label and w0's seen
+    # set without it), and the stream leaves it there too
+    assert r.zscore(k.pending, t) is None and r.sismember(k.settled, t)
+    backfill(eng, r, pid, k)
+    assert r.zscore(k.pending, t) is None and r.hget(k.nlabels, t) == b"1"
+    # and once streamed the next sync puts it back, open at its full count
+    sync_settled(r, k, hot.policy, hot.state, hot.view.is_gold, 2)
+    assert r.zscore(k.pending, t) is not None and not r.sismember(k.settled, t)
+
+
 def test_first_request_after_a_flush_streams_the_rest_behind(r, db_url, monkeypatch):
     eng, pid = labelled_project(db_url)
     k = Keys(pid, database_id(eng))
