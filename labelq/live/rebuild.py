@@ -40,7 +40,7 @@ from ..record.db import database_id, session_scope
 from ..record.goldstats import project_gold_scores
 from ..record.models import ENDED_UNLABELLED, Assignment, Label, Project, Task, Worker
 from ..record.secret import assignment_key
-from .backfill import FIRST, bulk_write, packs, plan, start_backfill
+from .backfill import FIRST, bulk_write, packs, plan, start_backfill, unstreamed, warming
 from .home import claim_home
 from .hotstate import StateCache, fold_from_sql, write_snapshot
 from .leaseid import IdSigner
@@ -398,6 +398,11 @@ def reopen_below_cap(engine: Engine, redis: Any, project_id: int, cache: StateCa
                         held[int(t)] += int(n)
             below = True if new is None else held[seqs] < new
             seqs = seqs[(held[seqs] >= old) & below]
+            if seqs.size and warming(redis, k):
+                # a lazy rebuild's stream takes its tasks in at the cap meta names at each
+                # step: the new one from now on, so those not in yet are left to it
+                redis.hset(k.meta, "cap", now)
+                seqs = seqs[~np.array(unstreamed(redis, k, seqs.tolist()), dtype=bool)]
             if seqs.size:
                 pri = np.asarray(hot.policy.priority(hot.state, seqs), dtype=float)
                 bulk_write(redis, k.pending, "ZADDNX", seqs, pri)

@@ -252,6 +252,31 @@ def test_a_task_no_longer_settled_comes_back_only_once_streamed(r, db_url):
     assert r.zscore(k.pending, t) is not None and not r.sismember(k.settled, t)
 
 
+def test_a_cap_raised_while_streaming_ends_as_a_full_rebuild_under_it(r, db_url):
+    from labelq.live.rebuild import reopen_below_cap
+    from labelq.record.models import Project
+    eng, pid = labelled_project(db_url)
+    k = Keys(pid, database_id(eng))
+    rebuild_project(eng, r, pid, first=FIRST)
+    cache = StateCache()
+    backfill_step(eng, r, pid, k, cache, chunk=60)
+    # When the cap goes from 2 to 3 while the plan streams in
+    with session_scope(eng) as ses:
+        p = ses.get(Project, pid)
+        p.max_labels = 3
+        ses.add(p)
+    assert reopen_below_cap(eng, r, pid, cache) == 20  # (tasks 0-19, at the old cap)
+    assert r.hget(k.meta, "cap") == b"3"
+    backfill(eng, r, pid, k, cache)
+    # Then pending and the counters are a full rebuild's under the new cap
+    lazy = everything(r, k)
+    r.flushdb()
+    rebuild_project(eng, r, pid)
+    full = everything(r, k)
+    assert {int(t) for t in lazy["pending"]} == {int(t) for t in full["pending"]}
+    assert lazy["nlabels"] == full["nlabels"] and lazy["applied"] == full["applied"]
+
+
 def test_first_request_after_a_flush_streams_the_rest_behind(r, db_url, monkeypatch):
     eng, pid = labelled_project(db_url)
     k = Keys(pid, database_id(eng))
