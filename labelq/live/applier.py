@@ -51,6 +51,7 @@ from ..record.models import Label, Task
 from ..record.problem import label_rows, to_observation
 from ..record.settings import Settings, load_settings
 from ..record.tally import fold
+from .backfill import set_applied
 from .decide import decision_rng
 from .home import claim_home
 from .hotstate import Hot, StateCache, write_snapshot
@@ -385,10 +386,9 @@ class Applier:
             # where the increments may be missing; the others are incremented by this
             # batch's labels
             replayed = set(hot.dirty or ())
-            if replayed:
+            if replayed:  # (less what a lazy rebuild's stream still adds: backfill)
                 counts = applied_counts(engine, project_id)
-                for task in sorted(replayed):
-                    pipe.hset(k.applied, task, counts.get(task, 0))
+                set_applied(redis, k, {t: counts.get(t, 0) for t in replayed}, pipeline=pipe)
             for task, n in applied_per_task.items():
                 if task not in replayed:
                     pipe.hincrby(k.applied, task, n)

@@ -4,8 +4,10 @@ Redis replicates asynchronously, so a replica promoted when its master died may 
 master's last writes: a lease, a counter's increment (``nlabels``, ``spent``, ``wcount``),
 a task's return to ``pending``. SQL has every label; the hot state is only what was derived
 from it, so the safe answer is the one a flush gets: every project's hot state is dropped
-and rebuilt from SQL (:func:`labelq.live.rebuild.ensure_hot`; live leases are then
-recovered by the submits that carry them: docs/architecture.md, "A lease lost with Redis").
+and rebuilt from SQL (:func:`labelq.live.rebuild.ensure_hot`, lazily: the highest
+priorities of ``pending`` and every other task's counters first, the rest streamed in
+behind, :mod:`.backfill`; live leases are then recovered by the submits that carry them:
+docs/architecture.md, "A lease lost with Redis").
 
 How a failover is told from a restart: a Redis server has a replication id
 (``INFO replication``: ``master_replid``), new at every start and at a promotion; a
@@ -29,6 +31,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
+from .hotstate import StateCache
 from .rebuild import delete_hot, ensure_hot
 from .redis.keys import Keys, projects_key, replication_key
 
@@ -78,6 +81,8 @@ def check_failover(engine: Engine, redis: Any, database: str) -> list[int]:
     for raw_pid in sorted(redis.smembers(projects_key(database))):
         pid = int(raw_pid)
         delete_hot(redis, Keys(pid, database))
-        ensure_hot(engine, redis, pid)
+        # the lazy rebuild, as after a flush: the highest priorities first, the rest of
+        # pending streamed in behind by a thread of this process (the beat resumes it)
+        ensure_hot(engine, redis, pid, cache=StateCache())
         rebuilt.append(pid)
     return rebuilt

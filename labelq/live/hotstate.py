@@ -3,8 +3,9 @@
 The state at applied sequence ``s`` is, by definition, the fold of ``policy.update`` over the
 project's labels with ``applied_seq <= s`` in that order, starting from ``init_state``. Any
 holder can therefore catch up from whatever base it has — its own cache, the Redis snapshot
-(``state`` + ``state_seq``), or nothing — by replaying from SQL the labels applied after the
-base. A snapshot is only ever a shortcut; SQL decides.
+(``state`` + ``state_seq``), without one the state kept in SQL (:mod:`.saved`, where it
+holds), or nothing — by replaying from SQL the labels applied after the base. A snapshot
+is only ever a shortcut; SQL decides.
 
 A :class:`StateCache` is per process and thread-safe; both the applier (Celery) and the
 service (deciding the next task) use one. The cache is dropped when the project's shape
@@ -268,6 +269,15 @@ class StateCache:
     def peek(self, project_id: int) -> Hot | None:
         return self._items.get(int(project_id))
 
+    def put(self, hot: Hot) -> None:
+        """Hold ``hot``, a state caught up with SQL just now elsewhere (a rebuild's, which
+        wrote its snapshot: the first request after it loads nothing)."""
+        hot.checked = time.monotonic()
+        if self.track_dirty and hot.dirty is None:
+            hot.dirty = {}
+        with self._lock:
+            self._items[int(hot.project_id)] = hot
+
     def get(self, engine: Engine, redis: Any, project_id: int, *,
             max_age: float = 0.0, refresh_after: float | None = None) -> Hot:
         """``refresh_after`` (below ``max_age``): a cached state older than that is still
@@ -390,10 +400,17 @@ class StateCache:
         if snap is not None and snap.get("project", _identity(project)) != _identity(project):
             snap = None  # another project's, under a deleted one's id (SQLite reuses ids)
         view = _snapshot_view(session, project, snap, epoch) if snap is not None else None
+        hot = None
+        if snap is None:  # no snapshot in Redis (a lazy rebuild writes its own just after
+            # the first request, :func:`.rebuild.ensure_hot`; or Redis lost it): the state
+            # kept in SQL where it holds (:mod:`.saved`), rather than a fold of every label
+            from .saved import load_saved
+            got = load_saved(session, project)
+            if got is not None:
+                hot, view = got[0], got[0].view
         if view is None:
             view = load_view(session, project)
-        hot = None
-        if snap is not None and tuple(snap["dims"]) == view.dims and \
+        if hot is None and snap is not None and tuple(snap["dims"]) == view.dims and \
                 snap["policy"] == project.policy and \
                 snap["seq"] <= max_applied(session, project_id) and \
                 snap.get("epoch", 0) == epoch and \

@@ -8,7 +8,7 @@ exactly) it drops every key of the project (``lq:{D:P}:``, of its own database `
   labels are left to the applier, which is woken);
 * ``pending``: the non-gold tasks below the cap, with their priorities (with ``first``,
   as ``ensure_hot`` asks: only that many of the highest, the rest streamed in behind by
-  :mod:`.backfill`); ``gold``;
+  :mod:`.backfill`, their counters and ``seen`` entries with them); ``gold``;
 * ``nlabels``, ``wcount``, ``spent`` and ``seen`` (and ``nissued``, with the gold questions
   given to each worker, in all and per category) from the labels and the declined and
   expired assignments; with a gold schedule, each worker's gold record.
@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -34,12 +36,14 @@ from sqlalchemy.engine import Engine
 from sqlmodel import col, select
 
 from ..errors import Conflict, NotFound
-from ..record.db import session_scope
+from ..record.db import database_id, session_scope
 from ..record.goldstats import project_gold_scores
 from ..record.models import ENDED_UNLABELLED, Assignment, Label, Project, Task, Worker
-from .backfill import FIRST, bulk_write, plan, start_backfill
+from ..record.secret import assignment_key
+from .backfill import FIRST, bulk_write, packs, plan, start_backfill, unstreamed, warming
 from .home import claim_home
 from .hotstate import StateCache, fold_from_sql, write_snapshot
+from .leaseid import IdSigner
 from .modelsettled import model_settled, sync_settled
 from .redis.keys import Keys, gold_category_field, gold_issued_field, gold_records
 from .redis.lock import RedisLock
@@ -101,7 +105,10 @@ def _rows(session: Any, sql: str, project_id: int) -> list[tuple[Any, ...]]:
 
 
 def _seqs(ids: np.ndarray, task_id: np.ndarray) -> np.ndarray:
-    """The task seqs of the task ids ``ids`` (``task_id``: the view's seq -> id)."""
+    """The task seqs of the task ids ``ids`` (``task_id``: the view's seq -> id; ids
+    loaded in order are ascending, and then need no sort)."""
+    if task_id.size < 2 or bool((task_id[1:] > task_id[:-1]).all()):
+        return np.searchsorted(task_id, ids)
     order = np.argsort(task_id, kind="stable")
     return order[np.searchsorted(task_id, ids, sorter=order)]
 
@@ -112,17 +119,23 @@ def _label_rows(session: Any, project_id: int, task_id: np.ndarray,
     read of the label rows alone: the counts by task, by worker, applied and the ``seen``
     sets are all made from it with numpy, the seqs through the view's task ids and the
     workers' ids (four ORM queries joining the task and worker rows took ~3 s at 200,000
-    labels under load; joining them here, 3-4 times this read's)."""
-    rows = _rows(session, f"SELECT task_id, worker_id, applied_seq FROM {_LABEL} "
-                          "WHERE project_id = {mark}", project_id)
+    labels under load; joining them here, 3-4 times this read's). The rows' integers go
+    into one array in one pass (``chain``; unzipping them into tuples first and mapping
+    the workers through a dict was most of this read's time)."""
+    rows = _rows(session, f"SELECT task_id, worker_id, COALESCE(applied_seq, -1) "
+                          f"FROM {_LABEL} WHERE project_id = {{mark}}", project_id)
     n = len(rows)
     if not n:
         empty = np.empty(0, dtype=np.int64)
         return empty, empty, empty
-    t_id, w_id, a_seq = zip(*rows, strict=True)
-    return (_seqs(np.fromiter(t_id, dtype=np.int64, count=n), task_id),
-            np.fromiter(map(worker_seq.__getitem__, w_id), dtype=np.int64, count=n),
-            np.fromiter((-1 if a is None else a for a in a_seq), dtype=np.int64, count=n))
+    flat = np.fromiter(chain.from_iterable(rows), dtype=np.int64, count=3 * n).reshape(n, 3)
+    del rows
+    ids = np.array(sorted(worker_seq), dtype=np.int64)
+    seqs = np.array([worker_seq[i] for i in ids.tolist()], dtype=np.int64)
+    at = np.minimum(np.searchsorted(ids, flat[:, 1]), max(ids.size - 1, 0))
+    if not ids.size or not bool((ids[at] == flat[:, 1]).all()):
+        raise KeyError("a label of a worker not of the project")
+    return _seqs(flat[:, 0], task_id), seqs[at], flat[:, 2].copy()
 
 
 _LABEL = getattr(Label, "__table__").name
@@ -132,11 +145,15 @@ _TASK = getattr(Task, "__table__").name
 def rebuild_project(engine: Engine, redis: Any, project_id: int, *,
                     cache: StateCache | None = None, wait_s: float = 60.0,
                     unless_built: bool = False, from_saved: bool = True,
-                    first: int | None = None) -> dict[str, Any]:
+                    first: int | None = None,
+                    snapshot: bool = True) -> dict[str, Any]:
     """Rebuild the project's hot state (module docstring). The policy state starts from
     the one kept in SQL (:mod:`.saved`) when it holds, unless ``from_saved`` is False,
     and only the labels applied after it are folded; the result's ``folded`` says how
-    many labels were, ``saved_seq`` the saved state's sequence (None: none used)."""
+    many labels were, ``saved_seq`` the saved state's sequence (None: none used).
+    ``snapshot`` False (with a ``cache``): the state's snapshot is not written here; the
+    result's ``keep`` is what writes it (:func:`ensure_hot` calls it after the first
+    request, in a thread: meanwhile a process loads the state kept in SQL)."""
     k = Keys(project_id, claim_home(engine, redis))
     clock = _Clock()
     lock = RedisLock(redis, k.apply_lock, ttl_ms=300_000)
@@ -158,6 +175,9 @@ def rebuild_project(engine: Engine, redis: Any, project_id: int, *,
                 hot = fold_from_sql(session, project)
                 folded, saved_seq = n_applied(session, project_id, hot.seq), None
             pid = hot.project_id
+            if hot.signer is None:  # (what a state loaded by a StateCache has)
+                hot.signer = IdSigner(assignment_key(session))
+            hot.database = database_id(session)
             clock.lap("policy state")
             workers = session.exec(select(col(Worker.id), col(Worker.seq), col(Worker.cost))
                                    .where(Worker.project_id == pid)).all()
@@ -198,19 +218,35 @@ def rebuild_project(engine: Engine, redis: Any, project_id: int, *,
         if settled.any() and tasks.size:
             keep = ~settled[tasks]
             tasks, pri = tasks[keep], pri[keep]
+        # seen: every task a worker labelled or was given and declined or let expire
+        ended = np.array(ended_rows, dtype=np.int64).reshape(-1, 2)
+        seen_w = np.concatenate([w_seq, [worker_seq[int(w)] for w in ended[:, 0]]]).astype(np.int64)
+        seen_t = np.concatenate([t_seq, _seqs(ended[:, 1], task_id)])
+        all_w, now_n = seen_w, nlabels  # (what is written now: less the held back)
+        applied = np.bincount(t_seq[(a_seq >= 0) & (a_seq <= hot.seq)],
+                              minlength=view.n_tasks)
         warm: dict[str, int] = {}
         if first is not None and tasks.size > first:  # the rest streamed in behind
             order = np.argsort(-pri, kind="stable")
             bulk_write(redis, k.pending, "ZADD", tasks[order[:first]], pri[order[:first]])
-            warm = plan(redis, k, tasks[order[first:]])
+            rest = tasks[order[first:]]
+            if packs(redis):  # their counters and seen entries come with them (backfill)
+                later = np.zeros(view.n_tasks, dtype=bool)
+                later[rest] = True
+                by = later[seen_t]
+                warm = plan(redis, k, rest, held=(view.n_tasks, nlabels, applied,
+                                                  seen_w[by], seen_t[by]))
+                now_n, applied = np.where(later, 0, nlabels), np.where(later, 0, applied)
+                seen_w, seen_t = seen_w[~by], seen_t[~by]
+            else:
+                warm = plan(redis, k, rest)
         else:
             bulk_write(redis, k.pending, "ZADD", tasks, pri)
         clock.lap("pending")
         gold = np.flatnonzero(view.is_gold)
         bulk_write(redis, k.gold, "SADD", gold)
-        _counts(redis, k.nlabels, nlabels)
-        _counts(redis, k.applied, np.bincount(t_seq[(a_seq >= 0) & (a_seq <= hot.seq)],
-                                              minlength=view.n_tasks))
+        _counts(redis, k.nlabels, now_n)
+        _counts(redis, k.applied, applied)
         per_worker = np.bincount(w_seq, minlength=view.n_workers)
         _counts(redis, k.wcount, per_worker)
         cost = {s: c for _i, s, c in workers}
@@ -218,12 +254,8 @@ def rebuild_project(engine: Engine, redis: Any, project_id: int, *,
         pipe = redis.pipeline(transaction=False)
         pipe.set(k.spent, repr(spent))
         pipe.set(k.reserved_cost, "0")
-        # seen: every task a worker labelled or was given and declined or let expire
-        ended = np.array(ended_rows, dtype=np.int64).reshape(-1, 2)
-        seen_w = np.concatenate([w_seq, [worker_seq[int(w)] for w in ended[:, 0]]]).astype(np.int64)
-        seen_t = np.concatenate([t_seq, _seqs(ended[:, 1], task_id)])
         issued: dict[int | str, int] = {
-            w: n for w, n in enumerate(np.bincount(seen_w).tolist()) if n}
+            w: n for w, n in enumerate(np.bincount(all_w).tolist()) if n}
         is_gold = view.is_gold[seen_t]
         for w, t in zip(seen_w[is_gold].tolist(), seen_t[is_gold].tolist(), strict=True):
             # the gold ones per category too, as RESERVE counts them
@@ -245,22 +277,41 @@ def rebuild_project(engine: Engine, redis: Any, project_id: int, *,
                      pipeline=pipe)
         pipe.execute()
         clock.lap("counters, seen")
-        blob = write_snapshot(redis, hot)
-        if folded or saved is None:  # (a saved state with nothing after it is kept)
-            save_state(engine, hot, blob)
-        clock.lap("snapshot")
+        keeper = _keeper(engine, redis, hot, save=bool(folded or saved is None))
+        if snapshot or cache is None:
+            keeper()
+            clock.lap("snapshot")
         redis.hset(k.meta, mapping={"built": 1, "n_tasks": view.n_tasks,
                                     "n_workers": view.n_workers, "epoch": hot.epoch,
                                     "cap": _cap_field(project.max_labels), **warm})
         redis.sadd(k.projects, pid)
-        if cache is not None:
-            cache.drop(pid)
-        return {"project_id": pid, "tasks": view.n_tasks, "pending": int(tasks.size),
+        if cache is not None:  # the state just folded and written: the cache's now
+            cache.put(hot)
+        out: dict[str, Any] = {} if snapshot or cache is None else {"keep": keeper}
+        return {**out, "project_id": pid, "tasks": view.n_tasks, "pending": int(tasks.size),
                 "streaming": warm.get("warming", 0),
                 "gold": int(gold.size), "labels": int(nlabels.sum()), "state_seq": hot.seq,
                 "folded": int(folded), "saved_seq": saved_seq, "seconds": clock.laps}
     finally:
         lock.release()
+
+
+def _keeper(engine: Engine, redis: Any, hot: Any, *, save: bool) -> Callable[[], None]:
+    """What writes the rebuilt state's snapshot to Redis and (``save``: a state folded
+    since the one kept in SQL, or none was) to SQL. Deferred (:func:`ensure_hot`), it
+    writes nothing when a snapshot is in Redis by then (the applier's: as new or newer)."""
+    wrote = [False]
+
+    def keep() -> None:
+        if wrote[0] or redis.exists(hot.keys.state):
+            return
+        wrote[0] = True
+        with hot.lock:
+            blob = write_snapshot(redis, hot)
+            seq = hot.seq
+        if save:  # (a saved state with nothing after it is kept)
+            save_state(engine, hot, blob, seq=seq)
+    return keep
 
 
 def ensure_hot(engine: Engine, redis: Any, project_id: int,
@@ -278,10 +329,13 @@ def ensure_hot(engine: Engine, redis: Any, project_id: int,
                 # issued since the first one, so it must never run twice
                 done = rebuild_project(engine, redis, project_id, cache=cache,
                                        unless_built=True,
-                                       first=None if cache is None else FIRST)
+                                       first=None if cache is None else FIRST,
+                                       snapshot=cache is None)
+                keep = done.pop("keep", None)
                 log.info("project %s rebuilt: %s", project_id, done)
-                if done.get("streaming"):  # the rest of pending, behind the first requests
-                    start_backfill(engine, redis, project_id, k, cache)
+                if done.get("streaming") or keep is not None:
+                    # the snapshot, then the rest of pending, behind the first requests
+                    start_backfill(engine, redis, project_id, k, cache, before=keep)
                 return "skipped" not in done
             return False
         finally:
@@ -344,6 +398,11 @@ def reopen_below_cap(engine: Engine, redis: Any, project_id: int, cache: StateCa
                         held[int(t)] += int(n)
             below = True if new is None else held[seqs] < new
             seqs = seqs[(held[seqs] >= old) & below]
+            if seqs.size and warming(redis, k):
+                # a lazy rebuild's stream takes its tasks in at the cap meta names at each
+                # step: the new one from now on, so those not in yet are left to it
+                redis.hset(k.meta, "cap", now)
+                seqs = seqs[~np.array(unstreamed(redis, k, seqs.tolist()), dtype=bool)]
             if seqs.size:
                 pri = np.asarray(hot.policy.priority(hot.state, seqs), dtype=float)
                 bulk_write(redis, k.pending, "ZADDNX", seqs, pri)

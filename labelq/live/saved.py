@@ -76,15 +76,18 @@ def gold_digest(hot: Hot) -> str:
 
 
 def _sql_gold_digest(session: Session, project: Project) -> str:
-    """:func:`gold_digest` of the task rows now (the gold ones, through their index)."""
+    """:func:`gold_digest` of the task rows now (the gold ones, through their index
+    ``ix_task_project_gold``; sorted here: with ``ORDER BY seq`` SQLite walked the
+    ``(project_id, seq)`` index over every task of the project instead, 0.11 s at 400,000
+    tasks for no gold question)."""
     rows = session.exec(select(col(Task.seq), col(Task.gold_answer))
-                        .where(col(Task.project_id) == project.id, col(Task.is_gold))
-                        .order_by(col(Task.seq))).all()
+                        .where(col(Task.project_id) == project.id, col(Task.is_gold))).all()
     index = {v: i for i, v in enumerate(project.labels)}
     seqs = np.array([int(s) for s, _a in rows], dtype=np.int64)
     answers = np.array([index.get(a, -1) if a is not None else -1 for _s, a in rows],
                        dtype=np.int64)
-    return _gold(seqs, answers, list(project.labels))
+    order = np.argsort(seqs, kind="stable")
+    return _gold(seqs[order], answers[order], list(project.labels))
 
 
 def n_applied(session: Session, project_id: int, upto: int) -> int:

@@ -34,10 +34,11 @@ from .conftest import make_project
 FIRST = 50
 
 
-def labelled_project(url):
-    """300 tasks, cap 2, three annotators; w0 labelled tasks 0-59 and w1 tasks 0-19 (those
-    at the cap), all applied: priorities (uniform: minus the labels) differ."""
-    eng, pid = make_project(url, n_tasks=300, workers=3, max_labels=2)
+def labelled_project(url, workers=3):
+    """300 tasks, cap 2, three annotators (or ``workers``); w0 labelled tasks 0-59 and w1
+    tasks 0-19 (those at the cap), all applied: priorities (uniform: minus the labels)
+    differ."""
+    eng, pid = make_project(url, n_tasks=300, workers=workers, max_labels=2)
     with session_scope(eng) as s:
         tid = dict(s.exec(select(Task.seq, Task.id).where(Task.project_id == pid)).all())
         wid = dict(s.exec(select(Worker.seq, Worker.id).where(Worker.project_id == pid)).all())
@@ -70,6 +71,19 @@ def everything(r, k):
     return out
 
 
+PLAN_KEYS = ("warm", "warm_base", "warm_seen", "warm_ix")
+
+
+def held_back(name, value, planned):
+    """A full rebuild's key ``name`` as a lazy one writes it before the stream: the
+    planned tasks' ``nlabels``/``applied`` fields and ``seen`` members left out."""
+    if name in ("nlabels", "applied"):
+        return {t: n for t, n in value.items() if t not in planned}
+    if ":seen:" in name:
+        return value - planned
+    return value
+
+
 def test_lazy_rebuild_serves_from_the_top_and_ends_as_the_full_one(r, db_url):
     eng, pid = labelled_project(db_url)
     k = Keys(pid, database_id(eng))
@@ -86,9 +100,12 @@ def test_lazy_rebuild_serves_from_the_top_and_ends_as_the_full_one(r, db_url):
     assert len(head) == FIRST and out["streaming"] == len(ref) - FIRST
     assert all(ref[t] == s for t, s in head.items())
     assert min(head.values()) >= max(s for t, s in ref.items() if t not in head)
+    # (but the planned tasks' counters and seen entries: held back, with their chunks)
+    planned = {str(t).encode() for t in np.frombuffer(r.get(k.warm), dtype="<i8").tolist()}
     now = everything(r, k)
-    assert {n: v for n, v in now.items() if n not in ("pending", "warm")} == \
-        {n: v for n, v in full.items() if n != "pending"}
+    assert {n: v for n, v in now.items() if n not in ("pending", *PLAN_KEYS)} == \
+        {n: held_back(n, v, planned) for n, v in full.items() if n != "pending"}
+    assert any(v != held_back(n, v, planned) for n, v in full.items())  # some are
     # And while it is warming, decisions hand out only tasks in pending
     s = Service(eng, r, settings=Settings(database_url=db_url), worker_max_age=0)
     for _ in range(8):
@@ -112,6 +129,154 @@ def test_lazy_rebuild_serves_from_the_top_and_ends_as_the_full_one(r, db_url):
     assert not r.exists(k.warm) and not r.hexists(k.meta, "warming")
 
 
+def test_a_lazy_rebuild_and_its_stream_leave_the_full_rebuilds_state_key_for_key(r, db_url):
+    eng, pid = labelled_project(db_url)
+    k = Keys(pid, database_id(eng))
+    rebuild_project(eng, r, pid)
+    full = everything(r, k)
+    r.flushdb()
+    # When the lazy rebuild's plan streams in, in uneven steps, with nothing else going on
+    rebuild_project(eng, r, pid, first=FIRST)
+    cache = StateCache()
+    while backfill_step(eng, r, pid, k, cache, chunk=70) is not None:
+        pass
+    # Then every key, counters and seen sets included, is the full rebuild's
+    assert everything(r, k) == full
+
+
+def test_labels_for_planned_tasks_while_streaming_end_as_a_full_rebuild(r, db_url):
+    from labelq.live.applier import Applier
+    eng, pid = labelled_project(db_url, workers=4)
+    k = Keys(pid, database_id(eng))
+    # Given leases of w2 and w3 issued before Redis is lost, on tasks w0 then labelled too
+    # (so after the flush they are below the highest priorities: in the plan, their
+    # counts held back)
+    rebuild_project(eng, r, pid)
+    s = Service(eng, r, settings=Settings(database_url=db_url), worker_max_age=0)
+    a2, a3 = s.next_assignment("p-w2"), s.next_assignment("p-w3")
+    x2, x3 = a2.task_seq, a3.task_seq
+    assert x2 != x3
+    with session_scope(eng) as ses:
+        tid = dict(ses.exec(select(Task.seq, Task.id).where(Task.project_id == pid)).all())
+        w0 = ses.exec(select(Worker.id).where(Worker.project_id == pid,
+                                              Worker.seq == 0)).one()
+        now = utcnow()
+        for j, t in ((80, x2), (81, x3)):
+            ses.add(Assignment(id=f"a{j}", project_id=pid, task_id=tid[t], worker_id=w0,
+                               issued=now, expires=now, state="submitted"))
+            ses.add(Label(assignment_id=f"a{j}", project_id=pid, task_id=tid[t],
+                          worker_id=w0, value="a", received=now, applied_seq=j + 1))
+    r.flushdb()
+    rebuild_project(eng, r, pid, first=FIRST)
+    planned = np.frombuffer(r.get(k.warm), dtype="<i8").tolist()
+    assert x2 in planned and x3 in planned and r.hget(k.nlabels, x2) is None
+    cache = StateCache()
+    assert backfill_step(eng, r, pid, k, cache, chunk=60) == 60  # a first step
+    # When w2 and w3 submit their lost leases (taken again: recorded) before their chunk
+    for h, a in (("p-w2", a2), ("p-w3", a3)):
+        assert s.submit(h, a.assignment_id, "b")["duplicate"] is False
+    assert r.hget(k.nlabels, x2) == b"1"  # the live count alone, the rebuild's held back
+    # and the applier folds them: w2's label as usual (HINCRBY), w3's as the replay of a
+    # label an applier that died before its Redis writes committed (an absolute count)
+    with session_scope(eng) as ses:
+        top = max(x for x in ses.exec(select(Label.applied_seq)).all() if x is not None)
+        lab = ses.exec(select(Label).where(Label.assignment_id == a3.assignment_id)).one()
+        lab.applied_seq = top + 1
+        ses.add(lab)
+    Applier(eng, r, cache=StateCache(track_dirty=True)).apply_pending(pid, refill=False)
+    assert r.hget(k.applied, x2) == b"1" and r.hget(k.applied, x3) == b"1"
+    # and the rest streams in
+    backfill(eng, r, pid, k, cache)
+    assert not r.exists(k.warm, k.warm_base, k.warm_seen, k.warm_ix)
+    lazy = everything(r, k)
+    # Then the counters, seen sets, pending and parked are a full rebuild's of the record
+    # now: w2's and w3's tasks are at their cap and stayed out of pending
+    r.flushdb()
+    rebuild_project(eng, r, pid)
+    full = everything(r, k)
+    names = [n for n in full if n in ("nlabels", "applied", "wcount", "nissued", "pending",
+                                      "parked") or ":seen:" in n]
+    assert {n: lazy.get(n) for n in names} == {n: full[n] for n in names}
+    assert full["nlabels"][str(x2).encode()] == b"2" and full["applied"][str(x3).encode()] == b"2"
+    assert r.zscore(k.pending, x2) is None and r.zscore(k.pending, x3) is None
+
+
+def test_the_snapshot_is_written_after_the_first_request_and_a_load_meanwhile_reads_sql(
+        r, db_url, caplog):
+    import logging
+
+    from labelq.live.hotstate import fold_from_sql
+    from labelq.record.models import Project
+    eng, pid = labelled_project(db_url)
+    k = Keys(pid, database_id(eng))
+    rebuild_project(eng, r, pid)  # (the state kept in SQL too)
+    r.flushdb()
+    # When the first request's lazy rebuild leaves its snapshot for later
+    out = rebuild_project(eng, r, pid, cache=StateCache(), first=FIRST, snapshot=False)
+    assert r.hexists(k.meta, "built") and not r.exists(k.state)
+    # Then a process loading the state meanwhile reads the one kept in SQL (not a fold of
+    # every label), the same as a fold from the labels
+    with caplog.at_level(logging.INFO, logger="labelq.live.saved"):
+        hot = StateCache().get(eng, r, pid)
+    assert "saved state at applied seq 80 loaded" in caplog.text
+    with session_scope(eng) as ses:
+        ref = fold_from_sql(ses, ses.get(Project, pid))
+    assert hot.seq == ref.seq == 80
+    np.testing.assert_allclose(hot.policy.predict_proba(hot.state),
+                               ref.policy.predict_proba(ref.state))
+    # and the keeper writes the snapshot (once)
+    out["keep"]()
+    assert int(r.get(k.state_seq)) == 80 and r.exists(k.state)
+
+
+def test_a_task_no_longer_settled_comes_back_only_once_streamed(r, db_url):
+    from labelq.live.modelsettled import sync_settled
+    eng, pid = labelled_project(db_url)
+    k = Keys(pid, database_id(eng))
+    rebuild_project(eng, r, pid, first=FIRST)
+    # Given a planned task w0 labelled (its count held back) that a model had settled
+    # alone (auto:min_human_labels=0: out of pending, in settled) and no longer does
+    t = 30
+    assert t in np.frombuffer(r.get(k.warm), dtype="<i8").tolist()
+    r.sadd(k.settled, t)
+    hot = StateCache().get(eng, r, pid)
+    # When the applier syncs the settled tasks before the stream brought it in
+    sync_settled(r, k, hot.policy, hot.state, hot.view.is_gold, 2)
+    # Then it stays out of pending (a decision would see it with no label and w0's seen
+    # set without it), and the stream leaves it there too
+    assert r.zscore(k.pending, t) is None and r.sismember(k.settled, t)
+    backfill(eng, r, pid, k)
+    assert r.zscore(k.pending, t) is None and r.hget(k.nlabels, t) == b"1"
+    # and once streamed the next sync puts it back, open at its full count
+    sync_settled(r, k, hot.policy, hot.state, hot.view.is_gold, 2)
+    assert r.zscore(k.pending, t) is not None and not r.sismember(k.settled, t)
+
+
+def test_a_cap_raised_while_streaming_ends_as_a_full_rebuild_under_it(r, db_url):
+    from labelq.live.rebuild import reopen_below_cap
+    from labelq.record.models import Project
+    eng, pid = labelled_project(db_url)
+    k = Keys(pid, database_id(eng))
+    rebuild_project(eng, r, pid, first=FIRST)
+    cache = StateCache()
+    backfill_step(eng, r, pid, k, cache, chunk=60)
+    # When the cap goes from 2 to 3 while the plan streams in
+    with session_scope(eng) as ses:
+        p = ses.get(Project, pid)
+        p.max_labels = 3
+        ses.add(p)
+    assert reopen_below_cap(eng, r, pid, cache) == 20  # (tasks 0-19, at the old cap)
+    assert r.hget(k.meta, "cap") == b"3"
+    backfill(eng, r, pid, k, cache)
+    # Then pending and the counters are a full rebuild's under the new cap
+    lazy = everything(r, k)
+    r.flushdb()
+    rebuild_project(eng, r, pid)
+    full = everything(r, k)
+    assert {int(t) for t in lazy["pending"]} == {int(t) for t in full["pending"]}
+    assert lazy["nlabels"] == full["nlabels"] and lazy["applied"] == full["applied"]
+
+
 def test_first_request_after_a_flush_streams_the_rest_behind(r, db_url, monkeypatch):
     eng, pid = labelled_project(db_url)
     k = Keys(pid, database_id(eng))
@@ -130,6 +295,7 @@ def test_first_request_after_a_flush_streams_the_rest_behind(r, db_url, monkeypa
     assert not r.hexists(k.meta, "warming")
     assert {int(t) for t in r.zrange(k.pending, 0, -1)} | \
         {int(t) for t in r.zrange(k.parked, 0, -1)} == ref
+    assert r.exists(k.state)  # (its snapshot written by the same thread, first)
 
 
 def test_a_stream_of_an_older_rebuild_writes_nothing_and_a_stalled_one_is_resumed(r, db_url):

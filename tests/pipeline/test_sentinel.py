@@ -324,7 +324,10 @@ def test_labelq_follows_a_failover_and_loses_no_label(sentinel_group, sqlite_url
 
 
 def test_a_promotion_rebuilds_the_hot_state_and_a_restart_does_not(
-        sentinel_group, private_redis, sqlite_url):
+        sentinel_group, private_redis, sqlite_url, monkeypatch, caplog):
+    import logging
+
+    import labelq.live.rebuild as rebuild_module
     from labelq.live.failover import check_failover
     from labelq.live.rebuild import ensure_hot
 
@@ -347,12 +350,20 @@ def test_a_promotion_rebuilds_the_hot_state_and_a_restart_does_not(
     replica.execute_command("REPLICAOF", "NO", "ONE")
     replica.hdel(k.nlabels, "3")  # (...that the replica never got, as if it lagged)
     replica.hset(k.nlabels, "4", 2)  # (and one it got wrong)
-    # Then the check rebuilds the project's hot state from SQL (no labels: no counts), once
-    assert check_failover(eng, replica, database) == [pid]
+    # Then the check rebuilds the project's hot state from SQL (no labels: no counts), once,
+    # lazily as after a flush: the 10 highest priorities first, the rest streamed behind
+    monkeypatch.setattr(rebuild_module, "FIRST", 10)
+    with caplog.at_level(logging.INFO, logger="labelq.live.rebuild"):
+        assert check_failover(eng, replica, database) == [pid]
+    assert "'streaming': 20" in caplog.text
     assert replica.hgetall(k.nlabels) in ({}, {b"4": b"0"}) or \
         all(int(v) == 0 for v in replica.hgetall(k.nlabels).values())
     assert replica.hexists(k.meta, "built")
     assert check_failover(eng, replica, database) == []
+    deadline = time.monotonic() + 30
+    while replica.hexists(k.meta, "warming") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not replica.hexists(k.meta, "warming") and replica.zcard(k.pending) == 30
 
     # and a restarted Redis (its data persisted, a new replication id) rebuilds nothing
     r = redis_lib.Redis.from_url(private_redis.url)

@@ -22,6 +22,15 @@ key (after the prefix)     type    TTL    meaning
 ``warm``                   STRING  none   the plan of a lazy rebuild: the seqs still to come
                                           into ``pending`` (int64, by priority; deleted with
                                           its last chunk: ``labelq.live.backfill``)
+``warm_base``              STRING  none   per plan position (int32 x3): the task's
+                                          ``nlabels`` and ``applied`` counts held back
+                                          by the rebuild, and where its workers start
+                                          in ``warm_seen`` (one more record: the end);
+                                          its chunk adds them (deleted with ``warm``)
+``warm_seen``              STRING  none   the workers (int32) whose ``seen`` sets get the
+                                          planned tasks with their chunk, by position
+``warm_ix``                STRING  none   per task seq (int32): its position in the plan,
+                                          -1 for none (absolute writers of ``applied``)
 ``pending``                ZSET    none   open non-gold task seq -> policy priority (higher =
                                           ask sooner); a task leaves it when labels + live
                                           leases reach the cap, and comes back on release
@@ -214,6 +223,9 @@ class Keys:
     state_seq = property(lambda self: self._k("state_seq"))
     pushed_seq = property(lambda self: self._k("pushed_seq"))
     warm = property(lambda self: self._k("warm"))
+    warm_base = property(lambda self: self._k("warm_base"))
+    warm_seen = property(lambda self: self._k("warm_seen"))
+    warm_ix = property(lambda self: self._k("warm_ix"))
     apply_lock = property(lambda self: self._k("apply_lock"))
     apply_wanted = property(lambda self: self._k("apply_wanted"))
     apply_retry = property(lambda self: self._k("apply_retry"))
