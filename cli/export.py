@@ -162,7 +162,9 @@ def _export_background(name: str, method: str | None, fmt: ExportFormat, out: st
                                     raw=raw, exclude_paused=exclude_paused)
     if new:
         from workers.jobs import export as export_task
-        export_task.apply_async(args=[job_id, database])
+        from workers.main import queue_for
+        export_task.apply_async(args=[job_id, database],
+                                queue=queue_for("labelq.export", database))
     click.echo(job_id)
     click.echo(f"export job {job_id} {'queued' if new else 'already queued or running'}; "
                f"follow it with `labelq job {job_id}`", err=True)

@@ -12,5 +12,6 @@ __all__ = ["send_task"]
 
 def send_task(name: str, args: list[object]) -> None:
     """Send task ``name`` to the queue of this process's database (the API serves the
-    database it was configured with: :data:`workers.main.DATABASE`)."""
+    database it was configured with: :func:`workers.main.database`, read at the first
+    send)."""
     app.send_task(name, args=args, queue=queue_for(name))

@@ -1,6 +1,6 @@
 """Celery tasks of the webhooks (issue 43), thin: the delivery logic is
-:mod:`labelq.hooks`. Both go to the hooks' queue (:data:`workers.main.HOOKS_QUEUE`,
-``<queue>.hooks``), which ``labelq run-worker`` serves in a process of its own (threads:
+:mod:`labelq.hooks`. Both go to the hooks' queue (``<queue>.hooks``:
+:func:`workers.main.queue_for`), which ``labelq run-worker`` serves in a process of its own (threads:
 deliveries wait on the network), so labels and exports never wait behind a receiver.
 
 * ``labelq.hooks_sweep()`` (beat) → :func:`labelq.hooks.sweep`: emit the conditions that
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from labelq.hooks import deliver, sweep
 from labelq.record.db import database_id
 
-from .main import HOOKS_QUEUE, SETTINGS, app
+from .main import SETTINGS, app, queue_for
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -38,7 +38,7 @@ def _engine() -> Engine:
 
 
 # (Celery ships no type hints: its decorator leaves what it wraps untyped)
-@app.task(name="labelq.deliver_hook", queue=HOOKS_QUEUE)  # type: ignore[untyped-decorator]
+@app.task(name="labelq.deliver_hook")  # type: ignore[untyped-decorator]
 def deliver_hook(event_id: str, database: str | None = None, claim: str | None = None) -> str:
     engine = _engine()
     if database is not None and database != database_id(engine):
@@ -50,11 +50,12 @@ def deliver_hook(event_id: str, database: str | None = None, claim: str | None =
     return "none" if attempt is None else attempt.state
 
 
-@app.task(name="labelq.hooks_sweep", queue=HOOKS_QUEUE)  # type: ignore[untyped-decorator]
+@app.task(name="labelq.hooks_sweep")  # type: ignore[untyped-decorator]
 def hooks_sweep() -> int:
     engine = _engine()
     _emitted, due = sweep(engine)
     database = database_id(engine)
+    queue = queue_for("labelq.deliver_hook", database)
     for event_id, claim in due:
-        deliver_hook.delay(event_id, database, claim)
+        deliver_hook.apply_async((event_id, database, claim), queue=queue)
     return len(due)

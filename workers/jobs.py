@@ -1,7 +1,7 @@
 """Celery tasks for operator jobs (exports). Thin: ids in, a pure labelq function called.
 
-They go to the long work queue (:data:`workers.main.LONG_QUEUE`), apart from label
-application: ``labelq run-worker`` serves it in a process of its own."""
+They go to the long work queue (``<queue>.long``: :func:`workers.main.queue_for`), apart
+from label application: ``labelq run-worker`` serves it in a process of its own."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from celery import Task
 
 from labelq.jobs import run_export_job
 
-from .main import LONG_QUEUE, app
+from .main import app
 from .ours import ours
 
 
 # (Celery ships no type hints: its decorator leaves what it wraps untyped)
-@app.task(name="labelq.export", bind=True, max_retries=3, queue=LONG_QUEUE)  # type: ignore[untyped-decorator]
+@app.task(name="labelq.export", bind=True, max_retries=3)  # type: ignore[untyped-decorator]
 def export(self: Task, job_id: str, database: str | None = None) -> str:
     from labelq.live.redis.connect import connect
     from labelq.record.location import open_configured

@@ -17,16 +17,22 @@ transport, with the same fix (:class:`workers.broker.SentinelTransport`): every
 reconnection finds the promoted replica.
 
 Queues: each database has its own, ``labelq.<database id>`` (``<queue>.long`` for long
-work), unless ``LABELQ_CELERY_QUEUE`` names one: several databases on one Redis then never
-send their wake-ups to each other's workers. A process importing this module learns its
-database's id here, once (:data:`DATABASE`, :data:`QUEUE`); a worker or beat that cannot
-(no database: ``labelq init``) refuses to start, saying why. Every sender names the queue
-of the database it sends for (:func:`queue_for`, ``workers.tasks.notify_for``).
+work, ``<queue>.hooks`` for webhook deliveries: :class:`~labelq.record.settings.Settings`
+names them), unless ``LABELQ_CELERY_QUEUE`` names one: several databases on one Redis then
+never send their wake-ups to each other's workers. Every sender names the queue of the
+database it sends for (:func:`queue_for`, ``workers.tasks.notify_for``); a process that
+sends without naming one gets its own database's, read when first needed
+(:func:`database`): importing this module opens no database (the API, ``labelq check``
+and the CLI import it). A worker or beat reads it as it starts and, if it cannot (no
+database: ``labelq init``), refuses to start, saying why.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import replace
+from functools import lru_cache
+from typing import Any
 
 from celery import Celery
 from kombu.transport import TRANSPORT_ALIASES
@@ -34,8 +40,8 @@ from kombu.transport import TRANSPORT_ALIASES
 from labelq.live.redis.connect import celery_broker
 from labelq.record.settings import Settings, load_settings
 
-__all__ = ["create_app", "app", "QUEUE", "LONG_QUEUE", "HOOKS_QUEUE", "SETTINGS", "DATABASE",
-           "queue_for", "UNRESOLVED_QUEUE"]
+__all__ = ["create_app", "app", "SETTINGS", "database", "queue", "queue_for",
+           "UNRESOLVED_QUEUE"]
 
 # kombu's name of the sentinel transport means ours in labelq's processes: a sentinel
 # broker URL lists every sentinel (``sentinel://A;sentinel://B``), and when the connection
@@ -44,18 +50,25 @@ __all__ = ["create_app", "app", "QUEUE", "LONG_QUEUE", "HOOKS_QUEUE", "SETTINGS"
 TRANSPORT_ALIASES["sentinel"] = "workers.broker:SentinelTransport"
 
 SETTINGS = load_settings()
+# long work (exports) goes to a queue of its own, so a label is never applied behind it
+# (``labelq run-worker`` serves it in a process of its own): ``<queue>.long``
 LONG_TASKS = frozenset({"labelq.export"})
+# webhook deliveries and their beat (workers/hooks.py) go to ``<queue>.hooks``: a receiver
+# that is slow or down never holds a slot a label or an export needs
+HOOKS_TASKS = frozenset({"labelq.deliver_hook", "labelq.hooks_sweep"})
 # what a process whose database could not be read sends to by default: no worker serves it
 # (every sender names its queue; a worker or beat without its database does not start)
 UNRESOLVED_QUEUE = "labelq.no-database"
 
 
-def _database_at_start(settings: Settings) -> tuple[str | None, str | None]:
-    """(the configured database's id, None), or (None, why it could not be read)."""
+@lru_cache(maxsize=1)
+def _database() -> tuple[str | None, str | None]:
+    """(the configured database's id, None), or (None, why it could not be read): read
+    once, when first asked (a send without a queue named, a worker or beat starting)."""
     from labelq.record.db import database_id
     from labelq.record.location import open_configured
     try:
-        engine = open_configured(settings)
+        engine = open_configured(SETTINGS)
     except Exception as exc:  # noqa: BLE001 - said when a worker or beat starts
         return None, str(exc)
     try:
@@ -65,19 +78,18 @@ def _database_at_start(settings: Settings) -> tuple[str | None, str | None]:
         engine.dispose()
 
 
-# the database this process serves (read once, here), or why it could not be read
-DATABASE, DATABASE_ERROR = _database_at_start(SETTINGS)
-# the queue its tasks go to: LABELQ_CELERY_QUEUE, else the database's own
-# (``labelq.<database id>``); ``labelq demo`` uses a private one
-QUEUE: str | None = SETTINGS.celery_queue or (
-    SETTINGS.queue_of(DATABASE) if DATABASE is not None else None)
-# long work (exports) goes to a queue of its own, so a label is never applied behind it
-# (``labelq run-worker`` serves it in a process of its own): ``<queue>.long``
-LONG_QUEUE: str | None = f"{QUEUE}.long" if QUEUE is not None else None
-# webhook deliveries and their beat (workers/hooks.py) go to ``<queue>.hooks``: a receiver
-# that is slow or down never holds a slot a label or an export needs
-HOOKS_QUEUE: str | None = f"{QUEUE}.hooks" if QUEUE is not None else None
-HOOKS_TASKS = frozenset({"labelq.deliver_hook", "labelq.hooks_sweep"})
+def database() -> str | None:
+    """The id of the database this process serves (``None``: it could not be read)."""
+    return _database()[0]
+
+
+def queue() -> str | None:
+    """The queue this process's tasks go to: ``LABELQ_CELERY_QUEUE``, else its database's
+    own (``labelq.<database id>``; ``None`` when the database could not be read)."""
+    if SETTINGS.celery_queue is not None:
+        return SETTINGS.celery_queue
+    own = database()
+    return SETTINGS.queue_of(own) if own is not None else None
 
 
 def queue_for(name: str, database: str | None = None, settings: Settings = SETTINGS) -> str:
@@ -85,24 +97,34 @@ def queue_for(name: str, database: str | None = None, settings: Settings = SETTI
     the long work queue for :data:`LONG_TASKS`, the hooks' for :data:`HOOKS_TASKS`. Raises
     :class:`ServiceUnavailable` when this process's database could not be read (no queue
     to send to)."""
-    if database is None:
-        database = DATABASE
     if database is None and settings.celery_queue is None:
-        from labelq.errors import ServiceUnavailable
-        raise ServiceUnavailable(f"no Celery queue to send {name} to: this process's "
-                                 f"database could not be read ({DATABASE_ERROR})")
-    queue = settings.celery_queue or settings.queue_of(str(database))
-    if name in HOOKS_TASKS:
-        return f"{queue}.hooks"
-    return f"{queue}.long" if name in LONG_TASKS else queue
+        database, error = _database()
+        if database is None:
+            from labelq.errors import ServiceUnavailable
+            raise ServiceUnavailable(f"no Celery queue to send {name} to: this process's "
+                                     f"database could not be read ({error})")
+    # (with LABELQ_CELERY_QUEUE set the database is no part of the name)
+    of = (settings.hooks_queue_of if name in HOOKS_TASKS else
+          settings.long_queue_of if name in LONG_TASKS else settings.queue_of)
+    return of(database or "")
 
 
 def create_app(redis_url: str | None = None, settings: Settings = SETTINGS,
                queue: str | None = None) -> Celery:
-    """The Celery app; its default queue is ``queue``, else this process's
-    (:data:`QUEUE`), else :data:`UNRESOLVED_QUEUE`."""
+    """The Celery app. A task sent without a queue of its own goes to ``queue`` (its
+    ``.long``/``.hooks`` queue: :func:`queue_for`), else ``LABELQ_CELERY_QUEUE``'s, else
+    this process's database's (read at the first such send)."""
     url = redis_url or settings.redis_url
-    queue = queue or settings.celery_queue or QUEUE or UNRESOLVED_QUEUE
+    fixed = queue or settings.celery_queue
+    routing = replace(settings, celery_queue=fixed) if fixed else settings
+
+    def route(name: str, args: object, kwargs: object, options: dict[str, Any],
+              task: object = None, **_: object) -> dict[str, str] | None:
+        # (Celery's router protocol; a queue the sender named stands)
+        if options.get("queue") is not None:
+            return None
+        return {"queue": queue_for(name, settings=routing)}
+
     # a redis+sentinel:// URL becomes kombu's sentinel:// form and its master's name
     broker, options = celery_broker(url)
     celery = Celery("labelq", broker=broker, include=["workers.tasks", "workers.jobs",
@@ -112,9 +134,10 @@ def create_app(redis_url: str | None = None, settings: Settings = SETTINGS,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
         task_ignore_result=True,
-        task_default_queue=queue,
-        task_routes={**{name: {"queue": f"{queue}.long"} for name in LONG_TASKS},
-                     **{name: {"queue": f"{queue}.hooks"} for name in HOOKS_TASKS}},
+        # what a worker started without -Q consumes: set when it starts, once its database
+        # is read (_serve_own_queue)
+        task_default_queue=fixed or UNRESOLVED_QUEUE,
+        task_routes=(route,),
         broker_connection_retry_on_startup=True,
         # keep reconnecting for as long as Redis is away (the default gives up after 100
         # tries, about 3 hours at the top interval, and the worker exits)
@@ -140,12 +163,13 @@ def create_app(redis_url: str | None = None, settings: Settings = SETTINGS,
                        # delaying deliveries)
                        "labelq-hooks": {"task": "labelq.hooks_sweep",
                                         "schedule": settings.beat_seconds,
-                                        "options": {"queue": f"{queue}.hooks",
-                                                    "expires": max(
-                                                        60.0, 10 * settings.beat_seconds)}}},
+                                        "options": {"expires": max(
+                                            60.0, 10 * settings.beat_seconds)}}},
         # the beat's own bookkeeping (when it last ran each entry), out of the current
         # folder: Celery's default wrote celerybeat-schedule wherever run-worker was started
-        beat_schedule_filename=beat_schedule_file(url, queue),
+        # (a queue not known yet: BeatScheduler names the file after the database's)
+        beat_schedule_filename=beat_schedule_file(url, fixed or UNRESOLVED_QUEUE),
+        labelq_redis_url=url,
         # which makes that folder when the beat starts (not when any process configures
         # the app: the demo and the API configure it and run no beat)
         beat_scheduler="workers.main:BeatScheduler",
@@ -180,23 +204,32 @@ from celery.signals import beat_init, celeryd_init  # noqa: E402
 
 @celeryd_init.connect  # type: ignore[untyped-decorator]
 @beat_init.connect  # type: ignore[untyped-decorator]
-def _refuse_without_database(**_: object) -> None:
-    """A worker or beat whose database could not be read does not start: it would not know
-    its database's queue (nor apply anything). (A SystemExit: Celery's signals log and
-    swallow other exceptions.)"""
-    if QUEUE is None:
-        raise SystemExit(f"labelq: the Celery worker (or beat) cannot start: {DATABASE_ERROR} "
+def _serve_own_queue(**_: object) -> None:
+    """A worker or beat reads its database as it starts; one whose database could not be
+    read does not start: it would not know its database's queue (nor apply anything). (A
+    SystemExit: Celery's signals log and swallow other exceptions.) A worker started
+    without -Q consumes its database's queue."""
+    own = queue()
+    if own is None:
+        raise SystemExit(f"labelq: the Celery worker (or beat) cannot start: {_database()[1]} "
                          "(its queue is the database's own, labelq.<database id>; "
                          "or set LABELQ_CELERY_QUEUE)")
+    if app.conf.task_default_queue == UNRESOLVED_QUEUE:
+        app.conf.task_default_queue = own
 
 
 class BeatScheduler(PersistentScheduler):  # type: ignore[misc]
     """Celery's persistent scheduler that first makes the private folder of its schedule
-    file (:func:`beat_schedule_file`), so only a process that runs a beat creates it."""
+    file (:func:`beat_schedule_file`), so only a process that runs a beat creates it; a
+    file named before the database was read is named after the database's queue."""
 
     def setup_schedule(self) -> None:
-        # (Celery ships no type hints: the attribute its __init__ sets, read untyped)
+        # (Celery ships no type hints: the attributes its __init__ sets, read untyped)
         filename: str = getattr(self, "schedule_filename")
+        url = getattr(self, "app").conf.get("labelq_redis_url")
+        if url and filename == beat_schedule_file(url, UNRESOLVED_QUEUE):
+            filename = self.schedule_filename = beat_schedule_file(
+                url, queue() or UNRESOLVED_QUEUE)
         folder = os.path.dirname(filename)
         if folder:
             try:

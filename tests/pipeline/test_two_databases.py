@@ -359,3 +359,24 @@ def test_a_worker_or_beat_without_its_database_does_not_start(tmp_path, redis_ur
     assert "cannot start" in res.stderr + res.stdout
     assert "labelq init" in res.stderr + res.stdout
     assert not (tmp_path / "none.db").exists()
+
+
+def test_importing_the_workers_opens_no_database_until_a_send_needs_its_queue(tmp_path,
+                                                                             redis_url):
+    # Given a database (its id: its queue's name)
+    url = f"sqlite:///{tmp_path / 'lazy.db'}"
+    eng, _ = make_project(url, n_tasks=1, workers=1)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LABELQ_")}
+    env.update(LABELQ_DATABASE_URL=url, LABELQ_REDIS_URL=redis_url, PYTHONPATH=str(ROOT))
+    # When a process imports what the API, the CLI and `labelq check` import, then routes
+    # a task it sends without naming a queue
+    code = ("import workers.main as m, workers.client, workers.tasks, workers.jobs, "
+            "workers.hooks, workers.serving, cli.main\n"
+            "print(m._database.cache_info().currsize)\n"
+            "print(m.app.amqp.router.route({}, 'labelq.export')['queue'].name)\n"
+            "print(m._database.cache_info().currsize)\n")
+    res = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    # Then the import read no database; the send read it once, for its database's queue
+    assert res.stdout.split() == ["0", f"labelq.{database_id(eng)}.long", "1"]
