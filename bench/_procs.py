@@ -77,14 +77,22 @@ def start_celery(env: dict[str, str], log: Path, *, procs: int = 1, queue: str =
     return proc
 
 
-def stop_groups(procs: Iterable[subprocess.Popen[bytes]], timeout: float = 30.0) -> None:
+def stop_groups(procs: Iterable[subprocess.Popen[bytes]], timeout: float = 30.0, *,
+                warm: bool = False) -> None:
     """Stop each process's group (SIGTERM to all, then each awaited up to ``timeout``), and
     kill what is left of the group (Celery's beat process can outlive SIGTERM and would go
-    on sending upkeep tasks into the next run)."""
+    on sending upkeep tasks into the next run). ``warm``: SIGTERM to each group's leader
+    only, as a supervisor sends it — Celery's main process lets its running task finish
+    and stops its pool (sent to the whole group, it also reaches the pool process, where
+    Celery resets SIGTERM to its default, so it died at once: an applier between its SQL
+    commit and its Redis writes)."""
     procs = list(procs)
     for proc in procs:
         try:
-            os.killpg(proc.pid, signal.SIGTERM)
+            if warm:
+                proc.send_signal(signal.SIGTERM)
+            else:
+                os.killpg(proc.pid, signal.SIGTERM)
         except ProcessLookupError:
             pass
     for proc in procs:

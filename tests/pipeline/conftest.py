@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import redis as redis_lib
 
+from bench._procs import stop_groups
 from labelq.record.db import database_id, engine_for, init_schema, session_scope
 from labelq.record.models import Task
 from labelq.record.projects import create_project, enroll_worker
@@ -124,20 +125,51 @@ class CeleryWorker:
 
     def stop(self) -> None:
         """A warm shutdown: SIGTERM to the main process only, which lets the running task
-        finish. Sent to the whole group it also reached the pool process, where Celery
-        resets SIGTERM to its default, so it died at once — an applier between its SQL
-        commit and its Redis writes, and a test reading Redis next saw a stale priority."""
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                pass
-            self.kill9()
-            try:  # anything of the group left behind
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        finish (``bench._procs.stop_groups``, ``warm``), then anything of its group left."""
+        if self.proc is not None:
+            stop_groups([self.proc], warm=True)
+
+
+class RunWorker:
+    """``labelq run-worker`` as an operator runs it (it execs into Celery's label worker;
+    its long work and hooks processes are its children), in a process group of its own; a
+    context manager. Ready once each of its Celery processes says so (the labels', and the
+    long work's and the hooks' unless ``--no-long-work``/``--no-hooks``); stopped as a
+    supervisor stops it: SIGTERM to the main process (its children follow), then anything
+    of its group left."""
+
+    def __init__(self, env: dict, log: Path, *args: str, timeout: float = 120.0) -> None:
+        self.env, self.log, self.args, self.timeout = env, log, args, timeout
+        self.processes = 1 + ("--no-long-work" not in args) + ("--no-hooks" not in args)
+        self.proc: subprocess.Popen | None = None
+
+    def __enter__(self) -> RunWorker:
+        with open(self.log, "wb") as fh:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "cli.main", "run-worker", *self.args],
+                cwd=self.log.parent, env=self.env, stdout=fh, stderr=subprocess.STDOUT,
+                start_new_session=True)
+        deadline = time.monotonic() + self.timeout
+        while self.log.read_bytes().count(b"ready.") < self.processes:
+            if not self.running() or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"labelq run-worker did not get ready: {self.tail()}")
+            time.sleep(0.2)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def tail(self, n: int = 3000) -> str:
+        """The end of its log (for an assertion's message)."""
+        return self.log.read_text(errors="replace")[-n:]
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop_groups([self.proc], warm=True)
 
 
 @pytest.fixture

@@ -8,9 +8,6 @@ Celery processes). Real Redis and SQLite."""
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 import time
 import uuid
 
@@ -26,7 +23,7 @@ from labelq.record.projects import create_project, enroll_worker
 from labelq.record.settings import Settings
 from labelq.service import Service
 
-from .conftest import ROOT, make_project
+from .conftest import ROOT, RunWorker, make_project
 
 
 def _db(tmp_path, name: str) -> str:
@@ -131,17 +128,7 @@ def test_a_label_is_applied_within_5s_with_150_exports_queued(r, redis_url, tmp_
     env = {k: v for k, v in os.environ.items() if not k.startswith("LABELQ_")}
     env.update(LABELQ_REDIS_URL=redis_url, LABELQ_DATABASE_URL=url, LABELQ_CELERY_QUEUE=queue,
                PYTHONPATH=str(ROOT), LABELQ_BEAT_SECONDS="1", LABELQ_VISIBILITY_TIMEOUT="30")
-    log = tmp_path / "worker.log"
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen([sys.executable, "-m", "cli.main", "run-worker", "-c", "1"],
-                                cwd=tmp_path, env=env, stdout=fh, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-    try:
-        deadline = time.monotonic() + 90
-        while log.read_bytes().count(b"ready.") < 2:
-            assert proc.poll() is None, log.read_text()[-2000:]
-            assert time.monotonic() < deadline, "worker did not get ready"
-            time.sleep(0.2)
+    with RunWorker(env, tmp_path / "worker.log", "-c", "1"):
         # When 150 exports are queued (the CLI's way: `labelq export --background`)
         from workers.main import create_app
         celery = create_app(redis_url, Settings(redis_url=redis_url, celery_queue=queue))
@@ -181,13 +168,3 @@ def test_a_label_is_applied_within_5s_with_150_exports_queued(r, redis_url, tmp_
         took = time.monotonic() - t0
         left = sum(get_job(r, d, j)["state"] == "queued" for j in queued)
         assert took < 5 and left >= 50, (took, left)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            pass
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import pytest
 from click.testing import CliRunner
 
 from labelq.hooks import verify
@@ -27,7 +25,7 @@ from labelq.record.projects import get_project, set_worker_status
 from labelq.record.settings import Settings
 from labelq.service import Service
 
-from .conftest import ROOT, make_project
+from .conftest import ROOT, RunWorker, make_project
 
 
 class Receiver:
@@ -61,14 +59,20 @@ class Receiver:
             return [(h, json.loads(b)) for p, h, b in self.got if p == path]
 
 
-def test_a_real_worker_delivers_signed_events_and_retries(redis_url, tmp_path):
+@pytest.fixture
+def receiver():
+    got = Receiver()
+    yield got
+    got.server.shutdown()
+
+
+def test_a_real_worker_delivers_signed_events_and_retries(redis_url, tmp_path, receiver):
     # Given project "s" (one annotator) and project "f" (budget 2, labels cost 1), with
     # hooks: s's to /ok for pauses and stalls; f's to /ok for finished and export ready,
     # and one more of f's to /flaky (500 on an event's first try) for finished
     url = f"sqlite:///{tmp_path / 'hooks.db'}"
     eng, _ = make_project(url, n_tasks=3, workers=1, name="s")
     make_project(url, n_tasks=3, workers=1, name="f", budget=2.0)
-    receiver = Receiver()
     with session_scope(eng) as s:
         _, s_secret = add_hook(s, get_project(s, "s"), "ops", receiver.url + "/ok",
                                ["annotator.paused", "project.stalled"])
@@ -82,17 +86,8 @@ def test_a_real_worker_delivers_signed_events_and_retries(redis_url, tmp_path):
     env.update(LABELQ_REDIS_URL=redis_url, LABELQ_DATABASE_URL=url, LABELQ_CELERY_QUEUE=queue,
                PYTHONPATH=str(ROOT), LABELQ_BEAT_SECONDS="1", LABELQ_VISIBILITY_TIMEOUT="30",
                LABELQ_HOOK_ALLOW_NETWORKS="127.0.0.1/32")  # (the receiver: loopback)
-    log = tmp_path / "worker.log"
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen([sys.executable, "-m", "cli.main", "run-worker", "-c", "1"],
-                                cwd=tmp_path, env=env, stdout=fh, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-    try:
-        deadline = time.monotonic() + 120
-        while log.read_bytes().count(b"ready.") < 3:  # labels, long work, hooks
-            assert proc.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, "worker did not get ready"
-            time.sleep(0.2)
+    # (ready: its labels', long work and hooks processes)
+    with RunWorker(env, tmp_path / "worker.log", "-c", "1") as worker:
         import redis as redis_lib
 
         from workers.main import create_app
@@ -122,9 +117,9 @@ def test_a_real_worker_delivers_signed_events_and_retries(redis_url, tmp_path):
                 ("s", "project.stalled")]
         deadline = time.monotonic() + 90
         while kinds("/ok") != want or len(receiver.requests("/flaky")) < 2:
-            assert proc.poll() is None, log.read_text()[-3000:]
+            assert worker.running(), worker.tail()
             assert time.monotonic() < deadline, (kinds("/ok"), receiver.requests("/flaky"),
-                                                 log.read_text()[-3000:])
+                                                 worker.tail())
             time.sleep(0.2)
         with receiver.lock:
             raw = list(receiver.got)
@@ -162,17 +157,6 @@ def test_a_real_worker_delivers_signed_events_and_retries(redis_url, tmp_path):
         assert [(t["attempt"], t["status"], t["state"]) for t in tries] == [
             (2, 200, "delivered"), (1, 500, "delivered")]
         assert {t["event"] for t in tries} == {flaky[0][1]["id"]}
-    finally:
-        receiver.server.shutdown()
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            pass
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 def test_check_warns_when_no_worker_delivers_the_webhooks(redis_url, tmp_path, celery_env,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -32,7 +31,7 @@ from labelq.record.settings import Settings
 from labelq.service import Service
 from workers.main import create_app, queue_for
 
-from .conftest import ROOT, make_project
+from .conftest import ROOT, RunWorker, make_project
 
 
 def dump_of(r, database: str) -> dict[bytes, bytes]:
@@ -188,33 +187,6 @@ def wait_for(cond, timeout: float = 90) -> None:
         time.sleep(0.2)
 
 
-def start_run_worker(env: dict, log, *args: str) -> subprocess.Popen:
-    """``labelq run-worker`` as an operator runs it (its long work process too); ready when
-    both Celery processes are."""
-    proc = subprocess.Popen([sys.executable, "-m", "cli.main", "run-worker", *args],
-                            cwd=log.parent, env=env, stdout=open(log, "wb"),
-                            stderr=subprocess.STDOUT, start_new_session=True)
-    wait_for(lambda: proc.poll() is None and log.read_bytes().count(b"ready.") >= 2
-             or proc.poll() is not None, 60)
-    assert proc.poll() is None, log.read_text()[-3000:]
-    return proc
-
-
-def stop(proc: subprocess.Popen) -> None:
-    """A warm shutdown (SIGTERM to Celery's main process, as a supervisor sends it; its
-    long work process follows), then anything of its group left."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
 @pytest.mark.timeout(300)
 def test_default_settings_give_each_database_its_own_queue(r, db_url, tmp_path, redis_url,
                                                            celery_env, celery_worker):
@@ -247,10 +219,8 @@ def test_default_settings_give_each_database_its_own_queue(r, db_url, tmp_path, 
     assert pid_a == pid_b and db_a != db_b
     env = celery_env(f"sqlite:///{tmp_path / 'nowhere.db'}", queue=None)
     env["LABELQ_REDIS_URL"] = "redis://127.0.0.1:1/0"  # (nothing listens there)
-    worker_a = start_run_worker(env, tmp_path / "worker-a.log", "--database-url", url_a,
-                                "--redis-url", redis_url, "-c", "1")
-    try:
-        log_a = tmp_path / "worker-a.log"
+    log_a = tmp_path / "worker-a.log"
+    with RunWorker(env, log_a, "--database-url", url_a, "--redis-url", redis_url, "-c", "1"):
         assert f"serving database {db_a} on queue labelq.{db_a}".encode() in log_a.read_bytes()
         # When A's annotators label through its service (wake-ups to A's queue), A's
         # worker applies and its beat runs A's upkeep
@@ -258,8 +228,6 @@ def test_default_settings_give_each_database_its_own_queue(r, db_url, tmp_path, 
         n = label(s_a, [f"p-w{j}" for j in range(4)], 40, rng)
         wait_for(lambda: unapplied(eng_a) == 0)
         time.sleep(2.5)  # (a few beats more)
-    finally:
-        stop(worker_a)
     # Then A's labels are applied, B's three still wait (no wake-up of B reached A's
     # worker: it ignored none), and B's keys, its queue's included, are byte-identical
     with session_scope(eng_a) as ses:
