@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -36,8 +34,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench._procs import cpu_seconds, start_celery, start_load, stop_groups  # noqa: E402
 from bench._report import command_line, machine, write_section  # noqa: E402
-from bench.pipeline import _annotate, cpu_seconds, project, wait_applied  # noqa: E402
+from bench.pipeline import project, wait_applied  # noqa: E402
 
 QUEUE = "labelq-bench"
 
@@ -62,24 +61,8 @@ def _receiver(sleep: float) -> tuple[ThreadingHTTPServer, list[float]]:
     return server, got
 
 
-def _start(env: dict, args: list[str], log: Path) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-m", "celery", "-A", "workers.main", "worker",
-                             "--loglevel", "info", "--without-gossip", "--without-mingle",
-                             "--without-heartbeat", *args],
-                            cwd=ROOT, env=env, stdout=open(log, "wb"),
-                            stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.monotonic() + 180
-    while b"ready." not in log.read_bytes():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            os.killpg(proc.pid, signal.SIGTERM)
-            raise RuntimeError(f"celery worker did not start: {log.read_text()[-1000:]}")
-        time.sleep(0.1)
-    return proc
-
-
 def run(redis_url: str, hook_url: str | None, seconds: float, annotators: int,
         load_procs: int, churn: float, beat: float) -> dict[str, float]:
-    import multiprocessing as mp
 
     import redis
 
@@ -102,11 +85,10 @@ def run(redis_url: str, hook_url: str | None, seconds: float, annotators: int,
            "LABELQ_CELERY_QUEUE": QUEUE, "LABELQ_BEAT_SECONDS": str(beat),
            "LABELQ_HOOK_ALLOW_NETWORKS": "127.0.0.1/32",  # (the receiver: loopback)
            "PYTHONPATH": str(ROOT)}
-    labels = _start(env, ["-c", "1", "-Q", QUEUE, "--beat", "--schedule",
-                          str(d / "beat")], d / "celery.log")
-    hooks = _start({**env, "LABELQ_WORKER_LONG": "1"},
-                   ["-P", "threads", "-c", "4", "-Q", f"{QUEUE}.hooks", "-n", "hooks@%h"],
-                   d / "hooks.log")
+    labels = start_celery(env, d / "celery.log", queue=QUEUE,
+                          extra=["--beat", "--schedule", str(d / "beat")])
+    hooks = start_celery({**env, "LABELQ_WORKER_LONG": "1"}, d / "hooks.log", procs=4,
+                         queue=f"{QUEUE}.hooks", extra=["-P", "threads", "-n", "hooks@%h"])
     stop = threading.Event()
 
     def operator() -> None:  # pauses and resumes: events written in both cases
@@ -116,27 +98,20 @@ def run(redis_url: str, hook_url: str | None, seconds: float, annotators: int,
                 set_worker_status(s, "churn", "active" if paused else "paused")
             paused = not paused
     try:
-        ctx = mp.get_context("spawn")
-        q, ready, go = ctx.Queue(), ctx.Queue(), ctx.Event()
-        handles = [f"b{j}" for j in range(annotators)]
-        ps = [ctx.Process(target=_annotate, args=(url, redis_url, handles[i::load_procs],
-                                                   seconds, ready, go, q, False))
-              for i in range(load_procs)]
-        [p_.start() for p_ in ps]
-        for _ in handles:
-            ready.get(timeout=300)
+        load = start_load(url, redis_url, [f"b{j}" for j in range(annotators)], seconds,
+                          load_procs)
         churner = threading.Thread(target=operator, daemon=True)
         c_labels, c_hooks = cpu_seconds(pgid=labels.pid), cpu_seconds(pgid=hooks.pid)
         t0 = time.time()
-        go.set()
+        load.go.set()
         churner.start()
-        got = [q.get() for _ in ps]
+        got = load.results()
         stop.set()
         wait_applied(eng)
         t_all = time.time() - t0
         cpu_labels = cpu_seconds(pgid=labels.pid) - c_labels
         cpu_hooks = cpu_seconds(pgid=hooks.pid) - c_hooks
-        [p_.join() for p_ in ps]
+        load.join()
         churner.join()
         total = sum(g[0] for g in got)
         from sqlalchemy import func
@@ -152,12 +127,7 @@ def run(redis_url: str, hook_url: str | None, seconds: float, annotators: int,
                 "load": os.getloadavg()[0]}
     finally:
         stop.set()
-        for proc in (hooks, labels):
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)
-                proc.wait(30)
-            except (ProcessLookupError, subprocess.TimeoutExpired):
-                os.killpg(proc.pid, signal.SIGKILL)
+        stop_groups([hooks, labels])
         eng.dispose()
 
 

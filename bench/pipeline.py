@@ -26,7 +26,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -36,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 # (cpu_seconds: named here too, as peers.py, scaling.py and through_api.py import it)
-from bench._procs import cpu_seconds, stop_groups  # noqa: E402
+from bench._procs import cpu_seconds, start_load, stop_groups  # noqa: E402
 from bench._procs import start_celery as _start_celery  # noqa: E402
 from bench._report import command_line, machine, write_section  # noqa: E402
 
@@ -135,56 +134,6 @@ def latency(redis_url, n, requests):
     return tuple(out)
 
 
-def _annotate(url, redis_url, handles, seconds, ready, go, out, separate=False):
-    """One load process: its annotators (threads) pull and submit for ``seconds`` after
-    ``go`` is set (every process has imported and warmed up by then)."""
-    import redis
-
-    from labelq.record.db import engine_for
-    from labelq.record.settings import Settings
-    from labelq.service import Service
-    from workers.main import create_app
-    app = create_app(redis_url)
-    eng = engine_for(url)
-    counts = {}
-
-    # one service per process, shared by its annotator threads (like one API process)
-    svc = Service(eng, redis.Redis.from_url(redis_url), settings=Settings(database_url=url),
-                  notify=lambda p: app.send_task("labelq.apply_labels", args=[p],
-                                                 queue="labelq-bench"))
-
-    # count the requests that found the inbox empty and decided at once
-    at_once = [0]
-    decide_at_once = svc.assigner.decide
-
-    def counted(*a, **kw):
-        at_once[0] += 1
-        return decide_at_once(*a, **kw)
-    svc.assigner.decide = counted
-
-    def one(h):
-        svc.assigner.hot(svc.worker(h))  # warm the worker and policy-state caches
-        ready.put(h)
-        go.wait()
-        n = 0
-        stop = time.monotonic() + seconds
-        a = svc.next_assignment(h)
-        while a is not None and time.monotonic() < stop:
-            if separate:  # two requests per label
-                svc.submit(h, a.assignment_id, "a")
-                a = svc.next_assignment(h)
-            else:  # submit-and-continue: one request per label
-                a = svc.submit(h, a.assignment_id, "a", then_next=True)["next"]
-            n += 1
-        counts[h] = n
-    ts = [threading.Thread(target=one, args=(h,)) for h in handles]
-    [t.start() for t in ts]
-    go.wait()
-    cpu0 = time.process_time()
-    [t.join() for t in ts]
-    out.put((sum(counts.values()), time.process_time() - cpu0, at_once[0]))
-
-
 def start_celery(env: dict, procs: int, log: Path) -> subprocess.Popen:
     """A real Celery worker (``procs`` processes, queue ``labelq-bench``) in its own process
     group, once it says it is ready (:func:`bench._procs.start_celery`)."""
@@ -219,25 +168,17 @@ def throughput(redis_url, procs, n_tasks, seconds, annotators, load_procs, datab
            "LABELQ_CELERY_QUEUE": "labelq-bench", "PYTHONPATH": str(ROOT)}
     proc = start_celery(env, procs, Path(d) / "celery.log")
     try:
-        import multiprocessing as mp
-        ctx = mp.get_context("spawn")
-        q, ready, go = ctx.Queue(), ctx.Queue(), ctx.Event()
-        handles = [f"b{j}" for j in range(annotators)]
-        ps = [ctx.Process(target=_annotate, args=(url, redis_url, handles[i::load_procs],
-                                                   seconds, ready, go, q, separate))
-              for i in range(load_procs)]
-        [p.start() for p in ps]
-        for _ in handles:
-            ready.get(timeout=300)
+        load = start_load(url, redis_url, [f"b{j}" for j in range(annotators)], seconds,
+                          load_procs, separate=separate)
         redis_pid = int(r.info("server")["process_id"])
         c_celery, c_redis = cpu_seconds(pgid=proc.pid), cpu_seconds(pids={redis_pid})
         t0 = time.time()
-        go.set()
-        got = [q.get() for _ in ps]  # put as a process's annotators finish, before it exits
+        load.go.set()
+        got = load.results()
         t_sub = time.time() - t0
         wait_applied(eng)
         t_all = time.time() - t0
-        [p.join() for p in ps]
+        load.join()
         cpu = {"load": sum(g[1] for g in got),
                "celery": cpu_seconds(pgid=proc.pid) - c_celery,
                "redis": cpu_seconds(pids={redis_pid}) - c_redis}
