@@ -59,21 +59,26 @@ def test_a_repeated_decline_is_an_idempotent_ok(svc):
     assert s.redis.llen(k.declines) == 1
 
 
-def die_before_the_row(monkeypatch):
+@pytest.fixture
+def killed_before_its_row(svc, monkeypatch):
+    """A decline (of annotator ``p-w0``'s assignment) whose process died after Redis
+    released the lease, before its SQL row: (service, project id, assignment)."""
+    s, pid = svc
+    a = s.next_assignment("p-w0")
+
     def killed(*_a, **_k):
         raise Died()
-    monkeypatch.setattr(decline_module, "_record", killed)
-
-
-def test_a_decline_killed_before_its_row_is_finished_by_its_retry(svc, monkeypatch):
-    s, pid = svc
-    k = s.live.keys(pid)
-    a = s.next_assignment("p-w0")
-    # Given a decline whose process dies after Redis released the lease, before SQL
     with monkeypatch.context() as m:
-        die_before_the_row(m)
+        m.setattr(decline_module, "_record", killed)
         with pytest.raises(Died):
             s.decline("p-w0", a.assignment_id)
+    return s, pid, a
+
+
+def test_a_decline_killed_before_its_row_is_finished_by_its_retry(killed_before_its_row):
+    # Given a decline whose process dies after Redis released the lease, before SQL
+    s, pid, a = killed_before_its_row
+    k = s.live.keys(pid)
     # Then the lease is gone, nothing is in SQL yet, but the decline is noted
     assert not s.redis.exists(k.lease(a.assignment_id))
     assert rows(s, a.assignment_id) == []
@@ -97,14 +102,10 @@ def test_a_decline_killed_before_its_row_is_finished_by_its_retry(svc, monkeypat
         s.submit("p-w0", b.assignment_id, "a")
 
 
-def test_a_decline_killed_before_its_row_is_finished_by_the_beat(svc, monkeypatch):
-    s, pid = svc
+def test_a_decline_killed_before_its_row_is_finished_by_the_beat(killed_before_its_row):
+    # Given a decline whose process dies after Redis released the lease, before SQL
+    s, pid, a = killed_before_its_row
     k = s.live.keys(pid)
-    a = s.next_assignment("p-w1")
-    with monkeypatch.context() as m:
-        die_before_the_row(m)
-        with pytest.raises(Died):
-            s.decline("p-w1", a.assignment_id)
     scripts = Scripts(s.redis)
     # a note younger than the grace is left to its own process
     assert recover_declines(s.engine, s.redis, pid, scripts) == 0
@@ -113,9 +114,9 @@ def test_a_decline_killed_before_its_row_is_finished_by_the_beat(svc, monkeypatc
     assert recover_declines(s.engine, s.redis, pid, scripts, stale_ms=0) == 1
     # Then the decline is recorded (state declined, by its annotator) and handed over once
     assert [state for state, _w in rows(s, a.assignment_id)] == ["declined"]
-    assert s.redis.lrange(k.declines, 0, -1) == [f"{a.task_seq}:1".encode()]
+    assert s.redis.lrange(k.declines, 0, -1) == [f"{a.task_seq}:0".encode()]
     assert recover_declines(s.engine, s.redis, pid, scripts, stale_ms=0) == 0
-    again = s.decline("p-w1", a.assignment_id)
+    again = s.decline("p-w0", a.assignment_id)
     assert again["duplicate"] is True and s.redis.llen(k.declines) == 1
 
 
