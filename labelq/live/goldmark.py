@@ -146,7 +146,8 @@ def _mark_once(engine: Engine, redis: Any, name: str, marks: Sequence[GoldMark],
         bump_epoch(redis, k)
     if queued and redis is not None and k is not None:
         # no new assignment of a queued task: its own ends, and nothing keeps it from gold
-        # (RELEASE puts back into pending only what is parked; a rebuild puts it back)
+        # (RELEASE puts back into pending only what is parked; a rebuild from SQL
+        # keeps it out too: labelq.live.rebuild)
         pipe = redis.pipeline(transaction=True)
         seqs = [hold[e] for e in queued if e in hold]
         if seqs:

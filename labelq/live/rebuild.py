@@ -8,7 +8,10 @@ exactly) it drops every key of the project (``lq:{D:P}:``, of its own database `
   labels are left to the applier, which is woken);
 * ``pending``: the non-gold tasks below the cap, with their priorities (with ``first``,
   as ``ensure_hot`` asks: only that many of the highest, the rest streamed in behind by
-  :mod:`.backfill`, their counters and ``seen`` entries with them); ``gold``;
+  :mod:`.backfill`, their counters and ``seen`` entries with them), but for those whose
+  gold mark is queued until their assignment ends (``pending_gold_mark``: out of it, as
+  the mark left them, and ``gold_queued`` set, so the applier's next run marks them once
+  their assignment has ended: :mod:`.goldmark`); ``gold``;
 * ``nlabels``, ``wcount``, ``spent`` and ``seen`` (and ``nissued``, with the gold questions
   given to each worker, in all and per category) from the labels and the declined and
   expired assignments; with a gold schedule, each worker's gold record.
@@ -33,12 +36,21 @@ from typing import Any
 import numpy as np
 from sqlalchemy import func
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import OperationalError, ProgrammingError
 from sqlmodel import col, select
 
 from ..errors import Conflict, NotFound
 from ..record.db import database_id, session_scope
 from ..record.goldstats import project_gold_scores
-from ..record.models import ENDED_UNLABELLED, Assignment, Label, Project, Task, Worker
+from ..record.models import (
+    ENDED_UNLABELLED,
+    Assignment,
+    Label,
+    PendingGoldMark,
+    Project,
+    Task,
+    Worker,
+)
 from ..record.secret import assignment_key
 from .backfill import FIRST, bulk_write, packs, plan, start_backfill, unstreamed, warming
 from .home import claim_home
@@ -207,6 +219,8 @@ def rebuild_project(engine: Engine, redis: Any, project_id: int, *,
         open_ = ~view.is_gold
         if project.max_labels is not None:
             open_ &= nlabels < project.max_labels
+        queued = _queued_marks(engine, pid)
+        open_[queued] = False
         tasks = np.flatnonzero(open_)
         clock.lap("old keys deleted")
         pri = np.asarray(hot.policy.priority(hot.state, tasks) if tasks.size else (),
@@ -271,6 +285,8 @@ def rebuild_project(engine: Engine, redis: Any, project_id: int, *,
                                        record.correct.sum(axis=1)))
         if issued:
             pipe.hset(k.nissued, mapping=issued)
+        if queued.size:
+            pipe.set(k.gold_queued, 1)
         pipe.set(k.pushed_seq, hot.seq)  # the priorities and counts above are the fold's
         # the tasks a model settled alone, kept out of ``pending`` above (min_human_labels=0)
         sync_settled(redis, k, hot.policy, hot.state, view.is_gold, project.max_labels,
@@ -290,7 +306,8 @@ def rebuild_project(engine: Engine, redis: Any, project_id: int, *,
         out: dict[str, Any] = {} if snapshot or cache is None else {"keep": keeper}
         return {**out, "project_id": pid, "tasks": view.n_tasks, "pending": int(tasks.size),
                 "streaming": warm.get("warming", 0),
-                "gold": int(gold.size), "labels": int(nlabels.sum()), "state_seq": hot.seq,
+                "gold": int(gold.size), "queued": int(queued.size),
+                "labels": int(nlabels.sum()), "state_seq": hot.seq,
                 "folded": int(folded), "saved_seq": saved_seq, "seconds": clock.laps}
     finally:
         lock.release()
@@ -312,6 +329,19 @@ def _keeper(engine: Engine, redis: Any, hot: Any, *, save: bool) -> Callable[[],
         if save:  # (a saved state with nothing after it is kept)
             save_state(engine, hot, blob, seq=seq)
     return keep
+
+
+def _queued_marks(engine: Engine, project_id: int) -> np.ndarray:
+    """The seqs of the project's tasks whose gold mark is queued until their assignment
+    ends (``pending_gold_mark``); none in a database older than the queue."""
+    try:
+        with session_scope(engine) as session:
+            seqs = session.exec(select(col(Task.seq)).join(
+                PendingGoldMark, col(PendingGoldMark.task_id) == col(Task.id)).where(
+                col(PendingGoldMark.project_id) == project_id)).all()
+    except (OperationalError, ProgrammingError):  # (no pending_gold_mark: labelq init)
+        return np.zeros(0, dtype=np.int64)
+    return np.array(sorted(int(q) for q in seqs), dtype=np.int64)
 
 
 def ensure_hot(engine: Engine, redis: Any, project_id: int,
@@ -375,8 +405,9 @@ def _cap_field(cap: int | None) -> str:
 def reopen_below_cap(engine: Engine, redis: Any, project_id: int, cache: StateCache) -> int:
     """After the label cap was raised (or lifted) by ``labelq project update``, put back
     into ``pending`` the tasks that left it at the old cap and are below the new one
-    (labels + live leases; ZADD NX, out of ``parked``). Returns how many came back; a
-    lowered cap needs nothing (decisions and submits check the cap they are given)."""
+    (labels + live leases; ZADD NX, out of ``parked``), but for those whose gold mark is
+    queued. Returns how many came back; a lowered cap needs nothing (decisions and submits
+    check the cap they are given)."""
     k = Keys(project_id, claim_home(engine, redis))
     known = redis.hget(k.meta, "cap")
     with session_scope(engine) as session:
@@ -390,7 +421,8 @@ def reopen_below_cap(engine: Engine, redis: Any, project_id: int, cache: StateCa
     if old is not None and (new is None or new > old):
         hot = cache.get(engine, redis, project_id)
         with hot.lock:
-            seqs = np.flatnonzero(~hot.view.is_gold)
+            seqs = np.setdiff1d(np.flatnonzero(~hot.view.is_gold),
+                                _queued_marks(engine, project_id))
             held = np.zeros(hot.view.n_tasks, dtype=np.int64)
             for name in (k.nlabels, k.reserved):
                 for t, n in redis.hgetall(name).items():

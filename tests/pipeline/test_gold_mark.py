@@ -154,6 +154,44 @@ def test_a_task_assigned_right_now_is_queued_and_marked_when_its_assignment_ends
     assert r.sismember(k.gold, int(a.task[1:]))
 
 
+@pytest.mark.parametrize("how", ["labelq rebuild", "lazy, after a flush"])
+def test_a_rebuild_keeps_a_queued_task_out_of_pending_until_its_lease_ends(r, db_url, how):
+    # Given a task leased to an annotator, its gold mark queued until the lease ends
+    from labelq.live.goldmark import apply_queued_marks
+    from labelq.live.rebuild import delete_hot
+    eng, pid = make_project(db_url, n_tasks=3, workers=2)
+    svc = Service(eng, r, settings=Settings(database_url=db_url), worker_max_age=0,
+                  state_max_age=0)
+    a = svc.next_assignment("p-w0")
+    assert a is not None
+    assert mark_gold_live(eng, r, "p", [GoldMark(a.task, "b")])["queued"] == [a.task]
+    k, seq = Keys(pid, database_id(eng)), int(a.task[1:])
+    # When the hot state is rebuilt from SQL: by `labelq rebuild`, or by the first request
+    # after Redis lost it
+    if how == "labelq rebuild":
+        assert rebuild_project(eng, r, pid)["queued"] == 1
+    else:
+        delete_hot(r, k)
+        b = svc.next_assignment("p-w1")
+        assert b is not None and b.task != a.task
+    # Then the task stays out of pending and parked (as while its mark waited), not gold
+    # yet, the queue flagged for the applier
+    sets = hot_sets(r, pid, eng)
+    assert seq not in sets["pending"] + sets["parked"] + sets["gold"]
+    assert r.exists(k.gold_queued)
+    # When the annotator's label goes in (the lease lost with Redis, taken again) and the
+    # queue is applied
+    svc.submit("p-w0", a.assignment_id, "a")
+    got = apply_queued_marks(eng, r, pid)
+    # Then the task is gold with the queued answer, its label a gold answer
+    assert got["applied"] == [a.task] and got["waiting"] == 0
+    assert r.sismember(k.gold, seq) and not r.exists(k.gold_queued)
+    with session_scope(eng) as s:
+        t = s.exec(select(Task).where(Task.project_id == pid, Task.external_id == a.task)).one()
+        assert (t.is_gold, t.gold_answer) == (True, "b")
+        assert s.exec(select(Label.is_gold).where(Label.task_id == t.id)).all() == [True]
+
+
 def test_a_lease_taken_between_the_check_and_the_script_is_queued_too(r, sqlite_url,
                                                                        monkeypatch):
     # Given two open tasks, and an annotator who takes one right after the lease check
