@@ -376,6 +376,11 @@ def gold_mark(name: str, task_id: str | None, answer: str | None, file: str | No
     if out["paused"]:
         click.echo(f"paused by the quality rule on these gold answers: "
                    f"{', '.join(out['paused'])}")
+    for r in out["replaced"]:
+        came = f" from {r['queued_source']}" if r["queued_source"] else ""
+        click.echo(f"{r['task']}: the answer queued earlier{came}, {r['queued_answer']!r}, "
+                   f"replaced by {r['answer']!r} (its assignment had ended, the queued mark "
+                   "not applied yet)")
     if out["queued"]:
         q = out["queued"]
         click.echo(f"{n} marked, {len(q)} queued until "

@@ -102,7 +102,9 @@ def answer(body: ReviewIn, request: Request, name: Name = ProjectPath,
     """The expert's answer to a task: it becomes a gold question of the kind the queue
     gave it (audit: a random sample, which scores its annotators; suggested: chosen, which
     scores no one), through ``labelq gold mark``'s path; a task assigned to an annotator
-    right now is queued and marked when that assignment ends (``state`` says which). A
+    right now is queued and marked when that assignment ends (``state`` says which); an
+    answer queued earlier by ``labelq gold mark`` whose assignment ended since is replaced
+    (``replaced`` says which answer). A
     task gold already with another answer, or one not drawn as ``kind``: 409 (``labelq
     gold correct`` changes a gold answer)."""
     who.check(name)
@@ -122,4 +124,6 @@ def answer(body: ReviewIn, request: Request, name: Name = ProjectPath,
                          source=None, wait_s=10.0)
     state: Literal["marked", "queued", "skipped"] = (
         "queued" if out["queued"] else "marked" if out["marked"] else "skipped")
-    return ReviewOut(task=body.task, state=state, kind=body.kind)
+    replaced = [r["queued_answer"] for r in out["replaced"]]
+    return ReviewOut(task=body.task, state=state, kind=body.kind,
+                     replaced=replaced[0] if replaced else None)

@@ -541,3 +541,7 @@ class ReviewOut(_Out):
         description="marked: gold now; queued: assigned to an annotator right now, marked "
                     "when that assignment ends; skipped: gold already with this answer.")
     kind: str
+    replaced: str | None = Field(
+        None, description="The answer queued earlier for this task (by labelq gold mark "
+                          "while it was assigned; the assignment ended since, the queued "
+                          "mark not applied yet) that this answer replaced; null: none.")

@@ -76,7 +76,10 @@ def mark_gold_live(engine: Engine, redis: Any, name: str, marks: Sequence[GoldMa
     (``pending_gold_mark``) and marked when its assignment ends. Returns ``marked``,
     ``skipped``, ``labels`` (now gold answers), ``kinds`` (how many marked of each kind),
     ``paused`` (handles the quality rule paused on them), ``queued`` (the ids of the tasks
-    queued until their assignments end) and ``live`` (whether a hot state was updated)."""
+    queued until their assignments end), ``replaced`` (answers queued earlier for tasks
+    marked now with another answer, their assignment ended since: ``task``, ``answer``,
+    ``queued_answer``, ``queued_source``) and ``live`` (whether a hot state was
+    updated)."""
     if redis is None:
         return _mark(engine, None, name, marks, source, kind)
     with session_scope(engine) as session:
@@ -129,6 +132,7 @@ def _mark_once(engine: Engine, redis: Any, name: str, marks: Sequence[GoldMark],
             hold = _leased(session, redis, k, [m.task for m in marks]) if built else {}
             out = mark_gold(session, project, marks, source=source, kind=kind, defer=hold)
             queued = _queue(session, project, out.deferred, source)
+            replaced = _replaced(session, marks, out.tasks, int(project.id or 0))
             _unqueue(session, out.tasks, int(project.id or 0))
             paused, record = judge_gold_answers(session, project, out.random_workers,
                                                 out.category_names)
@@ -157,7 +161,7 @@ def _mark_once(engine: Engine, redis: Any, name: str, marks: Sequence[GoldMark],
         pipe.execute()
     return {"project": name, "marked": len(out.tasks), "skipped": out.skipped,
             "labels": out.labels, "kinds": out.kinds, "paused": paused,
-            "queued": queued, "live": moved is not None}
+            "queued": queued, "replaced": replaced, "live": moved is not None}
 
 
 def _leased(session: Any, redis: Any, k: Keys, ids: list[str]) -> dict[str, int]:
@@ -196,6 +200,24 @@ def _queue(session: Any, project: Any, deferred: list[tuple[GoldMark, int]],
             raise Conflict(message, task=m.task)
     session.flush()
     return [m.task for m, _t in deferred]
+
+
+def _replaced(session: Any, marks: Sequence[GoldMark], seqs: list[int],
+              project_id: int) -> list[dict[str, str | None]]:
+    """The queued marks of the tasks marked now (``seqs``) whose answer this mark replaces:
+    queued while the task was assigned, the assignment ended since, the queue not applied
+    yet. Each: ``task``, ``answer`` (now), ``queued_answer`` and ``queued_source`` (the
+    file it came from, if any)."""
+    if not seqs:
+        return []
+    answer = {m.task: m.answer for m in marks}
+    rows = session.exec(select(col(Task.external_id), col(PendingGoldMark.answer),
+                               col(PendingGoldMark.source))
+                        .join(PendingGoldMark, col(PendingGoldMark.task_id) == col(Task.id))
+                        .where(col(Task.project_id) == project_id, col(Task.seq).in_(seqs))
+                        .order_by(col(Task.seq))).all()
+    return [{"task": str(t), "answer": answer.get(str(t)), "queued_answer": str(a),
+             "queued_source": src} for t, a, src in rows if answer.get(str(t)) != a]
 
 
 def _unqueue(session: Any, seqs: list[int], project_id: int) -> None:

@@ -132,7 +132,7 @@ def test_queue_answers_and_gold_kinds(setup):
         out = c.post("/review/api/projects/p/answers", headers=token,
                      json={"task": t, "answer": "pos", "kind": kind})
         assert out.status_code == 200, out.text
-        assert out.json() == {"task": t, "state": "marked", "kind": kind}
+        assert out.json() == {"task": t, "state": "marked", "kind": kind, "replaced": None}
     # Then they are gold of those kinds, and leave the queue
     with session_scope(eng) as s:
         rows = {t.external_id: (t.gold_answer, t.gold_kind) for t in
@@ -195,3 +195,51 @@ def test_an_answer_to_a_task_assigned_right_now_is_queued(setup):
     with session_scope(eng) as s:
         t = s.exec(select(Task).where(Task.external_id == held.task)).one()
         assert (t.is_gold, t.gold_answer, t.gold_kind) == (True, "neg", "suggested")
+
+
+def test_an_answer_replacing_a_queued_one_says_so(setup, tmp_path):
+    # Given two suggested tasks an annotator held when `labelq gold mark` queued them
+    # (answer pos, the second from a file), whose assignments have ended since, the queue
+    # not applied yet
+    from labelq.record.settings import Settings
+    from labelq.service import Service
+    c, token, eng, r = setup["client"], h(setup["token"]), setup["engine"], setup["redis"]
+    run = setup["run"]
+    svc = Service(eng, r, settings=Settings(database_url=setup["db_url"], max_open=2),
+                  worker_max_age=0, state_max_age=0)
+    held = []
+    while len(held) < 2 and (a := svc.next_assignment("ann-c")) is not None:
+        if a.task in setup["suggested"] and a.task not in setup["audit"]:
+            held.append(a)
+            continue
+        svc.submit("ann-c", a.assignment_id, "pos")
+    assert len(held) == 2
+    first, second = held
+    assert "queued until its assignment ends" in run("gold", "mark", "p", first.task, "pos")
+    marks = tmp_path / "marks.csv"
+    marks.write_text(f"id,answer\n{second.task},pos\n")
+    assert "queued until" in run("gold", "mark", "p", "--file", str(marks))
+    for a in held:
+        svc.submit("ann-c", a.assignment_id, "neg")
+    # When the expert answers the first on the review page with another answer
+    out = c.post("/review/api/projects/p/answers", headers=token,
+                 json={"task": first.task, "answer": "neg", "kind": "suggested"})
+    # Then it is gold with the expert's answer, and the answer says which queued one it
+    # replaced
+    assert out.status_code == 200, out.text
+    assert out.json() == {"task": first.task, "state": "marked", "kind": "suggested",
+                          "replaced": "pos"}
+    # When the operator marks the second again, with another answer
+    said = run("gold", "mark", "p", second.task, "neg")
+    # Then the output names the answer queued earlier, its file, and what replaced it
+    assert (f"{second.task}: the answer queued earlier from {marks}, 'pos', replaced by "
+            f"'neg'") in said
+    with session_scope(eng) as s:
+        got = {t.external_id: (t.is_gold, t.gold_answer) for t in s.exec(
+            select(Task).where(Task.external_id.in_([first.task, second.task])))}
+        assert got == {first.task: (True, "neg"), second.task: (True, "neg")}
+        assert s.exec(select(PendingGoldMark)).all() == []
+    # and an answer that replaces nothing says so too (null)
+    again = c.post("/review/api/projects/p/answers", headers=token,
+                   json={"task": first.task, "answer": "neg", "kind": "suggested"})
+    assert again.json()["replaced"] is None and again.json()["state"] == "skipped"

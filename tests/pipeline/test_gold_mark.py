@@ -57,7 +57,8 @@ def test_marked_tasks_become_gold_in_sql_and_redis_and_judge_their_labels(r, db_
     out = mark_gold_live(eng, r, "p", [GoldMark("t0", "a"), GoldMark("t3", "a")], kind="audit")
     # Then both are gold in SQL, their 6 labels gold answers, and p-w0 is paused
     assert out == {"project": "p", "marked": 2, "skipped": 0, "labels": 6,
-                   "kinds": {"audit": 2}, "paused": ["p-w0"], "queued": [], "live": True}
+                   "kinds": {"audit": 2}, "paused": ["p-w0"], "queued": [], "replaced": [],
+                   "live": True}
     with session_scope(eng) as s:
         rows = {t.external_id: t for t in s.exec(select(Task).where(Task.project_id == pid))}
         assert {e for e, t in rows.items() if t.is_gold} == {"t0", "t3"}

@@ -122,7 +122,8 @@ async function answer(label) {
     say(t.id + ": " + label + (out.state === "queued"
       ? " — queued: an annotator has it right now; it becomes gold when that assignment ends"
       : out.state === "skipped" ? " — gold already with that answer"
-      : " — gold (" + out.kind + ")"));
+      : " — gold (" + out.kind + ")")
+      + (out.replaced ? " (it replaced the answer " + out.replaced + " queued earlier)" : ""));
     const left = $("left-" + t.kind);
     left.textContent = Math.max(0, Number(left.textContent) - 1);
     if (queue.length) showNext(); else await refill();
