@@ -88,8 +88,12 @@ def app_from_env(settings: Settings | None = None) -> FastAPI:
     factory each ``--workers`` process calls)."""
     from labelq.api import create_app
     from labelq.api.onewrite import install
+    from labelq.hooks import deliver_at_once
     from workers.client import send_task
     install()  # in each --workers process too (spawned: the parent's install is not theirs)
+    # the webhook events this process commits (an annotator paused or resumed by the
+    # operator) are sent for delivery at once, not at the next beat
+    deliver_at_once(send_task)
     return create_app(settings or load_settings(), send_task=send_task)
 
 

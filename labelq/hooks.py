@@ -13,6 +13,13 @@ answer), due again after :func:`backoff` (anything else), or ``failed`` after
 re-sends it after the claim lapses. Delivery is at least once: a receiver de-duplicates on
 the event id (``X-Labelq-Delivery``).
 
+At once, not at the next beat: a process that can send Celery tasks (a worker, the API
+given ``workers.client.send_task``) calls :func:`deliver_at_once` with its sender, and from
+then on every event committed in that process is claimed right after its transaction
+commits and its delivery sent (:func:`send_committed`); the beat's sweep stays the safety
+net (an event whose send failed is due again when its claim lapses). This module stays
+free of Celery: the sender is passed in.
+
 The request: ``POST`` of the JSON body ``{"id", "type", "project", "at", "data"}`` with
 ``Content-Type: application/json``, ``X-Labelq-Event`` (the type), ``X-Labelq-Delivery``
 (the event id, the same on every try), ``X-Labelq-Attempt``, ``X-Labelq-Timestamp`` (Unix
@@ -36,18 +43,21 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from sqlalchemy import event as sa_event
 from sqlalchemy import update
+from sqlalchemy.engine import Engine as SaEngine
+from sqlalchemy.orm import Session as OrmSession
 from sqlmodel import col, select
 
 from . import __version__
 from .errors import InputError
 from .hooknet import Network, post
-from .record.db import session_scope
+from .record.db import database_id, session_scope
 from .record.hooks import CONDITION_EVENTS, check_url, emit_to
 from .record.models import Hook, HookDelivery, HookEvent, Project, as_utc, utcnow
 
@@ -55,8 +65,9 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
     from sqlmodel import Session
 
-__all__ = ["sign", "verify", "TOLERANCE_S", "body_of", "deliver", "claim_due", "watch", "sweep", "backoff",
-           "Attempt", "MAX_TRIES", "TIMEOUT_S", "CLAIM_S"]
+__all__ = ["sign", "verify", "TOLERANCE_S", "body_of", "deliver", "claim_due", "claim", "watch",
+           "sweep", "backoff", "Attempt", "MAX_TRIES", "TIMEOUT_S", "CLAIM_S",
+           "deliver_at_once", "send_committed", "DELIVER_TASK"]
 
 log = logging.getLogger(__name__)
 
@@ -201,13 +212,22 @@ def claim_due(engine: Engine, limit: int = 200, now: datetime | None = None
     Returns (event id, token) pairs: the delivery message carries the token, so a message
     that outlived its claim (a queue backed up behind slow receivers) does nothing."""
     now = now or utcnow()
-    claimed: list[tuple[str, str]] = []
     with session_scope(engine) as s:
-        due = s.exec(select(col(HookEvent.id), col(HookEvent.next_at))
+        due = s.exec(select(col(HookEvent.id))
                      .where(col(HookEvent.state) == "pending", col(HookEvent.next_at) <= now)
                      .order_by(col(HookEvent.next_at)).limit(limit)).all()
-        later = now + timedelta(seconds=CLAIM_S)
-        for event_id, _next_at in due:
+    return claim(engine, list(due), now)
+
+
+def claim(engine: Engine, event_ids: list[str], now: datetime | None = None
+          ) -> list[tuple[str, str]]:
+    """Claim each of ``event_ids`` that is pending and due (:func:`claim_due`'s UPDATE):
+    (event id, token) of those claimed."""
+    now = now or utcnow()
+    later = now + timedelta(seconds=CLAIM_S)
+    claimed: list[tuple[str, str]] = []
+    with session_scope(engine) as s:
+        for event_id in event_ids:
             token = str(uuid.uuid4())
             done = s.connection().execute(
                 update(HookEvent).where(col(HookEvent.id) == event_id,
@@ -217,6 +237,61 @@ def claim_due(engine: Engine, limit: int = 200, now: datetime | None = None
             if done.rowcount == 1:
                 claimed.append((event_id, token))
     return claimed
+
+
+DELIVER_TASK = "labelq.deliver_hook"  # its arguments: event id, database id, claim token
+_EVENTS_KEY = "labelq_hook_events"  # Session.info: ids of the events flushed, not committed
+_sender: Callable[[str, list[Any]], None] | None = None
+
+
+def deliver_at_once(send_task: Callable[[str, list[Any]], None] | None) -> None:
+    """From now on, in this process, the delivery of each hook event is sent as soon as
+    the transaction that wrote it commits: ``send_task(DELIVER_TASK, [event id, database
+    id, claim])`` (``None``: no more; the beat's sweep alone). The events are noted as
+    sessions flush and sent after the commit (:func:`send_committed`); a rolled-back
+    transaction sends nothing."""
+    global _sender
+    _sender = send_task
+    if not sa_event.contains(OrmSession, "after_flush", _note_events):
+        sa_event.listen(OrmSession, "after_flush", _note_events)
+        sa_event.listen(OrmSession, "after_commit", _send_noted)
+        sa_event.listen(OrmSession, "after_rollback", _forget_noted)
+
+
+def _note_events(session: OrmSession, _flush: object) -> None:
+    if _sender is None:
+        return
+    ids = [obj.id for obj in session.new if isinstance(obj, HookEvent)]
+    if ids:
+        session.info.setdefault(_EVENTS_KEY, []).extend(ids)
+
+
+def _forget_noted(session: OrmSession) -> None:
+    session.info.pop(_EVENTS_KEY, None)
+
+
+def _send_noted(session: OrmSession) -> None:
+    ids = session.info.pop(_EVENTS_KEY, None)
+    if ids and _sender is not None:
+        bind = session.get_bind()
+        send_committed(bind if isinstance(bind, SaEngine) else bind.engine, ids, _sender)
+
+
+def send_committed(engine: Engine, event_ids: list[str],
+                   send_task: Callable[[str, list[Any]], None]) -> int:
+    """Claim the committed events ``event_ids`` and send a delivery of each; how many were
+    sent. Never raises: the caller's transaction has committed, and an event not sent
+    now is sent by the beat's sweep once its claim lapses (logged)."""
+    sent = 0
+    try:
+        database = database_id(engine)
+        for event_id, token in claim(engine, event_ids):
+            send_task(DELIVER_TASK, [event_id, database, token])
+            sent += 1
+    except Exception:  # noqa: BLE001 - the beat's sweep delivers it later
+        log.exception("hook events %s: delivery not sent at once (the beat's sweep will)",
+                      event_ids)
+    return sent
 
 
 def _conditions(session: Session, project: Project) -> dict[str, dict[str, Any]]:

@@ -10,15 +10,22 @@ deliveries wait on the network), so labels and exports never wait behind a recei
   try; a failed one is due again after its backoff, and the sweep enqueues it then. A
   redelivered message of a delivered event does nothing, nor does one whose claim was
   taken over (it waited in the queue so long that the sweep enqueued the event again).
+
+Every worker process sends the delivery of an event its tasks write (an annotator paused
+by the quality rule, an export ready, a condition the watch found) as soon as its
+transaction commits (:func:`labelq.hooks.deliver_at_once`, from ``worker_init``), not at
+the next beat's sweep, which stays the safety net.
 """
 
 from __future__ import annotations
 
 import logging
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from labelq.hooks import deliver, sweep
+from celery.signals import worker_init
+
+from labelq.hooks import DELIVER_TASK, deliver, deliver_at_once, sweep
 from labelq.record.db import database_id
 
 from .main import SETTINGS, app, queue_for
@@ -26,7 +33,7 @@ from .main import SETTINGS, app, queue_for
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
-__all__ = ["deliver_hook", "hooks_sweep"]
+__all__ = ["deliver_hook", "hooks_sweep", "send_delivery"]
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +62,20 @@ def hooks_sweep() -> int:
     engine = _engine()
     _emitted, due = sweep(engine)
     database = database_id(engine)
-    queue = queue_for("labelq.deliver_hook", database)
+    queue = queue_for(DELIVER_TASK, database)
     for event_id, claim in due:
         deliver_hook.apply_async((event_id, database, claim), queue=queue)
     return len(due)
+
+
+def send_delivery(name: str, args: list[Any]) -> None:
+    """Send task ``name`` (a delivery: ``[event id, database, claim]``) to the hooks' queue
+    of the database it names (:func:`labelq.hooks.deliver_at_once`'s sender)."""
+    app.send_task(name, args=args, queue=queue_for(name, str(args[1])))
+
+
+@worker_init.connect  # type: ignore[untyped-decorator]
+def _deliver_at_once(**_: object) -> None:
+    """In the worker's main process, before its pool starts (forked children inherit it):
+    the events committed here are delivered at once."""
+    deliver_at_once(send_delivery)

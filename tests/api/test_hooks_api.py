@@ -189,3 +189,64 @@ def test_the_hook_routes_are_in_the_openapi_schema(api):
     assert set(hook_in["properties"]) == {"url", "events", "budget_below", "name"}
     assert "secret" in schema["components"]["schemas"]["HookAddedOut"]["required"]
     assert "secret" not in schema["components"]["schemas"]["HookOut"]["properties"]
+
+
+@pytest.mark.timeout(240)
+def test_an_event_the_api_writes_is_delivered_at_once_not_at_the_next_beat(tmp_path,
+                                                                          redis_url):
+    # Given `labelq serve` and `labelq run-worker` (the hooks' sweep, the safety net, every
+    # 120 s: the first one 120 s after it started) of one database, with default queues,
+    # and a hook of project p for pauses
+    import json
+    import os
+    import time
+    from datetime import datetime
+
+    import httpx
+    from pipeline.conftest import ROOT, RunWorker
+
+    from labelq.record.db import init_schema
+    from labelq.record.hooks import add_hook
+
+    from .conftest import Server
+
+    url = f"sqlite:///{tmp_path / 'api-now.db'}"
+    engine = engine_for(url)
+    init_schema(engine)
+    rx = _Receiver()
+    with session_scope(engine) as s:
+        p = create_project(s, "p", "a,b")
+        enroll_worker(s, p, "ann")
+        add_hook(s, p, "ops", rx.url + "/in", ["annotator.paused"])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LABELQ_")}
+    env.update(LABELQ_DATABASE_URL=url, LABELQ_REDIS_URL=redis_url,
+               LABELQ_OPERATOR_TOKEN=OPERATOR, LABELQ_BEAT_SECONDS="120",
+               PYTHONPATH=str(ROOT))
+    server = Server(env, tmp_path, tmp_path / "serve.log")
+    try:
+        with RunWorker(env, tmp_path / "worker.log", "-c", "1") as worker:
+            server.start()
+            # When the operator pauses the annotator through the API
+            res = httpx.post(server.base + "/api/v1/workers/ann/status",
+                             json={"status": "paused"},
+                             headers={"Authorization": f"Bearer {OPERATOR}"})
+            assert res.status_code == 200, res.text
+            deadline = time.monotonic() + 60
+            while not rx.got:
+                assert worker.running(), worker.tail()
+                assert time.monotonic() < deadline, (server.logfile.read_text()[-3000:],
+                                                     worker.tail())
+                time.sleep(0.1)
+            # Then the receiver has it within seconds, at its first try, no sweep run yet
+            (headers, raw), = rx.got
+            body = json.loads(raw)
+            assert (body["type"], body["data"]["worker"]) == ("annotator.paused", "ann")
+            assert headers["X-Labelq-Attempt"] == "1"
+            lag = int(headers["X-Labelq-Timestamp"]) - datetime.fromisoformat(
+                body["at"]).timestamp()
+            assert lag < 5, lag
+            assert b"labelq.hooks_sweep[" not in worker.log.read_bytes()  # (none received)
+    finally:
+        server.stop()
+        rx.server.shutdown()
+        engine.dispose()

@@ -200,3 +200,44 @@ def test_check_warns_when_no_worker_delivers_the_webhooks(redis_url, tmp_path, c
     assert code == 0 and row["ok"] and not row.get("warning")
     assert [w.split("@")[0] for w in row["workers"]] == ["hooks"]
     assert "delivered by hooks@" in row["detail"]
+
+
+@pytest.mark.timeout(240)
+def test_a_worker_side_event_is_delivered_at_once_not_at_the_next_beat(redis_url, tmp_path,
+                                                                       receiver):
+    # Given a project with a hook for export.ready, and `labelq run-worker` whose beat
+    # (the hooks' sweep, the safety net) comes every 120 s: the first one 120 s after it
+    # started
+    from datetime import datetime
+
+    url = f"sqlite:///{tmp_path / 'now.db'}"
+    eng, _ = make_project(url, n_tasks=3, workers=1, name="f")
+    with session_scope(eng) as s:
+        add_hook(s, get_project(s, "f"), "ops", receiver.url + "/ok", ["export.ready"])
+    queue = f"lq-now-{uuid.uuid4().hex[:8]}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LABELQ_")}
+    env.update(LABELQ_REDIS_URL=redis_url, LABELQ_DATABASE_URL=url, LABELQ_CELERY_QUEUE=queue,
+               PYTHONPATH=str(ROOT), LABELQ_BEAT_SECONDS="120", LABELQ_VISIBILITY_TIMEOUT="30")
+    with RunWorker(env, tmp_path / "worker.log", "-c", "1") as worker:
+        import redis as redis_lib
+
+        from workers.main import create_app
+        r = redis_lib.Redis.from_url(redis_url)
+        celery = create_app(redis_url, Settings(redis_url=redis_url, celery_queue=queue))
+        d = database_id(eng)
+        # When an export job runs in the worker (its long work process writes the event)
+        job = create_export_job(r, d, "f", out=str(tmp_path / "f.csv"), method="mv")
+        celery.send_task("labelq.export", args=[job.job_id, d], queue=f"{queue}.long")
+        deadline = time.monotonic() + 60
+        while not receiver.requests("/ok"):
+            assert worker.running(), worker.tail()
+            assert time.monotonic() < deadline, worker.tail()
+            time.sleep(0.1)
+        # Then the receiver has it within seconds of the event, signed at its first try,
+        # with no sweep run yet (the delivery was sent when the job's transaction committed)
+        (headers, body), = receiver.requests("/ok")
+        assert body["type"] == "export.ready" and body["data"]["job"] == job.job_id
+        assert headers["X-Labelq-Attempt"] == "1"
+        lag = int(headers["X-Labelq-Timestamp"]) - datetime.fromisoformat(body["at"]).timestamp()
+        assert lag < 5, lag
+        assert b"labelq.hooks_sweep[" not in worker.log.read_bytes()  # (none received)
