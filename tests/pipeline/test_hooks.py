@@ -59,6 +59,18 @@ class Receiver:
             return [(h, json.loads(b)) for p, h, b in self.got if p == path]
 
 
+def worker_env(redis_url: str, url: str, beat_seconds: float) -> tuple[dict[str, str], str]:
+    """The environment of a ``labelq run-worker`` of database ``url`` on a queue of its
+    own (returned too), its beat every ``beat_seconds``, delivering to loopback."""
+    queue = f"lq-hooks-{uuid.uuid4().hex[:8]}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LABELQ_")}
+    env.update(LABELQ_REDIS_URL=redis_url, LABELQ_DATABASE_URL=url, LABELQ_CELERY_QUEUE=queue,
+               PYTHONPATH=str(ROOT), LABELQ_BEAT_SECONDS=str(beat_seconds),
+               LABELQ_VISIBILITY_TIMEOUT="30",
+               LABELQ_HOOK_ALLOW_NETWORKS="127.0.0.1/32")  # (the receiver: loopback)
+    return env, queue
+
+
 @pytest.fixture
 def receiver():
     got = Receiver()
@@ -81,11 +93,7 @@ def test_a_real_worker_delivers_signed_events_and_retries(redis_url, tmp_path, r
                                ["project.finished", "export.ready"])
         _, flaky_secret = add_hook(s, f, "flaky", receiver.url + "/flaky",
                                    ["project.finished"])
-    queue = f"lq-hooks-{uuid.uuid4().hex[:8]}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LABELQ_")}
-    env.update(LABELQ_REDIS_URL=redis_url, LABELQ_DATABASE_URL=url, LABELQ_CELERY_QUEUE=queue,
-               PYTHONPATH=str(ROOT), LABELQ_BEAT_SECONDS="1", LABELQ_VISIBILITY_TIMEOUT="30",
-               LABELQ_HOOK_ALLOW_NETWORKS="127.0.0.1/32")  # (the receiver: loopback)
+    env, queue = worker_env(redis_url, url, beat_seconds=1)
     # (ready: its labels', long work and hooks processes)
     with RunWorker(env, tmp_path / "worker.log", "-c", "1") as worker:
         import redis as redis_lib
@@ -214,10 +222,7 @@ def test_a_worker_side_event_is_delivered_at_once_not_at_the_next_beat(redis_url
     eng, _ = make_project(url, n_tasks=3, workers=1, name="f")
     with session_scope(eng) as s:
         add_hook(s, get_project(s, "f"), "ops", receiver.url + "/ok", ["export.ready"])
-    queue = f"lq-now-{uuid.uuid4().hex[:8]}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LABELQ_")}
-    env.update(LABELQ_REDIS_URL=redis_url, LABELQ_DATABASE_URL=url, LABELQ_CELERY_QUEUE=queue,
-               PYTHONPATH=str(ROOT), LABELQ_BEAT_SECONDS="120", LABELQ_VISIBILITY_TIMEOUT="30")
+    env, queue = worker_env(redis_url, url, beat_seconds=120)
     with RunWorker(env, tmp_path / "worker.log", "-c", "1") as worker:
         import redis as redis_lib
 
