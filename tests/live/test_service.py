@@ -568,6 +568,28 @@ def test_a_raised_label_cap_reopens_the_tasks_that_reached_the_old_one(r, sqlite
     assert reopen_below_cap(eng, r, pid, s.cache) == 0
 
 
+def test_a_raised_label_cap_does_not_reopen_a_task_whose_gold_mark_is_queued(r, sqlite_url):
+    from labelq.live.goldmark import mark_gold_live
+    from labelq.live.rebuild import reopen_below_cap
+    from labelq.record.projects import GoldMark, update_project
+    # Given a cap of 1 and a task at it, leased to an annotator, its gold mark queued
+    eng, pid = make_project(sqlite_url, n_tasks=2, workers=2, max_labels=1)
+    s = Service(eng, r, settings=Settings(database_url=sqlite_url), worker_max_age=0,
+                state_max_age=0)
+    a = s.next_assignment("p-w0")
+    assert mark_gold_live(eng, r, "p", [GoldMark(a.task, "a")])["queued"] == [a.task]
+    # When the operator raises the cap to 2 and the upkeep runs
+    with session_scope(eng) as db:
+        update_project(db, "p", max_labels=2)
+    # Then that task is not reopened: no other annotator is given it
+    assert reopen_below_cap(eng, r, pid, s.cache) == 0
+    got = []
+    while (b := s.next_assignment("p-w1")) is not None:
+        got.append(b.task)
+        s.submit("p-w1", b.assignment_id, "b")
+    assert a.task not in got and len(got) == 1
+
+
 def test_idle_reason_says_when_open_assignments_hold_the_rest_of_the_budget(r, sqlite_url):
     # Given a budget of 2 labels, both held by open assignments of two annotators
     eng, pid = make_project(sqlite_url, n_tasks=6, workers=3, budget=2)
