@@ -235,11 +235,13 @@ def _served(url: str, timeout: float) -> dict[str, dict[str, object]]:
     return out
 
 
-def _workers(url: str, timeout: float, database: str | None, queue: str | None) -> _WorkerCheck:
+def _workers(url: str, timeout: float, database: str | None, queue: str | None,
+             long_queue: str | None = None, hooks_queue: str | None = None) -> _WorkerCheck:
     """The row of the Celery workers: each named with the database it serves. ``ok``
     when a worker of this database consumes its queue and no worker of another database
     (or one that does not say which) takes messages off that queue; a worker of this
-    database on another queue is flagged (a warning)."""
+    database on another queue is flagged (a warning), but for ``run-worker``'s helpers on
+    its long work and webhooks queues (``long_queue``, ``hooks_queue``)."""
     from labelq.record.settings import LEGACY_QUEUE
 
     try:
@@ -264,12 +266,12 @@ def _workers(url: str, timeout: float, database: str | None, queue: str | None) 
             verdict = "serves another database on this database's queue"
             bad.append(f"{name} serves {who} but consumes this database's queue {queue}: "
                        "it takes this database's wake-ups and applies none of them")
-        elif db is not None and db == database and queue is not None and consumes and all(
-                q in (f"{queue}.long", f"{queue}.hooks") for q in consumes):
+        elif db is not None and db == database and consumes and all(
+                q is not None and q in (long_queue, hooks_queue) for q in consumes):
             # run-worker's own helpers: the exports' and the webhooks' processes
             verdict = "serves this database's " + (
-                "exports" if consumes == [f"{queue}.long"] else
-                "webhooks" if consumes == [f"{queue}.hooks"] else "exports and webhooks")
+                "exports" if consumes == [long_queue] else
+                "webhooks" if consumes == [hooks_queue] else "exports and webhooks")
             helpers.append(f"{name} ({verdict[len('serves this database') + 3:]})")
         elif db is not None and db == database:
             verdict = "serves this database on another queue"
@@ -328,16 +330,15 @@ def _hooks(url: str) -> tuple[int, list[str]]:
 
 
 def _hooks_worker(url: str, workers: _WorkerCheck, database: str | None,
-                  queue: str | None) -> _HooksCheck | None:
+                  hooks_queue: str | None) -> _HooksCheck | None:
     """The row saying whether a worker of this database consumes its webhooks' queue
-    (``<queue>.hooks``; ``run-worker``'s hooks process), from what the workers' row
-    heard; ``None`` when the database has no hook (nothing to deliver). Without such a
+    (``hooks_queue``: ``<queue>.hooks``; ``run-worker``'s hooks process), from what the
+    workers' row heard; ``None`` when the database has no hook (nothing to deliver). Without such a
     worker, events pile up in the outbox, undelivered: a warning, not a failure (labels
     are applied without it)."""
     n, projects = _hooks(url)
     if n == 0:
         return None
-    hooks_queue = f"{queue}.hooks" if queue is not None else None
     which = (f"{n} webhook{'s' if n > 1 else ''} (project{'s' if len(projects) > 1 else ''} "
              f"{', '.join(projects)})")
     row: _HooksCheck = {"check": "webhooks worker", "ok": True, "detail": which,
@@ -401,10 +402,13 @@ def check(database_url: str | None, redis_url: str | None, timeout: float,
     if rows[1]["ok"]:
         own = _own_database(db) if rows[0]["ok"] else None
         queue = settings.celery_queue or (settings.queue_of(own) if own else None)
-        workers = _workers(rd, timeout, own, queue)
+        # (with LABELQ_CELERY_QUEUE set the database is no part of the names)
+        long_queue, hooks_queue = (settings.long_queue_of(own or ""),
+                                   settings.hooks_queue_of(own or "")) if queue else (None, None)
+        workers = _workers(rd, timeout, own, queue, long_queue, hooks_queue)
         rows.append(workers)
         if rows[0]["ok"]:
-            hooks_row = _hooks_worker(db, workers, own, queue)
+            hooks_row = _hooks_worker(db, workers, own, hooks_queue)
             if hooks_row is not None:
                 rows.append(hooks_row)
     else:

@@ -1,7 +1,8 @@
 """Celery tasks of the webhooks (issue 43), thin: the delivery logic is
 :mod:`labelq.hooks`. Both go to the hooks' queue (``<queue>.hooks``:
-:func:`workers.main.queue_for`), which ``labelq run-worker`` serves in a process of its own (threads:
-deliveries wait on the network), so labels and exports never wait behind a receiver.
+:func:`workers.main.queue_for`), which ``labelq run-worker`` serves in a process of its
+own (threads: deliveries wait on the network), so labels and exports never wait behind a
+receiver.
 
 * ``labelq.hooks_sweep()`` (beat) → :func:`labelq.hooks.sweep`: emit the conditions that
   started (finished, stalled, budget below, gold seen through), claim the due events of the
