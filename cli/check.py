@@ -333,9 +333,9 @@ def _hooks_worker(url: str, workers: _WorkerCheck, database: str | None,
                   hooks_queue: str | None) -> _HooksCheck | None:
     """The row saying whether a worker of this database consumes its webhooks' queue
     (``hooks_queue``: ``<queue>.hooks``; ``run-worker``'s hooks process), from what the
-    workers' row heard; ``None`` when the database has no hook (nothing to deliver). Without such a
-    worker, events pile up in the outbox, undelivered: a warning, not a failure (labels
-    are applied without it)."""
+    workers' row heard; ``None`` when the database has no hook (nothing to deliver).
+    Without such a worker, events pile up in the outbox, undelivered: a warning, not a
+    failure (labels are applied without it)."""
     n, projects = _hooks(url)
     if n == 0:
         return None
