@@ -221,7 +221,8 @@ def test_an_event_the_api_writes_is_delivered_at_once_not_at_the_next_beat(tmp_p
     env = {k: v for k, v in os.environ.items() if not k.startswith("LABELQ_")}
     env.update(LABELQ_DATABASE_URL=url, LABELQ_REDIS_URL=redis_url,
                LABELQ_OPERATOR_TOKEN=OPERATOR, LABELQ_BEAT_SECONDS="120",
-               PYTHONPATH=str(ROOT))
+               PYTHONPATH=str(ROOT),
+               LABELQ_HOOK_ALLOW_NETWORKS="127.0.0.1/32")  # (the receiver: loopback)
     server = Server(env, tmp_path, tmp_path / "serve.log")
     try:
         with RunWorker(env, tmp_path / "worker.log", "-c", "1") as worker:
