@@ -24,6 +24,7 @@ Declines are applied by the applier from the ``declines`` list and are not repla
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import threading
@@ -38,10 +39,12 @@ from sqlalchemy import bindparam, func
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
+import labelq as _package
+
 from ..policies import build
 from ..policies.base import Policy
 from ..record.db import database_id, session_scope
-from ..record.models import Project, Task, Worker
+from ..record.models import Label, Project, SavedState, Task, Worker
 from ..record.problem import (
     ProjectView,
     count_workers,
@@ -404,7 +407,6 @@ class StateCache:
         if snap is None:  # no snapshot in Redis (a lazy rebuild writes its own just after
             # the first request, :func:`.rebuild.ensure_hot`; or Redis lost it): the state
             # kept in SQL where it holds (:mod:`.saved`), rather than a fold of every label
-            from .saved import load_saved
             got = load_saved(session, project)
             if got is not None:
                 hot, view = got[0], got[0].view
@@ -510,3 +512,118 @@ _COUNT_TASKS = (select(func.count()).select_from(Task)
                 .where(col(Task.project_id) == bindparam("p")))
 _WORKERS = (select(col(Worker.cost), col(Worker.capacity))
             .where(col(Worker.project_id) == bindparam("p")).order_by(col(Worker.seq)))
+
+
+# --- the state kept in SQL (labelq.live.saved writes it; read here, where a process
+# without a Redis snapshot loads it) -------------------------------------------------------
+
+#: the labelq version a saved state is written under, checked when it is read (read from
+#: the package, not imported by name: ``labelq``'s own names are the app layer's)
+SAVED_VERSION: str = _package.__version__
+# the layout of ``body`` (the binary snapshot's magic; a zlib-JSON body is marked too)
+SAVED_FORMAT = binary.MAGIC.decode()
+# (what it logs is labelq.live.saved's, as before the reading moved here)
+_saved_log = logging.getLogger("labelq.live.saved")
+
+
+def _gold(seqs: np.ndarray, answers: np.ndarray, labels: list[str]) -> str:
+    h = hashlib.sha256()
+    h.update("\x1f".join(labels).encode())
+    h.update(np.ascontiguousarray(seqs, dtype="<i8").tobytes())
+    h.update(np.ascontiguousarray(answers, dtype="<i8").tobytes())
+    return h.hexdigest()
+
+
+def _sql_gold_digest(session: Session, project: Project) -> str:
+    """:func:`gold_digest` of the task rows now (the gold ones, through their index
+    ``ix_task_project_gold``; sorted here: with ``ORDER BY seq`` SQLite walked the
+    ``(project_id, seq)`` index over every task of the project instead, 0.11 s at 400,000
+    tasks for no gold question)."""
+    rows = session.exec(select(col(Task.seq), col(Task.gold_answer))
+                        .where(col(Task.project_id) == project.id, col(Task.is_gold))).all()
+    index = {v: i for i, v in enumerate(project.labels)}
+    seqs = np.array([int(s) for s, _a in rows], dtype=np.int64)
+    answers = np.array([index.get(a, -1) if a is not None else -1 for _s, a in rows],
+                       dtype=np.int64)
+    order = np.argsort(seqs, kind="stable")
+    return _gold(seqs[order], answers[order], list(project.labels))
+
+
+def n_applied(session: Session, project_id: int, upto: int) -> int:
+    """How many of the project's labels were applied at or before ``upto``."""
+    return int(session.exec(select(func.count()).select_from(Label).where(
+        col(Label.project_id) == project_id, col(Label.applied_seq).is_not(None),
+        col(Label.applied_seq) <= upto)).one())
+
+
+def _identity_text(project: Project) -> str:
+    return "\x1f".join(_identity(project))
+
+
+def load_saved(session: Session, project: Project) -> tuple[Hot, int, int] | None:
+    """The project's state from its saved row, caught up with the labels applied since
+    (folded here), how many those were and the row's sequence; None when there is no row or it does not
+    hold (module docstring: then fold from the labels)."""
+    pid = project.id
+    assert pid is not None  # a stored project
+    started = time.monotonic()
+    row = session.get(SavedState, pid)
+    if row is None:
+        return None
+
+    def refuse(why: str) -> tuple[Hot, int, int] | None:
+        _saved_log.warning("project %s: saved state at applied seq %s not used: %s", pid,
+                    row.applied_seq, why)
+        return None
+
+    policy = build(project.policy)
+    if row.identity != _identity_text(project):
+        return refuse("another project's (a deleted one's id)")
+    if row.version != SAVED_VERSION or row.format not in (SAVED_FORMAT, "zlib-json"):
+        return refuse(f"written by labelq {row.version} in format {row.format} "
+                      f"(this is {SAVED_VERSION}, {SAVED_FORMAT})")
+    n_tasks = _task_span(session, pid)
+    if row.n_tasks != n_tasks:
+        return refuse(f"{row.n_tasks} tasks, the project has {n_tasks}")
+    if row.gold != _sql_gold_digest(session, project):
+        return refuse("gold questions or answers changed since (gold mark, gold correct)")
+    if n_applied(session, pid, row.applied_seq) != row.n_applied:
+        return refuse(f"{row.n_applied} labels were folded up to it, SQL has "
+                      f"{n_applied(session, pid, row.applied_seq)} (labels deleted?)")
+    blob = bytes(row.body)
+    if hashlib.sha256(blob).hexdigest() != row.digest:
+        return refuse("damaged (its bytes do not match their digest)")
+    try:
+        with gc_paused():
+            snap = decode_snapshot(blob)
+            del blob
+            if snap.get("project", _identity(project)) != _identity(project) or \
+                    int(snap["seq"]) != row.applied_seq:
+                return refuse("its snapshot is not the row's")
+            if snap["policy"] != project.policy or \
+                    (policy.budget_aware and snap.get("limits") != _limits(project)):
+                return refuse("made under another policy spec, budget or cap")
+            view = _snapshot_view(session, project, snap, snap.get("epoch", 0))
+            if view is None:
+                view = load_view(session, project)
+            if tuple(snap["dims"]) != view.dims:
+                return refuse(f"its dimensions {tuple(snap['dims'])} are not the "
+                              f"project's {view.dims} (annotators enrolled since)")
+            if snap.get("models", []) != sorted(view.predictions or ()):
+                # (a predictions load or remove since: the state was folded with other models)
+                return refuse(f"folded with the models {snap.get('models', [])}, the latest "
+                              f"in SQL are {sorted(view.predictions or ())}")
+            if snap.get("state_version", 1) != policy.state_version:
+                return refuse(f"its {policy.name} state is of layout "
+                              f"{snap.get('state_version', 1)}, this labelq's is "
+                              f"{policy.state_version}")
+            state = policy.state_from_dict(snap["state"])
+    except Exception as exc:  # noqa: BLE001 - an unreadable row is only a shortcut missed
+        _saved_log.warning("project %s: saved state unreadable, folded from the labels: %r", pid,
+                    exc)
+        return None
+    hot = Hot(view, policy, state, row.applied_seq, database=database_id(session))
+    folded = _replay(session, hot)
+    _saved_log.info("project %s: saved state at applied seq %s loaded, %s later labels folded "
+             "(%.2f s)", pid, row.applied_seq, folded, time.monotonic() - started)
+    return hot, folded, row.applied_seq

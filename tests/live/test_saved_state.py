@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import delete, inspect, text
 from sqlmodel import select
 
-from labelq.live import saved
+from labelq.live import hotstate, saved
 from labelq.live.applier import Applier
 from labelq.live.hotstate import StateCache, fold_from_sql
 from labelq.live.rebuild import rebuild_project
@@ -107,7 +107,10 @@ def _mark_gold(eng, pid, monkeypatch):
 
 
 def _new_version(eng, pid, monkeypatch):
+    # (a new labelq: the version states are written under, and read under in
+    # labelq.live.hotstate)
     monkeypatch.setattr(saved, "__version__", "99.0.0")
+    monkeypatch.setattr(hotstate, "SAVED_VERSION", "99.0.0")
 
 
 def _old_format(eng, pid, monkeypatch):

@@ -222,6 +222,10 @@ function show(d) {
   const agg = Object.fromEntries(q.agreement.workers.map((w) => [w.worker, w]));
   const wb = $("workers").tBodies[0];
   wb.replaceChildren();
+  // the column of gold answered with a suggestion shown: only where there are any (a
+  // project that shows no suggestions has none, and its table keeps to its card)
+  const suggestedGold = st.workers.some(w => (d.gold[w.handle] || {}).gold_with_suggestion);
+  document.getElementById("gold-suggested-head").hidden = !suggestedGold;
   for (const w of st.workers) {
     const g = d.gold[w.handle] || {}, a = agg[w.handle] || {};
     const tr = document.createElement("tr");
@@ -244,9 +248,10 @@ function show(d) {
     cell(tr, !g.disputed ? null
          : `${fmt(g.disputed_agreement)} [${fmt(g.disputed_interval[0])}, ${fmt(g.disputed_interval[1])}] of ${g.disputed}`, "n")
       .dataset.field = "disputed_agreement";
-    cell(tr, !g.gold_with_suggestion ? null
-         : `${g.gold_with_suggestion_correct} of ${g.gold_with_suggestion}`, "n")
-      .dataset.field = "gold_with_suggestion";
+    if (suggestedGold)
+      cell(tr, !g.gold_with_suggestion ? null
+           : `${g.gold_with_suggestion_correct} of ${g.gold_with_suggestion}`, "n")
+        .dataset.field = "gold_with_suggestion";
     cell(tr, a.aggregate_accuracy, "n").dataset.field = "aggregate_accuracy";
     cell(tr, w.declined, "n").dataset.field = "declined";
     cell(tr, w.expired, "n").dataset.field = "expired";
