@@ -26,13 +26,16 @@ import http.client
 import ipaddress
 import socket
 import ssl
+import threading
 from collections.abc import Sequence
 from typing import Union
 from urllib.parse import urlsplit
 
 from .record.settings import Network, parse_networks
 
-__all__ = ["Network", "parse_networks", "refusal", "resolve", "post"]
+__all__ = ["Network", "parse_networks", "refusal", "resolve", "post", "TOTAL_FACTOR"]
+
+TOTAL_FACTOR = 2.0  # a whole request may take this many times the per-step timeout
 
 Address = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]  # noqa: UP007 - (an alias)
 
@@ -130,10 +133,34 @@ def post(url: str, body: bytes, headers: dict[str, str], timeout: float,
     addresses = resolve(host, port, allowed)
     conn = (_PinnedTLS if tls else _Pinned)(host, port, addresses, timeout)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    # ``timeout`` bounds each connect, send and read; a receiver that trickles its answer a
+    # byte at a time would never hit it, and hold one of the hooks process' few threads: the
+    # whole request is cut at twice that (the socket shut down under the blocked read)
+    cut = threading.Event()
+
+    def abort() -> None:
+        cut.set()
+        sock = conn.sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+    timer = threading.Timer(TOTAL_FACTOR * timeout, abort)
+    timer.daemon = True
+    timer.start()
     try:
         conn.request("POST", path, body=body, headers=headers)
         response = conn.getresponse()
         response.read(1024)
+        if cut.is_set():
+            raise TimeoutError(f"no whole answer within {TOTAL_FACTOR * timeout:g} s")
         return int(response.status)
+    except (OSError, http.client.HTTPException) as exc:
+        if cut.is_set():
+            raise TimeoutError(f"no whole answer within {TOTAL_FACTOR * timeout:g} s "
+                               "(the receiver sent it too slowly)") from exc
+        raise
     finally:
+        timer.cancel()
         conn.close()

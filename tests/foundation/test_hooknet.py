@@ -100,3 +100,36 @@ def test_a_delivery_goes_to_the_address_checked_with_the_urls_host_and_no_redire
         assert rx.got == [("/in?x=1", f"localhost:{rx.port}", b'{"a":1}')]
     finally:
         rx.server.shutdown()
+
+
+def test_a_receiver_that_trickles_its_answer_is_cut_at_twice_the_timeout():
+    # Given a receiver that sends its answer a byte every 0.2 s (never idle for a timeout)
+    import socket
+    import time
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    port = srv.getsockname()[1]
+
+    def trickle() -> None:
+        conn, _ = srv.accept()
+        conn.recv(65536)
+        try:
+            for byte in b"HTTP/1.1 200 OK\r\nX-Padding: " + b"a" * 200:
+                conn.sendall(bytes([byte]))
+                time.sleep(0.2)
+        except OSError:
+            pass  # (the client hung up)
+        finally:
+            conn.close()
+    threading.Thread(target=trickle, daemon=True).start()
+    # When a delivery with a 1 s timeout is made to it
+    start = time.monotonic()
+    with pytest.raises(TimeoutError) as err:
+        post(f"http://127.0.0.1:{port}/in", b"{}", {}, 1.0, parse_networks("127.0.0.1"))
+    took = time.monotonic() - start
+    srv.close()
+    # Then it ends at twice the timeout, not when the receiver is done (40 s)
+    assert 1.9 < took < 5.0, took
+    assert "too slowly" in str(err.value)
