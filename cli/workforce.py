@@ -10,7 +10,15 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
-from ._common import DB_OPTION, OUTPUT_OPTION, Output, emit, emit_record, engine
+from ._common import (
+    DB_OPTION,
+    OUTPUT_OPTION,
+    Output,
+    emit,
+    emit_record,
+    engine,
+    hook_events_at_once,
+)
 
 if TYPE_CHECKING:
     from labelq.record.goldstats import ProjectGold
@@ -163,6 +171,7 @@ def _status_command(status: WorkerStatus, verb: str) -> click.Command:
         from labelq.record.models import Project
         from labelq.record.projects import set_worker_status
 
+        hook_events_at_once()  # (annotator.paused / resumed, where the project has hooks)
         with session_scope(engine(database_url)) as s:
             w = set_worker_status(s, handle, status, name)
             project = s.get(Project, w.project_id)

@@ -246,3 +246,37 @@ def test_a_worker_side_event_is_delivered_at_once_not_at_the_next_beat(redis_url
         lag = int(headers["X-Labelq-Timestamp"]) - datetime.fromisoformat(body["at"]).timestamp()
         assert lag < 5, lag
         assert b"labelq.hooks_sweep[" not in worker.log.read_bytes()  # (none received)
+
+
+@pytest.mark.timeout(240)
+def test_an_operator_commands_events_are_delivered_at_once(redis_url, tmp_path, receiver):
+    # Given a project with a hook for pauses, resumes and exports, and `labelq run-worker`
+    # whose beat (the hooks' sweep, the safety net) comes every 120 s
+    import subprocess
+    import sys
+
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    eng, _ = make_project(url, n_tasks=3, workers=1, name="c")
+    with session_scope(eng) as s:
+        add_hook(s, get_project(s, "c"), "ops", receiver.url + "/ok",
+                 ["annotator.paused", "annotator.resumed", "export.ready"])
+    env, queue = worker_env(redis_url, url, beat_seconds=120)
+    with RunWorker(env, tmp_path / "worker.log", "-c", "1") as worker:
+        # When the operator pauses and resumes the annotator and exports, from the shell
+        for args in (["workers", "pause", "c-w0"], ["workers", "resume", "c-w0"],
+                     ["export", "c", "--out", str(tmp_path / "c.csv")]):
+            done = subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=ROOT, env=env,
+                                  capture_output=True, text=True, timeout=120)
+            assert done.returncode == 0, done.stderr
+        # Then the receiver has each event within seconds, at its first try, with no sweep
+        # run yet (each was sent when the command's transaction committed)
+        deadline = time.monotonic() + 60
+        while len(receiver.requests("/ok")) < 3:
+            assert worker.running(), worker.tail()
+            assert time.monotonic() < deadline, (receiver.requests("/ok"), worker.tail())
+            time.sleep(0.1)
+        got = receiver.requests("/ok")
+        assert sorted(b["type"] for _, b in got) == ["annotator.paused", "annotator.resumed",
+                                                      "export.ready"]
+        assert {h["X-Labelq-Attempt"] for h, _ in got} == {"1"}
+        assert b"labelq.hooks_sweep[" not in worker.log.read_bytes()  # (none received)
