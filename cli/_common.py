@@ -190,18 +190,25 @@ def init_engine(database_url: str | None = None) -> tuple[Engine, Location, str]
     return eng, location, uid
 
 
-def hook_events_at_once() -> None:
-    """From now on in this command, the webhook events it commits (an annotator paused or
-    resumed, an export written) are sent for delivery as soon as they commit, as ``labelq
-    serve`` and the workers do (:func:`labelq.hooks.deliver_at_once`), not at the worker's
-    next beat, which stays the safety net (a send that fails is left to it). Celery is
-    imported only when there is an event to send: a project without hooks writes none."""
+@contextmanager
+def hook_events_at_once() -> Iterator[None]:
+    """Within it, the webhook events this command commits (an annotator paused or resumed,
+    an export written) are sent for delivery as soon as they commit, as ``labelq serve``
+    and the workers do (:func:`labelq.hooks.deliver_at_once`), not at the worker's next
+    beat, which stays the safety net (a send that fails is left to it). Celery is imported
+    only when there is an event to send (a project without hooks writes none); after it,
+    nothing more is sent at once (the listeners are the process's: a command run in a
+    test's process must not leave them on)."""
     from labelq.hooks import deliver_at_once
 
     def send(name: str, args: list[Any]) -> None:
         from workers.hooks import send_delivery  # (the hooks' queue of the event's database)
         send_delivery(name, args)
     deliver_at_once(send)
+    try:
+        yield
+    finally:
+        deliver_at_once(None)
 
 
 def emit(rows: Sequence[Mapping[str, object]], fmt: Output,

@@ -85,9 +85,8 @@ def export(name: str, method: str | None, fmt: ExportFormat, out: str, raw: bool
         _export_background(name, method, fmt, out, raw, exclude_paused, wait, database_url,
                            redis_url)
         return
-    if out != "-":
-        hook_events_at_once()  # (export.ready, where the project has hooks)
-    with session_scope(engine(database_url)) as s:
+    # (export.ready, where the project has hooks and the export is a file)
+    with hook_events_at_once(), session_scope(engine(database_url)) as s:
         project = get_project(s, name)
         pl = result = None
         if raw:

@@ -171,8 +171,8 @@ def _status_command(status: WorkerStatus, verb: str) -> click.Command:
         from labelq.record.models import Project
         from labelq.record.projects import set_worker_status
 
-        hook_events_at_once()  # (annotator.paused / resumed, where the project has hooks)
-        with session_scope(engine(database_url)) as s:
+        # (annotator.paused / resumed, where the project has hooks)
+        with hook_events_at_once(), session_scope(engine(database_url)) as s:
             w = set_worker_status(s, handle, status, name)
             project = s.get(Project, w.project_id)
             assert project is not None  # (foreign key)

@@ -601,3 +601,13 @@ def test_gold_seen_through_is_announced_per_annotator(db_url):
         e = s.get(HookEvent, fired[0])
         assert e.type == "gold.seen_through"
         assert e.payload == {"worker": "eager", "gold_seen": 4, "gold_pool": 5}
+
+
+def test_a_command_run_in_this_process_leaves_no_delivery_sender_on(db_url, project):
+    # (`labelq workers pause` sends its events at commit while it runs; the listeners are
+    # the process's, so a command run in a test's process, or any embedding one, must not
+    # leave them sending for whatever commits next)
+    import labelq.hooks as hooks_module
+    assert _cli(db_url, "workers", "pause", "ann").exit_code == 0
+    assert _cli(db_url, "export", "p", "--out", "-").exit_code == 0
+    assert hooks_module._sender is None
