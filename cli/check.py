@@ -48,12 +48,7 @@ def _projects(url: str) -> list[_ProjectCheck]:
     from labelq.record.db import engine_for, session_scope
     from labelq.record.models import Project
     from labelq.record.stalls import stall_text
-    from labelq.reporting import (
-        gold_unscheduled,
-        prediction_coverage,
-        project_status,
-        suggestion_leak,
-    )
+    from labelq.reporting import gold_unscheduled, project_status, suggestion_warnings
 
     rows: list[_ProjectCheck] = []
     with session_scope(engine_for(url)) as s:
@@ -64,9 +59,7 @@ def _projects(url: str) -> list[_ProjectCheck]:
                 said.append(f"{stall_text(st['stalled'])}; ways out: "
                             + "; ".join(st["stalled"]["ways_out"]))
             said += gold_unscheduled(st)
-            if project.show_suggestions:
-                said += suggestion_leak({**st, "suggestion_coverage":
-                                         prediction_coverage(s, project)})
+            said += suggestion_warnings(s, project)
             if said:
                 rows.append({"check": f"project {project.name}", "ok": True, "warning": True,
                              "detail": " | ".join(said), "state": st["state"],

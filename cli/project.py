@@ -245,11 +245,8 @@ def create(name: str, labels: str, policy: str, budget: float | None, max_labels
 def _warn_suggestion_leak(session: Any, p: Any) -> None:
     """Warn (stderr) when the project shows suggestions and its gold questions lack a
     model's prediction more often than its tasks (labelq.reporting.suggestion_leak)."""
-    if not p.show_suggestions:
-        return
-    from labelq.reporting import prediction_coverage, suggestion_leak
-    for line in suggestion_leak({"project": p.name,
-                                 "suggestion_coverage": prediction_coverage(session, p)}):
+    from labelq.reporting import suggestion_warnings
+    for line in suggestion_warnings(session, p):
         click.secho(f"warning: {line}", fg="yellow", err=True)
 
 

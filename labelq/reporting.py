@@ -25,7 +25,8 @@ from .record.projects import get_task
 from .record.stalls import stall
 
 __all__ = ["project_status", "status_report", "gold_unscheduled", "iter_raw_labels",
-           "task_detail", "RAW_COLUMNS", "prediction_coverage", "suggestion_leak"]
+           "task_detail", "RAW_COLUMNS", "prediction_coverage", "suggestion_leak",
+           "suggestion_warnings"]
 
 TASK_STATES = ("unlabeled", "in_progress", "complete", "gold")
 RAW_COLUMNS = ["task", "worker", "label", "received", "is_gold", "category", "assignment"]
@@ -276,6 +277,16 @@ def suggestion_leak(st: Mapping[str, Any]) -> list[str]:
             f"one: a missing suggestion points at gold; load predictions for the gold "
             f"questions too (labelq predictions load) or turn suggestions off: labelq "
             f"project update {st['project']} --no-show-suggestions (docs/models.md)"]
+
+
+def suggestion_warnings(session: Session, project: Project) -> list[str]:
+    """:func:`suggestion_leak`'s warning for ``project`` read now (none when it shows no
+    suggestions), for those that have no status at hand (``labelq check``, ``project
+    create/update``)."""
+    if not project.show_suggestions:
+        return []
+    return suggestion_leak({"project": project.name,
+                            "suggestion_coverage": prediction_coverage(session, project)})
 
 
 def _spendable(project: Project, hist: Mapping[tuple[str, int], int], left: float | None,

@@ -31,14 +31,14 @@ def open_assignments(session: Session, scripts: Scripts, worker: Worker,
         return []
     tasks = {t.seq: t for t in session.exec(select(Task).where(
         Task.project_id == worker.project_id, col(Task.seq).in_([h.task for h in held])))}
+    held = [h for h in held if h.task in tasks]
     out = [{"assignment_id": h.assignment_id, "category": tasks[h.task].category,
             "payload": tasks[h.task].payload, "labels": list(project.labels),
             "expires_ms": h.expires_ms, "expires_at": utc_from_ms(h.expires_ms).isoformat()}
-           for h in held if h.task in tasks]
+           for h in held]
     if project.show_suggestions and out:  # (the key on every assignment then, gold or not)
         assert worker.id is not None, "a worker read from the database has its id"
-        shown = suggestions(session, project, [h.task for h in held if h.task in tasks],
-                            worker.id)
-        for a, h in zip(out, [h for h in held if h.task in tasks], strict=True):
+        shown = suggestions(session, project, [h.task for h in held], worker.id)
+        for a, h in zip(out, held, strict=True):
             a["suggestion"] = shown[h.task]
     return out
