@@ -233,6 +233,10 @@ class Assigner:
         # the biggest holder first; within a holder the latest expiry (the inbox's tail)
         order = sorted(range(len(held)), key=lambda i: (-per_owner[held[i][2]], -i))
         for i in order[:t.reclaim_tries]:
-            if isinstance(live.scripts.release(k, held[i][0], held_only=True), Released):
+            # (with a gold schedule its worker is owed the ordinary-task decision: gold
+            # is never reclaimed, so a slot drawn again would tilt their gold rate up)
+            if isinstance(live.scripts.release(
+                    k, held[i][0], held_only=True,
+                    keep_decision=bool(hot.project.gold_schedule)), Released):
                 return True
         return False

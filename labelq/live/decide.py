@@ -37,6 +37,7 @@ from .redis.keys import (
     gold_category_field,
     gold_issued_field,
     gold_record_fields,
+    owed_field,
 )
 from .redis.scripts import Refusal, Reserved, Scripts
 from .tuning import TUNING, Tuning
@@ -196,14 +197,20 @@ def decide(redis: Any, scripts: Scripts, hot: Hot, worker: WorkerInfo, now: int,
             n_cat = max(len(hot.view.categories), 1)
             counts = redis.hmget(k.nissued, [
                 worker.seq, gold_issued_field(worker.seq), *gold_record_fields(worker.seq),
-                *agreement_fields(worker.seq),
+                *agreement_fields(worker.seq), owed_field(worker.seq),
                 *(gold_category_field(worker.seq, c) for c in range(n_cat))])
             issued = expect[0] = (int(counts[0] or 0), int(counts[1] or 0))
-            with lock:
-                allowed = gold_plan(project.gold_schedule, issued[0], issued[1],
-                                    [int(c or 0) for c in counts[6:]], rng,
-                                    gold_record=(int(counts[2] or 0), int(counts[3] or 0)),
-                                    agreement=(float(counts[4] or 0), float(counts[5] or 0)))
+            # a decision owed (a held ordinary reservation of this worker's was reclaimed)
+            # is an ordinary task again, with no gold draw (keys.owed_field)
+            if int(counts[6] or 0) > 0:
+                allowed = None
+            else:
+                with lock:
+                    allowed = gold_plan(
+                        project.gold_schedule, issued[0], issued[1],
+                        [int(c or 0) for c in counts[7:]], rng,
+                        gold_record=(int(counts[2] or 0), int(counts[3] or 0)),
+                        agreement=(float(counts[4] or 0), float(counts[5] or 0)))
             if allowed is not None:
                 drawn = redis.srandmember(k.gold, tuning.gold_sample) or []
                 gold = np.array(sorted(int(t) for t in drawn), dtype=np.int64)

@@ -74,13 +74,19 @@ def test_gold_schedule_and_spammer_paused_by_the_celery_applier(
     while spammer not in paused(eng, pid) and time.monotonic() < deadline:
         time.sleep(0.2)
     # Then gold was injected as the schedule says, and looked like any other assignment
+    if schedule.startswith("onboarding"):
+        # after the first 4, the careful annotators' 24 assignments at rate <= 0.05 held
+        # few gold: at most 6 (the binomial tail beyond: 1.3e-4 at 0.05, 1.1e-3 at 0.071,
+        # the highest rate measured here). Bounded at 3 of each one's 12 instead, the test
+        # failed by chance: 0.45 % of runs at 0.05, 1.6 % at 0.071
+        assert sum(kinds[h][4:].count("gold") for h in careful) <= 6, kinds
     for h in careful:
         seq = kinds[h]
         if schedule.startswith("per-category"):
             assert seq[:4] == ["gold"] * 4 and "gold" not in seq[4:]
             assert got_gold_cats[h] == Counter({"x": 2, "y": 2})
         elif schedule.startswith("onboarding"):
-            assert seq[:4] == ["gold"] * 4 and seq[4:].count("gold") <= 3
+            assert seq[:4] == ["gold"] * 4
         elif schedule.startswith("epochs"):
             assert seq[0] == "gold" and 2 <= seq.count("gold") <= 8
         else:

@@ -67,7 +67,10 @@ key (after the prefix)     type    TTL    meaning
                                           the applier from SQL: gold on suspicion);
                                           "aa{seq}" / "ar{seq}" -> its labels checked by
                                           agreement / judged right (soft counts, written
-                                          by the applier from the policy state: issue 41)
+                                          by the applier from the policy state: issue 41);
+                                          "o{seq}" -> ordinary-task decisions owed to the
+                                          worker (its held ordinary reservations others
+                                          reclaimed: :func:`owed_field`)
 ``spent``                  STRING  none   cost of the recorded labels (float)
 ``reserved_cost``          STRING  none   cost of the live leases (float)
 ``state``                  STRING  none   snapshot of the policy state and the view's task
@@ -115,7 +118,7 @@ from typing import Any, NamedTuple
 __all__ = ["Keys", "projects_key", "home_key", "job_key", "exports_key", "replication_key",
            "parse_key",
            "KeyOwner", "gold_issued_field", "gold_category_field", "gold_record_fields",
-           "gold_records", "agreement_fields", "agreement_records", "decline_entry",
+           "gold_records", "agreement_fields", "agreement_records", "owed_field", "decline_entry",
            "parse_decline"]
 
 _DATABASE = re.compile(r"[0-9a-z]{1,32}")
@@ -291,6 +294,16 @@ def agreement_records(workers: Iterable[int], answered: Any, right: Any) -> dict
             fields = agreement_fields(w)
             out[fields[0]], out[fields[1]] = f"{float(n):.2f}", f"{min(float(c), float(n)):.2f}"
     return out
+
+
+def owed_field(worker: int) -> str:
+    """``nissued`` field counting the ordinary-task decisions owed to ``worker``: its held
+    reservations of ordinary tasks that other workers reclaimed (:meth:`.scripts.Scripts.
+    release` with ``keep_decision``). Its next decisions are ordinary tasks again, drawing
+    no gold, until they are paid (``RESERVE`` takes one back per ordinary task it issues;
+    the field is deleted at 0): gold is never reclaimed, so without this a reclaimed slot
+    was drawn again, and its worker got more gold than the schedule's rate."""
+    return f"o{int(worker)}"
 
 
 def gold_category_field(worker: int, category: int) -> str:

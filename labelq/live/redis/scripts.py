@@ -389,18 +389,20 @@ class Scripts:
     def release(self, k: Keys, assignment_id: str, *, worker: int | None = None,
                 expired_before_ms: int | None = None, allow_submitting: bool = False,
                 held_only: bool = False, declined_ms: int | None = None,
-                pipeline: Any = None) -> Release | None:
+                keep_decision: bool = False, pipeline: Any = None) -> Release | None:
         """:class:`Released`, or the :class:`Refusal` ``MISSING``, ``FORBIDDEN``,
         ``SUBMITTING``, ``LIVE`` (with ``expired_before_ms``) or ``ISSUED`` (with
         ``held_only``: release only a reservation still held in an inbox). With
         ``declined_ms`` (a decline, at that time) the release is noted in ``declining``
-        in the same step (:mod:`labelq.live.decline`)."""
+        in the same step (:mod:`labelq.live.decline`). ``keep_decision``: a held
+        reservation of an ordinary task taken back for another worker leaves its worker
+        owed an ordinary-task decision (:func:`.keys.owed_field`)."""
         keys = [k.lease(assignment_id), k.leases, k.reserved, k.wcount, k.reserved_cost,
                 k.pending, k.parked, k.nissued, k.declining]
         args = [assignment_id, "" if worker is None else worker,
                 "" if expired_before_ms is None else expired_before_ms,
                 "1" if allow_submitting else "0", k.prefix, "1" if held_only else "0",
-                "" if declined_ms is None else declined_ms]
+                "" if declined_ms is None else declined_ms, "1" if keep_decision else "0"]
         out = self._run(self._release, keys, args, pipeline)
         return None if pipeline is not None else self.release_result(out)
 

@@ -8,6 +8,8 @@
 --       key_prefix held_only('1': only a reservation still held in an inbox)
 --       declined_ms ('' = not a decline; else the decline is noted in declining, with the
 --       release, until its SQL row and its entry in declines are written: labelq.live.decline)
+--       keep_decision ('1': a held reservation of an ordinary task, taken back for another
+--       worker, leaves its worker owed an ordinary-task decision: nissued 'o' .. worker)
 -- answers {1, task, worker, held (1/0), task_id ('' if the lease has none), gold, expires}
 -- or {0, reason}.
 -- A reservation still held in an inbox (never popped) was never issued: its count in
@@ -29,6 +31,9 @@ redis.call('INCRBYFLOAT', KEYS[5], -tonumber(lease[3]))
 if lease[6] then
   redis.call('SREM', ARGV[5] .. 'seen:' .. lease[2], task)
   redis.call('HINCRBY', KEYS[8], lease[2], -1)
+  if lease[7] ~= '1' and ARGV[8] == '1' then
+    redis.call('HINCRBY', KEYS[8], 'o' .. lease[2], 1)
+  end
   if lease[7] == '1' then
     redis.call('HINCRBY', KEYS[8], 'g' .. lease[2], -1)
     if lease[8] and lease[8] ~= '' then

@@ -7,7 +7,8 @@
 -- it ('inbox'), past the worker's bound of open assignments ('open'), or on gold-schedule
 -- counts another decision moved meanwhile ('stale').
 -- Field encodings (labelq/live/redis/keys.py): nissued 'g' .. w (gold issued to w),
--- 'g' .. w .. ':' .. c (gold of category c issued to w).
+-- 'g' .. w .. ':' .. c (gold of category c issued to w), 'o' .. w (ordinary-task decisions
+-- owed to w: an ordinary task issued pays one; deleted at 0).
 -- keys: seen:{w} gold nlabels reserved wcount spent reserved_cost lease:{a} leases pending
 --       parked nissued [inbox:{w} [open:{w}]]
 -- argv: task worker cap capacity cost budget assignment_id expires_ms key_ttl_ms task_id
@@ -56,6 +57,10 @@ redis.call('SADD', KEYS[1], task)
 redis.call('HINCRBY', KEYS[4], task, 1)
 redis.call('HINCRBY', KEYS[5], worker, 1)
 redis.call('HINCRBY', KEYS[12], worker, 1)
+if gold == 0 and redis.call('HEXISTS', KEYS[12], 'o' .. worker) == 1 and
+    redis.call('HINCRBY', KEYS[12], 'o' .. worker, -1) <= 0 then
+  redis.call('HDEL', KEYS[12], 'o' .. worker)
+end
 if gold == 1 then
   redis.call('HINCRBY', KEYS[12], 'g' .. worker, 1)
   if ARGV[11] and ARGV[11] ~= '' then
