@@ -90,10 +90,12 @@ def app_from_env(settings: Settings | None = None) -> FastAPI:
     from labelq.api.onewrite import install
     from labelq.hooks import deliver_at_once
     from workers.client import send_task
+    from workers.hooks import send_delivery
     install()  # in each --workers process too (spawned: the parent's install is not theirs)
     # the webhook events this process commits (an annotator paused or resumed by the
-    # operator) are sent for delivery at once, not at the next beat
-    deliver_at_once(send_task)
+    # operator) are sent for delivery at once, not at the next beat, by the one sender the
+    # workers and the commands use too (to the hooks' queue of the event's database)
+    deliver_at_once(send_delivery)
     return create_app(settings or load_settings(), send_task=send_task)
 
 

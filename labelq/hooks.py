@@ -13,8 +13,9 @@ answer), due again after :func:`backoff` (anything else), or ``failed`` after
 re-sends it after the claim lapses. Delivery is at least once: a receiver de-duplicates on
 the event id (``X-Labelq-Delivery``).
 
-At once, not at the next beat: a process that can send Celery tasks (a worker, the API
-given ``workers.client.send_task``) calls :func:`deliver_at_once` with its sender, and from
+At once, not at the next beat: a process that can send Celery tasks (a worker, the API,
+an operator command) calls :func:`deliver_at_once` with its sender
+(``workers.hooks.send_delivery``: to the hooks' queue of the event's database), and from
 then on every event committed in that process is claimed right after its transaction
 commits and its delivery sent (:func:`send_committed`); the beat's sweep stays the safety
 net (an event whose send failed is due again when its claim lapses). This module stays
