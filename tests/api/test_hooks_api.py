@@ -6,11 +6,10 @@ a real Redis."""
 
 from __future__ import annotations
 
-import threading
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from pipeline.receiver import Receiver
 from sqlmodel import select
 
 from labelq.hooknet import parse_networks
@@ -43,31 +42,9 @@ def api(db_url, redis_url):
         yield client, engine
 
 
-class _Receiver:
-    """Answers 200 to every POST, keeping (headers, body)."""
-
-    def __init__(self) -> None:
-        self.got: list[tuple[dict[str, str], bytes]] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                outer.got.append((dict(self.headers),
-                                  self.rfile.read(int(self.headers["Content-Length"]))))
-                self.send_response(200)
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-
 def test_add_list_deliveries_remove(api):
     c, engine = api
-    rx = _Receiver()
+    rx = Receiver()
     try:
         # When the operator adds a hook (no name: the URL's host) and a second one
         added = c.post("/api/v1/projects/p/hooks",
@@ -97,7 +74,7 @@ def test_add_list_deliveries_remove(api):
             event = s.exec(select(HookEvent).join(Hook, Hook.id == HookEvent.hook_id)
                            .where(Hook.name == "127.0.0.1")).one().id
         assert deliver(engine, event, allowed=parse_networks("127.0.0.1")).state == "delivered"
-        headers, body = rx.got[0]
+        headers, body = rx.posts()[0]
         assert verify(hook["secret"], body, headers["X-Labelq-Signature"],
                       headers["X-Labelq-Timestamp"])
         log = c.get("/api/v1/projects/p/hooks/127.0.0.1/deliveries")
@@ -117,7 +94,7 @@ def test_add_list_deliveries_remove(api):
         assert [h["name"] for h in c.get("/api/v1/projects/p/hooks").json()] == [
             "budget", "127.0.0.1-2"]
     finally:
-        rx.server.shutdown()
+        rx.close()
 
 
 @pytest.mark.parametrize(("body", "field", "says"), [
@@ -213,7 +190,7 @@ def test_an_event_the_api_writes_is_delivered_at_once_not_at_the_next_beat(tmp_p
     url = f"sqlite:///{tmp_path / 'api-now.db'}"
     engine = engine_for(url)
     init_schema(engine)
-    rx = _Receiver()
+    rx = Receiver()
     with session_scope(engine) as s:
         p = create_project(s, "p", "a,b")
         enroll_worker(s, p, "ann")
@@ -239,7 +216,7 @@ def test_an_event_the_api_writes_is_delivered_at_once_not_at_the_next_beat(tmp_p
                                                      worker.tail())
                 time.sleep(0.1)
             # Then the receiver has it within seconds, at its first try, no sweep run yet
-            (headers, raw), = rx.got
+            (headers, raw), = rx.posts()
             body = json.loads(raw)
             assert (body["type"], body["data"]["worker"]) == ("annotator.paused", "ann")
             assert headers["X-Labelq-Attempt"] == "1"
@@ -249,5 +226,5 @@ def test_an_event_the_api_writes_is_delivered_at_once_not_at_the_next_beat(tmp_p
             assert b"labelq.hooks_sweep[" not in worker.log.read_bytes()  # (none received)
     finally:
         server.stop()
-        rx.server.shutdown()
+        rx.close()
         engine.dispose()

@@ -8,13 +8,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import threading
 import time
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from click.testing import CliRunner
+from pipeline.receiver import Receiver
 from sqlmodel import select
 
 from labelq.errors import AlreadyExists, InputError
@@ -245,32 +244,10 @@ def test_a_claimed_event_is_not_claimed_again_until_its_claim_lapses(project):
         assert s.exec(select(HookDelivery)).all() == []
 
 
-class _Receiver:
-    def __init__(self, statuses: list[int]) -> None:
-        self.statuses, self.got = list(statuses), []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                outer.got.append((dict(self.headers),
-                                  self.rfile.read(int(self.headers["Content-Length"]))))
-                self.send_response(outer.statuses.pop(0) if outer.statuses else 200)
-                if self.path == "/redirect":
-                    self.send_header("Location", "http://127.0.0.1:9/elsewhere")
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-
 def test_a_hook_at_a_private_address_is_a_refused_try_and_nothing_is_sent(project):
     # Given a hook whose URL is on loopback (as one at 169.254.169.254 or 10.0.0.5 would
     # be: inside the worker's network), and a deployment that allows no private network
-    rx = _Receiver([200])
+    rx = Receiver()
     with session_scope(project) as s:
         add_hook(s, get_project(s, "p"), "inside", rx.url + "/in", ["annotator.paused"])
         set_worker_status(s, "ann", "paused")
@@ -290,11 +267,12 @@ def test_a_hook_at_a_private_address_is_a_refused_try_and_nothing_is_sent(projec
         assert deliver(project, event_id, allowed=LOOPBACK).state == "delivered"
         assert len(rx.got) == 1
     finally:
-        rx.server.shutdown()
+        rx.close()
 
 
 def test_a_delivery_logs_each_try_backs_off_and_gives_up(project):
-    rx = _Receiver([500, 302] + [503] * 10)
+    rx = Receiver.answering([500, 302] + [503] * 10,
+                            redirect_to="http://127.0.0.1:9/elsewhere")
     with session_scope(project) as s:
         hook, secret = add_hook(s, get_project(s, "p"), "h", rx.url + "/redirect",
                                 ["annotator.paused"])
@@ -318,10 +296,10 @@ def test_a_delivery_logs_each_try_backs_off_and_gives_up(project):
         assert deliver(project, event_id, allowed=LOOPBACK) is None  # failed: no more tries
         assert len(rx.got) == MAX_TRIES
         # every try the same body and event id, each signed with its own time
-        headers, body = rx.got[0]
-        assert all(b == body for _, b in rx.got)
-        assert {h["X-Labelq-Delivery"] for h, _ in rx.got} == {event_id}
-        for h, _ in rx.got:
+        headers, body = rx.posts()[0]
+        assert all(b == body for _, b in rx.posts())
+        assert {h["X-Labelq-Delivery"] for h, _ in rx.posts()} == {event_id}
+        for h, _ in rx.posts():
             assert verify(secret, body, h["X-Labelq-Signature"], h["X-Labelq-Timestamp"])
             assert abs(int(h["X-Labelq-Timestamp"]) - time.time()) < 60
         doc = json.loads(body)
@@ -332,7 +310,7 @@ def test_a_delivery_logs_each_try_backs_off_and_gives_up(project):
             assert [(d.attempt, d.status) for d in log] == [
                 (1, 500), (2, 302), (3, 503), (4, 503), (5, 503)]
     finally:
-        rx.server.shutdown()
+        rx.close()
 
 
 def test_the_docs_receiver_takes_a_real_delivery_and_refuses_a_replay(project):
@@ -347,7 +325,7 @@ def test_the_docs_receiver_takes_a_real_delivery_and_refuses_a_replay(project):
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     snippet: dict = {}
     exec(compile(code, "docs/hooks.md", "exec"), snippet)  # noqa: S102 - the docs' code
-    rx = _Receiver([200])
+    rx = Receiver()
     with session_scope(project) as s:
         _, secret = add_hook(s, get_project(s, "p"), "h", rx.url + "/in",
                              ["annotator.paused"])
@@ -356,8 +334,8 @@ def test_the_docs_receiver_takes_a_real_delivery_and_refuses_a_replay(project):
     try:
         assert deliver(project, event_id, allowed=LOOPBACK).state == "delivered"
     finally:
-        rx.server.shutdown()
-    headers, body = rx.got[0]
+        rx.close()
+    headers, body = rx.posts()[0]
     snippet["SECRET"] = secret
     # When it handles the delivery labelq made: accepted, once (a retry is a 200 too)
     with redirect_stdout(io.StringIO()) as printed:
@@ -420,7 +398,7 @@ def _cli(db_url: str, *args: str):
 
 
 def test_cli_add_list_test_deliveries_remove(db_url, project):
-    rx = _Receiver([200])
+    rx = Receiver()
     try:
         bad = _cli(db_url, "hooks", "add", "p", "file:///etc/passwd", "--events", "all")
         assert bad.exit_code == 3 and "not http or https" in bad.output
@@ -442,7 +420,7 @@ def test_cli_add_list_test_deliveries_remove(db_url, project):
         ping = _cli(db_url, "hooks", "test", "p", "127.0.0.1", "-o", "json")
         assert ping.exit_code == 0, ping.output
         assert json.loads(ping.output)["status"] == 200
-        headers, body = rx.got[0]
+        headers, body = rx.posts()[0]
         assert headers["X-Labelq-Event"] == "ping"
         assert verify(doc["secret"], body, headers["X-Labelq-Signature"],
                       headers["X-Labelq-Timestamp"])
@@ -468,7 +446,7 @@ def test_cli_add_list_test_deliveries_remove(db_url, project):
         failed = _cli(db_url, "hooks", "test", "p", "down")
         assert failed.exit_code == 9 and "retries it" in failed.output
     finally:
-        rx.server.shutdown()
+        rx.close()
 
 
 def test_a_foreground_export_to_a_file_records_export_ready(db_url, project, tmp_path):

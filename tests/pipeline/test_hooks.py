@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from click.testing import CliRunner
@@ -26,37 +24,12 @@ from labelq.record.settings import Settings
 from labelq.service import Service
 
 from .conftest import ROOT, RunWorker, make_project
+from .receiver import Receiver
 
 
-class Receiver:
-    """An HTTP receiver in a thread: records every request (path, headers, body); on
-    ``/flaky`` it answers 500 to an event's first try, 200 after."""
-
-    def __init__(self) -> None:
-        self.got: list[tuple[str, dict[str, str], bytes]] = []
-        self.lock = threading.Lock()
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                with receiver.lock:
-                    receiver.got.append((self.path, dict(self.headers), body))
-                    tries = sum(1 for p, h, _ in receiver.got if p == self.path
-                                and h["X-Labelq-Delivery"] == self.headers["X-Labelq-Delivery"])
-                self.send_response(500 if self.path == "/flaky" and tries == 1 else 200)
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def requests(self, path: str) -> list[tuple[dict[str, str], dict]]:
-        with self.lock:
-            return [(h, json.loads(b)) for p, h, b in self.got if p == path]
+def _flaky_once(path: str, headers: dict[str, str], tries: int) -> tuple[int, dict[str, str]]:
+    """500 to an event's first try on ``/flaky``, 200 to everything else."""
+    return (500 if path == "/flaky" and tries == 1 else 200), {}
 
 
 def worker_env(redis_url: str, url: str, beat_seconds: float) -> tuple[dict[str, str], str]:
@@ -73,9 +46,8 @@ def worker_env(redis_url: str, url: str, beat_seconds: float) -> tuple[dict[str,
 
 @pytest.fixture
 def receiver():
-    got = Receiver()
-    yield got
-    got.server.shutdown()
+    with Receiver(_flaky_once) as got:
+        yield got
 
 
 def test_a_real_worker_delivers_signed_events_and_retries(redis_url, tmp_path, receiver):
