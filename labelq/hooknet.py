@@ -13,7 +13,10 @@ and the connection goes to an address that was checked, never to a second lookup
 Refused unless inside one of the allowed networks: every address that is not globally
 routable (:attr:`ipaddress.IPv4Address.is_global`: loopback, RFC 1918 private, link-local,
 carrier-grade NAT, unique-local IPv6, unspecified, reserved, documentation) and every
-multicast address. An IPv4-mapped IPv6 address is judged as its IPv4 address.
+multicast address. An IPv6 address that carries an IPv4 address to a gateway or tunnel
+(IPv4-mapped ``::ffff:a.b.c.d``, IPv4-translated, NAT64 ``64:ff9b::a.b.c.d``, 6to4
+``2002:…``, IPv4-compatible ``::a.b.c.d``) is judged as that IPv4 address, and the local-use
+NAT64 prefix ``64:ff9b:1::/48`` is refused.
 ``LABELQ_HOOK_ALLOW_NETWORKS`` (comma-separated CIDR blocks, e.g. ``10.20.0.0/16`` or
 ``127.0.0.1/32`` for a receiver on the worker's own machine) is read by the edges that
 deliver (``labelq run-worker``'s hooks process, ``labelq hooks test``), never from the API:
@@ -40,9 +43,28 @@ TOTAL_FACTOR = 2.0  # a whole request may take this many times the per-step time
 Address = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]  # noqa: UP007 - (an alias)
 
 
+# IPv6 prefixes whose addresses carry an IPv4 address in their last 32 bits, for a gateway
+# or the host to deliver to (ipaddress' is_global calls every one of them public)
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")  # RFC 6052's well-known prefix
+_TRANSLATED = ipaddress.IPv6Network("::ffff:0:0:0/96")  # RFC 2765 (SIIT)
+_COMPATIBLE = ipaddress.IPv6Network("::/96")  # RFC 4291's deprecated IPv4-compatible
+# RFC 8215's local-use NAT64 prefix: a network's own translator, its IPv4 address anywhere
+# in the 80 bits after the prefix (the length is the network's choice): refused whole
+_NAT64_LOCAL = ipaddress.IPv6Network("64:ff9b:1::/48")
+
+
 def _plain(ip: Address) -> Address:
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+    """The IPv4 address ``ip`` reaches when it carries one — IPv4-mapped, IPv4-translated,
+    NAT64, 6to4 or IPv4-compatible (a NAT64 gateway of an IPv6-only subnet delivers
+    ``64:ff9b::a00:5`` to ``10.0.0.5``) — else ``ip``."""
+    if isinstance(ip, ipaddress.IPv4Address):
+        return ip
+    if ip.ipv4_mapped is not None:
         return ip.ipv4_mapped
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if ip in _NAT64 or ip in _TRANSLATED or (ip in _COMPATIBLE and int(ip) > 1):
+        return ipaddress.IPv4Address(int(ip) & 0xFFFF_FFFF)  # (:: and ::1 are themselves)
     return ip
 
 
@@ -51,6 +73,8 @@ def refusal(ip: Address, allowed: Sequence[Network] = ()) -> str | None:
     ip = _plain(ip)
     if any(ip.version == n.version and ip in n for n in allowed):
         return None
+    if isinstance(ip, ipaddress.IPv6Address) and ip in _NAT64_LOCAL:
+        return "a local-use NAT64 address"
     if ip.is_multicast:
         return "a multicast address"
     if not ip.is_global:
@@ -75,12 +99,14 @@ def resolve(host: str, port: int, allowed: Sequence[Network] = ()) -> list[str]:
     if not addresses:
         raise OSError(f"{host} resolves to no address")
     for a in addresses:
-        why = refusal(ipaddress.ip_address(a), allowed)
+        ip = ipaddress.ip_address(a)
+        why = refusal(ip, allowed)
         if why is not None:
+            plain = _plain(ip)  # (the address the allowed networks are matched with)
             raise PermissionError(
                 f"{host} resolves to {a}, {why}: webhooks go to public addresses only "
-                f"(allow it with LABELQ_HOOK_ALLOW_NETWORKS={a}/"
-                f"{32 if ':' not in a else 128} where the worker runs)")
+                f"(allow it with LABELQ_HOOK_ALLOW_NETWORKS={plain}/{plain.max_prefixlen} "
+                "where the worker runs)")
     return addresses
 
 

@@ -5,6 +5,7 @@ an operator token's choice; the worker sits inside the deployment's network)."""
 from __future__ import annotations
 
 import ipaddress
+import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -31,6 +32,35 @@ def test_addresses_that_are_not_public_are_refused(address, kind):
     assert why is not None and kind in why
 
 
+@pytest.mark.parametrize(("address", "kind"), [
+    # IPv6 addresses that carry an IPv4 address to a gateway or tunnel, which delivers to
+    # it: Python's is_global calls each of these public, whatever the IPv4 address inside
+    ("64:ff9b::7f00:1", "loopback"),  # NAT64 (RFC 6052) of 127.0.0.1
+    ("64:ff9b::a9fe:a9fe", "link-local"),  # NAT64 of the metadata service
+    ("64:ff9b::a00:5", "private"),  # NAT64 of 10.0.0.5: an IPv6-only subnet reaches it
+    ("2002:a00:5::1", "private"),  # 6to4 of 10.0.0.5
+    ("2002:7f00:1::", "loopback"),
+    ("::ffff:0:a00:5", "private"),  # IPv4-translated (SIIT)
+    ("::7f00:1", "loopback"),  # IPv4-compatible (deprecated)
+    ("64:ff9b:1::a00:5", "NAT64"),  # the local-use NAT64 prefix (RFC 8215): any IPv4 inside
+])
+def test_an_ipv4_address_inside_an_ipv6_one_is_judged_as_that_ipv4_address(address, kind):
+    why = refusal(ipaddress.ip_address(address))
+    assert why is not None and kind in why
+
+
+@pytest.mark.parametrize("address", ["64:ff9b::808:808", "2002:808:808::1"])
+def test_a_public_ipv4_address_inside_an_ipv6_one_passes(address):
+    # (an IPv6-only network reaches public IPv4 receivers through NAT64: not refused)
+    assert refusal(ipaddress.ip_address(address)) is None
+
+
+def test_an_allowed_network_judges_the_ipv4_address_inside_an_ipv6_one():
+    allowed = parse_networks("10.20.0.0/16")
+    assert refusal(ipaddress.ip_address("64:ff9b::a14:506"), allowed) is None  # 10.20.5.6
+    assert refusal(ipaddress.ip_address("64:ff9b::a15:1"), allowed) is not None  # 10.21.0.1
+
+
 @pytest.mark.parametrize("address", ["8.8.8.8", "1.1.1.1", "2606:4700:4700::1111",
                                      "::ffff:8.8.8.8"])
 def test_public_addresses_pass(address):
@@ -54,6 +84,18 @@ def test_the_setting_is_checked_and_names_the_bad_entry():
     with pytest.raises(ConfigError) as err:
         load_settings({"LABELQ_HOOK_ALLOW_NETWORKS": "10.0.0.0/8,intranet"})
     assert err.value.variable == "LABELQ_HOOK_ALLOW_NETWORKS" and "'intranet'" in str(err.value)
+
+
+@pytest.mark.parametrize("host", ["::ffff:127.0.0.1", "64:ff9b::7f00:1", "10.0.0.5"])
+def test_the_setting_a_refusal_names_lets_that_address_through(host):
+    # Given a refused address
+    with pytest.raises(PermissionError) as err:
+        resolve(host, 80)
+    # When the deployment sets what the refusal says
+    hint = re.search(r"LABELQ_HOOK_ALLOW_NETWORKS=(\S+)", str(err.value))
+    assert hint is not None, err.value
+    # Then that address passes
+    assert resolve(host, 80, parse_networks(hint.group(1))) == [host]
 
 
 def test_a_name_is_judged_by_every_address_it_resolves_to():
