@@ -48,6 +48,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from sqlalchemy import event as sa_event
 from sqlalchemy import update
@@ -149,6 +150,20 @@ def _post(url: str, body: bytes, headers: dict[str, str], timeout: float,
         return None, f"{type(exc).__name__}: {exc}"[:2000]
 
 
+def _origin(url: str) -> str:
+    """``url`` as a log line shows it: scheme, host and port only. A receiver's URL often
+    is its credential (a chat webhook's path, a token in the query, a user and password),
+    and a worker's log is read by more people than hold the operator token; ``labelq
+    hooks list`` shows the whole URL."""
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname or "", parts.port
+    except ValueError:
+        return "(not a URL)"
+    host = f"[{host}]" if ":" in host else host
+    return f"{parts.scheme}://{host}" + (f":{port}" if port is not None else "") + "/..."
+
+
 def deliver(engine: Engine, event_id: str, *, claim: str | None = None,
             timeout: float = TIMEOUT_S, allowed: Sequence[Network] = ()) -> Attempt | None:
     """Try to deliver event ``event_id`` once (None: no such event pending — delivered
@@ -167,7 +182,7 @@ def deliver(engine: Engine, event_id: str, *, claim: str | None = None,
         if hook is None or project is None:
             return None
         body = body_of(event, project.name)
-        url, attempt, kind = hook.url, event.attempts + 1, event.type
+        url, attempt, kind, name = hook.url, event.attempts + 1, event.type, hook.name
         headers = {"Content-Type": "application/json",
                    "User-Agent": f"labelq-hooks/{__version__}",
                    "X-Labelq-Event": kind, "X-Labelq-Delivery": event.id,
@@ -199,8 +214,8 @@ def deliver(engine: Engine, event_id: str, *, claim: str | None = None,
             s.add(event)
         state = event.state
     if not ok:
-        log.warning("hook event %s (%s) to %s, try %d: %s%s", event_id, kind, url, attempt,
-                    error or f"HTTP {status}",
+        log.warning("hook %r event %s (%s) to %s, try %d: %s%s", name, event_id, kind,
+                    _origin(url), attempt, error or f"HTTP {status}",
                     "; no more tries" if state == "failed" else "")
     return Attempt(event_id, kind, attempt, status, error, took, state)
 

@@ -373,6 +373,25 @@ def test_a_receiver_that_is_down_is_a_logged_error(project):
     assert out.status is None and "Connection" in out.error and out.state == "pending"
 
 
+def test_a_failed_try_is_logged_without_the_credentials_its_url_carries(project, caplog):
+    # Given a hook whose URL carries its receiver's credentials (a chat webhook's path, a
+    # token in the query, a user and password), at a receiver that is down
+    url = "http://bot:pa55word@127.0.0.1:9/services/T0/B0/XOXB-path-secret?token=q-secret"
+    with session_scope(project) as s:
+        add_hook(s, get_project(s, "p"), "chat", url, ["annotator.paused"])
+        set_worker_status(s, "ann", "paused")
+        event_id = s.exec(select(HookEvent)).one().id
+    # When a try fails
+    with caplog.at_level("WARNING", logger="labelq.hooks"):
+        out = deliver(project, event_id, timeout=2.0, allowed=LOOPBACK)
+    assert out.status is None
+    # Then the log names the hook and where it points, and none of the credentials
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert "'chat'" in logged and "127.0.0.1:9" in logged and event_id in logged
+    for secret in ("pa55word", "bot", "XOXB-path-secret", "q-secret"):
+        assert secret not in logged, logged
+
+
 def test_project_delete_removes_its_hooks_and_their_log(project):
     with session_scope(project) as s:
         add_hook(s, get_project(s, "p"), "h", "http://127.0.0.1:9/", ["annotator.paused"])
