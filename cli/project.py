@@ -317,7 +317,8 @@ def show(name: str, database_url: str | None, output: Output) -> None:
 def delete(name: str, yes: bool, database_url: str | None, redis_url: str | None,
            output: Output) -> None:
     """Delete project NAME with its tasks, gold, annotators (their tokens stop working) and
-    labels — export first what you want to keep. Stop its annotators' traffic first."""
+    labels — export first what you want to keep. Stop its annotators' traffic first. Its
+    reviewers no longer review it (one of it alone is removed)."""
     from labelq.record.db import session_scope
     from labelq.record.projects import delete_project, get_project, project_counts
 

@@ -385,7 +385,8 @@ def project_counts(session: Session, project: Project) -> dict[str, int]:
 def delete_project(session: Session, project: Project) -> dict[str, int]:
     """Delete the project and everything it owns from SQL (a model's predictions and
     versions, labels, assignments, gold draws, tasks, pause trails, workers, in that order
-    for the foreign keys) and its saved policy state, in the caller's transaction; returns
+    for the foreign keys), its saved policy state, its hooks, and its name from reviewers'
+    projects (a reviewer of it alone is removed), in the caller's transaction; returns
     what was deleted. Its Redis state is the caller's to drop first."""
     counts = project_counts(session, project)
     from .predictions import delete_all
@@ -397,6 +398,8 @@ def delete_project(session: Session, project: Project) -> dict[str, int]:
     session.exec(delete(SavedState).where(col(SavedState.project_id) == project.id))
     from .hooks import delete_project_hooks
     delete_project_hooks(session, project.id)
+    from .reviewers import forget_project
+    forget_project(session, project.name)  # (reviewers are given projects by name)
     for model in (Label, Assignment, GoldDraw, PendingGoldMark, Task, PauseEvent, Worker):
         session.exec(delete(model).where(col(model.project_id) == project.id))
     session.delete(project)

@@ -105,6 +105,26 @@ def test_who_may_review_what(setup):
             "/review/api/projects/{name}/tasks/{task}/answers"} <= set(paths)
 
 
+def test_a_deleted_projects_reviewers_do_not_review_a_new_project_of_its_name(setup):
+    # Given reviewer expert of p alone (the fixture's) and reviewer both of p and q
+    c, run = setup["client"], setup["run"]
+    both = json.loads(run("reviewers", "add", "both", "--project", "p", "--project", "q",
+                          "-o", "json"))["token"]
+    # When p is deleted and a new project is created under its name
+    run("project", "delete", "p", "--yes")
+    with session_scope(setup["engine"]) as s:
+        create_project(s, "p", "neg,pos")
+    # Then neither reviews the new p: expert, who had p only, went with it (its token
+    # stops, as p's annotators' do; left with no project it would have reviewed every
+    # one), and both keeps q
+    assert c.get("/review/api/me", headers=h(setup["token"])).status_code == 401
+    assert c.get("/review/api/projects/p/queue", headers=h(both)).status_code == 403
+    me = c.get("/review/api/me", headers=h(both)).json()
+    assert [p["name"] for p in me["projects"]] == ["q"]
+    listed = json.loads(run("reviewers", "list", "-o", "json"))
+    assert [(r["name"], r["projects"]) for r in listed] == [("both", ["q"])]
+
+
 def test_queue_answers_and_gold_kinds(setup):
     c, token, eng = setup["client"], h(setup["token"]), setup["engine"]
     audit, suggested = setup["audit"], setup["suggested"]
