@@ -187,3 +187,27 @@ def test_names_given_with_spaces_are_refused_not_stripped(run):
     assert res.exit_code == 3 and "spaces around it" in res.output, res.output
     res = run("workers", "enroll", "p", "alice ")
     assert res.exit_code == 3 and "spaces around it" in res.output, res.output
+
+
+@pytest.mark.parametrize("kind", ["csv", "jsonl"])
+def test_a_long_line_is_refused_in_time_linear_in_its_length(tmp_path, kind):
+    # Given a file whose second line is 64 MiB without a line end (a predictions body may
+    # be 256 MiB: POST /api/v1/projects/NAME/predictions), read a chunk at a time
+    import time
+
+    from labelq.errors import FileFormatError
+    from labelq.record.reading import records
+    path = tmp_path / f"long.{kind}"
+    body = b'{"id": "' + b"x" * (64 << 20) + b'"}\n'
+    path.write_bytes((b"id,text\n" + b"x" * (64 << 20) + b"\n") if kind == "csv" else body)
+    # When it is read
+    start = time.perf_counter()
+    with pytest.raises(FileFormatError) as err:
+        for _ in records(path):
+            pass
+    took = time.perf_counter() - start
+    # Then it is refused (a field over 1 MiB) once, in about the time its bytes take to
+    # decode: adding each chunk to the line so far copied the line once per chunk (quadratic:
+    # 11 s for this JSONL line, 52 s for this CSV one; 256 MiB took minutes per request)
+    assert err.value.context["line"] in (1, 2) and "1048576" in str(err.value), err.value
+    assert took < 4.0, f"{took:.1f} s"
