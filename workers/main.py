@@ -30,6 +30,7 @@ database: ``labelq init``), refuses to start, saying why.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import replace
 from functools import lru_cache
 from typing import Any
@@ -177,6 +178,21 @@ def create_app(redis_url: str | None = None, settings: Settings = SETTINGS,
     return celery
 
 
+def _private(folder: str) -> bool | None:
+    """Whether ``folder`` is a folder (not a link to one) of this user's that no one else
+    may write to; None when it is not there (or on a system without user ids). The beat's
+    schedule file is a shelve, pickles the beat loads: one that another user can replace
+    would run their code as this user."""
+    if not hasattr(os, "getuid"):
+        return None
+    try:
+        st = os.lstat(folder)
+    except OSError:
+        return None
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() \
+        and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
 def beat_schedule_file(redis_url: str, queue: str) -> str:
     """Where the beat keeps its schedule state: a private folder of this user in the
     system's temporary folder (``$TMPDIR/labelq-<uid>/``), one file per broker and queue.
@@ -186,11 +202,10 @@ def beat_schedule_file(redis_url: str, queue: str) -> str:
 
     uid = os.getuid() if hasattr(os, "getuid") else 0
     folder = os.path.join(tempfile.gettempdir(), f"labelq-{uid}")
-    try:  # made by BeatScheduler when a beat starts; someone else's: Celery's default
-        if hasattr(os, "getuid") and os.stat(folder).st_uid != uid:
-            return "celerybeat-schedule"
-    except OSError:
-        pass  # not there yet
+    # made by BeatScheduler when a beat starts; not a private folder of this user's (someone
+    # else's, a link, writable by others): Celery's default
+    if _private(folder) is False:
+        return "celerybeat-schedule"
     tag = hashlib.sha256(f"{redis_url}\n{queue}".encode()).hexdigest()[:16]
     return os.path.join(folder, f"beat-schedule-{tag}")
 
@@ -235,5 +250,9 @@ class BeatScheduler(PersistentScheduler):  # type: ignore[misc]
             try:
                 os.makedirs(folder, mode=0o700, exist_ok=True)
             except OSError:  # not writable: Celery's own default file, in the cwd
+                self.schedule_filename = "celerybeat-schedule"
+            # checked again once it exists: another user may have made it (or a link) since
+            # beat_schedule_file looked, and makedirs takes any folder that is there
+            if _private(folder) is False:
                 self.schedule_filename = "celerybeat-schedule"
         super().setup_schedule()

@@ -71,3 +71,27 @@ def test_sigterm_to_labelq_worker_stops_celery_and_its_pool(redis_url, sqlite_ur
             os.killpg(proc.pid, signal.SIGKILL)
         for pid in _processes_with(queue):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_the_beat_keeps_its_schedule_only_in_a_private_folder_of_its_own(tmp_path,
+                                                                         monkeypatch):
+    # The schedule file is a shelve (pickles, loaded when the beat starts): one that another
+    # user can replace runs their code as this user. Given the system's temporary folder
+    import tempfile
+
+    from workers.main import beat_schedule_file
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    folder = tmp_path / f"labelq-{os.getuid()}"
+    # a private folder of this user's: the file is kept there
+    folder.mkdir(mode=0o700)
+    assert Path(beat_schedule_file("redis://x", "q")).parent == folder
+    # When the folder is one that others may write to, or a link planted where it would
+    # be (to a folder of this user's: os.stat followed it and saw this user's)
+    folder.chmod(0o777)
+    open_to_all = beat_schedule_file("redis://x", "q")
+    folder.chmod(0o700)
+    folder.rename(tmp_path / "elsewhere")
+    folder.symlink_to(tmp_path / "elsewhere")
+    linked = beat_schedule_file("redis://x", "q")
+    # Then neither is used: Celery's own file in the current folder is
+    assert open_to_all == linked == "celerybeat-schedule"
