@@ -7,11 +7,15 @@ record it anyway when the task still takes it (:meth:`labelq.live.submit.Submitt
 _recover`), the id carries what the lease held that SQL cannot give back: the task's
 sequence number and the time the assignment was reserved, after a MAC::
 
-    <MAC, 16 hex>-<task seq, base 36>-<reserved at, Unix ms, base 36>
+    <MAC, 16 hex>-<task seq masked, base 36>-<reserved at, Unix ms, base 36>
 
-(at most 40 characters, the ``Assignment.id`` column). The MAC is HMAC-SHA256, truncated to
-64 bits, over the project, the worker (their seq in it), the task and the time, keyed with
-the database's server secret (:mod:`labelq.record.secret`). So the recovery takes a lease
+(at most 40 characters, the ``Assignment.id`` column). The seq is masked: XORed with 60
+bits of HMAC-SHA256 over the project, the worker and the time, so only the server reads
+it. In clear, it told an annotator a gold question from a task at a glance (gold loaded
+after the tasks is numbered after them), which the API otherwise never shows
+(docs/annotators.md). The MAC is HMAC-SHA256, truncated to 64 bits, over the project, the
+worker (their seq in it), the masked task and the time, keyed with the database's server
+secret (:mod:`labelq.record.secret`). So the recovery takes a lease
 again only for an id this database issued to this worker: a crafted id, or another
 worker's, fails :meth:`IdSigner.issued` (checked in constant time) and is refused
 (:class:`~labelq.errors.AssignmentUnknown`, nothing recorded). The worker is the caller;
@@ -32,6 +36,7 @@ __all__ = ["IdSigner", "parse_assignment_id", "LeaseId"]
 
 _ID = re.compile(r"([0-9a-f]{16})-([0-9a-z]{1,12})-([0-9a-z]{1,10})")
 _DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
+_MASK = (1 << 60) - 1  # a masked seq's bits: at most 12 base-36 digits (36**12 > 2**60)
 
 
 def _b36(n: int) -> str:
@@ -52,7 +57,8 @@ class LeaseId:
 
 
 def parse_assignment_id(aid: str) -> LeaseId | None:
-    """The task and time an id names, or None (an id of an earlier labelq: a bare uuid)."""
+    """The task (masked: :meth:`IdSigner.issued` reads it) and time an id shows, or None
+    (an id of an earlier labelq: a bare uuid)."""
     m = _ID.fullmatch(aid)
     if m is None:
         return None
@@ -75,10 +81,18 @@ class IdSigner:
         h.update(f"{int(project)}:{int(worker)}:{task}:{at}".encode())
         return h.hexdigest()[:16]
 
+    def _pad(self, project: int, worker: int, at: str) -> int:
+        """The mask of the seq of an id of ``project`` and ``worker`` reserved at ``at``
+        (a message of its own: "seq:" never starts a MAC's)."""
+        h = self._mac.copy()
+        h.update(f"seq:{int(project)}:{int(worker)}:{at}".encode())
+        return int.from_bytes(h.digest()[:8], "big") & _MASK
+
     def new(self, project: int, worker: int, task: int, now_ms: int) -> str:
         """The id of ``task`` (its seq) of ``project`` issued to ``worker`` (their seq)
         at ``now_ms``."""
-        t, at = _b36(int(task)), _b36(int(now_ms))
+        at = _b36(int(now_ms))
+        t = _b36(int(task) ^ self._pad(project, worker, at))
         return f"{self._tag(project, worker, t, at)}-{t}-{at}"
 
     def issued(self, aid: str, project: int, worker: int) -> LeaseId | None:
@@ -90,4 +104,5 @@ class IdSigner:
         want = self._tag(project, worker, m.group(2), m.group(3))
         if not hmac.compare_digest(want, m.group(1)):
             return None
-        return LeaseId(int(m.group(2), 36), int(m.group(3), 36))
+        task = int(m.group(2), 36) ^ self._pad(project, worker, m.group(3))
+        return LeaseId(task, int(m.group(3), 36))

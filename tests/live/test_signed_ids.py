@@ -118,11 +118,12 @@ def test_another_annotators_live_id_is_forbidden(r, db_url):
 def test_ids_are_signed_per_database_worker_and_project(r, db_url):
     s, pid = _service(r, db_url, n_tasks=2, workers=2)
     a = s.next_assignment("p-w0")
-    lid = parse_assignment_id(a.assignment_id)
     key = assignment_key(s.engine)
     assert len(key) == 32
     mine = IdSigner(key)
-    assert mine.issued(a.assignment_id, pid, 0) == lid
+    lid = mine.issued(a.assignment_id, pid, 0)
+    assert lid is not None and lid.task == a.task_seq
+    assert lid.reserved_ms == parse_assignment_id(a.assignment_id).reserved_ms
     assert mine.new(pid, 0, lid.task, lid.reserved_ms) == a.assignment_id
     assert mine.issued(a.assignment_id, pid, 1) is None  # another worker
     assert mine.issued(a.assignment_id, pid + 1, 0) is None  # another project
@@ -155,3 +156,23 @@ def test_init_gives_an_older_database_its_secret(tmp_path):
     assert assignment_key(eng) == key
     with eng.connect() as conn:
         assert conn.execute(text("SELECT secret FROM labelq_database")).scalar() == key.hex()
+
+
+def test_an_id_does_not_show_its_tasks_place_so_gold_cannot_be_told(r, db_url):
+    # Given a project whose gold questions come after its tasks (as `labelq gold load`
+    # after `labelq tasks load` numbers them: seqs 6, 7, 8 here)
+    s, pid = _service(r, db_url, n_tasks=6, n_gold=3, workers=1,
+                      gold_schedule="fixed:rate=0.5")
+    signer = IdSigner(assignment_key(s.engine))
+    # When the annotator labels whatever they are given
+    seen: dict[int, str] = {}
+    while (a := s.next_assignment("p-w0")) is not None:
+        seen[a.task_seq] = a.assignment_id
+        s.submit("p-w0", a.assignment_id, "a")
+    assert {6, 7, 8} & set(seen) and set(range(6)) & set(seen), seen  # gold and tasks
+    # Then no id shows its task's number (it told a gold question from a task at a glance,
+    # which the API otherwise hides: docs/annotators.md), and the server still reads it
+    for seq, aid in seen.items():
+        shown = parse_assignment_id(aid)
+        assert shown is not None and shown.task != seq, (seq, aid)
+        assert signer.issued(aid, pid, 0).task == seq
