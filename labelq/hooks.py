@@ -141,13 +141,21 @@ def _post(url: str, body: bytes, headers: dict[str, str], timeout: float,
     try:  # (a URL stored before check_url refused it is a failed try, said as such)
         checked = check_url(url)
     except InputError as exc:
-        return None, exc.message[:2000]
+        return None, _plain_text(exc.message)
     try:
         return post(checked, body, headers, timeout, allowed), None
     except PermissionError as exc:
-        return None, f"refused: {exc}"[:2000]
+        return None, _plain_text(f"refused: {exc}")
     except (OSError, http.client.HTTPException, ValueError) as exc:
-        return None, f"{type(exc).__name__}: {exc}"[:2000]
+        return None, _plain_text(f"{type(exc).__name__}: {exc}")
+
+
+def _plain_text(error: str) -> str:
+    """``error`` (at most 2000 characters) with its control characters written as escapes
+    (``\\x1b``): it may quote what the receiver sent (a garbled status line), and ``labelq
+    hooks deliveries`` and the log print it to a terminal, which would run them."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode()
+                   for c in error)[:2000]
 
 
 def _origin(url: str) -> str:

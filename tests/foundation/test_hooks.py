@@ -392,6 +392,37 @@ def test_a_failed_try_is_logged_without_the_credentials_its_url_carries(project,
         assert secret not in logged, logged
 
 
+def test_a_receivers_garbled_answer_reaches_the_log_without_its_control_characters(project):
+    # Given a receiver that answers a status line with terminal escapes (a title and a
+    # screen clear: what `labelq hooks deliveries` prints would run them in a terminal)
+    import socket
+    import threading
+    srv = socket.create_server(("127.0.0.1", 0))
+
+    def answer() -> None:
+        conn, _ = srv.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 \x1b]0;owned\x07\x1b[2J OK\r\n\r\n")
+    threading.Thread(target=answer, daemon=True).start()
+    with session_scope(project) as s:
+        add_hook(s, get_project(s, "p"), "h", f"http://127.0.0.1:{srv.getsockname()[1]}/",
+                 ["annotator.paused"])
+        set_worker_status(s, "ann", "paused")
+        event_id = s.exec(select(HookEvent)).one().id
+    try:
+        # When it is delivered
+        out = deliver(project, event_id, timeout=5.0, allowed=LOOPBACK)
+    finally:
+        srv.close()
+    # Then the try is a failed one whose error shows the escapes as text, not as themselves
+    assert out.status is None and out.error.startswith("BadStatusLine"), out.error
+    assert "\\x1b]0;owned\\x07" in out.error
+    assert not any(c != " " and not c.isprintable() for c in out.error), out.error
+    with session_scope(project) as s:
+        assert s.exec(select(HookDelivery)).one().error == out.error
+
+
 def test_project_delete_removes_its_hooks_and_their_log(project):
     with session_scope(project) as s:
         add_hook(s, get_project(s, "p"), "h", "http://127.0.0.1:9/", ["annotator.paused"])
