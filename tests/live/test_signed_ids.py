@@ -176,3 +176,26 @@ def test_an_id_does_not_show_its_tasks_place_so_gold_cannot_be_told(r, db_url):
         shown = parse_assignment_id(aid)
         assert shown is not None and shown.task != seq, (seq, aid)
         assert signer.issued(aid, pid, 0).task == seq
+
+
+def test_the_mask_is_a_permutation_that_ids_of_one_instant_do_not_undo():
+    # Given one signer, and ids of several tasks issued to one worker in the same
+    # millisecond (the applier fills an inbox in one go)
+    signer = IdSigner(bytes(range(32)))
+    seqs = [0, 1, 2, 3, 500, 1000, 1001, 2**40 + 7, 2**60 - 1]
+    ids = [signer.new(3, 5, t, 1_700_000_000_000) for t in seqs]
+    # Then the server reads each back, and no two share their masked number
+    assert [signer.issued(a, 3, 5).task for a in ids] == seqs
+    shown = [parse_assignment_id(a).task for a in ids]
+    assert len(set(shown)) == len(seqs)
+    # and the XOR of two masked numbers is not that of their seqs (a pad XORed in would
+    # show it: a gold question's high bits beside a task's)
+    assert all((shown[i] ^ shown[j]) != (seqs[i] ^ seqs[j])
+               for i in range(len(seqs)) for j in range(i + 1, len(seqs)))
+    # and a number too big for any seq is refused even under a good MAC, as is a seq of
+    # 2**60
+    at = ids[0].split("-")[2]
+    big = f"{signer._tag(3, 5, 'zzzzzzzzzzzz', at)}-zzzzzzzzzzzz-{at}"
+    assert signer.issued(big, 3, 5) is None
+    with pytest.raises(ValueError):
+        signer.new(3, 5, 2**60, 1)
