@@ -121,7 +121,7 @@ def answer(body: ReviewIn, request: Request, name: Name = ProjectPath,
                            task=body.task)
     out = mark_gold_live(rt.engine, rt.redis, name, [GoldMark(body.task, body.answer,
                                                               kind=body.kind)],
-                         source=None, wait_s=10.0)
+                         source=f"review {who.name}", wait_s=10.0)
     state: Literal["marked", "queued", "skipped"] = (
         "queued" if out["queued"] else "marked" if out["marked"] else "skipped")
     replaced = [r["queued_answer"] for r in out["replaced"]]

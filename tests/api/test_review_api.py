@@ -202,8 +202,11 @@ def test_an_answer_to_a_task_assigned_right_now_is_queued(setup):
     with session_scope(eng) as s:
         t = s.exec(select(Task).where(Task.external_id == held.task)).one()
         assert not t.is_gold
-        assert s.exec(select(PendingGoldMark.answer, PendingGoldMark.kind)
-                      .where(PendingGoldMark.task_id == t.id)).one() == ("neg", "suggested")
+        # (with who answered: the reviewer's name)
+        assert s.exec(select(PendingGoldMark.answer, PendingGoldMark.kind,
+                             PendingGoldMark.source)
+                      .where(PendingGoldMark.task_id == t.id)).one() == (
+            "neg", "suggested", "review expert")
     q = c.get("/review/api/projects/p/queue", headers=token).json()
     assert held.task not in [x["id"] for x in q["tasks"]]
     # and once the annotator's label is in, the queue is applied: gold of kind suggested
