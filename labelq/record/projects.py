@@ -37,6 +37,7 @@ from .models import (
     PauseEvent,
     PendingGoldMark,
     Project,
+    Reviewer,
     SavedState,
     Task,
     Worker,
@@ -382,6 +383,23 @@ def project_counts(session: Session, project: Project) -> dict[str, int]:
                                 ("assignments", Assignment))}
 
 
+def _forget_reviewers(session: Session, name: str) -> None:
+    """Take project ``name`` (being deleted) off every reviewer's projects, so that a
+    project created later under the name is not theirs; a reviewer left with none is
+    removed, its token stopping as the project's annotators' do (an empty list means
+    every project). Here, not in :mod:`.reviewers`, which imports this module."""
+    for row in session.exec(select(Reviewer)).all():
+        if name not in row.projects:
+            continue
+        left = [p for p in row.projects if p != name]
+        if left:
+            row.projects = left
+            session.add(row)
+        else:
+            session.delete(row)
+    session.flush()
+
+
 def delete_project(session: Session, project: Project) -> dict[str, int]:
     """Delete the project and everything it owns from SQL (a model's predictions and
     versions, labels, assignments, gold draws, tasks, pause trails, workers, in that order
@@ -398,8 +416,7 @@ def delete_project(session: Session, project: Project) -> dict[str, int]:
     session.exec(delete(SavedState).where(col(SavedState.project_id) == project.id))
     from .hooks import delete_project_hooks
     delete_project_hooks(session, project.id)
-    from .reviewers import forget_project
-    forget_project(session, project.name)  # (reviewers are given projects by name)
+    _forget_reviewers(session, project.name)  # (reviewers are given projects by name)
     for model in (Label, Assignment, GoldDraw, PendingGoldMark, Task, PauseEvent, Worker):
         session.exec(delete(model).where(col(model.project_id) == project.id))
     session.delete(project)

@@ -15,7 +15,7 @@ from .models import Reviewer
 from .projects import get_project, hash_token
 
 __all__ = ["add_reviewer", "list_reviewers", "remove_reviewer", "reviewer_by_token",
-           "may_review", "forget_project"]
+           "may_review"]
 
 
 def add_reviewer(session: Session, name: str, projects: list[str] | None = None
@@ -52,26 +52,6 @@ def remove_reviewer(session: Session, name: str) -> None:
         raise NotFound(f"no reviewer {name!r}", reviewer=name)
     session.delete(row)
     session.flush()
-
-
-def forget_project(session: Session, name: str) -> list[str]:
-    """Take project ``name`` (being deleted) off every reviewer's projects, so that a
-    project created later under the name is not theirs; a reviewer left with none is
-    removed, its token stopping as the project's annotators' do (an empty list means
-    every project). Returns the names of the reviewers removed."""
-    removed: list[str] = []
-    for row in session.exec(select(Reviewer)).all():
-        if name not in row.projects:
-            continue
-        left = [p for p in row.projects if p != name]
-        if left:
-            row.projects = left
-            session.add(row)
-        else:
-            removed.append(row.name)
-            session.delete(row)
-    session.flush()
-    return removed
 
 
 def reviewer_by_token(session: Session, token: str) -> Reviewer | None:
