@@ -35,7 +35,7 @@ def test_operator_flow(run, tmp_path):
     assert "3 already present" in run("tasks", "load", "demo", tasks).output
     gold = tmp_path / "gold.jsonl"
     gold.write_text('{"id": "g1", "answer": "1", "text": "sure"}\n')
-    assert "loaded 1 gold" in run("gold", "load", "demo", gold).output
+    assert "loaded 1 gold question into 'demo'" in run("gold", "load", "demo", gold).output
     enrolled = json.loads(run("workers", "enroll", "demo", "alice", "--cost", "0.5",
                               "--capacity", "20", "--output", "json").output)
     assert enrolled["token"] and len(enrolled["token"]) >= 24
