@@ -243,7 +243,10 @@ def emit_record(record: Mapping[str, object], fmt: Output) -> None:
     if fmt == "table":
         width = max(len(k) for k in record)
         for k, v in record.items():
-            click.echo(f"{k.ljust(width)}  {_cell(v)}")
+            # a value of several lines (a project's instructions, an export's report) keeps
+            # to its column, so the next key still starts a line of its own
+            click.echo(f"{k.ljust(width)}  "
+                       + _cell(v).replace("\n", "\n" + " " * (width + 2)))
     elif fmt == "json":
         click.echo(json.dumps(record, indent=2, default=str))
     else:

@@ -163,9 +163,9 @@ def _keys(rd: str, db: str) -> _KeysCheck:
     legacy = counts.get(None, 0)
     parts = [f"this database ({own or 'unknown'}): {counts.get(own, 0) if own else 0} keys"]
     if others:
-        parts.append(f"{len(others)} other database{'s' if len(others) > 1 else ''} share "
+        parts.append(f"{len(others)} other database{'s share' if len(others) > 1 else ' shares'} "
                      "this Redis database (their keys are left alone): "
-                     + ", ".join(f"{d} ({n} keys)" for d, n in others)
+                     + ", ".join(f"{d} ({n} key{'' if n == 1 else 's'})" for d, n in others)
                      + "; each database's workers serve its own queue (LABELQ_CELERY_QUEUE unset)")
     if legacy:
         parts.append(f"{legacy} keys of an earlier labelq (no database id: lq:P:...; "

@@ -279,7 +279,7 @@ def _demo(out: Path, temporary: bool, *, n_tasks: int, n_gold: int, n_workers: i
 
     from labelq.errors import BudgetExhausted, Forbidden
     from labelq.live.rebuild import delete_hot
-    from labelq.live.redis.keys import Keys
+    from labelq.live.redis.keys import Keys, home_key, replication_key
     from labelq.record.db import session_scope
     from labelq.record.models import Label, Worker
     from labelq.record.settings import Settings
@@ -382,6 +382,12 @@ def _demo(out: Path, temporary: bool, *, n_tasks: int, n_gold: int, n_workers: i
         if server is None:
             delete_hot(client, k)
             client.delete(k.apply_lock, k.projects, queue)
+            if temporary:
+                # the database is deleted with its folder: its identity's home (which
+                # `labelq check` would count as another database sharing this Redis) and
+                # the bindings of its queue go with it
+                client.delete(home_key(k.database), replication_key(k.database),
+                              f"_kombu.binding.{queue}", f"_kombu.binding_permanent.{queue}")
         else:
             server.shutdown()
 

@@ -89,7 +89,9 @@ def _load(name: str, file: str, fmt: FileFormat | None, database_url: str | None
         return
     skipped = (f"; {result.skipped_existing} already present, skipped"
                if result.skipped_existing else "")
-    click.echo(f"loaded {result.inserted} {what} into {name!r}{skipped}")
+    one = "gold question" if gold else "task"
+    click.echo(f"loaded {result.inserted} {one if result.inserted == 1 else what} into "
+               f"{name!r}{skipped}")
 
 
 @click.group()

@@ -29,7 +29,7 @@ import json
 import os
 import secrets
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any, cast
 
@@ -202,7 +202,9 @@ def write_rows(rows: Iterable[dict[str, Any]], out: IO[str], fmt: str, *,
                columns: list[str] | None = None, schema: PayloadSchema | None = None,
                progress: Callable[[int], None] | None = None, every: int = 5000) -> int:
     """Write dict rows as CSV (header from ``columns`` or the first row, then ``schema``'s
-    payload columns; ``labels`` left out) or JSON lines (every key as it is);
+    payload columns; ``payload`` and ``labels`` left out unless ``columns`` names them: an
+    export's are nested, a gold suggestion's ``labels`` is a cell) or JSON lines (every
+    key as it is);
     ``progress(n)`` every ``every`` rows. Returns the number of rows."""
     if fmt not in ("csv", "jsonl"):
         raise InputError(f"write_rows writes csv or jsonl, not {fmt!r}", field="format")
@@ -215,7 +217,7 @@ def write_rows(rows: Iterable[dict[str, Any]], out: IO[str], fmt: str, *,
                 head = columns or [k for k in row if k not in ("payload", "labels")]
                 writer = csv.DictWriter(out, fieldnames=head + extra)
                 writer.writeheader()
-            writer.writerow(_flat(row, schema))
+            writer.writerow(_flat(row, schema, keep=columns or ()))
         else:
             out.write(json.dumps(row) + "\n")
         n += 1
@@ -226,8 +228,9 @@ def write_rows(rows: Iterable[dict[str, Any]], out: IO[str], fmt: str, *,
     return n
 
 
-def _flat(row: dict[str, Any], schema: PayloadSchema | None) -> dict[str, Any]:
-    flat = {k: v for k, v in row.items() if k not in ("payload", "labels")}
+def _flat(row: dict[str, Any], schema: PayloadSchema | None,
+          keep: Collection[str] = ()) -> dict[str, Any]:
+    flat = {k: v for k, v in row.items() if k in keep or k not in ("payload", "labels")}
     if schema is not None:
         for key, value in (row.get("payload") or {}).items():
             flat[PAYLOAD_PREFIX + key] = schema.cell(key, value)

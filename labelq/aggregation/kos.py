@@ -62,7 +62,9 @@ class KOS(BaseAggregator):
             div_y = np.maximum(np.bincount(w, minlength=d.n_workers)[w] - 1, 1)
         else:
             div_x = div_y = 1.0
-        for _ in range(self.n_iter):
+        # (no label at all, e.g. a project before its first: no message to pass, and the
+        # mean of none would be a NaN with a RuntimeWarning; every score stays 0)
+        for _ in range(self.n_iter if t.size else 0):
             ay = A * y_msg
             x_msg = (np.bincount(t, ay, minlength=d.n_tasks)[t] - ay) / div_x
             x_msg /= max(np.sqrt(np.mean(x_msg ** 2)), 1e-300)

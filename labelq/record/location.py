@@ -75,30 +75,41 @@ def refuse_memory(location: Location) -> None:
                           database=location.shown)
 
 
-# the first 16 bytes of every SQLite database file
-SQLITE_HEADER = b"SQLite format 3\x00"
+# the smallest page of SQLite: a database file with anything in it holds one page at least
+_SQLITE_MIN_PAGE = 512
 # the tables that make a SQLite database labelq's (an earlier labelq's has no identity)
 _LABELQ_TABLES = ("labelq_database", "project")
 
 
 def sqlite_file_kind(file: str | Path) -> str:
-    """What a SQLite URL's file is, found without writing a byte to it (its header read,
-    then its table names through a read-only connection): ``"missing"``, ``"empty"`` (no
-    bytes: SQLite makes it a database), ``"labelq"``, ``"other"`` (a SQLite database
-    without labelq's tables) or ``"not-sqlite"``."""
+    """What a SQLite URL's file is, found without writing a byte to it (its size, then its
+    table names through a read-only connection, which SQLite refuses for a file without
+    its header; a file shorter than SQLite's smallest page is none of its): ``"missing"``, ``"empty"`` (no bytes: SQLite makes it a database),
+    ``"labelq"``, ``"other"`` (a SQLite database without labelq's tables) or
+    ``"not-sqlite"``.
+
+    The file is never opened but by SQLite: SQLite's locks are POSIX locks, which a
+    process loses on *every* descriptor of the file when it closes *any* one of them.
+    This runs again in processes that already hold connections to the file (``labelq
+    serve`` opened the database, then the API did; a Celery task opens it per task): a
+    plain ``open``/``close`` of the header dropped their locks, the next command to close
+    its connection took the file as unused, checkpointed and deleted the write-ahead log
+    under them, and the API went on reading the deleted log: tokens enrolled after
+    ``labelq serve`` started answered "unknown token", its own writes unseen by others.
+    SQLite's own read-only connection keeps the process's locks (it defers closing a
+    descriptor while another connection of the process holds a lock)."""
     import sqlite3
 
     path = Path(file)
-    if not path.exists():
-        return "missing"
     try:
-        with path.open("rb") as f:
-            head = f.read(len(SQLITE_HEADER))
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return "missing"
     except OSError:
         return "not-sqlite"
-    if not head:
+    if size == 0:
         return "empty"
-    if head != SQLITE_HEADER:
+    if size < _SQLITE_MIN_PAGE:  # (SQLite reads a few stray bytes as an empty database)
         return "not-sqlite"
     try:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)

@@ -1,6 +1,8 @@
 """Sparse crowds: one or two labels per task, one-label workers, many classes. The
 Dawid-Skene family must not collapse, and ``auto`` must not fall below majority vote."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -14,6 +16,7 @@ from labelq.aggregation import (
     evidence,
 )
 from labelq.aggregation.base import check_labels
+from labelq.aggregation.registry import AGGREGATORS, get_aggregator
 from labelq.errors import InputError
 
 
@@ -371,3 +374,18 @@ def test_auto_per_category_weights_on_athlete_at_three_labels(shared_datasets):
     mv = MajorityVote().fit(task, worker, label, n_tasks=d.n_tasks)
     assert res.method_ == "wmv" and "category" in res.reason_
     assert acc(res) >= acc(mv) - 0.005 > acc(Five().fit(task, worker, label, **kw))
+
+
+@pytest.mark.parametrize("name", sorted(AGGREGATORS))
+def test_no_label_at_all_gives_every_task_an_answer_without_warnings(name):
+    # Given a project with tasks and annotators but no label yet (an export before the
+    # first label: `labelq export NAME --method kos` printed numpy's RuntimeWarnings)
+    none = np.array([], dtype=np.int64)
+    # When each method fits it, with warnings as errors
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fitted = get_aggregator(name).fit(none, none, none, n_tasks=3, n_workers=2,
+                                          n_classes=2)
+    # Then every task has a label and probabilities that sum to one
+    assert fitted.labels_.shape == (3,)
+    assert np.allclose(fitted.probas_.sum(axis=1), 1.0)

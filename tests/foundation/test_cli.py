@@ -35,7 +35,7 @@ def test_operator_flow(run, tmp_path):
     assert "3 already present" in run("tasks", "load", "demo", tasks).output
     gold = tmp_path / "gold.jsonl"
     gold.write_text('{"id": "g1", "answer": "1", "text": "sure"}\n')
-    assert "loaded 1 gold" in run("gold", "load", "demo", gold).output
+    assert "loaded 1 gold question into 'demo'" in run("gold", "load", "demo", gold).output
     enrolled = json.loads(run("workers", "enroll", "demo", "alice", "--cost", "0.5",
                               "--capacity", "20", "--output", "json").output)
     assert enrolled["token"] and len(enrolled["token"]) >= 24
@@ -212,3 +212,20 @@ def test_csv_with_an_unterminated_quote_exits_3_and_loads_nothing(run, tmp_path)
     assert res.exit_code == 3, res.output
     assert f"{path}, line 3: unterminated quote" in res.output
     assert json.loads(run("status", "p", "-o", "json").output)["tasks"]["unlabeled"] == 0
+
+
+def test_a_value_of_several_lines_keeps_to_its_column(run, tmp_path):
+    # Given a project whose instructions run over several lines
+    run("init")
+    guide = tmp_path / "guide.md"
+    guide.write_text("# Guide\nLabel the sentiment.\n")
+    run("project", "create", "p", "--labels", "a,b", "--instructions", guide)
+    # When project show prints it as `key  value` lines
+    lines = run("project", "show", "p").output.splitlines()
+    # Then the instructions' second line is indented under the values, not taken for a key
+    at = next(i for i, line in enumerate(lines) if line.startswith("instructions"))
+    column = lines[at].index("# Guide")
+    assert lines[at + 1] == " " * column + "Label the sentiment."
+    assert [line.split()[0] for line in lines if not line.startswith(" ")] == [
+        "name", "labels", "label_names", "instructions", "policy", "budget", "max_labels",
+        "aggregation", "gold_schedule", "quality", "show_suggestions", "created"]

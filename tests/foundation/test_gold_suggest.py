@@ -86,6 +86,11 @@ def test_suggest_fill_mark_round_trip(project_db, tmp_path):
     assert all(r["current_method"] == "ds" and r["current"] in ("neg", "pos") for r in js)
     assert [r["payload"] for r in js] == [{"text": "x" + r["id"][1:]} for r in js]
     assert all(set(r["candidates"].split(",")) <= {"neg", "pos"} for r in rows)
+    # the labels given, as `label:count` (every one of the task's labels counted)
+    assert all(r["labels"] for r in rows), rows
+    given = [dict(cell.split(":") for cell in r["labels"].split(",")) for r in rows]
+    assert all(set(g) <= {"neg", "pos"} for g in given)
+    assert [sum(map(int, g.values())) for g in given] == [int(r["n_labels"]) for r in rows]
     assert all(r["reason"] for r in rows)
     scores = [float(r["score"]) for r in rows]
     assert all(s > 0 for s in scores)

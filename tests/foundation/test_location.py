@@ -6,15 +6,19 @@ errors name the database they looked in (password masked)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from sqlalchemy import text
 
 from cli.main import cli
 from labelq.errors import ServiceUnavailable
 from labelq.record.db import database_id, engine_for, init_schema, masked_url
-from labelq.record.location import locate, per_user_url
+from labelq.record.location import locate, open_database, per_user_url
 from labelq.record.settings import Settings
 
 
@@ -168,3 +172,43 @@ def test_the_api_does_not_create_a_database(tmp_path, redis_url):
     with pytest.raises(ServiceUnavailable, match="labelq init"):
         create_app(Settings(database_url=url, redis_url=redis_url))
     assert not (tmp_path / "missing.db").exists()
+
+
+def _other_process(db: Path, code: str) -> subprocess.Popen:
+    """Another process on the SQLite file ``db`` (``conn`` open), running ``code``."""
+    return subprocess.Popen([sys.executable, "-c", "import sqlite3, time\n"
+                             f"conn = sqlite3.connect({str(db)!r})\n{code}"])
+
+
+def test_opening_the_database_again_keeps_this_process_s_sqlite_locks(tmp_path):
+    # labelq serve opens the database, then the API opens it again (and a Celery worker
+    # per task): the check of the file must not drop the locks SQLite holds on it
+    # Given a labelq database this process holds a connection to (and has written to)
+    db = tmp_path / "labelq.db"
+    url = f"sqlite:///{db}"
+    subprocess.run([sys.executable, "-c", "from labelq.record.db import engine_for, "
+                    f"init_schema; init_schema(engine_for({url!r}))"], check=True)
+    location = locate(url)
+    eng = open_database(location)
+    with eng.begin() as conn:
+        conn.execute(text("CREATE TABLE marker (x INTEGER)"))
+        conn.execute(text("INSERT INTO marker VALUES (1)"))
+    # When it opens the database again, and then other processes write: one alone (its
+    # last close would delete the write-ahead log, were this process's locks gone), then
+    # one while a third holds the file open (its log stays)
+    open_database(location)
+    assert _other_process(db, "conn.execute('INSERT INTO marker VALUES (2)'); "
+                              "conn.commit(); conn.close()").wait(30) == 0
+    holder = _other_process(db, "conn.execute('SELECT 1 FROM marker').fetchall(); "
+                                "time.sleep(60)")
+    try:
+        time.sleep(1)  # (the holder connected)
+        assert _other_process(db, "conn.execute('INSERT INTO marker VALUES (3)'); "
+                                  "conn.commit(); conn.close()").wait(30) == 0
+        # Then this process sees every row written: it reads the log the others write
+        with eng.connect() as conn:
+            assert conn.execute(text("SELECT count(*) FROM marker")).scalar() == 3
+    finally:
+        holder.kill()
+        holder.wait()
+        eng.dispose()

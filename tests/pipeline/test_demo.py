@@ -91,6 +91,16 @@ def test_demo_keeps_no_temporary_folder_unless_asked(redis_url, tmp_path):
     out = run_demo({"LABELQ_REDIS_URL": redis_url, "TMPDIR": str(tmp)}, tmp_path, where=())
     assert list(tmp.iterdir()) == [], out
     assert "run with --keep or --out DIR" in out and "Tasks labelled" in out
+    # and its keys with it: no home of the deleted database (which `labelq check` of the
+    # operator's next database on this Redis counted as another database sharing it), no
+    # bindings of its Celery queue
+    import redis
+    client = redis.Redis.from_url(redis_url)
+    try:
+        left = sorted(k.decode() for k in client.scan_iter(count=1000))
+    finally:
+        client.close()
+    assert [k for k in left if k.startswith("lq:") or "labelq-demo" in k] == [], left
 
 
 @pytest.mark.timeout(300)
