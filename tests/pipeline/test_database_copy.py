@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 
 import numpy as np
 import pytest
@@ -148,6 +149,12 @@ def test_a_moved_database_is_told_and_claims_its_home(r, tmp_path, redis_url):
     eng, pid = make_project(f"sqlite:///{old}", n_tasks=4, workers=1)
     Service(eng, r, settings=Settings(database_url=f"sqlite:///{old}")).next_assignment("p-w0")
     uid = database_id(eng)
+    # (the first request's rebuild streams the rest and saves its state in a thread of its
+    # own: a move is made with the file closed, so the thread ends first; else the file
+    # went without the pages its open write-ahead log still held, on a loaded machine)
+    for t in threading.enumerate():
+        if t.name.startswith("labelq-backfill-"):
+            t.join(60)
     eng.dispose()
     new = tmp_path / "moved" / "new.db"
     new.parent.mkdir()
