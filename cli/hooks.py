@@ -47,9 +47,11 @@ def add(name: str, url: str, events: tuple[str, ...], budget_below: float | None
         if hook_name is None:
             hook_name = default_name(s, project, url)
         hook, secret = add_hook(s, project, hook_name, url, kinds, budget_below)
-        emit_record({"project": name, "name": hook.name, "url": hook.url,
-                     "events": hook.events, "budget_below": hook.budget_below,
-                     "secret": secret}, output)
+        record = {"project": name, "name": hook.name, "url": hook.url,
+                  "events": hook.events, "budget_below": hook.budget_below, "secret": secret}
+    # shown once the hook is committed: a secret printed before a failed commit named a
+    # hook that was never saved
+    emit_record(record, output)
     if output == "table":
         click.echo("(the secret is shown only now: the receiver checks X-Labelq-Signature "
                    "with it; docs/hooks.md)", err=True)

@@ -639,3 +639,23 @@ def test_a_command_run_in_this_process_leaves_no_delivery_sender_on(db_url, proj
     assert _cli(db_url, "workers", "pause", "ann").exit_code == 0
     assert _cli(db_url, "export", "p", "--out", "-").exit_code == 0
     assert hooks_module._sender is None
+
+
+def test_cli_add_shows_the_secret_only_once_the_hook_is_saved(db_url, project, monkeypatch):
+    # Given a database whose commit fails (a lock held too long, a connection lost)
+    from sqlalchemy.exc import OperationalError
+    from sqlmodel import Session
+
+    def fail(self):
+        raise OperationalError("COMMIT", {}, Exception("database is locked"))
+
+    monkeypatch.setattr(Session, "commit", fail)
+    # When a hook is added
+    res = _cli(db_url, "hooks", "add", "p", "https://example.com/in", "--events", "all",
+               "-o", "json")
+    # Then the command fails and shows no secret (it would name a hook never saved)
+    monkeypatch.undo()
+    assert res.exit_code != 0
+    assert '"secret"' not in res.output and "shown only now" not in res.output
+    with session_scope(project) as s:
+        assert s.exec(select(Hook)).all() == []
