@@ -27,6 +27,7 @@ class _ServerOptions(TypedDict):
     proxy_headers: bool
     server_header: bool
     timeout_graceful_shutdown: int
+    timeout_keep_alive: int
     access_log: bool
 
 
@@ -41,9 +42,15 @@ class _ServerOptions(TypedDict):
               envvar="LABELQ_API_WORKERS",
               help="API processes sharing the port; about one per core, since each spends "
                    "about half a millisecond of CPU per label (docs/benchmarks.md) [env: LABELQ_API_WORKERS].")
+@click.option("--keep-alive", type=click.IntRange(1, 3600), default=5, show_default=True,
+              envvar="LABELQ_KEEP_ALIVE", metavar="SECONDS",
+              help="Close a client's idle connection after this many seconds. Behind a load "
+                   "balancer, set it above the balancer's idle timeout (AWS ALB: 60 s): a "
+                   "connection closed here as the balancer reuses it is a 502 there "
+                   "[env: LABELQ_KEEP_ALIVE].")
 @DB_OPTION
 @REDIS_OPTION
-def serve(host: str, port: int, log_level: LogLevel, workers: int,
+def serve(host: str, port: int, log_level: LogLevel, workers: int, keep_alive: int = 5,
           database_url: str | None = None, redis_url: str | None = None) -> None:
     """Serve the annotator and operator API, the labeling page at /label and the
     operator's dashboard at /dashboard.
@@ -76,6 +83,7 @@ def serve(host: str, port: int, log_level: LogLevel, workers: int,
     # not format one per request (about 2 % of a busy API process's CPU)
     opts = _ServerOptions(host=host, port=port, log_level=log_level, proxy_headers=False,
                           server_header=False, timeout_graceful_shutdown=10,
+                          timeout_keep_alive=keep_alive,
                           access_log=log_level in ("info", "debug"))
     if workers > 1:  # each process builds its own app (engine, Redis, service)
         uvicorn.run("cli.serve:app_from_env", factory=True, workers=workers, **opts)
