@@ -29,6 +29,8 @@ expired): :func:`apply_queued_marks`, run by the Celery worker after each applie
 ``gold_queued`` says there is a queue) and by the beat's upkeep of every project (from SQL,
 so a flushed Redis loses nothing), marks the queued tasks that have no live lease through
 the same steps, deleting their rows in the marking transaction: each applied exactly once.
+A queued row keeps the mark's ``source`` (the file, ``cli``, ``review NAME``), which becomes
+the task's ``gold_source`` when it is applied, however much later.
 """
 
 from __future__ import annotations

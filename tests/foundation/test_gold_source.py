@@ -1,7 +1,8 @@
 """Where a gold answer came from (``Task.gold_source``, docs/gold.md): ``labelq gold load``
 and ``gold mark --file`` record the file as given, ``gold mark TASK ANSWER`` ``cli``,
-``gold correct`` ``correct cli``; ``labelq tasks show`` and ``tasks list`` show it. Through
-Click, on a SQLite file and on PostgreSQL, with a real Redis. (The review page's answers,
+``gold correct`` ``correct cli``; ``labelq tasks show``, ``tasks list`` and the operator
+API's task view show it. Through Click, on a SQLite file and on PostgreSQL, with a real
+Redis. (The review page's answers,
 marked at once and queued: tests/api/test_review_api.py; a queued file mark applied later:
 tests/pipeline/test_gold_mark.py; an upgraded older database: test_gold_kinds.py.)"""
 
@@ -33,8 +34,8 @@ def run(db_url, redis_url):
     return invoke
 
 
-def test_each_way_of_giving_a_gold_answer_records_its_source(run, db_url, tmp_path,
-                                                            monkeypatch):
+def test_each_way_of_giving_a_gold_answer_records_its_source(run, db_url, redis_url,
+                                                            tmp_path, monkeypatch):
     # Given project p with four loaded tasks, run from the folder of the files (so that
     # a file is named as an operator types it: relative, not resolved)
     monkeypatch.chdir(tmp_path)
@@ -65,6 +66,17 @@ def test_each_way_of_giving_a_gold_answer_records_its_source(run, db_url, tmp_pa
     assert table[0].split()[6] == "gold_source"
     assert [line.split()[6] for line in table[2:]] == [
         "expert/marks.csv", "cli", "gold.csv", "correct"]  # ("correct cli": two words)
+    # and the operator API's task view (as tasks show) has it too
+    from fastapi.testclient import TestClient
+
+    from labelq.api import create_app
+    from labelq.record.settings import Settings
+    app = create_app(Settings(database_url=db_url, redis_url=redis_url,
+                              operator_token="op-token-gold-source"))
+    got = TestClient(app).get("/api/v1/projects/p/task", params={"id": "g1"},
+                              headers={"Authorization": "Bearer op-token-gold-source"})
+    assert got.status_code == 200, got.text
+    assert got.json()["gold_source"] == "correct cli"
     # When the same answer is marked again from another file
     (tmp_path / "again.csv").write_text("id,answer\nt0,b\n")
     assert "1 already gold with that answer, skipped" in run(
