@@ -181,7 +181,8 @@ def _setup(db_url: str, *, n_tasks: int, n_gold: int, n_workers: int, n_categori
             {"project_id": pid, "seq": i, "external_id": f"{'g' if i >= n_tasks else 't'}{i}",
              "category": f"c{cats[i]}", "payload": {"text": f"item {i}"},
              "is_gold": i >= n_tasks, "gold_answer": labels[truth[i]] if i >= n_tasks else None,
-             "gold_kind": "loaded" if i >= n_tasks else None}
+             "gold_kind": "loaded" if i >= n_tasks else None,
+             "gold_source": "demo" if i >= n_tasks else None}
             for i in range(n_tasks + n_gold)])
         for j in range(n_workers):
             enroll_worker(s, p, f"demo-{uuid.uuid4().hex[:6]}-{j}")

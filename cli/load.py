@@ -119,7 +119,8 @@ def tasks_load(name: str, file: str, fmt: FileFormat | None, database_url: str |
 @OUTPUT_OPTION
 def tasks_show(name: str, task_id: str, database_url: str | None, output: Output) -> None:
     """Show task TASK_ID of project NAME (gold questions too): category, payload, gold
-    answer, and every label with its worker, time and assignment."""
+    answer, its kind and source (the file, cli, review NAME, correct cli), and every label
+    with its worker, time and assignment."""
     from labelq.record.db import session_scope
     from labelq.record.projects import get_project
     from labelq.reporting import task_detail
@@ -153,9 +154,10 @@ def tasks_show(name: str, task_id: str, database_url: str | None, output: Output
 def tasks_list(name: str, state: str | None, category: str | None, limit: int | None,
                database_url: str | None, output: Output) -> None:
     """List the tasks of project NAME (gold questions too), in load order: id, category,
-    state, labels, the gold answer and kind of a gold question, payload. Rows are printed
-    as they are read (a project of any size lists in constant memory); -o json prints a
-    JSON array, -o csv a header then rows; the table's payload is cut at 60 characters."""
+    state, labels, the gold answer, kind and source (the file, cli, review NAME, correct
+    cli) of a gold question, payload. Rows are printed as they are read (a project of any
+    size lists in constant memory); -o json prints a JSON array, -o csv a header then
+    rows; the table's payload is cut at 60 characters, a source to its last 24."""
     from labelq.record.db import session_scope
     from labelq.record.projects import get_project
     from labelq.record.tasklist import TASK_COLUMNS, iter_tasks
@@ -202,6 +204,9 @@ def _stream(rows: Iterator[dict[str, Any]], fmt: Output, columns: list[str]) -> 
         if "payload" in columns:
             i = columns.index("payload")
             out[i] = out[i] if len(out[i]) <= 60 else out[i][:59] + "…"
+        if "gold_source" in columns:  # a file's path: its end (the name) says most
+            i = columns.index("gold_source")
+            out[i] = out[i] if len(out[i]) <= 24 else "…" + out[i][-23:]
         return out
 
     head: list[list[str]] = []
@@ -278,7 +283,7 @@ def gold_correct(name: str, task_id: str, answer: str, database_url: str | None,
 
     with session_scope(engine(database_url)) as s:
         project = get_project(s, name)
-        out = correct_gold(s, project, task_id, answer)
+        out = correct_gold(s, project, task_id, answer, source="cli")
         pid = stored_id(project)
         paused = dict(s.exec(select(Worker.seq, Worker.handle).where(
             Worker.project_id == pid, Worker.status == "paused")).all())
@@ -360,7 +365,8 @@ def gold_mark(name: str, task_id: str | None, answer: str | None, file: str | No
     if redis is not None:  # (a copy of the database is refused: labelq.live.home)
         from labelq.live.home import claim_home
         claim_home(eng, redis)
-    out = mark_gold_live(eng, redis, name, marks, source=file, kind=kind)
+    # the answers' gold_source: the file as given, or ``cli`` for TASK_ID ANSWER
+    out = mark_gold_live(eng, redis, name, marks, source=file or "cli", kind=kind)
     if output != "table":
         emit_record(out, output)
         return

@@ -323,8 +323,9 @@ def iter_raw_labels(session: Session, project: Project, batch: int = 5000
 
 
 def task_detail(session: Session, project: Project, external_id: str) -> dict[str, Any]:
-    """One task as the operator audits it: category, payload, gold answer, and every label
-    with its worker, time and assignment."""
+    """One task as the operator audits it: category, payload, gold answer (its kind, and
+    ``gold_source``: where it came from, None if unknown), and every label with its
+    worker, time and assignment."""
     task = get_task(session, project, external_id)
     rows = session.connection().execute(
         sa_select(col(Worker.handle), col(Label.value), col(Label.received),
@@ -334,7 +335,9 @@ def task_detail(session: Session, project: Project, external_id: str) -> dict[st
     marked = as_utc(task.marked).isoformat() if task.marked is not None else None
     return {"task": task.external_id, "category": task.category, "gold": task.is_gold,
             "gold_answer": task.gold_answer, "marked": marked,
-            "gold_kind": _kind(task), "payload": task.payload,
+            "gold_kind": _kind(task),
+            "gold_source": task.gold_source if task.is_gold else None,
+            "payload": task.payload,
             "labels": [{"worker": h, "label": v, "received": t.isoformat(), "assignment": a}
                        for h, v, t, a in rows]}
 

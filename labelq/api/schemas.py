@@ -179,6 +179,11 @@ class TaskDetailOut(_Out):
     gold_kind: str | None = Field(
         default=None, description="a gold question's kind: loaded or audit (a random "
                                   "sample: scores annotators), suggested or reviewed (chosen)")
+    gold_source: str | None = Field(
+        default=None, description="where a gold answer came from: the file loaded or marked "
+                                  "from, 'cli', 'review NAME' (the review page's reviewer), "
+                                  "'correct cli' (labelq gold correct); null if unknown "
+                                  "(written before labelq recorded it)")
     payload: dict[str, Any]
     labels: list[TaskLabel]
 

@@ -29,6 +29,8 @@ expired): :func:`apply_queued_marks`, run by the Celery worker after each applie
 ``gold_queued`` says there is a queue) and by the beat's upkeep of every project (from SQL,
 so a flushed Redis loses nothing), marks the queued tasks that have no live lease through
 the same steps, deleting their rows in the marking transaction: each applied exactly once.
+A queued row keeps the mark's ``source`` (the file, ``cli``, ``review NAME``), which becomes
+the task's ``gold_source`` when it is applied, however much later.
 """
 
 from __future__ import annotations
@@ -188,9 +190,10 @@ def _queue(session: Any, project: Any, deferred: list[tuple[GoldMark, int]],
     for m, tid in deferred:
         row = have.get(tid)
         if row is None:
+            src = m.source or (None if source is None else str(source))
             session.add(PendingGoldMark(project_id=int(project.id or 0), task_id=tid,
                                         answer=m.answer, kind=m.kind,
-                                        source=None if source is None else str(source)[:500]))
+                                        source=None if src is None else src[:500]))
         elif row.answer != m.answer:
             message = (f"task {m.task!r} is queued already with answer {row.answer!r} (it is "
                        "assigned right now, and is marked when its assignment ends); once "
@@ -271,7 +274,8 @@ def apply_queued_marks(engine: Engine, redis: Any, project_id: int, *,
     if not free:
         redis.set(k.gold_queued, 1)  # (lost with a flushed Redis: the beat looks in SQL)
         return {"applied": [], "waiting": len(rows)}
-    marks = [GoldMark(t.external_id, p.answer, kind=p.kind) for p, t in free]
+    # each keeps its queue row's source (the file, ``review NAME``): the task's gold_source
+    marks = [GoldMark(t.external_id, p.answer, kind=p.kind, source=p.source) for p, t in free]
     try:
         out = mark_gold_live(engine, redis, name, marks, wait_s=wait_s)
     except Conflict:  # the lock is busy: the next run tries again

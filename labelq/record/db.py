@@ -38,7 +38,7 @@ __all__ = ["get_engine", "init_schema", "session_scope", "engine_for", "ADDED_CO
 ADDED_COLUMNS: dict[str, tuple[str, ...]] = {
     "project": ("instructions", "label_names", "show_suggestions"),
     "label": ("suggested",),
-    "task": ("marked", "gold_kind"),
+    "task": ("marked", "gold_kind", "gold_source"),
     "status_tally": ("version",),
     "labelq_database": ("nonce", "secret"),
     "worker": ("preferred",),

@@ -115,17 +115,22 @@ class _BulkWriter:
     — :meth:`pause` ends it before another statement on the connection."""
 
     def __init__(self, conn: Connection, project_id: int, gold: bool,
-                 created: object) -> None:
+                 created: object, source: str | None = None) -> None:
         self.conn = conn
         self.project_id, self.gold, self.created = project_id, gold, created
         # COPY's text format: the columns before seq, between payload and the answer, after
-        # (gold loaded as gold is of kind ``loaded``: a sample served on the schedule)
+        # (gold loaded as gold is of kind ``loaded``: a sample served on the schedule; its
+        # ``gold_source`` the file, ``source``)
         self.kind = "loaded" if gold else None
+        self.source = source if gold else None
         self._copy_parts = (f"{project_id}\t", f"\t{'t' if gold else 'f'}\t",
-                            f"\t{created}\t{self.kind or _NULL}\n")
+                            f"\t{created}\t{self.kind or _NULL}\t"
+                            f"{_NULL if self.source is None else _copy_field(self.source)}\n")
         # SQLite: the creation time as an SQL literal (the adapter made it text)
         self._sqlite_created = ("'" + created.replace("'", "''") + "'"
                                 if isinstance(created, str) else None)
+        self._sqlite_source = ("NULL" if self.source is None
+                               else "'" + self.source.replace("'", "''") + "'")
         self.dialect = conn.dialect
         dbapi = conn.connection.driver_connection
         if dbapi is None:  # pragma: no cover - a connection in use has its driver's
@@ -142,7 +147,7 @@ class _BulkWriter:
             created = self._sqlite_created
             sql = (f"INSERT INTO task ({', '.join(COLUMNS)}) VALUES ({self.project_id}, "
                    f"?, ?, ?, ?, {int(self.gold)}, ?, {created or '?'}, "
-                   f"{repr(self.kind) if self.kind else 'NULL'})")
+                   f"{repr(self.kind) if self.kind else 'NULL'}, {self._sqlite_source})")
             cur = self.dbapi.cursor()
             try:
                 cur.executemany(sql, rows if created else
@@ -165,7 +170,8 @@ class _BulkWriter:
         else:  # any other database: portable executemany
             self.conn.execute(insert(TASK), [
                 dict(zip(COLUMNS, (self.project_id, seq, ext, category, json.loads(payload),
-                                   self.gold, answer, self.created, self.kind),
+                                   self.gold, answer, self.created, self.kind,
+                                   self.source),
                      strict=True))
                 for seq, ext, category, payload, answer in rows])
 
@@ -186,11 +192,18 @@ def _copy_text(value: str) -> str:
     return value.replace("\\", "\\\\") if "\\" in value else value
 
 
+def _copy_field(value: str) -> str:
+    """Any text as a field of COPY's text format (a file's name may hold a tab or a line
+    end, which would end the field or the row)."""
+    return (value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
+            .replace("\r", "\\r"))
+
+
 _NULL = "\\N"
 
 
 COLUMNS = ("project_id", "seq", "external_id", "category", "payload", "is_gold",
-           "gold_answer", "created", "gold_kind")
+           "gold_answer", "created", "gold_kind", "gold_source")
 
 
 def _task_table_empty(conn: Connection) -> bool:
@@ -544,7 +557,9 @@ def load_tasks(session: Session, project: Project, path: str | Path, *, gold: bo
                progress: Callable[[int, int], None] | None = None) -> LoadResult:
     """Validate ``path`` fully (first pass), then insert its new rows into ``project`` in
     the caller's transaction (second pass; commit or roll back is the caller's).
-    ``progress(written, total)`` is called as rows are written."""
+    ``progress(written, total)`` is called as rows are written. Gold rows record ``path``
+    as given (``str(path)``, not resolved) as their ``gold_source``."""
+    source = str(path)[:500]  # gold's ``gold_source``: the file as the caller named it
     path = Path(path)
     kind = detect_format(path, fmt)
     pid = project.id
@@ -604,7 +619,7 @@ def load_tasks(session: Session, project: Project, path: str | Path, *, gold: bo
         adapt = sqlite3.adapters.get((datetime, sqlite3.PrepareProtocol))
         if adapt is not None:
             created = adapt(created)
-    writer = _BulkWriter(conn, pid, gold, created)
+    writer = _BulkWriter(conn, pid, gold, created, source)
     # into an empty SQLite table: the secondary indexes dropped once the first batch has
     # opened the transaction, and built again at the end
     may_defer = _task_table_empty(conn)

@@ -156,6 +156,13 @@ class Task(SQLModel, table=True):
     # none (written by an older process still running) reads as loaded if not marked,
     # else as reviewed (:func:`random_gold`)
     gold_kind: str | None = Field(default=None, max_length=16)
+    # who or what gave the gold answer (docs/gold.md, "Where a gold answer came from"): the
+    # file of ``labelq gold load``/``gold mark --file`` as given on the command line,
+    # ``cli`` for ``gold mark NAME TASK ANSWER``, ``review NAME`` for the review page's
+    # reviewer NAME, ``correct cli`` after ``labelq gold correct``; None for an ordinary
+    # task and for gold written before the column (``labelq init`` adds it, NULL: an
+    # unknown source is not guessed)
+    gold_source: str | None = Field(default=None, max_length=500)
 
 
 def random_gold() -> ColumnElement[bool]:

@@ -425,11 +425,14 @@ def delete_project(session: Session, project: Project) -> dict[str, int]:
 
 
 def correct_gold(session: Session, project: Project, external_id: str,
-                 answer: str) -> dict[str, Any]:
+                 answer: str, *, source: str | None = None) -> dict[str, Any]:
     """Set the answer of gold question ``external_id`` (a wrong one scores careful
     annotators as wrong, and may pause them). Returns the old and new answer and how many
     labels it re-scores. Gold scores, the quality rule and exports read answers from SQL;
-    the live policy state must be folded again (:func:`labelq.live.hotstate.bump_epoch`)."""
+    the live policy state must be folded again (:func:`labelq.live.hotstate.bump_epoch`).
+    The task's ``gold_source`` becomes ``correct`` followed by ``source`` (who corrected
+    it: ``cli`` for ``labelq gold correct``), so the answer is never credited to the file
+    or reviewer that gave the wrong one."""
     if answer not in project.labels:
         raise InputError(f"answer {answer!r} is not in the label set {project.labels}",
                          field="answer")
@@ -438,6 +441,7 @@ def correct_gold(session: Session, project: Project, external_id: str,
         raise InputError(f"task {external_id!r} is not a gold question", task=external_id)
     old = task.gold_answer
     task.gold_answer = answer
+    task.gold_source = ("correct" if source is None else f"correct {source}")[:500]
     session.add(task)
     session.flush()
     n = session.exec(select(func.count(col(Label.id)))
@@ -449,12 +453,15 @@ def correct_gold(session: Session, project: Project, external_id: str,
 class GoldMark:
     """Task ``task`` (its id) has the known answer ``answer``; ``line``: where a file said so;
     ``kind``: the gold kind this mark gives (None: :func:`mark_gold`'s ``kind``, else the
-    task's default)."""
+    task's default); ``source``: who or what gave the answer, for ``Task.gold_source``
+    (None: :func:`mark_gold`'s ``source``; a queued mark applied later carries its
+    queue row's)."""
 
     task: str
     answer: str
     line: int | None = None
     kind: str | None = None
+    source: str | None = None
 
 
 @dataclass(frozen=True)
@@ -505,6 +512,10 @@ def mark_gold(session: Session, project: Project, marks: Sequence[GoldMark], *,
     it, else ``reviewed`` (both chosen: they score no one); a mark's own ``kind`` comes
     first.
 
+    Each marked task records where its answer came from (``Task.gold_source``): a mark's
+    own ``source`` if given, else ``source`` (the file, ``cli``, ``review NAME``), cut to
+    500 characters.
+
     ``defer``: task ids whose marks are checked as the others are but not written (their
     tasks are assigned right now: :func:`labelq.live.goldmark.mark_gold_live` queues them);
     :attr:`MarkedGold.deferred` lists them."""
@@ -551,12 +562,16 @@ def mark_gold(session: Session, project: Project, marks: Sequence[GoldMark], *,
     drawn = draw_kinds(session, [int(t.id or 0) for t, _a in marked])
     kind_of = {t.id: mark_of[t.external_id].kind or kind or mark_kind(drawn.get(int(t.id or 0)))
                for t, _a in marked}
+    given = None if source is None else str(source)[:500]
+    source_of = {t.id: (mark_of[t.external_id].source or given) for t, _a in marked}
     conn, tt, lt = session.connection(), _TABLES["task"], _TABLES["label"]
-    for answer, k in dict.fromkeys((a, kind_of[t.id]) for t, a in marked):
-        tids = [t.id for t, a in marked if a == answer and kind_of[t.id] == k]
+    for answer, k, src in dict.fromkeys((a, kind_of[t.id], source_of[t.id]) for t, a in marked):
+        tids = [t.id for t, a in marked
+                if a == answer and kind_of[t.id] == k and source_of[t.id] == src]
         for i in range(0, len(tids), _IN_CHUNK):
             conn.execute(update(tt).where(tt.c.id.in_(tids[i:i + _IN_CHUNK]))
-                         .values(is_gold=True, gold_answer=answer, marked=now, gold_kind=k))
+                         .values(is_gold=True, gold_answer=answer, marked=now, gold_kind=k,
+                                 gold_source=None if src is None else src[:500]))
     tids = [t.id for t, _a in marked]
     categories = sorted(session.exec(select(Task.category).distinct().where(
         Task.project_id == project.id)).all()) if marked else []  # as load_view orders them

@@ -3,8 +3,9 @@ project of millions of tasks lists in constant memory.
 
 Each row: the task's ``id`` (as loaded), ``category``, ``state`` as ``labelq status``
 counts it (``unlabeled``, ``in_progress``, ``complete`` at the project's ``max_labels``,
-``gold``), its number of ``labels``, the ``gold_answer`` and ``gold_kind`` of a gold
-question, and its ``payload``. The filters (:data:`STATE_FILTERS`): ``pending`` (still
+``gold``), its number of ``labels``, the ``gold_answer``, ``gold_kind`` and
+``gold_source`` (where the answer came from: docs/gold.md) of a gold question, and its
+``payload``. The filters (:data:`STATE_FILTERS`): ``pending`` (still
 asked for: unlabeled or in progress), ``labelled`` (at least one label), ``gold``, or one
 of the states by name.
 """
@@ -24,7 +25,8 @@ from .models import Label, Project, Task
 __all__ = ["iter_tasks", "STATE_FILTERS", "TASK_COLUMNS"]
 
 STATE_FILTERS = ("pending", "labelled", "gold", "unlabeled", "in_progress", "complete")
-TASK_COLUMNS = ["id", "category", "state", "labels", "gold_answer", "gold_kind", "payload"]
+TASK_COLUMNS = ["id", "category", "state", "labels", "gold_answer", "gold_kind",
+                "gold_source", "payload"]
 
 
 def _state_filter(state: str, n: ColumnElement[int], cap: int | None) -> ColumnElement[bool]:
@@ -60,8 +62,8 @@ def iter_tasks(session: Session, project: Project, *, state: str | None = None,
          .where(col(Label.project_id) == project.id, col(Label.task_id) == col(Task.id))
          .correlate(Task).scalar_subquery())
     q = (sa_select(col(Task.external_id), col(Task.category), col(Task.is_gold),
-                   col(Task.gold_answer), col(Task.gold_kind), col(Task.marked),
-                   col(Task.payload), n.label("n"))
+                   col(Task.gold_answer), col(Task.gold_kind), col(Task.gold_source),
+                   col(Task.marked), col(Task.payload), n.label("n"))
          .where(col(Task.project_id) == project.id))
     if category is not None:
         q = q.where(col(Task.category) == category)
@@ -70,7 +72,7 @@ def iter_tasks(session: Session, project: Project, *, state: str | None = None,
     q = q.order_by(col(Task.seq)).execution_options(yield_per=batch)
     if limit is not None:
         q = q.limit(limit)
-    for ext, cat, is_gold, answer, kind, marked, payload, n_labels in \
+    for ext, cat, is_gold, answer, kind, source, marked, payload, n_labels in \
             session.connection().execute(q):
         count = int(cast(int, n_labels))
         if is_gold:
@@ -82,4 +84,5 @@ def iter_tasks(session: Session, project: Project, *, state: str | None = None,
                "gold_answer": answer if is_gold else None,
                "gold_kind": (kind or ("loaded" if marked is None else "reviewed"))
                if is_gold else None,
+               "gold_source": source if is_gold else None,
                "payload": payload}

@@ -154,10 +154,13 @@ def test_queue_answers_and_gold_kinds(setup):
         assert out.status_code == 200, out.text
         assert out.json() == {"task": t, "state": "marked", "kind": kind, "replaced": None}
     # Then they are gold of those kinds, and leave the queue
+    # and record who answered them (the reviewer's name: gold_source)
     with session_scope(eng) as s:
         rows = {t.external_id: (t.gold_answer, t.gold_kind) for t in
                 s.exec(select(Task).where(Task.is_gold))}
+        sources = set(s.exec(select(Task.gold_source).where(Task.is_gold)))
     assert rows == {first["id"]: ("pos", "audit"), s_task: ("pos", "suggested")}
+    assert sources == {"review expert"}
     left = c.get("/review/api/projects/p/queue", headers=token).json()
     assert [t["id"] for t in left["tasks"]] == [t for t in want if t not in rows]
     # and a bad answer is refused with what was wrong, changing nothing
@@ -209,7 +212,8 @@ def test_an_answer_to_a_task_assigned_right_now_is_queued(setup):
             "neg", "suggested", "review expert")
     q = c.get("/review/api/projects/p/queue", headers=token).json()
     assert held.task not in [x["id"] for x in q["tasks"]]
-    # and once the annotator's label is in, the queue is applied: gold of kind suggested
+    # and once the annotator's label is in, the queue is applied: gold of kind suggested,
+    # still credited to the reviewer who answered
     from labelq.live.goldmark import apply_queued_marks
     svc.submit("ann-c", held.assignment_id, "pos")
     with session_scope(eng) as s:
@@ -218,6 +222,7 @@ def test_an_answer_to_a_task_assigned_right_now_is_queued(setup):
     with session_scope(eng) as s:
         t = s.exec(select(Task).where(Task.external_id == held.task)).one()
         assert (t.is_gold, t.gold_answer, t.gold_kind) == (True, "neg", "suggested")
+        assert t.gold_source == "review expert"
 
 
 def test_an_answer_replacing_a_queued_one_says_so(setup, tmp_path):
@@ -261,6 +266,10 @@ def test_an_answer_replacing_a_queued_one_says_so(setup, tmp_path):
         got = {t.external_id: (t.is_gold, t.gold_answer) for t in s.exec(
             select(Task).where(Task.external_id.in_([first.task, second.task])))}
         assert got == {first.task: (True, "neg"), second.task: (True, "neg")}
+        # (each credited to what gave the answer that stands, not the queued one's source)
+        assert dict(s.exec(select(Task.external_id, Task.gold_source).where(
+            Task.external_id.in_([first.task, second.task]))).all()) == {
+            first.task: "review expert", second.task: "cli"}
         assert s.exec(select(PendingGoldMark)).all() == []
     # and an answer that replaces nothing says so too (null)
     again = c.post("/review/api/projects/p/answers", headers=token,

@@ -99,6 +99,7 @@ def test_tasks_list_filters_and_formats(run, db_url, tmp_path):
         ("t3", "unlabeled", 0), ("t4", "unlabeled", 0), ("t5", "unlabeled", 0),
         ("g0", "gold", 0)]
     assert every[-1]["gold_answer"] == "1" and every[-1]["gold_kind"] == "loaded"
+    assert every[-1]["gold_source"] == str(gold) and every[0]["gold_source"] is None
     assert every[0]["payload"]["text"].startswith("item 0") and every[0]["gold_answer"] is None
     assert [t["id"] for t in listed("--state", "pending")] == ["t1", "t2", "t3", "t4", "t5"]
     assert [t["id"] for t in listed("--state", "labelled")] == ["t0", "t1"]
@@ -115,9 +116,10 @@ def test_tasks_list_filters_and_formats(run, db_url, tmp_path):
     assert json.loads(rows[0]["payload"]) == every[0]["payload"]
     table = run("tasks", "list", "p", "--state", "gold").output.splitlines()
     assert table[0].split() == ["id", "category", "state", "labels", "gold_answer",
-                                "gold_kind", "payload"]
-    assert table[2].split()[:6] == ["g0", "-", "gold", "0", "1", "loaded"]
-    assert all(len(line) < 140 for line in run("tasks", "list", "p").output.splitlines())
+                                "gold_kind", "gold_source", "payload"]
+    assert table[2].split()[:7] == ["g0", "-", "gold", "0", "1", "loaded",
+                                    "…" + str(gold)[-23:]]  # (the file's path: its end)
+    assert all(len(line) < 150 for line in run("tasks", "list", "p").output.splitlines())
     assert "(none)" in run("tasks", "list", "p", "--category", "none").output
     # many rows: printed as read, the table as wide as its first 1000 rows need
     many = tmp_path / "many.csv"

@@ -76,8 +76,9 @@ def _eligible() -> set[str]:
 
 
 def test_init_upgrades_an_old_database_to_gold_kinds(db_url):
-    # Given a database of an earlier labelq: no gold_kind column, no gold_draw table, with
-    # a gold question loaded as gold, a task marked gold, and an ordinary task
+    # Given a database of an earlier labelq: no gold_kind nor gold_source column, no
+    # gold_draw table, with a gold question loaded as gold, a task marked gold, and an
+    # ordinary task
     eng = engine_for(db_url)
     pid, tasks = _project(db_url, with_gold=1)
     with eng.begin() as conn:
@@ -87,15 +88,19 @@ def test_init_upgrades_an_old_database_to_gold_kinds(db_url):
                      {"t": True, "a": tasks["a0"].id})
         conn.execute(text("DROP TABLE gold_draw"))
         conn.execute(text("ALTER TABLE task DROP COLUMN gold_kind"))
+        conn.execute(text("ALTER TABLE task DROP COLUMN gold_source"))
     eng.dispose()
     # When labelq init runs (twice: it is safe to repeat)
     init_schema(engine_for(db_url))
     init_schema(engine_for(db_url))
     # Then gold loaded as gold is of kind loaded, the marked task reviewed, the rest none;
-    # and the table of draws is there
+    # and the table of draws is there; every source is unknown (NULL: nothing recorded
+    # who gave those answers, and nothing guesses)
     with session_scope(eng) as s:
         kinds = {t.external_id: t.gold_kind for t in s.exec(select(Task))}
         assert s.exec(select(GoldDraw)).all() == []
+        assert set(s.exec(select(Task.gold_source))) == {None}
+        assert s.exec(select(Task.gold_source).where(Task.external_id == "g0")).one() is None
     assert kinds.pop("g0") == "loaded" and kinds.pop("a0") == "reviewed"
     assert set(kinds.values()) == {None}
     # and the scores follow the kinds: g0 scores (w0 right, w1 wrong), a0 does not

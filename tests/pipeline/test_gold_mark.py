@@ -111,8 +111,9 @@ def test_a_task_assigned_right_now_is_queued_and_marked_when_its_assignment_ends
     assert a is not None
     other = next(f"t{i}" for i in range(3) if f"t{i}" != a.task)
     k = Keys(pid, database_id(eng))
-    # When it is marked gold with another task
-    out = mark_gold_live(eng, r, "p", [GoldMark(other, "a"), GoldMark(a.task, "b")])
+    # When it is marked gold with another task, from an expert's file
+    out = mark_gold_live(eng, r, "p", [GoldMark(other, "a"), GoldMark(a.task, "b")],
+                         source="expert/answers.csv")
     # Then the other is gold now, and the assigned one is queued (in SQL, flagged in Redis)
     assert (out["marked"], out["queued"]) == (1, [a.task])
 
@@ -128,6 +129,13 @@ def test_a_task_assigned_right_now_is_queued_and_marked_when_its_assignment_ends
                 .join(PendingGoldMark, PendingGoldMark.task_id == Task.id)).all()]
 
     assert gold() == {other: "a"} and queued() == [(a.task, "b")]
+
+    def sources() -> dict[str, str | None]:
+        with session_scope(eng) as s:
+            return dict(s.exec(select(Task.external_id, Task.gold_source)
+                               .where(Task.project_id == pid, Task.is_gold)).all())
+
+    assert sources() == {other: "expert/answers.csv"}  # (where the answer came from)
     assert r.exists(k.gold_queued) and not r.sismember(k.gold, int(a.task[1:]))
     # (and it is handed out no more: out of pending and parked while it waits)
     sets = hot_sets(r, pid, eng)
@@ -145,6 +153,8 @@ def test_a_task_assigned_right_now_is_queued_and_marked_when_its_assignment_ends
     # Then the task is gold, its label a gold answer, the queue empty, the flag gone
     assert got["applied"] == [a.task] and got["waiting"] == 0
     assert gold() == {other: "a", a.task: "b"} and queued() == []
+    # (the queued answer still credited to its file: the queue row's source carried over)
+    assert sources() == {other: "expert/answers.csv", a.task: "expert/answers.csv"}
     assert r.sismember(k.gold, int(a.task[1:])) and not r.exists(k.gold_queued)
     with session_scope(eng) as s:
         assert s.exec(select(Label.is_gold).join(Task, Task.id == Label.task_id)
