@@ -573,7 +573,7 @@ def load_saved(session: Session, project: Project) -> tuple[Hot, int, int] | Non
 
     def refuse(why: str) -> tuple[Hot, int, int] | None:
         _saved_log.warning("project %s: saved state at applied seq %s not used: %s", pid,
-                    row.applied_seq, why)
+                           row.applied_seq, why)
         return None
 
     policy = build(project.policy)
@@ -587,9 +587,10 @@ def load_saved(session: Session, project: Project) -> tuple[Hot, int, int] | Non
         return refuse(f"{row.n_tasks} tasks, the project has {n_tasks}")
     if row.gold != _sql_gold_digest(session, project):
         return refuse("gold questions or answers changed since (gold mark, gold correct)")
-    if n_applied(session, pid, row.applied_seq) != row.n_applied:
-        return refuse(f"{row.n_applied} labels were folded up to it, SQL has "
-                      f"{n_applied(session, pid, row.applied_seq)} (labels deleted?)")
+    applied = n_applied(session, pid, row.applied_seq)
+    if applied != row.n_applied:
+        return refuse(f"{row.n_applied} labels were folded up to it, SQL has {applied} "
+                      "(labels deleted?)")
     blob = bytes(row.body)
     if hashlib.sha256(blob).hexdigest() != row.digest:
         return refuse("damaged (its bytes do not match their digest)")
@@ -619,11 +620,11 @@ def load_saved(session: Session, project: Project) -> tuple[Hot, int, int] | Non
                               f"{policy.state_version}")
             state = policy.state_from_dict(snap["state"])
     except Exception as exc:  # noqa: BLE001 - an unreadable row is only a shortcut missed
-        _saved_log.warning("project %s: saved state unreadable, folded from the labels: %r", pid,
-                    exc)
+        _saved_log.warning("project %s: saved state unreadable, folded from the labels: %r",
+                           pid, exc)
         return None
     hot = Hot(view, policy, state, row.applied_seq, database=database_id(session))
     folded = _replay(session, hot)
-    _saved_log.info("project %s: saved state at applied seq %s loaded, %s later labels folded "
-             "(%.2f s)", pid, row.applied_seq, folded, time.monotonic() - started)
+    _saved_log.info("project %s: saved state at applied seq %s loaded, %s later labels "
+                    "folded (%.2f s)", pid, row.applied_seq, folded, time.monotonic() - started)
     return hot, folded, row.applied_seq

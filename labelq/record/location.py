@@ -84,9 +84,9 @@ _LABELQ_TABLES = ("labelq_database", "project")
 def sqlite_file_kind(file: str | Path) -> str:
     """What a SQLite URL's file is, found without writing a byte to it (its size, then its
     table names through a read-only connection, which SQLite refuses for a file without
-    its header; a file shorter than SQLite's smallest page is none of its): ``"missing"``, ``"empty"`` (no bytes: SQLite makes it a database),
-    ``"labelq"``, ``"other"`` (a SQLite database without labelq's tables) or
-    ``"not-sqlite"``.
+    its header; a file shorter than SQLite's smallest page is none of its): ``"missing"``,
+    ``"empty"`` (no bytes: SQLite makes it a database), ``"labelq"``, ``"other"`` (a
+    SQLite database without labelq's tables) or ``"not-sqlite"``.
 
     The file is never opened but by SQLite: SQLite's locks are POSIX locks, which a
     process loses on *every* descriptor of the file when it closes *any* one of them.

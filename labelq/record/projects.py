@@ -562,16 +562,18 @@ def mark_gold(session: Session, project: Project, marks: Sequence[GoldMark], *,
     drawn = draw_kinds(session, [int(t.id or 0) for t, _a in marked])
     kind_of = {t.id: mark_of[t.external_id].kind or kind or mark_kind(drawn.get(int(t.id or 0)))
                for t, _a in marked}
-    given = None if source is None else str(source)[:500]
-    source_of = {t.id: (mark_of[t.external_id].source or given) for t, _a in marked}
+    # one UPDATE per (answer, kind, source) the marks share, in their first order
+    groups: dict[tuple[str, str, str | None], list[int | None]] = {}
+    for t, a in marked:
+        src = mark_of[t.external_id].source or (None if source is None else str(source))
+        groups.setdefault((a, kind_of[t.id], None if src is None else src[:500]),
+                          []).append(t.id)
     conn, tt, lt = session.connection(), _TABLES["task"], _TABLES["label"]
-    for answer, k, src in dict.fromkeys((a, kind_of[t.id], source_of[t.id]) for t, a in marked):
-        tids = [t.id for t, a in marked
-                if a == answer and kind_of[t.id] == k and source_of[t.id] == src]
+    for (answer, k, src), tids in groups.items():
         for i in range(0, len(tids), _IN_CHUNK):
             conn.execute(update(tt).where(tt.c.id.in_(tids[i:i + _IN_CHUNK]))
                          .values(is_gold=True, gold_answer=answer, marked=now, gold_kind=k,
-                                 gold_source=None if src is None else src[:500]))
+                                 gold_source=src))
     tids = [t.id for t, _a in marked]
     categories = sorted(session.exec(select(Task.category).distinct().where(
         Task.project_id == project.id)).all()) if marked else []  # as load_view orders them

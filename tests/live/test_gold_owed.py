@@ -27,6 +27,12 @@ def _held(r, k, w):
             if r.hget(k.lease(a), "held") is not None]
 
 
+def _refill(eng, r, s, hot, size: int, seed: int) -> None:
+    """The applier's top-up of the active workers' inboxes to ``size`` held reservations."""
+    refill_inboxes(eng, r, s.scripts, hot, inbox_size=size, lease_ms=600_000,
+                   key_ttl_ms=TUNING.lease_key_ttl_ms(600_000), rng=np.random.default_rng(seed))
+
+
 def _served_gold_share(r, sqlite_url, *, keep: bool, n: int = 400) -> float:
     eng, pid = make_project(sqlite_url, n_tasks=n + 50, n_gold=n, workers=1,
                             gold_schedule="fixed:rate=0.2", max_labels=1,
@@ -35,17 +41,12 @@ def _served_gold_share(r, sqlite_url, *, keep: bool, n: int = 400) -> float:
     k = Keys(pid, database_id(eng))
     hot = StateCache().get(eng, r, pid)
 
-    def refill(seed: int) -> None:
-        refill_inboxes(eng, r, s.scripts, hot, inbox_size=3, lease_ms=600_000,
-                       key_ttl_ms=TUNING.lease_key_ttl_ms(600_000),
-                       rng=np.random.default_rng(seed))
-
     handle, gold = f"owed{int(keep)}-w0", 0
     for i in range(n):
         a = s.next_assignment(handle)
         gold += a.task.startswith("g")
         s.submit(handle, a.assignment_id, "a")
-        refill(2 * i)
+        _refill(eng, r, s, hot, 3, 2 * i)
         # every other time, another worker reclaims the ordinary reservations held
         # (a reclaim never takes gold), and the applier tops the inbox up again
         if i % 2:
@@ -53,7 +54,7 @@ def _served_gold_share(r, sqlite_url, *, keep: bool, n: int = 400) -> float:
                 if not is_gold:
                     assert isinstance(s.scripts.release(k, aid, held_only=True,
                                                         keep_decision=keep), Released)
-            refill(2 * i + 1)
+            _refill(eng, r, s, hot, 3, 2 * i + 1)
     return gold / n
 
 
@@ -82,8 +83,7 @@ def test_an_owed_decision_is_paid_by_the_next_ordinary_task(r, sqlite_url):
     k = Keys(pid, database_id(eng))
     first = s.next_assignment("pay-w0")
     hot = StateCache().get(eng, r, pid)
-    refill_inboxes(eng, r, s.scripts, hot, inbox_size=2, lease_ms=600_000,
-                   key_ttl_ms=TUNING.lease_key_ttl_ms(600_000), rng=np.random.default_rng(0))
+    _refill(eng, r, s, hot, 2, 0)
     held = _held(r, k, 0)
     assert len(held) == 2 and not any(g for _, g in held)
     # When both are taken back for another worker
@@ -110,8 +110,7 @@ def test_a_release_not_for_a_reclaim_owes_nothing(r, sqlite_url):
     k = Keys(pid, database_id(eng))
     s.next_assignment("free-w0")
     hot = StateCache().get(eng, r, pid)
-    refill_inboxes(eng, r, s.scripts, hot, inbox_size=2, lease_ms=600_000,
-                   key_ttl_ms=TUNING.lease_key_ttl_ms(600_000), rng=np.random.default_rng(0))
+    _refill(eng, r, s, hot, 2, 0)
     for aid, _ in _held(r, k, 0):
         s.scripts.release(k, aid, held_only=True)
     assert r.hget(k.nissued, owed_field(0)) is None
